@@ -1,0 +1,44 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both create .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor-cache
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test venv browser lint mutation bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	# torch is pinned here (a CPU build on this machine's disk); pyproject declares a range.
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev,models,plots]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/seamscope demo --out seamscope-out
+
+# Headless Chromium for the report's browser test (Debian packages; never a downloaded browser).
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		echo "installing chromium and chromium-driver"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+
+test: $(STAMP) browser
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+mutation: $(STAMP)
+	$(BIN)/python benchmarks/mutation.py
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/capture_overhead.py
+
+clean:
+	rm -rf $(VENV) seamscope-out .torchinductor-cache .pytest_cache

@@ -1,0 +1,34 @@
+"""From a ledger to a hashed receipt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..model.hashing import receipt_sha256, structure_sha256
+from ..model.ledger import SCHEMA_VERSION, Ledger
+from ..model.receipt import RECEIPT_KIND, Decision, Receipt
+from .summary import summarize
+
+
+def make_receipt(ledger: Ledger, decision: Decision | None = None, **sections: Any) -> Receipt:
+    """Summarise, attach optional analysis sections (keyword = Receipt field), and hash."""
+    summary = summarize(ledger)
+    receipt = Receipt(
+        schema_version=SCHEMA_VERSION,
+        kind=RECEIPT_KIND,
+        ledger=ledger,
+        summary=summary,
+        decision=decision or Decision(),
+        structure_sha256=structure_sha256(ledger, summary),
+        receipt_sha256="",
+        **sections,
+    )
+    return rehash(receipt)
+
+
+def rehash(receipt: Receipt) -> Receipt:
+    """Recompute ``receipt_sha256`` after a section was added or changed."""
+    receipt = msgspec.structs.replace(receipt, receipt_sha256="")
+    return msgspec.structs.replace(receipt, receipt_sha256=receipt_sha256(receipt))

@@ -1,0 +1,98 @@
+"""The receipt's ``summary``: CONVENTIONS.md's counts and per-phase timing, from a ledger."""
+
+from __future__ import annotations
+
+from ..model.builder import PHASES
+from ..model.ledger import Ledger, RegionEvent
+from ..model.receipt import FallbackSummary, PhaseStats, RecompileSummary, SiteSummary, Summary
+from .stats import median_float, quantile
+
+
+def summarize(ledger: Ledger) -> Summary:
+    comps = ledger.compilations
+    ok = [c for c in comps if c.status == "ok"]
+    site_totals = {s.site_id: s for s in ledger.totals.sites}
+    has_rt = ledger.run.has_runtime
+    sites = []
+    for s in ledger.break_sites:
+        t = site_totals.get(s.site_id)
+        sites.append(
+            SiteSummary(
+                site_id=s.site_id,
+                file=s.file,
+                line=s.line,
+                function=s.function,
+                gb_code=s.gb_code,
+                gb_type=s.gb_type,
+                reason=s.reason,
+                user_stack=s.user_stack,
+                compile_ids=s.compile_ids,
+                crossings=(t.crossings if t else 0) if has_rt else None,
+                calls_crossing=(t.calls_crossing if t else 0) if has_rt else None,
+                island_after_ns=(t.island_after_ns if t else 0) if has_rt else None,
+            )
+        )
+    recompiles = [
+        RecompileSummary(
+            compile_id=c.compile_id,
+            frame_name=c.frame_name,
+            file=c.file,
+            line=c.line,
+            failed_guards=c.failed_guards,
+            call_index=c.call_index,
+        )
+        for c in ok
+        if c.is_recompile
+    ]
+    fallbacks = [
+        FallbackSummary(
+            compile_id=c.compile_id,
+            frame_name=c.frame_name,
+            status=c.status,
+            reason=(c.fail_reason or c.fail_type or c.status).splitlines()[0] if (c.fail_reason or c.fail_type) else c.status,
+            call_index=c.call_index,
+        )
+        for c in comps
+        if c.status != "ok"
+    ]
+    phases = []
+    by_phase = {p.phase: p for p in ledger.totals.phases}
+    for name in PHASES:
+        pt = by_phase.get(name)
+        if pt is None:
+            continue
+        retained = [c for c in ledger.calls if c.phase == name]
+        walls = [c.wall_ns for c in retained]
+        rpc = [float(sum(1 for e in c.events if isinstance(e, RegionEvent))) for c in retained]
+        phases.append(
+            PhaseStats(
+                phase=name,
+                calls=pt.calls,
+                wall_ns=pt.wall_ns,
+                region_ns=pt.region_ns,
+                island_ns=pt.island_ns,
+                compile_ns=pt.compile_ns,
+                overhead_ns=pt.overhead_ns,
+                sampled_calls=len(retained),
+                min_ns=min(walls) if walls else None,
+                median_ns=quantile(walls, 0.5),
+                p90_ns=quantile(walls, 0.9),
+                regions_per_call_median=median_float(rpc),
+            )
+        )
+    return Summary(
+        call_count=ledger.totals.calls,
+        compile_count=len(ok),
+        recompile_count=sum(1 for c in ok if c.is_recompile),
+        graph_count=sum(c.graph_count for c in comps),
+        fallback_count=sum(1 for c in comps if c.status != "ok"),
+        break_site_count=len(ledger.break_sites),
+        break_sites=sites,
+        recompiles=recompiles,
+        fallbacks=fallbacks,
+        calls_by_phase={p.phase: p.calls for p in ledger.totals.phases},
+        phases=phases,
+        compile_ns=sum(c.duration_ns or 0 for c in comps),
+        restart_count=sum(len(c.restart_reasons) for c in comps),
+        has_runtime=has_rt,
+    )

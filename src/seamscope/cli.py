@@ -1,0 +1,70 @@
+"""The command line: a thin layer over the Python API.
+
+Each subcommand lives in ``seamscope/commands/<name>.py`` and exposes ``command`` (a click
+command); this module only finds them, and turns errors into one line and CONVENTIONS.md's exit
+codes (0 ok, 1 the answer is no, 2 unusable input, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import SeamscopeError
+
+# name -> module; a command whose module is absent is simply not offered.
+COMMANDS = {
+    "demo": "seamscope.commands.demo",
+    "run": "seamscope.commands.run",
+    "import": "seamscope.commands.import_",
+    "probe": "seamscope.commands.probe",
+    "shapes": "seamscope.commands.shapes",
+    "report": "seamscope.commands.report",
+    "diff": "seamscope.commands.diff",
+    "verify": "seamscope.commands.verify",
+    "check": "seamscope.commands.check",
+    "merge": "seamscope.commands.merge",
+    "summary": "seamscope.commands.summary",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n, m in COMMANDS.items() if importlib.util.find_spec(m) is not None)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        mod = COMMANDS.get(name)
+        if mod is None or importlib.util.find_spec(mod) is None:
+            return None
+        return importlib.import_module(mod).command  # type: ignore[no-any-return]
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="seamscope")
+def cli() -> None:
+    """seamscope: what torch.compile really did to your program, and what it cost."""
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        rv = cli.main(args=argv, prog_name="seamscope", standalone_mode=False)
+    except SeamscopeError as e:
+        click.echo(f"seamscope: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("seamscope: interrupted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("seamscope: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(2)
+    if isinstance(rv, int):
+        sys.exit(rv)
+    sys.exit(0)

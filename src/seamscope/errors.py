@@ -1,0 +1,27 @@
+"""Errors a user can cause, each with the exit code of CONVENTIONS.md. The CLI prints one line."""
+
+from __future__ import annotations
+
+
+class SeamscopeError(Exception):
+    """Base: ``str(err)`` is the one line shown to the user."""
+
+    exit_code = 2
+
+
+class UnusableInput(SeamscopeError):
+    """Bad path, bad arguments, unreadable or unknown-version file (exit 2)."""
+
+    exit_code = 2
+
+
+class AnswerIsNo(SeamscopeError):
+    """A check over budget, a verification failure, a divergence (exit 1)."""
+
+    exit_code = 1
+
+
+class UserCodeFailed(SeamscopeError):
+    """The user's own script or model raised (exit 1); what was measured is still written."""
+
+    exit_code = 1

@@ -1,0 +1,1 @@
+"""seamscope.examples."""

@@ -1,0 +1,45 @@
+"""Reading a receipt back, strictly: any problem is one line naming the file, and exit 2."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+from ..errors import UnusableInput
+from ..model.ledger import SCHEMA_VERSION
+from ..model.receipt import Receipt
+
+
+def load_receipt(path: str | os.PathLike[str]) -> Receipt:
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        p = os.path.join(p, "receipt.json")
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise UnusableInput(f"{p}: no such file") from None
+    except OSError as e:
+        raise UnusableInput(f"{p}: cannot read: {e.strerror}") from None
+    return parse_receipt(data, p)
+
+
+def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        hint = " (truncated?)" if "truncated" in str(e).lower() or not data.strip() else ""
+        raise UnusableInput(f"{name}: not valid JSON{hint}: {e}") from None
+    if not isinstance(raw, dict) or raw.get("kind") != "seamscope.receipt":
+        raise UnusableInput(f"{name}: not a seamscope receipt (no \"kind\": \"seamscope.receipt\")")
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise UnusableInput(
+            f"{name}: receipt schema version {version!r} is not supported "
+            f"(this seamscope reads version {SCHEMA_VERSION})"
+        )
+    try:
+        return msgspec.convert(raw, type=Receipt)
+    except msgspec.ValidationError as e:
+        raise UnusableInput(f"{name}: does not match the receipt schema: {e}") from None

@@ -1,0 +1,290 @@
+"""The ledger: one plain, frozen record of what one compiled run did and what it cost.
+
+Capture (live), import (``TORCH_TRACE`` logs, seamscope traces) and the fake event source all
+produce a :class:`Ledger`; analyses read it; renderers only render what analyses derived from it.
+Nothing here imports torch.
+
+Units: every duration and timestamp is an integer number of nanoseconds. Integers keep the
+accounting identity exact (no float rounding between a call's wall time and its parts) and make
+the canonical serialisation byte-stable.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+#: Bumped on any incompatible change of the ledger or receipt layout.
+SCHEMA_VERSION = 1
+
+Phase = Literal["cold", "steady", "fallback"]
+"""A ``run`` call's phase (CONVENTIONS.md): something compiled in it, cache hits only, or the call
+ran after a recompile-limit fallback."""
+
+Outcome = Literal["hit", "compile", "recompile", "fallback", "error"]
+"""What happened to the cache in a call: all hits; a first compilation of some frame; a
+recompilation (a guard failed); an eager fallback (recompile limit, compile failure, skipped
+frame); the user's code raised."""
+
+CompileStatus = Literal["ok", "failed", "fallback", "skipped"]
+"""``ok``: produced code. ``fallback``: gave up and runs eager (recompile limit).
+``failed``: the compiler raised. ``skipped``: Dynamo skipped the frame."""
+
+
+class Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False, forbid_unknown_fields=True):
+    """Base of every model type: immutable, keyword-only, strict about unknown fields."""
+
+
+class Frame(Struct):
+    """One frame of a user stack (innermost last in a stack)."""
+
+    file: str
+    line: int
+    function: str
+
+
+class Environment(Struct):
+    """What decides compile behaviour, recorded so that two receipts can be told apart."""
+
+    seamscope_version: str
+    python_version: str
+    torch_version: str | None = None
+    platform: str = ""
+    device: str = "cpu"
+    backend: str | None = None
+    compile_options: dict[str, str] = {}
+    dynamo_config: dict[str, str] = {}
+    """Settings that decide Dynamo's behaviour (``recompile_limit``, ``capture_scalar_outputs``,
+    ``automatic_dynamic_shapes``, ...), values as their ``repr``."""
+
+
+class RunInfo(Struct):
+    """What was run: the spec, kept apart from samples and statistics."""
+
+    source: Literal["live", "torch_trace", "seamscope_trace", "fake", "probe", "shapes"]
+    command: list[str] = []
+    """The script and its arguments (``run``), the log path (``import``), the workload (probe)."""
+    input_trace_sha256: str | None = None
+    """Digest of what was fed in (CONVENTIONS: the script and args, the log's bytes, the inputs)."""
+    rank: int | None = None
+    world_size: int | None = None
+    has_runtime: bool = True
+    """False for imported ``TORCH_TRACE`` logs: which regions ran in which call is unknown."""
+    absent: list[str] = []
+    """What this ledger cannot tell, said plainly (never invented)."""
+    warnings: list[str] = []
+
+
+class BreakSite(Struct):
+    """A distinct source location where capture broke; one site can be crossed many times."""
+
+    site_id: str
+    """Stable id (``B`` + 8 hex) from file, function, ``gb_code`` and the reason's first line,
+    not the line number: a line shift above the site keeps the id."""
+    file: str
+    line: int
+    function: str
+    gb_code: str | None
+    gb_type: str | None
+    reason: str
+    user_stack: list[Frame]
+    compile_ids: list[str]
+    """Every compilation in which Dynamo broke here (a break inside an inlined helper shows in the
+    caller's compilation and again in the helper's own)."""
+
+
+class Compilation(Struct):
+    """One frame compilation ``x/y`` (attempts after a restart folded in)."""
+
+    compile_id: str
+    frame_name: str
+    file: str
+    line: int
+    status: CompileStatus
+    call_index: int | None = None
+    """The call during which it happened; None when outside any observed call."""
+    start_ns: int | None = None
+    """Relative to the ledger's origin; None when unknown (imported logs)."""
+    duration_ns: int | None = None
+    dynamo_ns: int | None = None
+    aot_ns: int | None = None
+    backend_ns: int | None = None
+    graph_count: int = 0
+    """Graphs Dynamo produced in this compilation (handed to the backend)."""
+    guard_count: int | None = None
+    fx_cache: Literal["hit", "miss", "bypass"] | None = None
+    aot_cache: Literal["hit", "miss", "bypass"] | None = None
+    failed_guards: list[str] = []
+    """The guards that failed and caused this compilation (recompile reasons), normalised."""
+    restart_reasons: list[str] = []
+    fail_type: str | None = None
+    fail_reason: str | None = None
+    break_site_ids: list[str] = []
+    own_break_site_id: str | None = None
+    """The break that ends this frame's own graph: the seam crossed right after its region runs."""
+
+    @property
+    def is_recompile(self) -> bool:
+        return compile_frame_index(self.compile_id)[1] > 0
+
+
+def compile_frame_index(compile_id: str) -> tuple[int, int]:
+    """``"3/1"`` → (3, 1); ``"3/1_2"`` → (3, 1). Unparseable ids sort last."""
+    head = compile_id.split("_", 1)[0]
+    try:
+        x, y = head.split("/", 1)
+        return int(x), int(y)
+    except ValueError:
+        return (1 << 30, 0)
+
+
+# --- events inside a call, in the order they happened -------------------------------------------
+
+
+class RegionEvent(Struct, tag="region"):
+    """One run of one compiled graph."""
+
+    compile_id: str
+    graph_index: int
+    start_ns: int
+    """Relative to the call's start."""
+    duration_ns: int
+    out_tensors: int | None = None
+    out_bytes: int | None = None
+    """Seam traffic: tensors and bytes this region hands back to eager code (None: not sampled)."""
+
+
+class IslandEvent(Struct, tag="island"):
+    """Time in a call outside compiled regions and compilation: eager code, guard checks, Python."""
+
+    start_ns: int
+    duration_ns: int
+    after_site_id: str | None = None
+    """The break crossed just before this island, when the island follows a broken region."""
+
+
+class CompileEvent(Struct, tag="compile"):
+    """A compilation that happened inside the call."""
+
+    compile_id: str
+    start_ns: int
+    duration_ns: int
+
+
+class BreakEvent(Struct, tag="break"):
+    """A break site crossed (a point event)."""
+
+    site_id: str
+    at_ns: int
+
+
+class GuardMissEvent(Struct, tag="guard_miss"):
+    """Guards failed and a new variant was compiled (a point event; text in the Compilation)."""
+
+    compile_id: str
+    at_ns: int
+
+
+class FallbackEvent(Struct, tag="fallback"):
+    """Dynamo gave up on a frame in this call and ran it eagerly (a point event)."""
+
+    compile_id: str
+    reason: str
+    at_ns: int
+
+
+Event = RegionEvent | IslandEvent | CompileEvent | BreakEvent | GuardMissEvent | FallbackEvent
+
+
+class Call(Struct):
+    """One top-level call of a compiled callable from user code."""
+
+    index: int
+    phase: Phase
+    outcome: Outcome
+    wall_ns: int
+    overhead_ns: int
+    """seamscope's own bookkeeping time inside the call (measured, not estimated)."""
+    events: list[Event]
+    family: str | None = None
+    """Input family or label (the probe's ``steady``/``changed``; a shape length)."""
+    error: str | None = None
+
+
+class OutsideRegion(Struct):
+    """Compiled code that ran outside any call (a compiled backward inside ``loss.backward()``)."""
+
+    compile_id: str
+    kind: Literal["backward", "forward"]
+    duration_ns: int
+    attributed_call: int | None
+    """The call whose forward produced it, when known."""
+
+
+# --- exact totals over every call, retained or not -----------------------------------------------
+
+
+class RegionTotal(Struct):
+    compile_id: str
+    runs: int
+    total_ns: int
+    min_ns: int
+    max_ns: int
+    outside_runs: int = 0
+    outside_ns: int = 0
+
+
+class SiteTotal(Struct):
+    site_id: str
+    crossings: int
+    calls_crossing: int
+    island_after_ns: int
+    """Sum of the islands that followed a crossing of this site."""
+
+
+class PhaseTotal(Struct):
+    phase: Phase
+    calls: int
+    wall_ns: int
+    region_ns: int
+    island_ns: int
+    compile_ns: int
+    overhead_ns: int
+
+
+class Totals(Struct):
+    """Exact accumulators over all calls, so that dropping detail never changes a total."""
+
+    calls: int
+    phases: list[PhaseTotal]
+    regions: list[RegionTotal]
+    sites: list[SiteTotal]
+    outside_ns: int = 0
+    outside_runs: int = 0
+
+
+class Retention(Struct):
+    """How per-call detail was bounded: the first ``first`` calls, then every ``stride``-th."""
+
+    first: int
+    cap: int
+    stride: int
+    retained: int
+    dropped: int
+    outside_cap: int = 0
+    outside_dropped: int = 0
+
+
+class Ledger(Struct):
+    """One run (one process, one rank)."""
+
+    schema_version: int
+    run: RunInfo
+    environment: Environment
+    compilations: list[Compilation]
+    break_sites: list[BreakSite]
+    calls: list[Call]
+    outside: list[OutsideRegion]
+    totals: Totals
+    retention: Retention

@@ -1,0 +1,43 @@
+"""Run-specific text made comparable: addresses, absolute paths, object ids and process ids.
+
+Applied where text enters the ledger (capture and import), so that two runs of the same program
+produce the same sites, guard texts and hashes (CONVENTIONS.md, "Hashes and determinism").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+_ADDR = re.compile(r"0x[0-9a-fA-F]{4,}")
+_OBJ_ID = re.compile(r"(___check_obj_id\([^,()]*(?:\([^()]*\))?[^,()]*,\s*)\d+")
+_ID_EQ = re.compile(r"(\bid\([^()]*\)\s*==\s*)\d{6,}")
+_PID = re.compile(r"\b(pid[ =:]+)\d+", re.IGNORECASE)
+_SITE = re.compile(r"(?:/[^\s\"':]*?)?/(?:site|dist)-packages/")
+_ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]+")
+
+
+def normalize_path(path: str, cwd: str | None = None) -> str:
+    """An absolute path as it should appear in a receipt: relative to ``cwd`` when under it,
+    ``site-packages/...`` for installed packages, else unchanged."""
+    if not path or not path.startswith("/"):
+        return path
+    i = path.find("-packages/")
+    if i >= 0 and (path[:i].endswith("/site") or path[:i].endswith("/dist")):
+        return "site-packages/" + path[i + len("-packages/") :]
+    base = cwd if cwd is not None else os.getcwd()
+    base = base.rstrip("/") + "/"
+    if path.startswith(base):
+        return path[len(base) :]
+    return path
+
+
+def normalize_text(text: str, cwd: str | None = None) -> str:
+    """Normalise every run-specific token inside free text (reasons, guards, stacks)."""
+    if not text:
+        return text
+    text = _ADDR.sub("0x…", text)
+    text = _OBJ_ID.sub(r"\g<1><id>", text)
+    text = _ID_EQ.sub(r"\g<1><id>", text)
+    text = _PID.sub(r"\g<1><pid>", text)
+    return _ABS_PATH.sub(lambda m: normalize_path(m.group(0), cwd), text)

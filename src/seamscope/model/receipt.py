@@ -1,0 +1,116 @@
+"""The receipt: a ledger, the figures derived from it, and a decision record, hashed.
+
+``receipt.json`` is what every report, diff, check and verification reads. Analyses add their own
+optional section here (``findings``, ``probe``, ``shapes``, ...); a receipt that lacks one still
+renders.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from .ledger import Frame, Ledger, Struct
+
+RECEIPT_KIND = "seamscope.receipt"
+
+DOES_NOT_ESTABLISH = [
+    "a universal speed-up: only the calls recorded here were measured",
+    "stability on inputs not seen in this run (other shapes, dtypes or values may recompile)",
+    "behaviour on other backends, devices, PyTorch versions or compile options",
+    "production capacity or throughput under concurrent load",
+]
+
+
+class PhaseStats(Struct):
+    """Timing distribution of one phase; totals exact, quantiles over the retained calls."""
+
+    phase: str
+    calls: int
+    wall_ns: int
+    region_ns: int
+    island_ns: int
+    compile_ns: int
+    overhead_ns: int
+    sampled_calls: int
+    """How many calls the quantiles below were computed from (all, unless detail was bounded)."""
+    min_ns: int | None = None
+    median_ns: int | None = None
+    p90_ns: int | None = None
+    regions_per_call_median: float | None = None
+
+
+class SiteSummary(Struct):
+    """A break site as CONVENTIONS.md lists it, with how often it was crossed."""
+
+    site_id: str
+    file: str
+    line: int
+    function: str
+    gb_code: str | None
+    gb_type: str | None
+    reason: str
+    user_stack: list[Frame]
+    compile_ids: list[str]
+    crossings: int | None
+    """Crossings over all calls; None when the ledger has no runtime data (imported logs)."""
+    calls_crossing: int | None
+    island_after_ns: int | None
+
+
+class RecompileSummary(Struct):
+    compile_id: str
+    frame_name: str
+    file: str
+    line: int
+    failed_guards: list[str]
+    call_index: int | None
+
+
+class FallbackSummary(Struct):
+    compile_id: str
+    frame_name: str
+    status: str
+    reason: str
+    call_index: int | None
+
+
+class Summary(Struct):
+    """The counts of CONVENTIONS.md, each equal to one PyTorch source of truth."""
+
+    call_count: int
+    compile_count: int
+    recompile_count: int
+    graph_count: int
+    fallback_count: int
+    break_site_count: int
+    break_sites: list[SiteSummary]
+    recompiles: list[RecompileSummary]
+    fallbacks: list[FallbackSummary]
+    calls_by_phase: dict[str, int]
+    phases: list[PhaseStats]
+    compile_ns: int
+    """Sum of observed compile durations (compile-time evidence, never runtime)."""
+    restart_count: int
+    has_runtime: bool
+
+
+class Decision(Struct):
+    """The decision record of seed 001: what was chosen, when to roll back, what is not shown."""
+
+    note: str | None = None
+    intervention: str | None = None
+    rollback_trigger: str | None = None
+    warmup_policy: str = "cold = calls in which something compiled; steady = cache hits only"
+    does_not_establish: list[str] = msgspec.field(default_factory=lambda: list(DOES_NOT_ESTABLISH))
+
+
+class Receipt(Struct):
+    schema_version: int
+    kind: Literal["seamscope.receipt"]
+    ledger: Ledger
+    summary: Summary
+    decision: Decision
+    structure_sha256: str
+    receipt_sha256: str

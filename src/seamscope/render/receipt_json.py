@@ -1,0 +1,74 @@
+"""``receipt.json`` (canonical, indented) and ``calls.csv`` (one row per retained call)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+
+from ..model.canonical import pretty_bytes
+from ..model.ledger import BreakEvent, CompileEvent, IslandEvent, RegionEvent
+from ..model.receipt import Receipt
+from .files import write_atomic
+
+CSV_COLUMNS = [
+    "index",
+    "phase",
+    "outcome",
+    "family",
+    "wall_ns",
+    "region_ns",
+    "island_ns",
+    "compile_ns",
+    "overhead_ns",
+    "regions",
+    "breaks_crossed",
+    "compile_ids",
+    "error",
+]
+
+
+class ReceiptJsonRenderer:
+    extension = ".json"
+
+    def render(self, receipt: Receipt) -> bytes:
+        return pretty_bytes(receipt)
+
+
+class CallsCsvRenderer:
+    """The per-call ledger of seed 001: call identity, graph identity, breaks, cache outcome, phase."""
+
+    extension = ".csv"
+
+    def render(self, receipt: Receipt) -> str:
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        for c in receipt.ledger.calls:
+            regions = [e for e in c.events if isinstance(e, RegionEvent)]
+            w.writerow(
+                [
+                    c.index,
+                    c.phase,
+                    c.outcome,
+                    c.family or "",
+                    c.wall_ns,
+                    sum(e.duration_ns for e in regions),
+                    sum(e.duration_ns for e in c.events if isinstance(e, IslandEvent)),
+                    sum(e.duration_ns for e in c.events if isinstance(e, CompileEvent)),
+                    c.overhead_ns,
+                    len(regions),
+                    sum(1 for e in c.events if isinstance(e, BreakEvent)),
+                    " ".join(e.compile_id for e in regions),
+                    c.error or "",
+                ]
+            )
+        return out.getvalue()
+
+
+def write_receipt_files(receipt: Receipt, out_dir: str | os.PathLike[str]) -> str:
+    """Write ``receipt.json`` and ``calls.csv`` into ``out_dir``; return the receipt's path."""
+    d = os.fspath(out_dir)
+    path = write_atomic(os.path.join(d, "receipt.json"), ReceiptJsonRenderer().render(receipt))
+    write_atomic(os.path.join(d, "calls.csv"), CallsCsvRenderer().render(receipt))
+    return path

@@ -1,0 +1,91 @@
+"""The terminal summary (rich). It formats figures the receipt already holds."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ..model.receipt import Receipt
+
+
+def fmt_ns(ns: int | None) -> str:
+    if ns is None:
+        return "–"
+    if ns >= 1_000_000_000:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1_000:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns} ns"
+
+
+class TerminalRenderer:
+    def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
+        self.console = console or Console(highlight=False)
+        self.max_rows = max_rows
+
+    def print(self, receipt: Receipt) -> None:
+        c = self.console
+        s = receipt.summary
+        led = receipt.ledger
+        c.print(
+            f"[bold]seamscope[/bold] · {s.call_count} calls · {s.compile_count} compiles "
+            f"({s.recompile_count} recompiles) · {s.graph_count} graphs · "
+            f"{s.break_site_count} break sites · {s.fallback_count} fallbacks"
+        )
+        if not s.has_runtime:
+            c.print("[yellow]no runtime data[/yellow]: " + "; ".join(led.run.absent))
+        if s.phases:
+            t = Table(title="calls by phase", title_justify="left")
+            for col in ("phase", "calls", "median", "p90", "regions/call", "islands", "compile", "overhead"):
+                t.add_column(col, justify="left" if col == "phase" else "right")
+            for p in s.phases:
+                if p.calls == 0:
+                    continue
+                t.add_row(
+                    p.phase,
+                    str(p.calls),
+                    fmt_ns(p.median_ns),
+                    fmt_ns(p.p90_ns),
+                    "–" if p.regions_per_call_median is None else f"{p.regions_per_call_median:g}",
+                    fmt_ns(p.island_ns),
+                    fmt_ns(p.compile_ns),
+                    fmt_ns(p.overhead_ns),
+                )
+            c.print(t)
+        if s.break_sites:
+            t = Table(title="break sites", title_justify="left")
+            for col in ("site", "where", "code", "type", "crossings", "island after"):
+                t.add_column(col)
+            for b in s.break_sites[: self.max_rows]:
+                t.add_row(
+                    b.site_id,
+                    f"{b.file}:{b.line} ({b.function})",
+                    b.gb_code or "–",
+                    b.gb_type or b.reason.splitlines()[0][:60],
+                    "–" if b.crossings is None else str(b.crossings),
+                    fmt_ns(b.island_after_ns),
+                )
+            c.print(t)
+        if s.recompiles:
+            t = Table(title="recompiles", title_justify="left")
+            t.add_column("compile id")
+            t.add_column("frame")
+            t.add_column("call")
+            t.add_column("failed guard")
+            for r in s.recompiles[: self.max_rows]:
+                t.add_row(
+                    r.compile_id,
+                    f"{r.frame_name} {r.file}:{r.line}",
+                    "–" if r.call_index is None else str(r.call_index),
+                    (r.failed_guards[0] if r.failed_guards else "–").splitlines()[0][:100],
+                )
+            c.print(t)
+        for f in s.fallbacks[: self.max_rows]:
+            c.print(f"[red]fallback[/red] {f.compile_id} {f.frame_name}: {f.reason}")
+        if led.retention.dropped:
+            c.print(
+                f"[dim]per-call detail kept for {led.retention.retained} of {s.call_count} calls "
+                f"(first {led.retention.first}, then every {led.retention.stride}th); totals are exact[/dim]"
+            )
