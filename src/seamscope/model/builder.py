@@ -285,8 +285,7 @@ class LedgerBuilder:
         timeline: list[tuple[int, int, Event]] = []  # (abs time, order, event)
         sums = {"region": 0, "island": 0, "compile": 0, "overhead": 0, "compile_n": 0}
         cursor = start
-        pending_site: str | None = None
-        last_crossed: str | None = None
+        pending_site: str | None = None  # the island that follows is attributed to it
         crossed_sites: set[str] = set()
         order = 0
 
@@ -302,14 +301,54 @@ class LedgerBuilder:
                 self._site_acc.setdefault(pending_site, _SiteAcc()).island_after += b - a
             order += 1
 
+        def cross(site: str) -> None:
+            nonlocal order
+            timeline.append((cursor, order, BreakEvent(site_id=site, at_ns=cursor - start)))
+            order += 1
+            sacc = self._site_acc.setdefault(site, _SiteAcc())
+            sacc.crossings += 1
+            if site not in crossed_sites:
+                sacc.calls += 1
+                crossed_sites.add(site)
+
+        # One physical crossing of a site can show in several frames (a caller that tried to
+        # inline the helper that broke, the helper itself, their resume functions), and some of
+        # those frames run no graph. An *episode* opens at the first signal and closes when a
+        # frame at the outermost depth seen resumes; each episode is one crossing.
+        open_depth: dict[str, int] = {}
+        closed_recently: set[str] = set()
+
+        def own_signal(site: str, depth: int) -> None:
+            if site not in open_depth:
+                cross(site)
+                open_depth[site] = depth
+            else:
+                open_depth[site] = min(open_depth[site], depth)
+
+        def resume_signal(site: str, depth: int) -> None:
+            if site in open_depth:
+                if depth <= open_depth[site]:
+                    del open_depth[site]
+                    closed_recently.add(site)
+            elif site not in closed_recently:
+                cross(site)  # the frames before produced no graph: this is the first sign
+                closed_recently.add(site)
+
         for sp in spans:
             s = max(sp.start, cursor, start)
             e = min(max(sp.end, s), end_ns)
             if e < s:
                 e = s
+            comp = self._compilations.get(sp.compile_id) if sp.kind == "region" else None
+            if comp is not None:
+                related = {comp.resume_site_id, comp.own_break_site_id}
+                closed_recently.intersection_update(related)
+            if comp is not None and comp.resume_site_id is not None:
+                # Entering a resume function: the seam before it is the break it resumes after,
+                # even when the frame before produced no graph (e.g. a disabled function).
+                resume_signal(comp.resume_site_id, comp.resume_depth or 0)
+                pending_site = comp.resume_site_id
             island(cursor, s)
-            if sp.kind != "overhead":
-                pending_site = None if sp.kind == "region" else pending_site
             dur = e - s
             cursor = max(cursor, e)
             if sp.kind == "overhead":
@@ -323,6 +362,7 @@ class LedgerBuilder:
                 )
                 order += 1
                 continue
+            pending_site = None
             sums["region"] += dur
             timeline.append(
                 (
@@ -345,23 +385,9 @@ class LedgerBuilder:
             racc.max = max(racc.max, dur)
             racc.runs += 1
             racc.total += dur
-            comp = self._compilations.get(sp.compile_id)
-            site = comp.own_break_site_id if comp is not None else None
-            if site is not None:
-                pending_site = site
-                if site != last_crossed:
-                    # A break in an inlined helper shows in the caller's graph and again in the
-                    # helper's own: one crossing at run time, counted once.
-                    timeline.append((e, order, BreakEvent(site_id=site, at_ns=e - start)))
-                    order += 1
-                    sacc = self._site_acc.setdefault(site, _SiteAcc())
-                    sacc.crossings += 1
-                    if site not in crossed_sites:
-                        sacc.calls += 1
-                        crossed_sites.add(site)
-                last_crossed = site
-            else:
-                last_crossed = None
+            if comp is not None and comp.own_break_site_id is not None:
+                own_signal(comp.own_break_site_id, comp.own_break_depth or 0)
+                pending_site = comp.own_break_site_id
         island(cursor, end_ns)
         for at, ev in oc.points:
             rel = at - start

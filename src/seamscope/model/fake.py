@@ -111,6 +111,7 @@ def play(
                         duration_ns=st.ns,
                         graph_count=1,
                         own_break_site_id=sites[site].site_id if site else None,
+                        own_break_depth=0,
                         break_site_ids=[sites[site].site_id] if site else [],
                     )
                 )

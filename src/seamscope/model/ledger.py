@@ -122,7 +122,14 @@ class Compilation(Struct):
     fail_reason: str | None = None
     break_site_ids: list[str] = []
     own_break_site_id: str | None = None
-    """The break that ends this frame's own graph: the seam crossed right after its region runs."""
+    """The break that ends this frame's graph: the seam right after its region runs."""
+    own_break_depth: int | None = None
+    """Where this frame sits in that break's user stack (the innermost frame is the break's own;
+    a shallower one is a caller that tried to inline the helper that broke)."""
+    resume_site_id: str | None = None
+    """For a resume function (``torch_dynamo_resume_in_f_at_N``): the break it resumes after. It
+    names the seam even when the frame before it produced no graph (a disabled function)."""
+    resume_depth: int | None = None
 
     @property
     def is_recompile(self) -> bool:

@@ -1,0 +1,201 @@
+"""Every use of a private PyTorch API, in one place.
+
+PyTorch's internals change between releases. Each function here does one thing, is tested on its
+own (tests/test_adapter.py), and degrades with a message instead of a crash when the internal it
+needs is missing: capture then records what it still can and says what it could not.
+
+Used internals (torch 2.9–2.14 were read; 2.13 is tested):
+- ``torch._logging._internal.trace_log``: the structured-trace logger (``TORCH_TRACE``'s source).
+  Records are emitted only while it has a handler.
+- ``torch._dynamo.output_graph.OutputGraph.call_user_compiler``: the single point where Dynamo
+  hands a graph to any backend; wrapping its result gives a hook on every run of that graph.
+- ``torch._guards.CompileContext.current_compile_id``: the ``x/y`` id inside a compilation.
+- ``torch._dynamo.config``: the settings that decide behaviour (read only).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+TESTED_VERSIONS = ((2, 9), (2, 14))
+
+
+class AdapterProblem(Exception):
+    """An internal is missing or changed; the message says what capture will lack."""
+
+
+def torch_version() -> tuple[str, tuple[int, int]]:
+    import torch
+
+    v = torch.__version__
+    try:
+        major, minor = (int(p) for p in v.split("+")[0].split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    return v, (major, minor)
+
+
+def version_warning() -> str | None:
+    v, mm = torch_version()
+    lo, hi = TESTED_VERSIONS
+    if not (lo <= mm <= hi):
+        return (
+            f"torch {v} is outside the versions seamscope was tested with "
+            f"({lo[0]}.{lo[1]}–{hi[0]}.{hi[1]}); capture may be incomplete"
+        )
+    return None
+
+
+# --- structured trace, in process ---------------------------------------------------------------
+
+
+def trace_logger() -> logging.Logger:
+    try:
+        from torch._logging._internal import trace_log
+    except ImportError as e:  # pragma: no cover - depends on torch version
+        raise AdapterProblem(f"no structured trace logger ({e}): compile events unavailable") from e
+    return trace_log
+
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, on_event: Callable[[dict[str, Any], str | None], None]) -> None:
+        super().__init__(level=logging.DEBUG)
+        self._on_event = on_event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "metadata", None)
+        if isinstance(meta, dict):
+            try:
+                self._on_event(meta, getattr(record, "payload", None))
+            except Exception:  # never break the user's compile
+                logging.getLogger("seamscope").debug("trace event handling failed", exc_info=True)
+
+
+def add_trace_handler(on_event: Callable[[dict[str, Any], str | None], None]) -> Callable[[], None]:
+    """Receive every structured-trace event in process; returns the function that removes it."""
+    log = trace_logger()
+    handler = _TraceHandler(on_event)
+    old_level = log.level
+    log.setLevel(logging.DEBUG)
+    log.addHandler(handler)
+
+    def remove() -> None:
+        log.removeHandler(handler)
+        if not log.handlers:
+            log.setLevel(old_level)
+
+    return remove
+
+
+# --- a hook on every compiled graph ------------------------------------------------------------
+
+
+def current_compile_id() -> str | None:
+    try:
+        from torch._guards import CompileContext
+
+        cid = CompileContext.current_compile_id()
+    except Exception:
+        return None
+    return None if cid is None else str(cid)
+
+
+def _realize_lazy(compiled_fn: Any) -> Any:
+    """Dynamo realises a lazy GraphModule right after the backend returns; do it before wrapping."""
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:
+        return compiled_fn
+    lazy = None
+    if isinstance(compiled_fn, _LazyGraphModule):
+        lazy = compiled_fn
+    elif isinstance(getattr(compiled_fn, "__self__", None), _LazyGraphModule) and getattr(
+        compiled_fn, "__name__", ""
+    ) == "_lazy_forward":
+        lazy = compiled_fn.__self__
+    if lazy is None:
+        return compiled_fn
+    _LazyGraphModule.force_recompile(lazy)
+    return compiled_fn if isinstance(compiled_fn, _LazyGraphModule) else lazy.forward
+
+
+def wrap_compiled_graphs(
+    wrap: Callable[[Callable[..., Any], str | None], Callable[..., Any]],
+) -> Callable[[], None]:
+    """Make ``wrap(compiled_fn, compile_id)`` see every graph any backend compiles.
+
+    Returns the function that undoes it. Raises :class:`AdapterProblem` when the hook point is gone.
+    """
+    try:
+        from torch._dynamo.output_graph import OutputGraph
+    except ImportError as e:  # pragma: no cover
+        raise AdapterProblem(f"no OutputGraph ({e}): regions cannot be timed") from e
+    original = getattr(OutputGraph, "call_user_compiler", None)
+    if original is None:  # pragma: no cover
+        raise AdapterProblem("OutputGraph.call_user_compiler is gone: regions cannot be timed")
+
+    def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
+        compiled = original(self, gm, example_inputs)
+        try:
+            return wrap(_realize_lazy(compiled), current_compile_id())
+        except Exception:
+            logging.getLogger("seamscope").debug("wrapping a compiled graph failed", exc_info=True)
+            return compiled
+
+    call_user_compiler.__wrapped__ = original  # type: ignore[attr-defined]
+    OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
+
+    def undo() -> None:
+        OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
+
+    return undo
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+DYNAMO_SETTINGS = (
+    "recompile_limit",
+    "accumulated_recompile_limit",
+    "capture_scalar_outputs",
+    "capture_dynamic_output_shape_ops",
+    "automatic_dynamic_shapes",
+    "assume_static_by_default",
+    "specialize_int",
+    "specialize_float",
+    "optimize_ddp",
+    "suppress_errors",
+)
+
+
+def dynamo_settings() -> dict[str, str]:
+    try:
+        import torch._dynamo.config as cfg
+    except ImportError:  # pragma: no cover
+        return {}
+    import warnings
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # some settings warn that they are deprecated
+        for name in DYNAMO_SETTINGS:
+            if hasattr(cfg, name):
+                out[name] = repr(getattr(cfg, name))
+    return out
+
+
+def is_compiling() -> bool:
+    import torch
+
+    try:
+        return bool(torch.compiler.is_compiling())
+    except Exception:  # pragma: no cover
+        return False
+
+
+def dynamo_counters() -> dict[str, dict[str, int]]:
+    """PyTorch's own counters, for tests and cross-checks only (capture never reads them)."""
+    from torch._dynamo.utils import counters
+
+    return {k: dict(v) for k, v in counters.items()}

@@ -1,0 +1,142 @@
+"""Running an unmodified script or module under a session (as ``cProfile`` and ``pyinstrument`` do).
+
+Whatever happens in the user's code — an exception, ``sys.exit``, Ctrl-C — what was measured so far
+is written before seamscope returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import runpy
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UnusableInput
+from ..model.receipt import Decision
+
+
+@dataclass
+class RunResult:
+    receipt_path: str | None
+    exit_code: int
+    """0 ok; 1 the user's script raised or exited non-zero; 130 interrupted."""
+    session: Any
+    message: str | None = None
+
+
+def input_digest(target: str, args: list[str], module: bool) -> str:
+    """What was fed in, for ``run``: the script's bytes (or the module name) and its arguments."""
+    h = hashlib.sha256()
+    if not module and os.path.isfile(target):
+        with open(target, "rb") as f:
+            h.update(f.read())
+    else:
+        h.update(target.encode())
+    for a in args:
+        h.update(b"\0" + a.encode())
+    return h.hexdigest()
+
+
+class _Progress:
+    """One line on stderr, updated at most every 0.25 s, only on a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, session: Any) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.25:
+            return
+        self.last = now
+        b = session.builder
+        sys.stderr.write(f"\rseamscope: {b.call_count} calls · {b.compile_count} compiles ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
+
+
+def default_out_dir(out: str) -> str:
+    """Under torchrun each rank writes its own ledger: ``OUT/rank-N``."""
+    world = os.environ.get("WORLD_SIZE")
+    rank = os.environ.get("RANK")
+    if world and rank and world != "1":
+        return os.path.join(out, f"rank-{rank}")
+    return out
+
+
+def run_target(
+    target: str,
+    args: list[str],
+    *,
+    module: bool = False,
+    out: str = "seamscope-out",
+    decision: Decision | None = None,
+    progress: bool = True,
+    first_calls: int | None = None,
+    call_cap: int | None = None,
+) -> RunResult:
+    from .session import Session
+
+    if not module and not os.path.isfile(target):
+        raise UnusableInput(f"{target}: no such script")
+    out_dir = default_out_dir(out)
+    kwargs: dict[str, Any] = {}
+    if first_calls is not None:
+        kwargs["first_calls"] = first_calls
+    if call_cap is not None:
+        kwargs["call_cap"] = call_cap
+    session = Session(
+        None,
+        command=[("-m " if module else "") + target, *args],
+        input_trace_sha256=input_digest(target, args, module),
+        decision=decision,
+        **kwargs,
+    )
+    prog = _Progress(progress)
+    session.on_call_end.append(prog)
+    old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    exit_code, message = 0, None
+    session.start()
+    try:
+        if module:
+            sys.argv = [target, *args]
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [target, *args]
+            sys.path[0] = os.path.dirname(os.path.abspath(target))
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+        exit_code = 0 if code in (None, 0) else (code if isinstance(code, int) else 1)
+        if exit_code:
+            exit_code = 1
+            message = f"{target} exited with status {code}"
+    except KeyboardInterrupt:
+        exit_code, message = 130, "interrupted; the calls measured so far were written"
+    except BaseException:
+        etype, value, tb = sys.exc_info()
+        # Show the user's traceback, without seamscope's own frames on top.
+        while tb is not None and "seamscope" in tb.tb_frame.f_code.co_filename.replace(os.sep, "/").split("site-packages/")[-1].split("/")[0:3].__str__() and tb.tb_next is not None:
+            if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(target):
+                break
+            tb = tb.tb_next
+        traceback.print_exception(etype, value, tb)
+        exit_code, message = 1, f"{target} raised {etype.__name__ if etype else 'an exception'}"
+    finally:
+        sys.argv = old_argv
+        if old_path0 is not None and sys.path:
+            sys.path[0] = old_path0
+        prog.clear()
+        session.stop()
+        path = session.write(out_dir)
+    return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message)

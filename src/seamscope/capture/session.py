@@ -1,0 +1,389 @@
+"""Live capture: observe every ``torch.compile`` in a process and fill a ledger, per call.
+
+Three hooks, all cheap on the hot path:
+- ``torch.compile`` is wrapped so that each call of a compiled callable from user code opens and
+  closes a *call* (nested calls into compiled code are part of the outer call);
+- every graph any backend compiles is wrapped (``adapter.wrap_compiled_graphs``) so that each run of
+  it is a timed *region*, with the tensors and bytes it hands back (seam traffic);
+- the structured-trace events Dynamo emits while compiling are fed to the same assembler that
+  imports ``TORCH_TRACE`` logs, which yields compilations, break sites and failed guards.
+Islands are what is left of a call's wall time; seamscope's own bookkeeping is measured and
+reported as overhead, never hidden in an island.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+
+from .. import __version__
+from ..ingest.compile_events import CompileEventAssembler
+from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
+from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
+from ..model.receipt import Decision, Receipt
+from . import adapter
+
+_ACTIVE: Session | None = None
+
+
+def active_session() -> Session | None:
+    return _ACTIVE
+
+
+class Session:
+    """One observed run. Use as a context manager; ``ledger`` is set on exit."""
+
+    def __init__(
+        self,
+        out: str | os.PathLike[str] | None = None,
+        *,
+        command: list[str] | None = None,
+        input_trace_sha256: str | None = None,
+        first_calls: int = DEFAULT_FIRST_CALLS,
+        call_cap: int = DEFAULT_CALL_CAP,
+        decision: Decision | None = None,
+        cwd: str | None = None,
+        write_html: bool = True,
+    ) -> None:
+        self.out = os.fspath(out) if out is not None else None
+        self.command = command or []
+        self.input_trace_sha256 = input_trace_sha256
+        self.first_calls = first_calls
+        self.call_cap = call_cap
+        self.decision = decision
+        self.cwd = cwd or os.getcwd()
+        self.write_html = write_html
+        self.clock: Callable[[], int] = time.perf_counter_ns
+        self.active = False
+        self.warnings: list[str] = []
+        self.ledger: Ledger | None = None
+        self.receipt_path: str | None = None
+        self.on_call_end: list[Callable[[Session], None]] = []
+        self._undo: list[Callable[[], None]] = []
+        self._family: str | None = None
+        self._depth = 0
+        self._graph_index: dict[str, int] = {}
+        self._compile_start: dict[str, int] = {}
+        self._compile_options: dict[str, str] = {}
+        self._backend: str | None = None
+        self.builder: LedgerBuilder | None = None
+        self.assembler: CompileEventAssembler | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.stop()
+        if self.out is not None:
+            self.write(self.out)
+
+    def start(self) -> None:
+        global _ACTIVE
+        if _ACTIVE is not None and _ACTIVE is not self:
+            raise RuntimeError("a seamscope session is already active in this process")
+        import torch
+
+        warn = adapter.version_warning()
+        if warn:
+            self.warnings.append(warn)
+        self.builder = LedgerBuilder(
+            RunInfo(
+                source="live",
+                command=list(self.command),
+                input_trace_sha256=self.input_trace_sha256,
+                rank=_env_int("RANK"),
+                world_size=_env_int("WORLD_SIZE"),
+            ),
+            Environment(
+                seamscope_version=__version__,
+                python_version=platform.python_version(),
+                torch_version=str(torch.__version__),
+                platform=f"{platform.system()} {platform.machine()}",
+                device=_device(torch),
+                dynamo_config=adapter.dynamo_settings(),
+            ),
+            clock=self.clock,
+            first_calls=self.first_calls,
+            call_cap=self.call_cap,
+        )
+        self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
+        for install in (self._install_trace, self._install_graphs, self._install_compile):
+            try:
+                self._undo.append(install())
+            except adapter.AdapterProblem as e:
+                self.warnings.append(str(e))
+        self.active = True
+        _ACTIVE = self
+
+    def stop(self) -> None:
+        global _ACTIVE
+        if not self.active:
+            return
+        self.active = False
+        while self._undo:
+            self._undo.pop()()
+        if _ACTIVE is self:
+            _ACTIVE = None
+        b = self.builder
+        if b is not None and b.in_call:  # interrupted inside a call: keep what was measured
+            b.end_call(self.clock(), error="interrupted")
+        self.ledger = self.build()
+
+    # --- results -----------------------------------------------------------------------------
+
+    def build(self) -> Ledger:
+        assert self.builder is not None, "session never started"
+        ledger = self.builder.build()
+        env = msgspec.structs.replace(
+            ledger.environment, backend=self._backend, compile_options=dict(self._compile_options)
+        )
+        run = msgspec.structs.replace(ledger.run, warnings=list(self.warnings))
+        return msgspec.structs.replace(ledger, environment=env, run=run)
+
+    def receipt(self, **sections: Any) -> Receipt:
+        from ..analyze.receipt import make_receipt
+
+        return make_receipt(self.ledger or self.build(), self.decision, **sections)
+
+    def write(self, out: str | os.PathLike[str]) -> str:
+        from ..render.receipt_json import write_receipt_files
+
+        receipt = self.receipt()
+        self.receipt_path = write_receipt_files(receipt, out)
+        return self.receipt_path
+
+    @contextlib.contextmanager
+    def family(self, label: str | None) -> Iterator[None]:
+        """Label the calls made inside (an input family, a probe phase, a length)."""
+        old, self._family = self._family, label
+        try:
+            yield
+        finally:
+            self._family = old
+
+    # --- hook 1: compiled callables, one call per top-level entry -------------------------------
+
+    def _install_compile(self) -> Callable[[], None]:
+        import torch
+
+        original = torch.compile
+        session = self
+
+        @functools.wraps(original)
+        def compile(model: Any = None, **kwargs: Any) -> Any:
+            session._note_options(kwargs)
+            if model is None:
+                decorator = original(**kwargs)
+                return lambda fn: session.track(decorator(fn))
+            return session.track(original(model, **kwargs))
+
+        compile.__wrapped__ = original  # type: ignore[attr-defined]
+        torch.compile = compile
+
+        def undo() -> None:
+            torch.compile = original
+
+        return undo
+
+    def _note_options(self, kwargs: dict[str, Any]) -> None:
+        backend = kwargs.get("backend", "inductor")
+        name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
+        if self._backend is None:
+            self._backend = name
+        elif self._backend != name and name not in self._backend.split(","):
+            self._backend += "," + name
+        for k in ("mode", "dynamic", "fullgraph", "options"):
+            if k in kwargs and kwargs[k] is not None:
+                self._compile_options.setdefault(k, repr(kwargs[k]))
+
+    def track(self, compiled: Any) -> Any:
+        """Make each top-level call of ``compiled`` a ledger call."""
+        import torch
+
+        if isinstance(compiled, torch.nn.Module):
+            inner = compiled.forward
+            object.__setattr__(compiled, "forward", self._tracked(inner))
+            return compiled
+        if callable(compiled):
+            return functools.wraps(compiled)(self._tracked(compiled))
+        return compiled
+
+    def _tracked(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+        clock = self.clock
+        is_compiling = adapter.is_compiling
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            b = session.builder
+            if is_compiling() or not session.active or session._depth or b is None:
+                return inner(*args, **kwargs)
+            t0 = clock()
+            b.begin_call(t0, session._family)
+            session._depth = 1
+            t1 = clock()
+            b.overhead(t0, t1)
+            try:
+                out = inner(*args, **kwargs)
+            except BaseException as e:
+                t2 = clock()
+                session._depth = 0
+                b.end_call(t2, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])
+                raise
+            t2 = clock()
+            session._depth = 0
+            b.end_call(t2)
+            for cb in session.on_call_end:
+                cb(session)
+            return out
+
+        return call
+
+    # --- hook 2: every run of every compiled graph is a region -----------------------------------
+
+    def _install_graphs(self) -> Callable[[], None]:
+        return adapter.wrap_compiled_graphs(self._wrap_graph)
+
+    def _wrap_graph(self, compiled_fn: Callable[..., Any], compile_id: str | None) -> Callable[..., Any]:
+        import torch
+
+        cid = compile_id or "?"
+        gi = self._graph_index.get(cid, -1) + 1
+        self._graph_index[cid] = gi
+        session = self
+        clock = self.clock
+        Tensor = torch.Tensor
+        is_grad_enabled = torch.is_grad_enabled
+
+        def region(*args: Any, **kwargs: Any) -> Any:
+            b = session.builder
+            if not session.active or b is None:
+                return compiled_fn(*args, **kwargs)
+            t0 = clock()
+            out = compiled_fn(*args, **kwargs)
+            t1 = clock()
+            n = nbytes = 0
+            grad_node = None
+            if isinstance(out, (list, tuple)):
+                for t in out:
+                    if isinstance(t, Tensor):
+                        n += 1
+                        nbytes += t.numel() * t.element_size()
+                        if grad_node is None and t.grad_fn is not None:
+                            grad_node = t.grad_fn
+            elif isinstance(out, Tensor):
+                n, nbytes = 1, out.numel() * out.element_size()
+                grad_node = out.grad_fn
+            if grad_node is not None and is_grad_enabled():
+                session._hook_backward(grad_node, cid)
+            b.region(cid, gi, t0, t1, out_tensors=n, out_bytes=nbytes)
+            b.overhead(t1, clock())
+            return out
+
+        return region
+
+    def _hook_backward(self, node: Any, cid: str) -> None:
+        """Time the compiled backward of this region when autograd runs it (outside the call)."""
+        if "CompiledFunction" not in type(node).__name__ and "CompiledFunction" not in node.name():
+            return
+        b = self.builder
+        call_index = b.current_call_index if b is not None else None
+        clock = self.clock
+        start: list[int] = []
+
+        def pre(grad_outputs: Any) -> None:
+            start.append(clock())
+
+        def post(grad_inputs: Any, grad_outputs: Any) -> None:
+            if start and self.builder is not None:
+                self.builder.outside_region(cid, "backward", clock() - start.pop(), call_index)
+
+        node.register_prehook(pre)
+        node.register_hook(post)
+
+    # --- hook 3: compile events (the same stream TORCH_TRACE writes) ----------------------------
+
+    def _install_trace(self) -> Callable[[], None]:
+        clock = self.clock
+
+        def on_event(meta: dict[str, Any], payload: str | None) -> None:
+            if self.active and self.assembler is not None:
+                self.assembler.feed(meta, payload, clock())
+
+        return adapter.add_trace_handler(on_event)
+
+    def on_compile_start(self, compile_id: str, t_ns: int | None) -> None:
+        if t_ns is not None:
+            self._compile_start.setdefault(compile_id, t_ns)
+
+    def on_compilation(self, compilation: Compilation, t_ns: int | None) -> None:
+        b = self.builder
+        if b is None:
+            return
+        end = t_ns if t_ns is not None else self.clock()
+        start = self._compile_start.pop(compilation.compile_id, end)
+        b.set_compilation(msgspec.structs.replace(compilation, start_ns=start - b.origin))
+        b.compile_span(compilation.compile_id, start, end)
+        if compilation.is_recompile:
+            b.guard_miss(compilation.compile_id, start)
+        if compilation.status != "ok":
+            reason = (compilation.fail_reason or compilation.fail_type or compilation.status).splitlines()[0]
+            b.fallback(compilation.compile_id, reason, end)
+
+    def on_site(self, site: BreakSite) -> None:
+        if self.builder is not None:
+            self.builder.set_break_site(site)
+
+
+def session(out: str | os.PathLike[str] | None = None, **kwargs: Any) -> Session:
+    """``with seamscope.session(out=...) as s:`` observes every ``torch.compile`` inside."""
+    return Session(out, **kwargs)
+
+
+def observe(fn_or_module: Any, **compile_kwargs: Any) -> Any:
+    """``torch.compile(fn_or_module, **compile_kwargs)``, observed.
+
+    Inside an active session the calls go to that session's ledger; otherwise a session is started
+    for this callable and stays open: read it as ``observed.seamscope.build()``.
+    """
+    import torch
+
+    s = _ACTIVE
+    if s is None:
+        s = Session()
+        s.start()
+    s._note_options(compile_kwargs)
+    compile_fn = getattr(torch.compile, "__wrapped__", torch.compile)
+    observed = s.track(compile_fn(fn_or_module, **compile_kwargs))
+    with contextlib.suppress(AttributeError, TypeError):
+        object.__setattr__(observed, "seamscope", s)
+    return observed
+
+
+def _env_int(name: str) -> int | None:
+    v = os.environ.get(name)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _device(torch: Any) -> str:
+    try:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return f"cuda:{torch.cuda.current_device()} {torch.cuda.get_device_name()}"
+    except Exception:
+        pass
+    return "cpu"
+
+
+__all__ = ["Session", "session", "observe", "active_session"]

@@ -1,0 +1,21 @@
+"""``seamscope demo``: run the bundled example (a small decoder block that breaks and recompiles)."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import finish_run
+
+
+@click.command()
+@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
+@click.option("--backend", default="eager", show_default=True, help="torch.compile backend.")
+@click.option("--quiet", is_flag=True)
+def command(out: str, backend: str, quiet: bool) -> int:
+    """Observe the bundled example workload and write seamscope-out/."""
+    from ..capture.runner import run_target
+
+    result = run_target(
+        "seamscope.examples.decoder", ["--backend", backend], module=True, out=out, progress=not quiet
+    )
+    return finish_run(result, quiet=quiet)

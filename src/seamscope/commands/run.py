@@ -1,0 +1,30 @@
+"""``seamscope run SCRIPT.py [-- ARGS]`` / ``seamscope run -m MODULE``: observe an unmodified program."""
+
+from __future__ import annotations
+
+import click
+
+from ..capture.runner import run_target
+from ._common import finish_run
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
+@click.option("-m", "module", is_flag=True, help="TARGET is a module name (as python -m).")
+@click.option("--quiet", is_flag=True, help="No progress line and no summary.")
+@click.option("--note", default=None, help="Decision record: a note kept in the receipt.")
+@click.option("--intervention", default=None, help="Decision record: the change being evaluated.")
+@click.option("--rollback-trigger", default=None, help="Decision record: when to undo it.")
+@click.argument("target")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
+            rollback_trigger: str | None, target: str, args: tuple[str, ...]) -> int:
+    """Run TARGET with every torch.compile in it observed; write receipt.json, calls.csv, index.html."""
+    from ..model.receipt import Decision
+
+    decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)
+    args_l = list(args)
+    if args_l and args_l[0] == "--":
+        args_l = args_l[1:]
+    result = run_target(target, args_l, module=module, out=out, decision=decision, progress=not quiet)
+    return finish_run(result, quiet=quiet)

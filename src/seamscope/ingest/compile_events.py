@@ -1,0 +1,398 @@
+"""Structured-trace events → compilations and break sites.
+
+PyTorch writes the same structured events to a ``TORCH_TRACE`` file and to the in-process logger
+``torch.__trace``. This module turns them into :class:`Compilation` and :class:`BreakSite` records,
+so that live capture and import agree wherever both can know. It is torch-free and never executes
+anything from a log.
+
+An event is ``(metadata, payload)``: ``metadata`` is the JSON object of one record (exactly one
+event key plus context fields ``frame_id``, ``frame_compile_id``, ``attempt``, ``rank``, ...), and
+``payload`` the text that followed it, if any.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..model.ledger import BreakSite, Compilation, CompileStatus, Frame, compile_frame_index
+from ..model.normalize import normalize_path, normalize_text
+
+CONTEXT_KEYS = frozenset(
+    {"frame_id", "frame_compile_id", "attempt", "rank", "has_payload", "compiled_autograd_id"}
+)
+
+# seamscope's own frames (the call wrapper) are not the user's.
+_OWN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture") + os.sep
+_GB_CODE = re.compile(r"/gb/gb(\d{4})\.html")
+_SITE_LINE = re.compile(r"Graph break in user code at (.*):(\d+)\s*$")
+_TB_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in (.+?)\s*$')
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
+_RESUME_AT = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
+_CACHE_ARTIFACT = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$")
+
+#: Event kinds that carry nothing the ledger needs (known, deliberately ignored). A kind neither
+#: here nor handled by :meth:`CompileEventAssembler.feed` is counted as unknown.
+IGNORED_EVENTS = frozenset(
+    {
+        "chromium_event", "describe_tensor", "describe_storage", "describe_source",
+        "create_symbol", "dynamo_cpp_guards_str", "guard_added_fast", "guard_added",
+        "aot_inference_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
+        "inductor_output_code", "inductor_post_grad_graph", "inductor_pre_grad_graph",
+        "optimize_ddp_split_graph", "optimize_ddp_split_child", "dynamo_guards",
+        "symbolic_shape_specialization", "propagate_real_tensors", "link",
+        "graph_break", "bwd_compilation_metrics", "compiled_autograd_graph",
+        "aot_autograd_backward_compilation_metrics", "missing_fake_kernel",
+        "mismatched_fake_kernel", "exported_program", "dump_file", "expression_created",
+        "unbacked_symbol_created", "guard_failed", "recompile_reasons",
+        "freezing_passes", "graph_region_expansion",
+        "inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces",
+        "cache_hit", "cache_miss", "cache_bypass", "create_unbacked_symbol", "export",
+        "get_extra_remote_code_state", "put_local_code_state", "graph_dump",
+        "guard_on_data_dependent_error", "inductor_input_graph", "propagate_real_tensors_provenance",
+    }
+)
+#: Artifacts whose payload the ledger reads; every other payload is skipped unread.
+PAYLOAD_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
+
+
+def event_key(meta: dict[str, Any]) -> str | None:
+    for k in meta:
+        if k not in CONTEXT_KEYS:
+            return k
+    return None
+
+
+def compile_id_of(meta: dict[str, Any]) -> str | None:
+    """``x/y`` from the record's context (attempts are folded in: ``x/y_z`` → ``x/y``)."""
+    if "compiled_autograd_id" in meta:
+        return None
+    fid, fcid = meta.get("frame_id"), meta.get("frame_compile_id")
+    if isinstance(fid, int) and isinstance(fcid, int):
+        return f"{fid}/{fcid}"
+    return None
+
+
+def _depth_in(site: BreakSite, file: str, function: str) -> int | None:
+    """Index of the innermost frame of (file, function) in the site's user stack."""
+    for depth in range(len(site.user_stack) - 1, -1, -1):
+        f = site.user_stack[depth]
+        if f.file == file and f.function == function:
+            return depth
+    return None
+
+
+def user_function(name: str) -> str:
+    """Resume functions are named after the user's function: show the user's name."""
+    m = _RESUME.match(name)
+    return m.group(1) if m else name
+
+
+def site_id_for(file: str, function: str, gb_code: str | None, gb_type: str | None, code: str) -> str:
+    """Stable across a line shift: built from the statement's text, not its line number."""
+    key = "\x1f".join([file, function, gb_code or "", gb_type or "", code.strip()])
+    return "B" + hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+@dataclass
+class ParsedBreak:
+    file: str
+    line: int
+    function: str
+    gb_code: str | None
+    gb_type: str | None
+    reason: str
+    user_stack: list[Frame]
+    code: str
+
+
+def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
+    """Parse a ``dynamo_graph_break_reason`` payload (2.13 layout; tolerant of older ones)."""
+    lines = text.splitlines()
+    file, line = "", 0
+    if lines:
+        m = _SITE_LINE.match(lines[0].strip())
+        if m:
+            file, line = m.group(1), int(m.group(2))
+    # The reason body: after "Graph Break Reason:", up to the user traceback.
+    body = text
+    i = body.find("Graph Break Reason:")
+    if i >= 0:
+        body = body[i + len("Graph Break Reason:") :]
+    for stop in ("\nUser code traceback:", "\nTraceback (most recent call last):"):
+        j = body.find(stop)
+        if j >= 0:
+            body = body[:j]
+    body = body.strip()
+    if body.startswith("Encountered graph break when attempting to trace"):
+        parts = body.split("\n\n", 1)
+        body = parts[1].strip() if len(parts) > 1 else body
+    gb_type = body.splitlines()[0].strip() if body else None
+    mcode = _GB_CODE.search(text)
+    gb_code = f"GB{mcode.group(1)}" if mcode else None
+    # User stack: frames of the "User code traceback" section, innermost last.
+    stack: list[Frame] = []
+    code = ""
+    k = text.find("User code traceback:")
+    if k >= 0:
+        tb = text[k:].split("\n\nTraceback (most recent call last):", 1)[0].splitlines()[1:]
+        for idx, ln in enumerate(tb):
+            fm = _TB_FRAME.match(ln)
+            if fm and not fm.group(1).startswith(_OWN_DIR):
+                stack.append(
+                    Frame(
+                        file=normalize_path(fm.group(1), cwd),
+                        line=int(fm.group(2)),
+                        function=user_function(fm.group(3)),
+                    )
+                )
+                nxt = tb[idx + 1] if idx + 1 < len(tb) else ""
+                code = "" if _TB_FRAME.match(nxt) else nxt.strip()
+    function = ""
+    if stack:
+        inner = stack[-1]
+        function = inner.function
+        if not file:
+            file, line = inner.file, inner.line
+    file = normalize_path(file, cwd)
+    return ParsedBreak(
+        file=file,
+        line=line,
+        function=function,
+        gb_code=gb_code,
+        gb_type=gb_type,
+        reason=normalize_text(body, cwd),
+        user_stack=stack,
+        code=code,
+    )
+
+
+def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list[str]:
+    """``recompile_reasons`` declares JSON, but one reason arrives as plain text (PYTORCH_FACTS)."""
+    if not payload:
+        return []
+    text = payload.strip()
+    reasons: list[str]
+    if text.startswith("["):
+        try:
+            val = json.loads(text)
+            reasons = [str(v) for v in val] if isinstance(val, list) else [str(val)]
+        except ValueError:
+            reasons = [text]
+    else:
+        reasons = [text]
+    return [normalize_text(r.strip(), cwd) for r in reasons if r.strip()]
+
+
+def _ns(us: Any) -> int | None:
+    return int(round(float(us) * 1000)) if isinstance(us, (int, float)) else None
+
+
+def _s_ns(s: Any) -> int | None:
+    return int(round(float(s) * 1e9)) if isinstance(s, (int, float)) else None
+
+
+def status_of(metrics: dict[str, Any]) -> CompileStatus:
+    fail_type = metrics.get("fail_type")
+    if not fail_type:
+        return "ok"
+    reason = f"{fail_type} {metrics.get('fail_reason') or ''}".lower()
+    if "recompile limit" in reason or "recompile_limit" in reason or "cache_size_limit" in reason:
+        return "fallback"
+    if "skip" in str(fail_type).lower():
+        return "skipped"
+    return "failed"
+
+
+class CompileSink(Protocol):
+    """Who wants to hear about compilations as they happen (live capture)."""
+
+    def on_compile_start(self, compile_id: str, t_ns: int | None) -> None: ...
+
+    def on_compilation(self, compilation: Compilation, t_ns: int | None) -> None: ...
+
+    def on_site(self, site: BreakSite) -> None: ...
+
+
+@dataclass
+class _Pending:
+    frame_name: str = ""
+    file: str = ""
+    line: int = 0
+    graphs: int = 0
+    failed_guards: list[str] = field(default_factory=list)
+    site_ids: list[str] = field(default_factory=list)
+    fx_cache: str | None = None
+    aot_cache: str | None = None
+    started: bool = False
+
+
+class CompileEventAssembler:
+    """Feed events in file order; read ``compilations`` and ``sites`` at any time."""
+
+    def __init__(self, cwd: str | None = None, sink: CompileSink | None = None) -> None:
+        self.cwd = cwd
+        self.sink = sink
+        self.strings: dict[int, str] = {}
+        self.pending: dict[str, _Pending] = {}
+        self.compilations: dict[str, Compilation] = {}
+        self.sites: dict[str, BreakSite] = {}
+        self.torch_version: str | None = None
+        self.python_version: str | None = None
+        self.unknown_events: dict[str, int] = {}
+
+    def feed(self, meta: dict[str, Any], payload: str | None, t_ns: int | None = None) -> None:
+        key = event_key(meta)
+        if key is None:
+            return
+        value = meta.get(key)
+        if key == "str":
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[1], int):
+                self.strings[value[1]] = str(value[0])
+            return
+        cid = compile_id_of(meta)
+        if key == "dynamo_start":
+            if cid is None:
+                return
+            p = self.pending.setdefault(cid, _Pending())
+            if isinstance(value, dict):
+                stack = value.get("stack") or []
+                if stack and isinstance(stack[-1], dict):
+                    top = stack[-1]
+                    fn = top.get("filename")
+                    path = self.strings.get(fn, str(fn)) if isinstance(fn, int) else str(fn or "")
+                    p.file = normalize_path(path, self.cwd)
+                    p.line = int(top.get("line") or 0)
+                    p.frame_name = str(top.get("name") or "")
+            if not p.started:
+                p.started = True
+                if self.sink is not None:
+                    self.sink.on_compile_start(cid, t_ns)
+        elif key == "dynamo_output_graph":
+            if cid is not None:
+                self.pending.setdefault(cid, _Pending()).graphs += 1
+        elif key == "artifact":
+            name = value.get("name") if isinstance(value, dict) else None
+            if cid is None or not isinstance(name, str):
+                return
+            p = self.pending.setdefault(cid, _Pending())
+            if name == "dynamo_graph_break_reason" and payload:
+                site = self._site(parse_break_reason(payload, self.cwd), cid)
+                if site.site_id not in p.site_ids:
+                    p.site_ids.append(site.site_id)
+            elif name == "recompile_reasons":
+                p.failed_guards.extend(parse_recompile_reasons(payload, self.cwd))
+            else:
+                m = _CACHE_ARTIFACT.match(name)
+                if m:
+                    if m.group(1) == "fx_graph":
+                        p.fx_cache = m.group(2)
+                    else:
+                        p.aot_cache = m.group(2)
+        elif key == "compilation_metrics":
+            if isinstance(value, dict):
+                self._finish(value, cid, t_ns)
+        elif key in IGNORED_EVENTS:
+            return
+        else:
+            self.unknown_events[key] = self.unknown_events.get(key, 0) + 1
+
+    def _site(self, pb: ParsedBreak, cid: str) -> BreakSite:
+        sid = site_id_for(pb.file, pb.function, pb.gb_code, pb.gb_type, pb.code)
+        prev = self.sites.get(sid)
+        cids = list(prev.compile_ids) if prev else []
+        if cid not in cids:
+            cids.append(cid)
+        site = BreakSite(
+            site_id=sid,
+            file=pb.file,
+            line=pb.line,
+            function=pb.function,
+            gb_code=pb.gb_code,
+            gb_type=pb.gb_type,
+            reason=pb.reason,
+            user_stack=pb.user_stack,
+            compile_ids=sorted(cids, key=compile_frame_index),
+        )
+        self.sites[sid] = site
+        if self.sink is not None:
+            self.sink.on_site(site)
+        return site
+
+    def _resume_origin(self, raw_name: str, file: str) -> tuple[str | None, int | None]:
+        """The break a resume function ``torch_dynamo_resume_in_<fn>_at_<line>`` resumes after,
+        and where its frame sits in that break's user stack."""
+        m = _RESUME_AT.match(raw_name)
+        if not m:
+            return None, None
+        fn, line = m.group(1), int(m.group(2))
+        found: tuple[str | None, int | None] = (None, None)
+        for s in self.sites.values():
+            for depth, f in enumerate(s.user_stack):
+                if f.file == file and f.function == fn and f.line == line:
+                    if depth == len(s.user_stack) - 1:
+                        return s.site_id, depth  # the break itself is in this frame
+                    if found[0] is None:
+                        found = (s.site_id, depth)
+        return found
+
+    def _finish(self, m: dict[str, Any], ctx_cid: str | None, t_ns: int | None) -> None:
+        cid = str(m.get("compile_id") or ctx_cid or "")
+        if not cid or cid.startswith("!"):
+            return  # compiled autograd; not a Dynamo frame compilation
+        cid = cid.split("_", 1)[0]
+        p = self.pending.pop(cid, None) or _Pending()
+        if m.get("pytorch_version"):
+            self.torch_version = str(m["pytorch_version"])
+        if m.get("python_version"):
+            self.python_version = str(m["python_version"]).split(" ", 1)[0]
+        own = p.site_ids[-1] if p.site_ids else None
+        raw_name = str(m.get("co_name") or p.frame_name)
+        frame_name = user_function(raw_name)
+        file = normalize_path(str(m.get("co_filename") or p.file), self.cwd)
+        own_depth = None
+        if own is not None:
+            own_depth = _depth_in(self.sites[own], file, frame_name)
+        resume_site, resume_depth = self._resume_origin(raw_name, file)
+        fx_hits = m.get("inductor_fx_local_cache_hit_count") or 0
+        fx_miss = m.get("inductor_fx_local_cache_miss_count") or 0
+        aot_hits = m.get("aotautograd_local_cache_hit_count") or 0
+        aot_miss = m.get("aotautograd_local_cache_miss_count") or 0
+        fx_cache = p.fx_cache or ("hit" if fx_hits else ("miss" if fx_miss else None))
+        aot_cache = p.aot_cache or ("hit" if aot_hits else ("miss" if aot_miss else None))
+        restart = [normalize_text(str(r), self.cwd).splitlines()[0] for r in (m.get("restart_reasons") or []) if r]
+        guards = list(p.failed_guards)
+        if not guards and m.get("recompile_reason"):
+            guards = [normalize_text(str(m["recompile_reason"]), self.cwd)]
+        status = status_of(m)
+        comp = Compilation(
+            compile_id=cid,
+            frame_name=frame_name,
+            file=file,
+            line=int(m.get("co_firstlineno") or p.line or 0),
+            status=status,
+            duration_ns=_ns(m.get("duration_us")) or _s_ns(m.get("entire_frame_compile_time_s")),
+            dynamo_ns=_ns(m.get("dynamo_cumulative_compile_time_us")),
+            aot_ns=_ns(m.get("aot_autograd_cumulative_compile_time_us")),
+            backend_ns=_ns(m.get("inductor_cumulative_compile_time_us")) or _s_ns(m.get("backend_compile_time_s")),
+            graph_count=p.graphs if status == "ok" else 0,
+            guard_count=m.get("guard_count") if isinstance(m.get("guard_count"), int) else None,
+            fx_cache=fx_cache,  # type: ignore[arg-type]
+            aot_cache=aot_cache,  # type: ignore[arg-type]
+            failed_guards=guards,
+            restart_reasons=restart,
+            fail_type=str(m["fail_type"]) if m.get("fail_type") else None,
+            fail_reason=normalize_text(str(m["fail_reason"]), self.cwd) if m.get("fail_reason") else None,
+            break_site_ids=p.site_ids,
+            own_break_site_id=own,
+            own_break_depth=own_depth,
+            resume_site_id=resume_site,
+            resume_depth=resume_depth,
+        )
+        self.compilations[cid] = comp
+        if self.sink is not None:
+            self.sink.on_compilation(comp, t_ns)
