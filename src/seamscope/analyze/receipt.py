@@ -13,7 +13,13 @@ from .summary import summarize
 
 
 def make_receipt(ledger: Ledger, decision: Decision | None = None, **sections: Any) -> Receipt:
-    """Summarise, attach optional analysis sections (keyword = Receipt field), and hash."""
+    """Summarise, attach optional analysis sections (keyword = Receipt field), and hash.
+
+    Findings are derived from every ledger unless a ``findings`` section is given."""
+    if "findings" not in sections:
+        from .findings import analyze_findings
+
+        sections["findings"] = analyze_findings(ledger)
     summary = summarize(ledger)
     receipt = Receipt(
         schema_version=SCHEMA_VERSION,

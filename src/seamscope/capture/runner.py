@@ -65,6 +65,27 @@ class _Progress:
             sys.stderr.flush()
 
 
+def _is_launcher(filename: str) -> bool:
+    f = filename.replace(os.sep, "/")
+    return f.endswith("/seamscope/capture/runner.py") or "runpy" in f
+
+
+def _ignore_sigint() -> Any:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _restore_sigint(handler: Any) -> None:
+    import signal
+
+    if handler is not None:
+        signal.signal(signal.SIGINT, handler)
+
+
 def default_out_dir(out: str) -> str:
     """Under torchrun each rank writes its own ledger: ``OUT/rank-N``."""
     world = os.environ.get("WORLD_SIZE")
@@ -106,8 +127,8 @@ def run_target(
     session.on_call_end.append(prog)
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     exit_code, message = 0, None
-    session.start()
     try:
+        session.start()
         if module:
             sys.argv = [target, *args]
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -125,10 +146,8 @@ def run_target(
         exit_code, message = 130, "interrupted; the calls measured so far were written"
     except BaseException:
         etype, value, tb = sys.exc_info()
-        # Show the user's traceback, without seamscope's own frames on top.
-        while tb is not None and "seamscope" in tb.tb_frame.f_code.co_filename.replace(os.sep, "/").split("site-packages/")[-1].split("/")[0:3].__str__() and tb.tb_next is not None:
-            if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(target):
-                break
+        # Show the user's traceback, without seamscope's and runpy's frames on top.
+        while tb is not None and tb.tb_next is not None and _is_launcher(tb.tb_frame.f_code.co_filename):
             tb = tb.tb_next
         traceback.print_exception(etype, value, tb)
         exit_code, message = 1, f"{target} raised {etype.__name__ if etype else 'an exception'}"
@@ -137,6 +156,11 @@ def run_target(
         if old_path0 is not None and sys.path:
             sys.path[0] = old_path0
         prog.clear()
-        session.stop()
-        path = session.write(out_dir)
+        # A second Ctrl-C must not lose what was measured: finish writing first.
+        old_handler = _ignore_sigint()
+        try:
+            session.stop()
+            path = session.write(out_dir) if session.builder is not None else None
+        finally:
+            _restore_sigint(old_handler)
     return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message)

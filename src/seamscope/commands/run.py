@@ -15,10 +15,12 @@ from ._common import finish_run
 @click.option("--note", default=None, help="Decision record: a note kept in the receipt.")
 @click.option("--intervention", default=None, help="Decision record: the change being evaluated.")
 @click.option("--rollback-trigger", default=None, help="Decision record: when to undo it.")
+@click.option("--nproc", type=click.IntRange(min=1), default=None,
+              help="Start N ranks under torchrun (--standalone, this machine), then merge them.")
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
-            rollback_trigger: str | None, target: str, args: tuple[str, ...]) -> int:
+            rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None) -> int:
     """Run TARGET with every torch.compile in it observed; write receipt.json, calls.csv, index.html."""
     from ..model.receipt import Decision
 
@@ -26,5 +28,11 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
+    if nproc is not None:
+        from .merge import run_ranks
+
+        return run_ranks(nproc, target, args_l, module=module, out=out, quiet=quiet,
+                         decision_args={"--note": note, "--intervention": intervention,
+                                        "--rollback-trigger": rollback_trigger})
     result = run_target(target, args_l, module=module, out=out, decision=decision, progress=not quiet)
     return finish_run(result, quiet=quiet)

@@ -8,6 +8,7 @@ probe and the shape study all use it.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -84,5 +85,26 @@ def main(backend: str = "eager", lengths: tuple[int, ...] = LENGTHS) -> None:
             compiled(make_tokens(n))
 
 
+def workload(backend: str = "eager") -> Any:
+    """What ``seamscope probe src/seamscope/examples/decoder.py:workload`` runs: the decoder on
+    length 16 (steady) and lengths 24 and 32 (changed: each recompiles)."""
+    from seamscope.experiments.workload import Workload
+
+    return Workload(
+        make_model(),
+        inputs={"steady": [make_tokens(16)], "changed": [make_tokens(24), make_tokens(32)]},
+        backend=backend,
+        warm_calls=10,
+        ladder=("eager", "aot_eager"),
+        name="seamscope.examples.decoder:workload",
+        make_input=make_tokens,  # the shape study: tokens (batch, length), length on dim 1
+        length_dim=1,
+    )
+
+
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--backend", default="eager")
+    main(backend=ap.parse_args().backend)

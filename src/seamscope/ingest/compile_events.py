@@ -12,6 +12,8 @@ event key plus context fields ``frame_id``, ``frame_compile_id``, ``attempt``, `
 
 from __future__ import annotations
 
+import bisect
+import functools
 import hashlib
 import json
 import os
@@ -43,7 +45,7 @@ IGNORED_EVENTS = frozenset(
         "create_symbol", "dynamo_cpp_guards_str", "guard_added_fast", "guard_added",
         "aot_inference_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
         "inductor_output_code", "inductor_post_grad_graph", "inductor_pre_grad_graph",
-        "optimize_ddp_split_graph", "optimize_ddp_split_child", "dynamo_guards",
+        "optimize_ddp_split_graph", "dynamo_guards",
         "symbolic_shape_specialization", "propagate_real_tensors", "link",
         "graph_break", "bwd_compilation_metrics", "compiled_autograd_graph",
         "aot_autograd_backward_compilation_metrics", "missing_fake_kernel",
@@ -185,7 +187,13 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
             reasons = [text]
     else:
         reasons = [text]
-    return [normalize_text(r.strip(), cwd) for r in reasons if r.strip()]
+    return [_normalize_reason(r.strip(), cwd) for r in reasons if r.strip()]
+
+
+@functools.lru_cache(maxsize=8192)
+def _normalize_reason(text: str, cwd: str | None) -> str:
+    # A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
+    return normalize_text(text, cwd)
 
 
 def _ns(us: Any) -> int | None:
@@ -224,11 +232,13 @@ class _Pending:
     file: str = ""
     line: int = 0
     graphs: int = 0
+    graph_attempt: int = -1
     failed_guards: list[str] = field(default_factory=list)
     site_ids: list[str] = field(default_factory=list)
     fx_cache: str | None = None
     aot_cache: str | None = None
     started: bool = False
+    ddp_splits: int | None = None
 
 
 class CompileEventAssembler:
@@ -274,7 +284,13 @@ class CompileEventAssembler:
                     self.sink.on_compile_start(cid, t_ns)
         elif key == "dynamo_output_graph":
             if cid is not None:
-                self.pending.setdefault(cid, _Pending()).graphs += 1
+                p = self.pending.setdefault(cid, _Pending())
+                attempt = meta.get("attempt") if isinstance(meta.get("attempt"), int) else 0
+                if attempt > p.graph_attempt:
+                    # A restart after the graph was output (TensorifyScalarRestartAnalysis) throws
+                    # that graph away: only the last attempt's graphs reach the backend.
+                    p.graphs, p.graph_attempt = 0, attempt
+                p.graphs += 1
         elif key == "artifact":
             name = value.get("name") if isinstance(value, dict) else None
             if cid is None or not isinstance(name, str):
@@ -293,6 +309,10 @@ class CompileEventAssembler:
                         p.fx_cache = m.group(2)
                     else:
                         p.aot_cache = m.group(2)
+        elif key == "optimize_ddp_split_child":
+            if cid is not None:  # one per submodule DDPOptimizer split the graph into
+                p = self.pending.setdefault(cid, _Pending())
+                p.ddp_splits = (p.ddp_splits or 0) + 1
         elif key == "compilation_metrics":
             if isinstance(value, dict):
                 self._finish(value, cid, t_ns)
@@ -306,7 +326,7 @@ class CompileEventAssembler:
         prev = self.sites.get(sid)
         cids = list(prev.compile_ids) if prev else []
         if cid not in cids:
-            cids.append(cid)
+            bisect.insort(cids, cid, key=compile_frame_index)
         site = BreakSite(
             site_id=sid,
             file=pb.file,
@@ -316,7 +336,7 @@ class CompileEventAssembler:
             gb_type=pb.gb_type,
             reason=pb.reason,
             user_stack=pb.user_stack,
-            compile_ids=sorted(cids, key=compile_frame_index),
+            compile_ids=cids,
         )
         self.sites[sid] = site
         if self.sink is not None:
@@ -392,6 +412,7 @@ class CompileEventAssembler:
             own_break_depth=own_depth,
             resume_site_id=resume_site,
             resume_depth=resume_depth,
+            ddp_split_count=p.ddp_splits,
         )
         self.compilations[cid] = comp
         if self.sink is not None:

@@ -40,6 +40,12 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
             f"(this seamscope reads version {SCHEMA_VERSION})"
         )
     try:
-        return msgspec.convert(raw, type=Receipt)
+        receipt = msgspec.convert(raw, type=Receipt)
     except msgspec.ValidationError as e:
         raise UnusableInput(f"{name}: does not match the receipt schema: {e}") from None
+    if receipt.ledger.schema_version != SCHEMA_VERSION:
+        raise UnusableInput(
+            f"{name}: ledger schema version {receipt.ledger.schema_version!r} is not supported "
+            f"(this seamscope reads version {SCHEMA_VERSION})"
+        )
+    return receipt

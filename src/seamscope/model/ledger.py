@@ -130,6 +130,9 @@ class Compilation(Struct):
     """For a resume function (``torch_dynamo_resume_in_f_at_N``): the break it resumes after. It
     names the seam even when the frame before it produced no graph (a disabled function)."""
     resume_depth: int | None = None
+    ddp_split_count: int | None = None
+    """Submodules DDPOptimizer split this compilation's graph into at DDP bucket boundaries (each
+    compiled by the backend on its own); None when it did not split it. Not graph breaks."""
 
     @property
     def is_recompile(self) -> bool:

@@ -11,7 +11,12 @@ from typing import Literal
 
 import msgspec
 
+from .diff import Comparison
+from .findings import FindingsSection
 from .ledger import Frame, Ledger, Struct
+from .probe import ProbeResult
+from .ranks import RanksSection
+from .shapes import ShapeStudy
 
 RECEIPT_KIND = "seamscope.receipt"
 
@@ -103,6 +108,10 @@ class Decision(Struct):
     intervention: str | None = None
     rollback_trigger: str | None = None
     warmup_policy: str = "cold = calls in which something compiled; steady = cache hits only"
+    call_families: dict[str, int] = {}
+    """Calls per input family (``Call.family``) that the figures cover."""
+    tolerance: str | None = None
+    """The correctness tolerance the outputs were compared with, when they were."""
     does_not_establish: list[str] = msgspec.field(default_factory=lambda: list(DOES_NOT_ESTABLISH))
 
 
@@ -114,3 +123,8 @@ class Receipt(Struct):
     decision: Decision
     structure_sha256: str
     receipt_sha256: str
+    probe: ProbeResult | None = None
+    comparison: Comparison | None = None
+    findings: FindingsSection | None = None
+    ranks: RanksSection | None = None
+    shapes: ShapeStudy | None = None

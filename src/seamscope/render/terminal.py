@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..model.receipt import Receipt
@@ -84,8 +85,30 @@ class TerminalRenderer:
             c.print(t)
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {f.compile_id} {f.frame_name}: {f.reason}")
+        if receipt.findings is not None:
+            self.print_findings(receipt)
         if led.retention.dropped:
             c.print(
                 f"[dim]per-call detail kept for {led.retention.retained} of {s.call_count} calls "
                 f"(first {led.retention.first}, then every {led.retention.stride}th); totals are exact[/dim]"
             )
+
+    def print_findings(self, receipt: Receipt) -> None:
+        """One sentence per finding (the analysis wrote it), its first remedy, and what is unknown."""
+        sec = receipt.findings
+        if sec is None:
+            return
+        c = self.console
+        for axis, title in (("fragmentation", "breaks by measured cost"), ("churn", "recompiles by compile time")):
+            rows = [f for f in sec.findings if f.axis == axis]
+            if not rows:
+                continue
+            c.print(f"[bold]{title}[/bold]")
+            for f in rows[: self.max_rows]:
+                c.print(f"  {f.rank}. {escape(f.sentence)}")
+                if f.remedies:
+                    r = f.remedies[0]
+                    tail = f" [dim](try: {escape(r.try_with)})[/dim]" if r.try_with else ""
+                    c.print(f"     [green]→[/green] {escape(r.text)}{tail}")
+        for m in sec.missing:
+            c.print(f"[yellow]findings:[/yellow] {escape(m)}")

@@ -1,0 +1,111 @@
+"""``make mutation``: mutation testing (mutmut) of the accounting against a fast torch-free test set.
+
+The accounting modules are mutated one operator, constant or statement at a time; a mutant is
+killed when some test fails. Nothing is excluded by pragma. It runs in a scratch copy of ``src/``
+and of the chosen tests (mutmut writes a ``mutants/`` folder next to them), so the working tree is
+never touched, and prints the kill rate: killed / (killed + survived + no tests + timeouts).
+
+Usage: ``python benchmarks/mutation.py [--jobs N] [--keep]``. Not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MODULES = [
+    "src/seamscope/model/builder.py",
+    "src/seamscope/analyze/summary.py",
+    "src/seamscope/model/hashing.py",
+    "src/seamscope/model/canonical.py",
+    "src/seamscope/analyze/diff.py",
+]
+
+# Fast and torch-free: the fake event source, receipts, the oracle, the diff, the five mutations.
+TESTS = [
+    "tests/conftest.py",
+    "tests/test_model_ledger.py",
+    "tests/test_model_receipt.py",
+    "tests/test_verify.py",
+    "tests/test_diff.py",
+    "tests/test_mutations.py",
+]
+# Tests that run seamscope in a subprocess exercise the installed, unmutated code: skip them.
+DESELECT = "not cli and not does_not_import and not torch and not subprocess"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder and print its path")
+    args = ap.parse_args()
+    mutmut = Path(sys.executable).with_name("mutmut")
+    if not mutmut.exists():
+        print("mutmut is not installed: pip install -e '.[dev]'", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="seamscope-mutation-"))
+    try:
+        shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+        (work / "tests").mkdir()
+        tests = [t for t in TESTS if (ROOT / t).exists()]
+        for t in tests:
+            shutil.copy2(ROOT / t, work / t)
+        if (ROOT / "docs").is_dir():  # the committed receipt schema a test compares against
+            shutil.copytree(ROOT / "docs", work / "docs")
+        if (ROOT / "tests" / "workloads").is_dir():
+            shutil.copytree(ROOT / "tests" / "workloads", work / "tests" / "workloads")
+        only = "\n".join("    " + m for m in MODULES)
+        (work / "setup.cfg").write_text(
+            "[mutmut]\n"
+            "source_paths = src\n"
+            f"only_mutate =\n{only}\n"
+            "pytest_add_cli_args =\n    -p\n    no:seamscope\n    -p\n    no:cacheprovider\n"
+            f"    -q\n    -k\n    {DESELECT}\n"
+            "pytest_add_cli_args_test_selection = tests/\n"
+            "also_copy =\n    docs\n"
+            "\n[tool:pytest]\ntestpaths = tests\ntimeout = 300\n"
+            "markers =\n    torch: needs torch\n    inductor: inductor\n"
+        )
+        print(f"mutating {len(MODULES)} modules against {len(tests) - 1} test files in {work}")
+        t0 = time.monotonic()
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs)], cwd=work, env=env,
+                       check=False)
+        subprocess.run([str(mutmut), "export-cicd-stats"], cwd=work, env=env, check=False,
+                       stdout=subprocess.DEVNULL)
+        stats_path = work / "mutants" / "mutmut-cicd-stats.json"
+        if not stats_path.exists():
+            print("mutmut produced no statistics", file=sys.stderr)
+            return 1
+        stats = json.loads(stats_path.read_text())
+        res = subprocess.run([str(mutmut), "results"], cwd=work, env=env, capture_output=True,
+                             text=True, check=False)
+        survivors = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        scored = sum(stats.get(k, 0) for k in ("killed", "survived", "no_tests", "timeout", "suspicious"))
+        killed = stats.get("killed", 0)
+        rate = 100.0 * killed / scored if scored else 0.0
+        print(json.dumps(stats, indent=1))
+        if survivors:
+            print(f"{len(survivors)} mutants not killed (first 40):")
+            for s in survivors[:40]:
+                print("  " + s)
+        print(f"kill rate: {rate:.1f}% ({killed}/{scored}) in {time.monotonic() - t0:.0f} s")
+        return 0
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""Before/after: phase-by-phase deltas, sites and recompiles added or removed, and a verdict.
+
+Two receipts are compared only when they measured the same work: the same number of calls, the
+same calls per input family, the same input trace. Phase counts (cold, steady) may differ: a fix
+that removes recompiles turns cold calls into steady ones, and that is what is being measured; each
+side's mean is its own total over its own count, and both counts are shown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import msgspec
+
+from ..errors import UnusableInput
+from ..model.diff import Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
+from ..model.receipt import PhaseStats, Receipt
+from .receipt import rehash
+
+PHASE_ORDER = ("cold", "steady", "fallback")
+_NUM = re.compile(r"\d+")
+_WS = re.compile(r"\s+")
+
+
+def _pct(before: int | None, after: int | None) -> float | None:
+    if before is None or after is None or before == 0:
+        return None
+    return (after - before) * 100.0 / before
+
+
+def _mean(total: int, n: int) -> int | None:
+    """Nearest-nanosecond mean, half up, in integers (no float drift)."""
+    if n <= 0:
+        return None
+    return (2 * total + n) // (2 * n)
+
+
+def _side(p: PhaseStats | None, n: int) -> PhaseSide:
+    if p is None:
+        return PhaseSide(
+            calls=0, sampled_calls=0, wall_ns=0, mean_ns=None, median_ns=None, p90_ns=None,
+            island_ns=0, compile_ns=0,
+        )
+    return PhaseSide(
+        calls=p.calls,
+        sampled_calls=p.sampled_calls,
+        wall_ns=p.wall_ns,
+        mean_ns=_mean(p.wall_ns, n),
+        median_ns=p.median_ns,
+        p90_ns=p.p90_ns,
+        island_ns=p.island_ns,
+        compile_ns=p.compile_ns,
+    )
+
+
+def _phase_table(receipt: Receipt) -> dict[str, PhaseStats]:
+    return {p.phase: p for p in receipt.summary.phases}
+
+
+def families(receipt: Receipt) -> dict[str, int]:
+    """Calls per input family; empty when no call is labelled or detail was dropped."""
+    led = receipt.ledger
+    if led.retention.dropped:
+        return {}
+    counts = Counter(c.family for c in led.calls if c.family is not None)
+    return dict(sorted(counts.items()))
+
+
+def recompile_key(frame_name: str, failed_guards: list[str]) -> str:
+    """Frame name and guard text with numbers masked: robust to line shifts and to the value a
+    guard specialised on (``size()[0] == 8`` and ``== 16`` are the same kind of recompile)."""
+    guards = sorted({_NUM.sub("N", _WS.sub(" ", g.strip())) for g in failed_guards})
+    return frame_name + " | " + " ; ".join(guards)
+
+
+def without_comparison_sha256(receipt: Receipt) -> str:
+    """The receipt's hash as it would be without a ``comparison`` section."""
+    return rehash(msgspec.structs.replace(receipt, comparison=None)).receipt_sha256
+
+
+def refusals(before: Receipt, after: Receipt) -> list[str]:
+    """Why two receipts do not measure the same work (empty when they do)."""
+    why: list[str] = []
+    bs, as_ = before.summary, after.summary
+    if bs.has_runtime != as_.has_runtime:
+        why.append("one receipt has runtime data and the other does not (an imported log?)")
+    if bs.call_count != as_.call_count:
+        why.append(f"unequal sample counts: {bs.call_count} calls before, {as_.call_count} after")
+    fb, fa = families(before), families(after)
+    if fb != fa and (fb or fa):
+        diffs = ", ".join(
+            f"{k}: {fb.get(k, 0)} vs {fa.get(k, 0)}"
+            for k in sorted(set(fb) | set(fa))
+            if fb.get(k, 0) != fa.get(k, 0)
+        )
+        why.append(f"unequal sample counts per input family ({diffs})")
+    tb, ta = before.ledger.run.input_trace_sha256, after.ledger.run.input_trace_sha256
+    if tb is not None and ta is not None and tb != ta:
+        why.append(
+            f"different input traces ({tb[:12]} vs {ta[:12]}): the two runs were not fed the same "
+            "inputs (for `run`, the script or its arguments changed)"
+        )
+    return why
+
+
+def _fmt_pct(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    sign = "+" if x > 0 else ("−" if x < 0 else "±")
+    return f"{sign}{abs(x):.0f}%"
+
+
+def _verdict(
+    rows: dict[str, PhaseDelta], cold_extra: int | None, saving: int | None, n: int | None
+) -> list[str]:
+    steady, cold = rows.get("steady"), rows.get("cold")
+    out: list[str] = []
+    if steady is None or steady.before.calls == 0 or steady.after.calls == 0:
+        out.append("no steady calls on both sides: the per-call cost cannot be compared")
+        return out
+    cold_pct = _pct(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
+    head = f"steady {_fmt_pct(steady.median_pct)} (median), cold {_fmt_pct(cold_pct)} (total)"
+    if saving is None or cold_extra is None:
+        out.append(head)
+    elif saving > 0 and cold_extra <= 0:
+        out.append(f"{head}: better from the first call")
+    elif saving > 0:
+        out.append(f"{head}: worth it for workers that live longer than {n} calls")
+    elif saving < 0 and cold_extra < 0:
+        out.append(f"{head}: worth it only for workers that live fewer than {n} calls")
+    elif saving == 0 and cold_extra < 0:
+        out.append(f"{head}: cheaper warmup, same steady cost")
+    elif saving == 0 and cold_extra == 0:
+        out.append(f"{head}: no measured difference")
+    else:
+        out.append(f"{head}: not worth it (no cheaper in steady calls nor in warmup)")
+    return out
+
+
+def break_even(cold_extra: int | None, saving: int | None) -> int | None:
+    """Calls a worker must live for the steady saving to repay the cold extra (or, when the
+    candidate is slower steady but cheaper cold, the calls before its advantage runs out)."""
+    if cold_extra is None or saving is None or saving == 0 or cold_extra == 0:
+        return None
+    if (cold_extra > 0) != (saving > 0):
+        return None
+    q, r = divmod(cold_extra, saving)
+    return q + (1 if r else 0)
+
+
+def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparison:
+    """Diff two receipts; raise :class:`UnusableInput` naming why they are not comparable,
+    unless ``force`` (then the reasons are recorded in ``forced_over``)."""
+    why = refusals(before, after)
+    if why and not force:
+        raise UnusableInput("will not compare: " + "; ".join(why) + " (--force compares anyway)")
+    bp, ap = _phase_table(before), _phase_table(after)
+    rows: dict[str, PhaseDelta] = {}
+    for name in PHASE_ORDER:
+        b, a = bp.get(name), ap.get(name)
+        if (b is None or b.calls == 0) and (a is None or a.calls == 0):
+            continue
+        b_side = _side(b, n=b.calls if b else 0)
+        a_side = _side(a, n=a.calls if a else 0)
+        rows[name] = PhaseDelta(
+            phase=name,
+            before=b_side,
+            after=a_side,
+            median_pct=_pct(b_side.median_ns, a_side.median_ns),
+            p90_pct=_pct(b_side.p90_ns, a_side.p90_ns),
+            mean_pct=_pct(b_side.mean_ns, a_side.mean_ns),
+        )
+    cold, steady = rows.get("cold"), rows.get("steady")
+    cold_extra = (cold.after.wall_ns - cold.before.wall_ns) if cold is not None else 0
+    saving: int | None = None
+    if steady is not None and steady.before.median_ns is not None and steady.after.median_ns is not None:
+        saving = steady.before.median_ns - steady.after.median_ns
+    n = break_even(cold_extra, saving)
+
+    sites: list[SiteChange] = []
+    bsites = {s.site_id: s for s in before.summary.break_sites}
+    asites = {s.site_id: s for s in after.summary.break_sites}
+    for sid in sorted(set(bsites) | set(asites)):
+        s = asites.get(sid) or bsites[sid]
+        change = "kept" if sid in bsites and sid in asites else ("added" if sid in asites else "removed")
+        sites.append(
+            SiteChange(
+                site_id=sid,
+                change=change,  # type: ignore[arg-type]
+                file=s.file,
+                line=s.line,
+                function=s.function,
+                gb_code=s.gb_code,
+                reason=s.reason.splitlines()[0] if s.reason else "",
+                crossings_before=bsites[sid].crossings if sid in bsites else None,
+                crossings_after=asites[sid].crossings if sid in asites else None,
+            )
+        )
+
+    def recompile_groups(r: Receipt) -> dict[str, tuple[str, list[str], int]]:
+        groups: dict[str, tuple[str, list[str], int]] = {}
+        for rc in r.summary.recompiles:
+            k = recompile_key(rc.frame_name, rc.failed_guards)
+            prev = groups.get(k)
+            groups[k] = (rc.frame_name, rc.failed_guards, (prev[2] if prev else 0) + 1)
+        return groups
+
+    brc, arc = recompile_groups(before), recompile_groups(after)
+    recompiles = []
+    for k in sorted(set(brc) | set(arc)):
+        frame, guards, _ = arc.get(k) or brc[k]
+        recompiles.append(
+            RecompileChange(
+                key=k,
+                change="kept" if k in brc and k in arc else ("added" if k in arc else "removed"),
+                frame_name=frame,
+                failed_guards=guards,
+                count_before=brc[k][2] if k in brc else 0,
+                count_after=arc[k][2] if k in arc else 0,
+            )
+        )
+
+    verdict = _verdict(rows, cold_extra, saving, n)
+    added = sum(1 for s in sites if s.change == "added")
+    removed = sum(1 for s in sites if s.change == "removed")
+    if added or removed:
+        verdict.append(f"break sites: {removed} removed, {added} added")
+    rb = sum(r.count_before for r in recompiles)
+    ra = sum(r.count_after for r in recompiles)
+    if rb or ra:
+        verdict.append(f"recompiles: {rb} before, {ra} after")
+    notes = []
+    eb, ea = before.ledger.environment, after.ledger.environment
+    for field in ("torch_version", "backend", "device", "python_version"):
+        vb, va = getattr(eb, field), getattr(ea, field)
+        if vb != va:
+            notes.append(f"{field} differs: {vb} before, {va} after")
+    if before.ledger.run.input_trace_sha256 is None or after.ledger.run.input_trace_sha256 is None:
+        notes.append("no input trace hash on one side: same inputs not confirmed")
+    return Comparison(
+        before_receipt_sha256=without_comparison_sha256(before),
+        after_receipt_sha256=without_comparison_sha256(after),
+        before_structure_sha256=before.structure_sha256,
+        after_structure_sha256=after.structure_sha256,
+        before_input_trace_sha256=before.ledger.run.input_trace_sha256,
+        after_input_trace_sha256=after.ledger.run.input_trace_sha256,
+        calls_before=before.summary.call_count,
+        calls_after=after.summary.call_count,
+        families_before=families(before),
+        families_after=families(after),
+        total_before_ns=sum(r.before.wall_ns for r in rows.values()),
+        total_after_ns=sum(r.after.wall_ns for r in rows.values()),
+        phases=list(rows.values()),
+        sites=sites,
+        recompiles=recompiles,
+        cold_extra_ns=cold_extra if cold is not None else None,
+        steady_saving_ns=saving,
+        break_even_calls=n,
+        verdict=verdict,
+        forced=bool(why),
+        forced_over=why,
+        notes=notes,
+    )
+
+
+def attach_comparison(before: Receipt, after: Receipt, *, force: bool = False) -> Receipt:
+    """The candidate receipt with its comparison against ``before`` recorded, rehashed."""
+    bare = msgspec.structs.replace(after, comparison=None)
+    return rehash(msgspec.structs.replace(bare, comparison=compare(before, bare, force=force)))

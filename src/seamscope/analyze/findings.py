@@ -1,0 +1,709 @@
+"""From a ledger to ranked, explained findings: what each break and recompile costs, why it
+happens, and what to do (issue 7).
+
+A pure function over a :class:`~seamscope.model.ledger.Ledger`; the ledger is never edited.
+Fragmentation (regions per call, island time) and churn (compiles, recompiles, variants, compile
+time) are ranked on separate axes: a frequent cheap break and a recompile storm are different
+problems with different fixes (seed 001).
+
+A break's measured cost is the eager island that follows each crossing of its site, summed over
+steady calls: the time the program spends outside compiled code because capture stopped there.
+It is a lower bound (lost fusion across the seam inside the regions is not visible) and it is
+what was measured, not inferred from stack length or break count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+
+from ..model.canonical import round_float
+from ..model.findings import (
+    BreakCost,
+    Cause,
+    ChurnAxis,
+    ChurnEvidence,
+    ChurnPattern,
+    Finding,
+    FindingsSection,
+    FragmentationAxis,
+    Remedy,
+    Where,
+)
+from ..model.ledger import (
+    BreakEvent,
+    BreakSite,
+    Call,
+    Compilation,
+    Frame,
+    IslandEvent,
+    Ledger,
+    RegionEvent,
+    compile_frame_index,
+)
+from ..model.normalize import normalize_text
+from .classify import classify, torch_hints
+from .stats import median_float, quantile
+
+PROBE = "seamscope probe FILE.py:FUNC"
+"""Placeholder for the user's workload in suggested commands (the ledger does not name it)."""
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+
+def analyze_findings(ledger: Ledger) -> FindingsSection:
+    """Every break site and every recompiling frame of ``ledger``, ranked by measured cost."""
+    missing: list[str] = []
+    has_rt = ledger.run.has_runtime
+    calls = list(ledger.calls) if has_rt else []
+    basis_name, basis = _basis(calls)
+    if ledger.totals.calls == 0 and not ledger.compilations:
+        missing.append("no compiled calls were observed: nothing to rank")
+    if not has_rt:
+        missing.append(
+            "no runtime data (imported log): breaks are ranked by the compilations they appear in, "
+            "not by measured island time; crossings per call, islands and seam traffic are unknown"
+        )
+        missing.extend(ledger.run.absent)
+    elif basis_name == "all" and calls:
+        missing.append("no steady calls were retained: break costs are over every call, cold included")
+    if ledger.retention.dropped:
+        missing.append(
+            f"per-call detail kept for {ledger.retention.retained} of {ledger.totals.calls} calls: "
+            "medians and shares are over retained calls, estimated totals scaled to all calls"
+        )
+
+    breaks = _break_findings(ledger, basis_name, basis)
+    churn = _churn_findings(ledger)
+    return FindingsSection(
+        fragmentation=_fragmentation(ledger, basis_name, basis),
+        churn=_churn_axis(ledger),
+        findings=breaks + churn,
+        ranked_by=(
+            "breaks: estimated island time after the site over steady calls; churn: compile time"
+            if has_rt
+            else "breaks: compilations in which the site broke (no runtime data); churn: compile time"
+        ),
+        missing=missing,
+    )
+
+
+# --- ids -----------------------------------------------------------------------------------------
+
+_LINE_NO = re.compile(r"(_at_|line |:)\d+")
+
+
+def _stable_text(text: str) -> str:
+    """Reason text with everything that moves between runs or with edits above the site removed."""
+    return _LINE_NO.sub(r"\1#", normalize_text(text)).strip()
+
+
+def _hash_id(prefix: str, *parts: object) -> str:
+    return prefix + hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:8]
+
+
+# --- fragmentation: breaks -----------------------------------------------------------------------
+
+
+def _basis(calls: list[Call]) -> tuple[str, list[Call]]:
+    steady = [c for c in calls if c.phase == "steady" and c.error is None]
+    if steady:
+        return "steady", steady
+    return ("all", calls) if calls else ("none", [])
+
+
+class _Crossings:
+    """One site's crossings in one call: the island after each (until the next crossing; islands
+    split by a compile or seamscope's overhead are summed) and the seam traffic of the region
+    before it. ``orphan_ns``: island time attributed to the site with no crossing before it in
+    the call (an indirect seam counted by another frame): cost, but not a crossing."""
+
+    __slots__ = ("islands", "tensors", "nbytes", "orphan_ns")
+
+    def __init__(self) -> None:
+        self.islands: list[int] = []
+        self.tensors: list[int | None] = []
+        self.nbytes: list[int | None] = []
+        self.orphan_ns = 0
+
+
+def _crossings(call: Call) -> dict[str, _Crossings]:
+    out: dict[str, _Crossings] = defaultdict(_Crossings)
+    last_region: RegionEvent | None = None
+    current_site: str | None = None
+    for e in call.events:
+        if isinstance(e, RegionEvent):
+            last_region = e
+        elif isinstance(e, BreakEvent):
+            cr = out[e.site_id]
+            cr.islands.append(0)
+            cr.tensors.append(last_region.out_tensors if last_region else None)
+            cr.nbytes.append(last_region.out_bytes if last_region else None)
+            current_site = e.site_id
+        elif isinstance(e, IslandEvent) and e.after_site_id is not None:
+            cr = out[e.after_site_id]
+            if current_site == e.after_site_id and cr.islands:
+                cr.islands[-1] += e.duration_ns
+            else:
+                cr.orphan_ns += e.duration_ns
+    return out
+
+
+def _library_package(file: str) -> str | None:
+    i = file.find("site-packages/")
+    if i < 0:
+        i = file.find("dist-packages/")
+    if i < 0:
+        return None
+    rest = file[i + len("site-packages/") :]
+    head = rest.split("/", 1)[0]
+    return head.removesuffix(".py") or None
+
+
+def _where(site: BreakSite) -> Where:
+    user = next((f for f in reversed(site.user_stack) if _library_package(f.file) is None), None)
+    if user is None and _library_package(site.file) is None:
+        user = Frame(file=site.file, line=site.line, function=site.function)
+    return Where(
+        file=site.file,
+        line=site.line,
+        function=site.function,
+        package=_library_package(site.file),
+        user_frame=user,
+    )
+
+
+def _site_compile_ids(site: BreakSite, ledger: Ledger) -> set[str]:
+    """Compilations whose region runs next to this seam: where it broke, and what resumes after it."""
+    ids = {cid.split("_", 1)[0] for cid in site.compile_ids}
+    for c in ledger.compilations:
+        if site.site_id in (c.own_break_site_id, c.resume_site_id):
+            ids.add(c.compile_id.split("_", 1)[0])
+    return ids
+
+
+def _break_cost(
+    site: BreakSite,
+    basis_name: str,
+    basis: list[Call],
+    crossings: list[dict[str, _Crossings]],
+    ledger: Ledger,
+) -> BreakCost:
+    """Frequency and stability over the basis calls that ran the site's frame (calls of another
+    compiled function do not dilute them); share over all basis calls (the program's time)."""
+    site_id = site.site_id
+    cids = _site_compile_ids(site, ledger)
+    per_call: list[int] = []
+    islands: list[int] = []
+    tensors: list[int] = []
+    nbytes: list[int] = []
+    orphan = 0
+    for c, by_site in zip(basis, crossings, strict=True):
+        cr = by_site.get(site_id)
+        if cr is None:
+            if any(isinstance(e, RegionEvent) and e.compile_id in cids for e in c.events):
+                per_call.append(0)
+            continue
+        per_call.append(len(cr.islands))
+        islands.extend(cr.islands)
+        tensors.extend(t for t in cr.tensors if t is not None)
+        nbytes.extend(b for b in cr.nbytes if b is not None)
+        orphan += cr.orphan_ns
+    island_ns = sum(islands) + orphan
+    wall = sum(c.wall_ns for c in basis)
+    # Scale retained calls to every call of the basis phase (exact when nothing was dropped).
+    if basis_name == "steady":
+        phase_calls = next((p.calls for p in ledger.totals.phases if p.phase == "steady"), len(basis))
+    else:
+        phase_calls = ledger.totals.calls
+    retained = len(basis)
+    estimated = island_ns * phase_calls // retained if retained else 0
+    tot = next((t for t in ledger.totals.sites if t.site_id == site_id), None)
+    return BreakCost(
+        basis="steady" if basis_name == "steady" else "all",
+        calls=len(per_call),
+        calls_crossing=sum(1 for n in per_call if n),
+        crossings=sum(per_call),
+        crossings_per_call=round_float(sum(per_call) / len(per_call)) if per_call else 0.0,
+        crossings_min=min(per_call) if per_call else 0,
+        crossings_max=max(per_call) if per_call else 0,
+        stable=bool(per_call) and min(per_call) == max(per_call),
+        island_median_ns=quantile(islands, 0.5),
+        island_p90_ns=quantile(islands, 0.9),
+        island_ns=island_ns,
+        estimated_ns=estimated,
+        share=round_float(island_ns / wall) if wall else 0.0,
+        out_tensors_median=quantile(tensors, 0.5),
+        out_bytes_median=quantile(nbytes, 0.5),
+        all_calls_crossings=tot.crossings if tot else 0,
+        all_calls_island_ns=tot.island_after_ns if tot else 0,
+    )
+
+
+def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[Finding]:
+    has_rt = ledger.run.has_runtime
+    crossings = [_crossings(c) for c in basis] if has_rt else []
+    rows: list[tuple[tuple[object, ...], Finding]] = []
+    for site in ledger.break_sites:
+        cause = classify(site.gb_code, site.gb_type, site.reason)
+        where = _where(site)
+        cost = _break_cost(site, basis_name, basis, crossings, ledger) if has_rt and basis else None
+        missing: list[str] = []
+        if cost is None:
+            missing.append("crossings and island time: " + ("no runtime data" if not has_rt else "no calls retained"))
+        elif cost.crossings and cost.out_tensors_median is None:
+            missing.append("seam traffic: not sampled")
+        if where.package is not None and where.user_frame is None:
+            missing.append("user frame: the whole stack is library code (the compiled frame itself)")
+        f = Finding(
+            finding_id=site.site_id,
+            axis="fragmentation",
+            rank=0,
+            sentence="",
+            remedies=_break_remedies(cause, where, site.reason),
+            site_id=site.site_id,
+            where=where,
+            cause=cause,
+            cost=cost,
+            missing=missing,
+        )
+        if cost is not None:
+            key: tuple[object, ...] = (-cost.estimated_ns, -cost.crossings, f.finding_id)
+        else:
+            key = (-len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
+        rows.append((key, f))
+    rows.sort(key=lambda r: r[0])
+    out = []
+    for rank, (_, f) in enumerate(rows, 1):
+        f = _with(f, rank=rank)
+        out.append(_with(f, sentence=_break_sentence(f)))
+    return out
+
+
+def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
+    hints = torch_hints(normalize_text(reason))
+    cls = cause.break_class
+    code = cause.gb_code
+    rs: list[Remedy] = []
+    lib = where.package
+    if cls == "data_dependent_control_flow":
+        if code == "GB0124" or cause.label == "Tensor.item()":
+            rs.append(
+                Remedy(
+                    action="capture_scalar_outputs",
+                    text="let Dynamo trace Tensor.item() into the graph (the value becomes a symbolic scalar); "
+                    "measure it, since a later Python branch on that value may still break",
+                    config={"capture_scalar_outputs": "True"},
+                    try_with=f"{PROBE} --dynamo-config capture_scalar_outputs=True",
+                    torch_hints=hints,
+                )
+            )
+        elif code in ("GB0036", "GB0037", "GB0033"):
+            rs.append(
+                Remedy(
+                    action="capture_dynamic_output_shape_ops",
+                    text="let Dynamo trace operators whose output shape depends on data",
+                    config={"capture_dynamic_output_shape_ops": "True"},
+                    try_with=f"{PROBE} --dynamo-config capture_dynamic_output_shape_ops=True",
+                    torch_hints=hints,
+                )
+            )
+        rs.append(
+            Remedy(
+                action="tensor_ops_or_cond",
+                text="keep the decision on the device: rewrite the branch with tensor ops (torch.where, "
+                "masking) or torch.cond, so no value is read back to Python",
+                torch_hints=[] if rs else hints,
+            )
+        )
+    elif cls == "host_side_effect":
+        if cause.label.startswith("print") or cause.label.startswith("logging"):
+            key = "reorderable_logging_functions" if cause.label.startswith("print") else "ignore_logging_functions"
+            rs.append(
+                Remedy(
+                    action="reorder_logging",
+                    text=f"add the function to torch._dynamo.config.{key} so Dynamo moves it after the graph "
+                    "instead of breaking",
+                    config={key: f"add {cause.label.split(' ')[0]}"},
+                    try_with=f"{PROBE} --dynamo-config {key}+={cause.label.split(' ')[0]}",
+                    torch_hints=hints,
+                )
+            )
+        rs.append(
+            Remedy(
+                action="move_out_of_hot_path",
+                text="move the side effect out of the compiled call (log after it returns, or only every N steps)",
+                torch_hints=[] if rs else hints,
+            )
+        )
+    elif cls == "unsupported_op":
+        if lib is None or lib not in ("torch",):
+            rs.append(
+                Remedy(
+                    action="custom_op",
+                    text="register the call as a custom operator (torch.library.custom_op with a fake "
+                    "implementation) so Dynamo records it as one node instead of breaking",
+                    torch_hints=hints,
+                )
+            )
+        rs.append(
+            Remedy(
+                action="report_upstream" if lib else "move_out_of_hot_path",
+                text=(f"the break is inside {lib}: try a newer version or report it; meanwhile call it outside "
+                      "the compiled function" if lib else "move the call out of the compiled hot path"),
+                torch_hints=[] if rs else hints,
+            )
+        )
+    elif cls == "python_state_mutation":
+        rs.append(
+            Remedy(
+                action="move_state_out",
+                text="keep the mutated state in tensors or buffers, or move the assignment outside the compiled call",
+                torch_hints=hints,
+            )
+        )
+    elif cls == "explicit_boundary":
+        rs.append(
+            Remedy(
+                action="keep_boundary",
+                text="an eager boundary someone asked for: keep it if the callee cannot be traced; its measured "
+                "cost is what the boundary costs",
+                torch_hints=hints,
+            )
+        )
+        rs.append(
+            Remedy(
+                action="remove_boundary",
+                text="if the callee is traceable, remove the torch.compiler.disable/graph_break and measure again",
+            )
+        )
+    else:
+        rs.append(Remedy(action="read_hints", text="see PyTorch's hints for this break", torch_hints=hints))
+    return rs
+
+
+def _break_sentence(f: Finding) -> str:
+    w, c, cost = f.where, f.cause, f.cost
+    assert w is not None and c is not None
+    loc = f"{_short(w.file)}:{w.line}"
+    what = f"{c.label}, {c.break_class.replace('_', ' ')}"
+    if c.host_read:
+        what += ", reads a tensor value on the host"
+    if w.package:
+        what += f"; in {w.package}"
+        if w.user_frame is not None:
+            what += f", reached from {_short(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
+    head = f"break {f.finding_id} at {loc} ({what})"
+    if cost is None:
+        return head + " was seen at compile time; its cost is unknown without runtime data"
+    basis = "steady" if cost.basis == "steady" else ""
+    if cost.crossings == 0:
+        return f"{head} was not crossed in {cost.calls} {basis} calls".replace("  ", " ")
+    if cost.stable:
+        freq = f"is crossed {cost.crossings_min}× per call"
+        stab = f"stable over {cost.calls} {basis} calls"
+    else:
+        freq = f"is crossed in {cost.calls_crossing} of {cost.calls} {basis} calls ({cost.crossings_per_call:.3g}× per call)"
+        stab = f"varying {cost.crossings_min}–{cost.crossings_max}× per call"
+    island = f"{_ms(cost.island_median_ns)} island each (p90 {_ms(cost.island_p90_ns)})"
+    share = f"{cost.share * 100:.3g}% of {basis} time".replace("  ", " ")
+    traffic = ""
+    if cost.out_tensors_median is not None:
+        n = cost.out_tensors_median
+        traffic = f", {n} tensor{'' if n == 1 else 's'}"
+        if cost.out_bytes_median is not None:
+            traffic += f" ({_bytes(cost.out_bytes_median)})"
+        traffic += " cross the seam" if n != 1 else " crosses the seam"
+    return f"{head} {freq}, {island}, {stab}, {share}{traffic}".replace("  ", " ")
+
+
+# --- churn ---------------------------------------------------------------------------------------
+
+_SHAPE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual")
+_STRIDE = re.compile(r"stride mismatch at index (\d+)")
+_DTYPE = re.compile(r"(dtype|device|requires_grad|dispatch key set) mismatch", re.I)
+_TENSOR_NAME = re.compile(r"tensor '([^']+)'")
+_FLAG = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=|is not|is)\s+(True|False|None)\b")
+_VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?\d+)?|'[^']*')\s*(?:#|$)")
+_PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
+_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
+
+
+def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
+    """(pattern, subject, value) of one failed guard text, as PyTorch writes recompile reasons."""
+    g = guard.strip()
+    name = _TENSOR_NAME.search(g)
+    subj = name.group(1) if name else ""
+    m = _SHAPE.search(g)
+    if m:
+        return "shape", f"{subj}[{m.group(1)}]", f"size {m.group(2)}"
+    m = _STRIDE.search(g)
+    if m:
+        return "stride", f"{subj}[{m.group(1)}]", None
+    m = _DTYPE.search(g)
+    if m:
+        return "dtype_device", f"{subj}.{m.group(1).lower()}", None
+    first = _PREFIX.sub("", g.splitlines()[0] if g else "")
+    m = _FLAG.match(first)
+    if m:
+        return "flag", m.group(1).strip(), f"{m.group(2)} {m.group(3)}"
+    m = _VALUE.match(first)
+    if m:
+        return "value", m.group(1).strip(), m.group(3)
+    return "other", _stable_text(first.split("#", 1)[0]).strip()[:80], None
+
+
+_Parsed = tuple[ChurnPattern, str, str | None]
+
+
+def _frame_key(c: Compilation) -> tuple[int, str]:
+    return compile_frame_index(c.compile_id)[0], c.frame_name
+
+
+def _churn_findings(ledger: Ledger) -> list[Finding]:
+    frames: dict[tuple[int, str], list[Compilation]] = defaultdict(list)
+    for c in ledger.compilations:
+        frames[_frame_key(c)].append(c)
+    found: list[Finding] = []
+    for (_, fname), comps in frames.items():
+        variants = sum(1 for c in comps if c.status == "ok")
+        groups: dict[ChurnPattern, list[tuple[Compilation, list[_Parsed]]]] = defaultdict(list)
+        for c in comps:
+            if c.status == "fallback":
+                groups["recompile_limit"].append((c, [("recompile_limit", "", None)]))
+                continue
+            if not c.is_recompile or c.status != "ok":
+                continue
+            parsed: list[_Parsed] = [guard_pattern(g) for g in c.failed_guards] or [("other", "", None)]
+            # The guard that failed on the most recent variant is the one that explains this
+            # compile; PyTorch lists it first.
+            groups[parsed[0][0]].append((c, parsed))
+        for pattern, members in groups.items():
+            found.append(_churn_finding(ledger, fname, comps, variants, pattern, members))
+    found.sort(key=lambda f: (-(f.churn.compile_ns if f.churn else 0), -(f.churn.recompiles if f.churn else 0), f.finding_id))
+    return [_with(f, rank=i) for i, f in enumerate(found, 1)]
+
+
+def _churn_finding(
+    ledger: Ledger,
+    fname: str,
+    comps: list[Compilation],
+    variants: int,
+    pattern: ChurnPattern,
+    members: list[tuple[Compilation, list[_Parsed]]],
+) -> Finding:
+    first = comps[0]
+    subjects = sorted({p[1] for _, ps in members for p in ps if p[0] == pattern and p[1]})
+    guards: list[str] = []
+    values: list[str] = []
+    for c, ps in members:
+        for g in c.failed_guards:
+            g1 = _PREFIX.sub("", g.splitlines()[0]).strip()
+            if g1 not in guards and len(guards) < 5:
+                guards.append(g1)
+        for p in ps:
+            if p[0] == pattern and p[2] is not None and p[2] not in values and len(values) < 8:
+                values.append(p[2])
+    fed_by = next((c.resume_site_id for c in comps if c.resume_site_id), None)
+    m = _RESUME.match(fname)
+    if fed_by is None and m:
+        fn, line = m.group(1), int(m.group(2))
+        fed_by = next((s.site_id for s in ledger.break_sites if s.function == fn and s.line == line), None)
+    stable_frame = _RESUME.sub(lambda mm: f"torch_dynamo_resume_in_{mm.group(1)}", fname)
+    # Two frames of one function (the function and a resume of it) differ by the seam before them.
+    ev = ChurnEvidence(
+        pattern=pattern,
+        frame_name=fname,
+        file=first.file,
+        line=first.line,
+        compile_ids=[c.compile_id for c, _ in members],
+        recompiles=sum(1 for c, _ in members if c.is_recompile and c.status == "ok"),
+        variants=variants,
+        compile_ns=sum(c.duration_ns or 0 for c, _ in members),
+        calls=sorted({c.call_index for c, _ in members if c.call_index is not None}),
+        subjects=subjects,
+        guards=guards,
+        values_seen=values,
+        fallback=pattern == "recompile_limit",
+        fed_by=fed_by,
+    )
+    fid = _hash_id("FR", first.file, stable_frame, fed_by or "", pattern, ",".join(subjects))
+    missing: list[str] = []
+    if any(c.duration_ns is None for c, _ in members):
+        missing.append("compile time: not recorded for some compilations")
+    f = Finding(
+        finding_id=fid,
+        axis="churn",
+        rank=0,
+        sentence="",
+        remedies=_churn_remedies(ev),
+        churn=ev,
+        missing=missing,
+    )
+    return _with(f, sentence=_churn_sentence(fid, ev))
+
+
+_PATTERN_WORDS = {
+    "shape": "shape churn",
+    "value": "value specialization churn",
+    "flag": "flag churn",
+    "stride": "stride churn",
+    "dtype_device": "dtype/device churn",
+    "recompile_limit": "recompile-limit fallback",
+    "other": "recompiles",
+}
+
+
+def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
+    loc = f"{ev.frame_name} ({_short(ev.file)}:{ev.line})"
+    if ev.pattern == "recompile_limit":
+        return (f"churn {fid}: {loc} hit the recompile limit and runs eagerly from call "
+                f"{ev.calls[0] if ev.calls else '?'} on ({ev.variants} variants compiled before)")
+    on = f" on {', '.join(ev.subjects[:3])}" if ev.subjects else ""
+    vals = f" (expected values {', '.join(ev.values_seen[:4])})" if ev.values_seen else ""
+    fed = f", fed by break {ev.fed_by}" if ev.fed_by else ""
+    return (f"churn {fid}: {loc} recompiled {ev.recompiles}× from {_PATTERN_WORDS[ev.pattern]}{on}{vals}{fed}, "
+            f"{ev.variants} variants, {_ms(ev.compile_ns)} compile time in {len(ev.calls)} call{'' if len(ev.calls) == 1 else 's'}")
+
+
+def _churn_remedies(ev: ChurnEvidence) -> list[Remedy]:
+    p = ev.pattern
+    if p == "shape":
+        dims = ", ".join(ev.subjects[:3])
+        return [
+            Remedy(
+                action="mark_dynamic_or_bucket",
+                text=f"sizes of {dims} change between calls: mark the dim dynamic "
+                "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
+                "static, automatic, dynamic and bucketed policies on your length distribution",
+                try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS",
+            )
+        ]
+    if p == "value":
+        resume = ev.fed_by is not None or any(s.startswith("___stack") for s in ev.subjects)
+        rs = []
+        if resume:
+            rs.append(
+                Remedy(
+                    action="capture_scalar_outputs",
+                    text="a value read with .item() is passed into the resume function and guarded by value: "
+                    "keep it a tensor (no .item()) or let Dynamo capture it symbolically",
+                    config={"capture_scalar_outputs": "True"},
+                    try_with=f"{PROBE} --dynamo-config capture_scalar_outputs=True",
+                )
+            )
+        rs.append(
+            Remedy(
+                action="pass_as_tensor",
+                text="a Python scalar that changes every call is specialised as a constant: pass it as a 0-d "
+                "tensor, or hoist it out of the compiled function",
+            )
+        )
+        return rs
+    if p == "flag":
+        return [
+            Remedy(
+                action="split_by_flag",
+                text="a Python flag or None-ness flips between calls: each value is one variant, a cost only "
+                "if it flips often; hoist the branch out or compile one function per setting",
+            )
+        ]
+    if p == "stride":
+        return [Remedy(action="make_contiguous", text="inputs arrive with different layouts: call .contiguous() "
+                       "before the compiled call, or mark the dim dynamic")]
+    if p == "dtype_device":
+        return [Remedy(action="cast_inputs", text="inputs arrive with different dtypes or devices: cast them to one "
+                       "before the compiled call")]
+    if p == "recompile_limit":
+        return [
+            Remedy(
+                action="fix_churn_or_raise_limit",
+                text="the frame gave up compiling and runs eagerly: fix the churn that filled the cache (see the "
+                "frame's other churn findings), or raise the limit to see what it would cost",
+                config={"recompile_limit": "64"},
+                try_with=f"{PROBE} --dynamo-config recompile_limit=64",
+            )
+        ]
+    return [Remedy(action="read_hints", text="read the failed guards: each names what changed between calls")]
+
+
+# --- axes ----------------------------------------------------------------------------------------
+
+
+def _fragmentation(ledger: Ledger, basis_name: str, basis: list[Call]) -> FragmentationAxis:
+    if not basis:
+        return FragmentationAxis(
+            basis="none", calls=0, break_sites=len(ledger.break_sites), regions_per_call_median=None,
+            regions_per_call_max=None, island_per_call_median_ns=None, island_share=None, crossings_per_call=None,
+        )
+    regions = [sum(1 for e in c.events if isinstance(e, RegionEvent)) for c in basis]
+    islands = [sum(e.duration_ns for e in c.events if isinstance(e, IslandEvent)) for c in basis]
+    crossings = sum(sum(1 for e in c.events if isinstance(e, BreakEvent)) for c in basis)
+    wall = sum(c.wall_ns for c in basis)
+    rpc = median_float([float(r) for r in regions])
+    return FragmentationAxis(
+        basis="steady" if basis_name == "steady" else "all",
+        calls=len(basis),
+        break_sites=len(ledger.break_sites),
+        regions_per_call_median=round_float(rpc) if rpc is not None else None,
+        regions_per_call_max=max(regions),
+        island_per_call_median_ns=quantile(islands, 0.5),
+        island_share=round_float(sum(islands) / wall) if wall else None,
+        crossings_per_call=round_float(crossings / len(basis)),
+    )
+
+
+def _churn_axis(ledger: Ledger) -> ChurnAxis:
+    comps = ledger.compilations
+    per_frame: dict[tuple[int, str], int] = defaultdict(int)
+    for c in comps:
+        if c.status == "ok":
+            per_frame[_frame_key(c)] += 1
+    in_calls = sum(p.compile_ns for p in ledger.totals.phases)
+    wall = sum(p.wall_ns for p in ledger.totals.phases)
+    cold = next((p.calls for p in ledger.totals.phases if p.phase == "cold"), 0)
+    return ChurnAxis(
+        frames=len({_frame_key(c) for c in comps}),
+        compiles=sum(1 for c in comps if c.status == "ok"),
+        recompiles=sum(1 for c in comps if c.status == "ok" and c.is_recompile),
+        variants_max=max(per_frame.values(), default=0),
+        fallbacks=sum(1 for c in comps if c.status != "ok"),
+        compile_ns=sum(c.duration_ns or 0 for c in comps),
+        compiling_calls=cold,
+        compile_share=round_float(in_calls / wall) if wall and ledger.run.has_runtime else None,
+    )
+
+
+# --- formatting helpers --------------------------------------------------------------------------
+
+
+def _with(f: Finding, **changes: object) -> Finding:
+    import msgspec
+
+    return msgspec.structs.replace(f, **changes)
+
+
+def _short(path: str) -> str:
+    i = path.find("site-packages/")
+    return path[i + len("site-packages/") :] if i >= 0 else path
+
+
+def _ms(ns: int | None) -> str:
+    if ns is None:
+        return "–"
+    if ns >= 1_000_000_000:
+        return f"{ns / 1e9:.3g} s"
+    if ns >= 1_000_000:
+        return f"{ns / 1e6:.3g} ms"
+    if ns >= 1_000:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns} ns"
+
+
+def _bytes(n: int) -> str:
+    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= k:
+            return f"{n / k:.3g} {unit}"
+    return f"{n} B"

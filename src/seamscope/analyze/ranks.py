@@ -1,0 +1,578 @@
+"""Many ranks, one run: merge per-rank receipts and say where the ranks diverge.
+
+Under torch.distributed every rank compiles on its own. When one rank recompiles, breaks or runs
+slower where the others do not, every collective after that point waits for it; a per-rank report
+cannot show that, a comparison can. The merged receipt keeps the lowest rank's ledger (rank 0 when
+present) as its primary ledger, so ``check``, ``diff`` and every report work on it unchanged, and
+adds a :class:`RanksSection` with every rank's figures and the divergences.
+
+Input problems (a rank that never wrote its ledger, receipts of different runs, a world size that
+does not match the files) are named, and the ranks that could be read are still merged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..errors import UnusableInput
+from ..model.ledger import BreakEvent, BreakSite, CompileEvent, IslandEvent, Ledger, RegionEvent
+from ..model.ranks import (
+    DdpSplit,
+    Divergence,
+    RankCall,
+    RankEntry,
+    RankProblem,
+    RankRecompile,
+    RankSite,
+    RanksSection,
+    SiteOrigin,
+)
+from ..model.receipt import Receipt
+from .stats import median, quantile
+
+#: Steady calls each rank needs before its steady time is compared: fewer give no usable spread.
+MIN_STEADY_CALLS = 5
+#: Relative floor of the noise band: medians closer than this are never called a divergence.
+TIME_FLOOR = 0.10
+#: The noise band is this many times the larger of the two ranks' interquartile ranges.
+IQR_FACTOR = 3
+
+TIME_RULE = (
+    f"steady medians differ beyond noise when |Δ| > max({IQR_FACTOR} × the larger interquartile "
+    f"range of the two ranks, {TIME_FLOOR:.0%} of the reference median); the reference is the "
+    f"rank with the middle median; a rank with fewer than {MIN_STEADY_CALLS} steady calls is not "
+    "judged"
+)
+
+_RANK_DIR = re.compile(r"^rank[-_]?(\d+)$")
+_DDP_PATHS = ("torch/nn/parallel/", "torch/distributed/")
+
+
+@dataclass
+class RankInput:
+    """One rank's receipt and where it came from."""
+
+    receipt: Receipt
+    source: str
+    rank: int | None = None
+    """From the directory name when the receipt does not record it."""
+
+
+@dataclass
+class Gathered:
+    inputs: list[RankInput]
+    problems: list[RankProblem] = field(default_factory=list)
+    kind: str = "receipts"
+    """``receipts`` (per-rank output of ``run`` or ``import``) or ``torch_trace`` (a log directory)."""
+
+
+# --- where the ranks' files are ------------------------------------------------------------------
+
+
+def gather(directory: str) -> Gathered:
+    """Find the per-rank receipts (``DIR/rank-N/receipt.json``) or ``TORCH_TRACE`` logs in DIR."""
+    from ..ingest.receipt import load_receipt
+
+    if not os.path.isdir(directory):
+        raise UnusableInput(f"{directory}: not a directory (merge reads a folder of per-rank output)")
+    logs = _torch_trace_logs(directory)
+    if logs:
+        return _gather_torch_trace(directory, logs)
+    inputs: list[RankInput] = []
+    problems: list[RankProblem] = []
+    rank_dirs: list[tuple[int, str]] = []
+    other_dirs: list[str] = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not os.path.isdir(path):
+            continue
+        m = _RANK_DIR.match(name)
+        if m:
+            rank_dirs.append((int(m.group(1)), name))
+        elif os.path.isfile(os.path.join(path, "receipt.json")):
+            other_dirs.append(name)
+    candidates = [(r, n) for r, n in sorted(rank_dirs)] + [(None, n) for n in other_dirs]
+    for rank, name in candidates:
+        rpath = os.path.join(directory, name, "receipt.json")
+        if not os.path.isfile(rpath):
+            problems.append(
+                RankProblem(
+                    kind="missing_rank",
+                    message=f"{name}/: no receipt.json: rank {rank} crashed or never wrote its ledger",
+                    ranks=[rank] if rank is not None else [],
+                    paths=[name],
+                )
+            )
+            continue
+        try:
+            receipt = load_receipt(rpath)
+        except UnusableInput as e:
+            problems.append(
+                RankProblem(kind="unreadable", message=str(e), ranks=[rank] if rank is not None else [],
+                            paths=[f"{name}/receipt.json"])
+            )
+            continue
+        if rank is None and receipt.ranks is not None:
+            continue  # an earlier merged receipt, not a rank
+        inputs.append(RankInput(receipt=receipt, source=f"{name}/receipt.json", rank=rank))
+    if not inputs and not problems:
+        raise UnusableInput(
+            f"{directory}: no per-rank receipts (rank-N/receipt.json) and no TORCH_TRACE logs "
+            "(dedicated_log_torch_trace_*.log); point merge at the --out folder of a torchrun job"
+        )
+    return Gathered(inputs=inputs, problems=problems)
+
+
+def _torch_trace_logs(directory: str) -> list[str]:
+    try:
+        from ..ingest.torch_trace import find_logs
+    except ImportError:
+        return []
+    return find_logs(directory)
+
+
+def _gather_torch_trace(directory: str, logs: list[str]) -> Gathered:
+    from ..ingest.torch_trace import import_torch_trace
+    from .receipt import make_receipt
+
+    inputs: list[RankInput] = []
+    problems: list[RankProblem] = []
+    for path in logs:
+        name = os.path.relpath(path, directory)
+        try:
+            imported = import_torch_trace(path)
+        except (OSError, UnusableInput) as e:
+            problems.append(RankProblem(kind="unreadable", message=f"{name}: {e}", paths=[name]))
+            continue
+        inputs.append(RankInput(receipt=make_receipt(imported.ledger), source=name, rank=imported.ledger.run.rank))
+    return Gathered(inputs=inputs, problems=problems, kind="torch_trace")
+
+
+# --- one rank, reduced ----------------------------------------------------------------------------
+
+
+def site_origin(site: BreakSite) -> SiteOrigin:
+    """``user`` when the break is in the user's own file; ``ddp`` when it is in library code reached
+    through torch's DDP (``torch/nn/parallel/``, ``torch/distributed/``); else ``framework``."""
+    if not _is_library(site.file):
+        return "user"
+    frames = [site.file] + [f.file for f in site.user_stack]
+    # Frames after the innermost user frame are the library code the break happened in.
+    tail: list[str] = []
+    for f in reversed(site.user_stack):
+        if not _is_library(f.file):
+            break
+        tail.append(f.file)
+    scope = tail or frames
+    if any(any(p in f for p in _DDP_PATHS) for f in [site.file, *scope]):
+        return "ddp"
+    return "framework"
+
+
+def _is_library(path: str) -> bool:
+    p = path.replace(os.sep, "/")
+    return (
+        p.startswith("site-packages/")
+        or "/site-packages/" in p
+        or "/dist-packages/" in p
+        or p.startswith("<")
+        or bool(re.search(r"/lib/python3\.\d+/", p))
+    )
+
+
+def _call_view(c: Any) -> RankCall:
+    return RankCall(
+        index=c.index,
+        phase=c.phase,
+        outcome=c.outcome,
+        wall_ns=c.wall_ns,
+        region_ns=sum(e.duration_ns for e in c.events if isinstance(e, RegionEvent)),
+        island_ns=sum(e.duration_ns for e in c.events if isinstance(e, IslandEvent)),
+        compile_ns=sum(e.duration_ns for e in c.events if isinstance(e, CompileEvent)),
+        regions=[e.compile_id for e in c.events if isinstance(e, RegionEvent)],
+        sites=[e.site_id for e in c.events if isinstance(e, BreakEvent)],
+    )
+
+
+def _steady_walls(ledger: Ledger) -> list[tuple[int, int]]:
+    return [(c.index, c.wall_ns) for c in ledger.calls if c.phase == "steady" and c.error is None]
+
+
+def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
+    led, s = receipt.ledger, receipt.summary
+    crossings = {t.site_id: t.crossings for t in led.totals.sites}
+    walls = [w for _, w in _steady_walls(led)] if led.run.has_runtime else []
+    q1, q3 = quantile(walls, 0.25), quantile(walls, 0.75)
+    return RankEntry(
+        rank=rank,
+        source=source,
+        world_size=led.run.world_size,
+        input_trace_sha256=led.run.input_trace_sha256,
+        structure_sha256=receipt.structure_sha256,
+        receipt_sha256=receipt.receipt_sha256,
+        has_runtime=led.run.has_runtime,
+        call_count=s.call_count,
+        compile_count=s.compile_count,
+        recompile_count=s.recompile_count,
+        graph_count=s.graph_count,
+        fallback_count=s.fallback_count,
+        break_site_count=s.break_site_count,
+        compile_ids=[f"{c.compile_id} {c.frame_name}" for c in led.compilations],
+        recompiles=[
+            RankRecompile(compile_id=c.compile_id, frame_name=c.frame_name, call_index=c.call_index,
+                          failed_guards=list(c.failed_guards))
+            for c in led.compilations
+            if c.is_recompile
+        ],
+        sites=[
+            RankSite(site_id=b.site_id, file=b.file, line=b.line, function=b.function,
+                     origin=site_origin(b), crossings=crossings.get(b.site_id) if led.run.has_runtime else None)
+            for b in led.break_sites
+        ],
+        ddp_splits=[
+            DdpSplit(compile_id=c.compile_id, frame_name=c.frame_name, submodules=c.ddp_split_count)
+            for c in led.compilations
+            if c.ddp_split_count
+        ],
+        steady_calls=len(walls),
+        steady_median_ns=median(walls),
+        steady_iqr_ns=(q3 - q1) if q1 is not None and q3 is not None else None,
+        calls=[_call_view(c) for c in led.calls] if led.run.has_runtime else [],
+    )
+
+
+# --- checking the input ---------------------------------------------------------------------------
+
+
+def _majority(groups: dict[Hashable, list[int]]) -> Hashable:
+    """The key shared by most ranks; a tie goes to the group holding the lowest rank."""
+    return min(groups, key=lambda k: (-len(groups[k]), min(groups[k])))
+
+
+def check_inputs(
+    gathered: Gathered, world_size: int | None = None
+) -> tuple[list[tuple[int, RankInput]], list[RankProblem], int | None]:
+    """Decide each input's rank, drop what cannot be merged, name every problem."""
+    problems = list(gathered.problems)
+    ranked: list[tuple[int, RankInput]] = []
+    for inp in gathered.inputs:
+        recorded = inp.receipt.ledger.run.rank
+        rank = recorded if recorded is not None else inp.rank
+        if rank is None:
+            problems.append(RankProblem(kind="no_rank", message=f"{inp.source}: records no rank; left out",
+                                        paths=[inp.source]))
+            continue
+        if inp.rank is not None and recorded is not None and inp.rank != recorded:
+            problems.append(RankProblem(
+                kind="duplicate_rank",
+                message=f"{inp.source}: the folder says rank {inp.rank} but the ledger says rank {recorded}; "
+                "taken as rank " + str(recorded),
+                ranks=[recorded], paths=[inp.source]))
+        ranked.append((rank, inp))
+
+    # One run: the same program and arguments (live), or the same kind of source.
+    def run_key(inp: RankInput) -> Hashable:
+        run = inp.receipt.ledger.run
+        return (run.source, run.input_trace_sha256 if run.source == "live" else None)
+
+    groups: dict[Hashable, list[int]] = {}
+    for rank, inp in ranked:
+        groups.setdefault(run_key(inp), []).append(rank)
+    if len(groups) > 1:
+        keep = _majority(groups)
+        dropped = [(r, i) for r, i in ranked if run_key(i) != keep]
+        ranked = [(r, i) for r, i in ranked if run_key(i) == keep]
+        desc = "; ".join(f"{i.source} ({_run_desc(i)})" for _, i in dropped)
+        kept_desc = _run_desc(ranked[0][1])
+        problems.append(RankProblem(
+            kind="mixed_runs",
+            message=f"receipts of different runs in one folder: {desc} differ from the run of "
+            f"rank(s) {', '.join(map(str, sorted(r for r, _ in ranked)))} ({kept_desc}); left out",
+            ranks=sorted(r for r, _ in dropped), paths=[i.source for _, i in dropped]))
+
+    seen: dict[int, RankInput] = {}
+    for rank, inp in sorted(ranked, key=lambda t: (t[0], t[1].source)):
+        if rank in seen:
+            problems.append(RankProblem(
+                kind="duplicate_rank",
+                message=f"rank {rank} appears twice ({seen[rank].source}, {inp.source}); kept the first",
+                ranks=[rank], paths=[inp.source]))
+            continue
+        seen[rank] = inp
+    ranked = sorted(seen.items())
+
+    recorded_ws = sorted({i.receipt.ledger.run.world_size for _, i in ranked if i.receipt.ledger.run.world_size})
+    if world_size is None and recorded_ws:
+        world_size = max(recorded_ws)
+        if len(recorded_ws) > 1:
+            problems.append(RankProblem(
+                kind="world_size",
+                message="the ranks record different world sizes ("
+                + ", ".join(map(str, recorded_ws)) + f"); taking {world_size}"))
+    elif world_size is not None and recorded_ws and recorded_ws != [world_size]:
+        problems.append(RankProblem(
+            kind="world_size",
+            message=f"world size {world_size} was given but the ranks record "
+            + ", ".join(map(str, recorded_ws))))
+    if world_size is not None:
+        beyond = [r for r, _ in ranked if r >= world_size]
+        if beyond:
+            problems.append(RankProblem(
+                kind="world_size",
+                message=f"world size is {world_size} but the folder holds rank(s) "
+                + ", ".join(map(str, beyond)) + " (a stale rank from another run?)",
+                ranks=beyond, paths=[i.source for r, i in ranked if r >= world_size]))
+        already = {r for p in problems if p.kind in ("missing_rank", "unreadable") for r in p.ranks}
+        present = {r for r, _ in ranked}
+        missing = [r for r in range(world_size) if r not in present and r not in already]
+        if missing:
+            problems.append(RankProblem(
+                kind="missing_rank",
+                message=f"world size is {world_size} but no ledger for rank(s) "
+                + ", ".join(map(str, missing)) + ": crashed, or never wrote one",
+                ranks=missing))
+    return ranked, problems, world_size
+
+
+def _run_desc(inp: RankInput) -> str:
+    run = inp.receipt.ledger.run
+    sha = (run.input_trace_sha256 or "")[:12]
+    cmd = " ".join(run.command)[:60]
+    return f"{run.source}: {cmd}" + (f", input {sha}" if run.source == "live" else "")
+
+
+# --- divergences --------------------------------------------------------------------------------
+
+
+def _group_divergences(
+    entries: Sequence[RankEntry],
+    key: Callable[[RankEntry], Hashable],
+    compare: Callable[[RankEntry, RankEntry], tuple[int | None, str]],
+    kind: Any,
+) -> list[Divergence]:
+    """Ranks grouped by ``key``; the largest group is the reference; every other group is a
+    divergence, described by ``compare(rank, reference_rank)``."""
+    groups: dict[Hashable, list[int]] = {}
+    for e in entries:
+        groups.setdefault(key(e), []).append(e.rank)
+    if len(groups) < 2:
+        return []
+    ref_key = _majority(groups)
+    ref_ranks = sorted(groups[ref_key])
+    by_rank = {e.rank: e for e in entries}
+    ref = by_rank[ref_ranks[0]]
+    out = []
+    for k, ranks in sorted(groups.items(), key=lambda kv: min(kv[1])):
+        if k == ref_key:
+            continue
+        ranks = sorted(ranks)
+        firsts = [compare(by_rank[r], ref)[0] for r in ranks]
+        known = [f for f in firsts if f is not None]
+        _, detail = compare(by_rank[ranks[0]], ref)
+        out.append(Divergence(kind=kind, ranks=ranks, reference_ranks=ref_ranks,
+                              first_call=min(known) if known else None, detail=detail))
+    return out
+
+
+def _who(ranks: Sequence[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _compile_calls(ledger: Ledger) -> dict[str, int | None]:
+    return {f"{c.compile_id} {c.frame_name}": c.call_index for c in ledger.compilations}
+
+
+def find_divergences(entries: Sequence[RankEntry], ledgers: dict[int, Ledger]) -> list[Divergence]:
+    """Every way the ranks differ, each with the ranks and the first call where it appears."""
+    out: list[Divergence] = []
+    if len(entries) < 2:
+        return out
+
+    def compiled(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
+        mine, theirs = _compile_calls(ledgers[e.rank]), _compile_calls(ledgers[ref.rank])
+        extra = [k for k in mine if k not in theirs]
+        lacking = [k for k in theirs if k not in mine]
+        calls = [mine[k] for k in extra] + [theirs[k] for k in lacking]
+        known = [c for c in calls if c is not None]
+        parts = []
+        if extra:
+            parts.append(f"rank {e.rank} compiled {_list(extra)} that rank {ref.rank} did not")
+        if lacking:
+            parts.append(f"rank {e.rank} did not compile {_list(lacking)}")
+        return (min(known) if known else None), "; ".join(parts)
+
+    out += _group_divergences(entries, lambda e: tuple(e.compile_ids), compiled, "compiled_graphs")
+
+    def recompiled(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
+        mine = {(r.compile_id, r.call_index): r for r in e.recompiles}
+        theirs = {(r.compile_id, r.call_index): r for r in ref.recompiles}
+        diff = [k for k in mine if k not in theirs] + [k for k in theirs if k not in mine]
+        known = [c for _, c in diff if c is not None]
+        parts = []
+        for k, r in mine.items():
+            if k not in theirs:
+                guard = f" (failed guard: {_one_line(r.failed_guards[0])})" if r.failed_guards else ""
+                parts.append(f"rank {e.rank} recompiled {r.compile_id} {r.frame_name}{_at(r.call_index)}{guard}")
+        for k, r in theirs.items():
+            if k not in mine:
+                parts.append(f"rank {ref.rank} recompiled {r.compile_id} {r.frame_name}{_at(r.call_index)}")
+        others = [f"rank {ref.rank}: {_recompile_list(ref)}", f"rank {e.rank}: {_recompile_list(e)}"]
+        return (min(known) if known else None), "; ".join(parts) + " (" + "; ".join(others) + ")"
+
+    out += _group_divergences(
+        entries, lambda e: tuple((r.compile_id, r.call_index) for r in e.recompiles), recompiled, "recompile_call"
+    )
+
+    runtime = all(e.has_runtime for e in entries)
+    common = set.intersection(*({c.index for c in e.calls} for e in entries)) if runtime else set()
+
+    def site_key(e: RankEntry) -> Hashable:
+        per_call = tuple((c.index, tuple(c.sites)) for c in e.calls if c.index in common)
+        return (tuple(sorted(s.site_id for s in e.sites)), per_call)
+
+    def sites(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
+        first = None
+        ref_calls = {c.index: c for c in ref.calls}
+        for c in e.calls:
+            if c.index in common and c.sites != ref_calls[c.index].sites:
+                first = c.index
+                break
+        mine = {s.site_id: s for s in e.sites}
+        theirs = {s.site_id: s for s in ref.sites}
+        parts = []
+        extra = [s for k, s in mine.items() if k not in theirs]
+        lacking = [s for k, s in theirs.items() if k not in mine]
+        if extra:
+            parts.append(f"rank {e.rank} broke at " + ", ".join(_site(s) for s in extra) + f", rank {ref.rank} did not")
+        if lacking:
+            parts.append(f"rank {e.rank} did not break at " + ", ".join(_site(s) for s in lacking))
+        if first is not None:
+            mine_c = next(c for c in e.calls if c.index == first)
+            parts.append(
+                f"at call {first} rank {e.rank} crossed {len(mine_c.sites)} site(s), rank {ref.rank} "
+                f"{len(ref_calls[first].sites)}"
+            )
+        if first is None and (extra or lacking) and runtime:
+            hit = [c.index for c in e.calls if any(s.site_id in c.sites for s in extra)]
+            first = hit[0] if hit else None
+        return first, "; ".join(parts)
+
+    out += _group_divergences(entries, site_key, sites, "sites")
+
+    if runtime:
+        def calls(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
+            return (min(e.call_count, ref.call_count),
+                    f"rank {e.rank} made {e.call_count} calls, rank {ref.rank} {ref.call_count}")
+
+        out += _group_divergences(entries, lambda e: e.call_count, calls, "call_count")
+        out += _time_divergences(entries)
+    return out
+
+
+def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
+    judged = [e for e in entries if e.steady_calls >= MIN_STEADY_CALLS and e.steady_median_ns]
+    if len(judged) < 2:
+        return []
+    ordered = sorted(judged, key=lambda e: (e.steady_median_ns or 0, e.rank))
+    ref = ordered[(len(ordered) - 1) // 2]
+    m_ref = ref.steady_median_ns or 0
+    out = []
+    for e in judged:
+        if e is ref:
+            continue
+        m = e.steady_median_ns or 0
+        band = max(IQR_FACTOR * max(e.steady_iqr_ns or 0, ref.steady_iqr_ns or 0), int(TIME_FLOOR * m_ref))
+        if abs(m - m_ref) <= band:
+            continue
+        steady = [c for c in e.calls if c.phase == "steady"]
+        beyond = [c.index for c in steady if abs(c.wall_ns - m_ref) > band]
+        first = beyond[0] if beyond else (steady[0].index if steady else None)
+        pct = (m - m_ref) / m_ref if m_ref else 0.0
+        out.append(Divergence(
+            kind="steady_time", ranks=[e.rank], reference_ranks=[ref.rank], first_call=first,
+            detail=f"rank {e.rank} steady median {_ms(m)} vs {_ms(m_ref)} on rank {ref.rank} "
+            f"({pct:+.0%}; noise band ±{_ms(band)})"))
+    return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines()[0].split()) if text else text
+
+
+def _list(items: Sequence[str], n: int = 4) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+def _at(call: int | None) -> str:
+    return f" at call {call}" if call is not None else ""
+
+
+def _recompile_list(e: RankEntry) -> str:
+    if not e.recompiles:
+        return "no recompiles"
+    return ", ".join(f"{r.compile_id}{_at(r.call_index)}" for r in e.recompiles)
+
+
+def _site(s: RankSite) -> str:
+    return f"{s.file}:{s.line} in {s.function} ({s.origin})"
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+# --- the merged receipt ---------------------------------------------------------------------------
+
+
+def merge(gathered: Gathered, world_size: int | None = None) -> Receipt:
+    """One receipt from many ranks. Raises :class:`UnusableInput` only when no rank is usable."""
+    from .receipt import make_receipt
+
+    ranked, problems, ws = check_inputs(gathered, world_size)
+    if not ranked:
+        raise UnusableInput(
+            "no rank could be merged: " + "; ".join(p.message for p in problems) if problems else "no ranks"
+        )
+    entries = [rank_entry(r, i.source, i.receipt) for r, i in ranked]
+    ledgers = {r: i.receipt.ledger for r, i in ranked}
+    primary_rank, primary = ranked[0]
+    note = (
+        f"ledger, summary and hashes are rank {primary_rank}'s"
+        + (" (rank 0 is absent)" if primary_rank != 0 else "")
+        + "; every rank's figures, calls and the divergences are in ranks"
+    )
+    judged = [e.rank for e in entries if e.has_runtime and e.steady_calls >= MIN_STEADY_CALLS]
+    not_judged = [e.rank for e in entries if e.rank not in judged]
+    rule = TIME_RULE + (
+        f"; not judged here: {_who(not_judged)} (too few steady calls, or no runtime data)" if not_judged else ""
+    )
+    section = RanksSection(
+        world_size=ws,
+        ranks_present=[r for r, _ in ranked],
+        primary_rank=primary_rank,
+        ledger_note=note,
+        ranks=entries,
+        divergences=find_divergences(entries, ledgers),
+        problems=problems,
+        time_rule=rule,
+    )
+    sections = {
+        f: getattr(primary.receipt, f)
+        for f in _OPTIONAL_SECTIONS
+        if f != "ranks" and getattr(primary.receipt, f, None) is not None
+    }
+    return make_receipt(primary.receipt.ledger, primary.receipt.decision, ranks=section, **sections)
+
+
+_CORE = {"schema_version", "kind", "ledger", "summary", "decision", "structure_sha256", "receipt_sha256"}
+_OPTIONAL_SECTIONS = [f.name for f in msgspec.structs.fields(Receipt) if f.name not in _CORE]
+
+
+__all__ = ["gather", "merge", "check_inputs", "find_divergences", "rank_entry", "site_origin", "Gathered",
+           "RankInput", "MIN_STEADY_CALLS", "TIME_RULE"]

@@ -1,0 +1,52 @@
+"""``seamscope check RECEIPT [--baseline B] [--max-*]``: a compile budget gate for CI.
+
+Exit 0 within budget, 1 over it, 2 when the question cannot be answered (bad file, another
+schema version, a baseline of another workload, timings that cannot be compared).
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import AnswerIsNo, UnusableInput
+from ..gates.check import Limits, check
+from ..ingest.receipt import load_receipt
+
+
+@click.command()
+@click.argument("receipt", type=click.Path())
+@click.option("--baseline", type=click.Path(), default=None,
+              help="A committed receipt to compare with: fail on new break sites, more recompiles "
+                   "or fallbacks.")
+@click.option("--max-breaks", type=click.IntRange(min=0), default=None,
+              help="At most N distinct break sites.")
+@click.option("--max-recompiles", type=click.IntRange(min=0), default=None,
+              help="At most N recompiles (compile ids x/y with y > 0).")
+@click.option("--max-fallbacks", type=click.IntRange(min=0), default=None,
+              help="At most N frame compilations that ended in eager execution.")
+@click.option("--max-steady-regression", "max_steady", type=click.FloatRange(min=0), default=None,
+              metavar="PCT",
+              help="With --baseline: the steady median may be at most PCT percent slower (the two "
+                   "receipts must have measured the same number of calls).")
+def command(receipt: str, baseline: str | None, max_breaks: int | None, max_recompiles: int | None,
+            max_fallbacks: int | None, max_steady: float | None) -> int:
+    """Check RECEIPT (a receipt.json or its folder) against limits and/or a baseline receipt."""
+    limits = Limits(max_breaks=max_breaks, max_recompiles=max_recompiles,
+                    max_fallbacks=max_fallbacks, max_steady_regression=max_steady)
+    r = load_receipt(receipt)
+    b = None
+    if baseline is not None:
+        try:
+            b = load_receipt(baseline)
+        except UnusableInput as e:
+            raise UnusableInput(f"baseline: {e}") from None
+    rep = check(r, limits, b)
+    for line in rep.lines:
+        click.echo(line)
+    if rep.ok:
+        click.echo("within budget")
+        return 0
+    click.echo("over budget:")
+    for p in rep.problems:
+        click.echo(f"  - {p}")
+    raise AnswerIsNo(f"over budget: {'; '.join(rep.problems)}")

@@ -1,0 +1,96 @@
+"""``seamscope diff BEFORE AFTER``: phase-by-phase deltas, sites and recompiles, a verdict."""
+
+from __future__ import annotations
+
+import os
+
+import click
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from ..analyze.diff import attach_comparison, compare
+from ..ingest.receipt import load_receipt
+from ..model.canonical import pretty_bytes
+from ..model.diff import Comparison
+from ..render.receipt_json import write_receipt_files
+from ..render.terminal import fmt_ns
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{'+' if x > 0 else ('−' if x < 0 else '±')}{abs(x):.1f}%"
+
+
+def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
+    """Formats the figures the comparison holds; computes nothing."""
+    c = console or Console(highlight=False)
+    c.print(
+        f"[bold]seamscope diff[/bold] · {cmp.calls_before} calls before · {cmp.calls_after} after"
+        f" · before {cmp.before_receipt_sha256[:12]} · after {cmp.after_receipt_sha256[:12]}"
+    )
+    for why in cmp.forced_over:
+        c.print(f"[yellow]compared with --force although[/yellow] {why}")
+    t = Table(title="phases: before → after", title_justify="left")
+    for col in ("phase", "calls", "median", "Δ", "p90", "Δ"):
+        t.add_column(col, justify="left" if col == "phase" else "right")
+    for r in cmp.phases:
+        t.add_row(
+            r.phase,
+            f"{r.before.calls} → {r.after.calls}",
+            f"{fmt_ns(r.before.median_ns)} → {fmt_ns(r.after.median_ns)}",
+            _pct(r.median_pct),
+            f"{fmt_ns(r.before.p90_ns)} → {fmt_ns(r.after.p90_ns)}",
+            _pct(r.p90_pct),
+        )
+    c.print(t)
+    changed = [s for s in cmp.sites if s.change != "kept"]
+    if changed:
+        t = Table(title="break sites", title_justify="left")
+        for col in ("", "site", "where", "reason"):
+            t.add_column(col)
+        for s in changed:
+            t.add_row("+" if s.change == "added" else "−", s.site_id, f"{s.file}:{s.line} {s.function}",
+                      s.reason[:80])
+        c.print(t)
+    if cmp.recompiles:
+        t = Table(title="recompiles (frame | guards, numbers masked)", title_justify="left")
+        for col in ("before", "after", "frame | guards"):
+            t.add_column(col, justify="right" if col != "frame | guards" else "left")
+        for rc in cmp.recompiles:
+            t.add_row(str(rc.count_before), str(rc.count_after), rc.key[:100])
+        c.print(t)
+    for line in cmp.verdict:
+        c.print(f"[bold]→[/bold] {line}")
+    for n in cmp.notes:
+        c.print(f"[dim]note: {n}[/dim]")
+
+
+@click.command()
+@click.argument("before", type=click.Path())
+@click.argument("after", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--force", is_flag=True,
+              help="Compare although sample counts or input traces differ (recorded as forced).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write AFTER's receipt with the comparison attached into this folder, so that "
+                   "`seamscope verify DIR/receipt.json --against BEFORE` can recompute it.")
+def command(before: str, after: str, as_json: bool, force: bool, out_dir: str | None) -> int:
+    """Compare two receipts (BEFORE and AFTER: receipt.json files or their folders)."""
+    b, a = load_receipt(before), load_receipt(after)
+    if out_dir is not None:
+        r = attach_comparison(b, a, force=force)
+        assert r.comparison is not None
+        cmp = r.comparison
+        path = write_receipt_files(r, out_dir)
+    else:
+        cmp = compare(b, msgspec.structs.replace(a, comparison=None), force=force)
+        path = None
+    if as_json:
+        click.echo(pretty_bytes(cmp).decode(), nl=False)
+    else:
+        print_comparison(cmp)
+        if path is not None:
+            click.echo(f"wrote {os.path.relpath(path)}")
+    return 0

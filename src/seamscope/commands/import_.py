@@ -1,0 +1,100 @@
+"""``seamscope import PATH``: ``TORCH_TRACE`` logs or a seamscope trace → receipts.
+
+A directory gives one ledger per log (one per rank), written to ``OUT/rank-N/`` when there are
+several. Problems in the input are listed (file and line) and counted; the command still writes
+what was readable and exits 0, or 2 under ``--strict`` (CONVENTIONS.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import click
+
+from ..errors import UnusableInput
+
+if TYPE_CHECKING:
+    from ..ingest.seamscope_trace import SeamscopeTraceImport
+    from ..ingest.torch_trace import TraceImport
+
+MAX_SHOWN = 10  # issues printed per file; the rest are counted
+
+
+def _sniff(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(512)
+    except OSError as e:
+        raise UnusableInput(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _out_names(results: list[TraceImport | SeamscopeTraceImport]) -> list[str]:
+    if len(results) == 1:
+        return [""]
+    names: list[str] = []
+    for r in results:
+        rank = r.ledger.run.rank
+        base = f"rank-{rank}" if rank is not None else os.path.basename(r.path).removesuffix(".log")
+        name, k = base, 1
+        while name in names:
+            k += 1
+            name = f"{base}-{k}"
+        names.append(name)
+    return names
+
+
+@click.command("import")
+@click.argument("path", type=click.Path())
+@click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
+              help="Folder for receipt.json (rank-N/ subfolders when several logs).")
+@click.option("--strict", is_flag=True, help="Exit 2 when any line could not be read.")
+def command(path: str, out: str, strict: bool) -> int:
+    """Read TORCH_TRACE logs (a file or their directory) or a seamscope trace into receipts."""
+    from ..analyze.receipt import make_receipt
+    from ..ingest.seamscope_trace import import_seamscope_trace, looks_like_trace
+    from ..ingest.torch_trace import find_logs, import_torch_trace
+    from ..render.receipt_json import write_receipt_files
+
+    if not os.path.exists(path):
+        raise UnusableInput(f"{path}: no such file or directory")
+    if os.path.isdir(path):
+        files = find_logs(path)
+        if not files:
+            raise UnusableInput(
+                f"{path}: no TORCH_TRACE logs here (dedicated_log_torch_trace_*.log); "
+                "point at the TORCH_TRACE directory or at one log"
+            )
+    else:
+        files = [path]
+    results: list[TraceImport | SeamscopeTraceImport] = []
+    for p in files:
+        if looks_like_trace(_sniff(p)):
+            results.append(import_seamscope_trace(p))
+        else:
+            results.append(import_torch_trace(p))
+    problems = 0
+    for r, name in zip(results, _out_names(results), strict=True):
+        target = os.path.join(out, name) if name else out
+        receipt = make_receipt(r.ledger)
+        written = write_receipt_files(receipt, target)
+        s = receipt.summary
+        rank = f" (rank {r.ledger.run.rank})" if r.ledger.run.rank is not None else ""
+        click.echo(
+            f"{r.path}{rank} → {written}: {s.compile_count} compiles ({s.recompile_count} recompiles), "
+            f"{s.graph_count} graphs, {s.break_site_count} break sites, {s.fallback_count} fallbacks, "
+            f"{s.restart_count} restarts"
+        )
+        st = r.stats
+        n = st.problem_count
+        problems += n
+        if n:
+            kinds = ", ".join(f"{v} {k}" for k, v in sorted(st.skipped.items()))
+            click.echo(f"warning: {r.path}: {n} problem(s) ({kinds}); everything readable was kept", err=True)
+            for issue in st.issues[:MAX_SHOWN]:
+                click.echo(f"  {issue}", err=True)
+            if n > MAX_SHOWN:
+                click.echo(f"  … {n - MAX_SHOWN} more", err=True)
+    if strict and problems:
+        raise UnusableInput(f"{problems} problem(s) in the input (--strict); receipts were written anyway")
+    return 0

@@ -1,0 +1,138 @@
+"""``seamscope merge DIR``: one multi-rank receipt from per-rank output, and where the ranks diverge.
+
+DIR is the ``--out`` folder of a torchrun job (``rank-N/receipt.json`` from ``run``), the per-rank
+output of ``import``, or a multi-rank ``TORCH_TRACE`` directory. Exit codes: 0 merged; 1 the ranks
+diverge and ``--fail-on-divergence`` was given; 2 something in the input was wrong (a missing rank,
+receipts of different runs, a world size that does not match the files) — the merged receipt of the
+ranks that could be read is written all the same.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+
+@click.command("merge")
+@click.argument("directory", type=click.Path())
+@click.option("--out", "out", default=None, type=click.Path(),
+              help="A folder (receipt.json, calls.csv, report) or a .json file. Default: DIRECTORY.")
+@click.option("--fail-on-divergence", is_flag=True, help="Exit 1 when the ranks diverge.")
+@click.option("--world-size", type=int, default=None,
+              help="The job's world size, when the files do not record it (TORCH_TRACE logs).")
+@click.option("--quiet", is_flag=True, help="Only problems and the line saying where the receipt is.")
+def command(directory: str, out: str | None, fail_on_divergence: bool, world_size: int | None, quiet: bool) -> int:
+    """Merge the ranks of one torch.distributed run; name the ranks that diverge and from which call."""
+    from ..analyze.ranks import gather, merge
+
+    receipt = merge(gather(directory), world_size=world_size)
+    path = write_merged(receipt, out or directory)
+    return report_merged(receipt, path, fail_on_divergence=fail_on_divergence, quiet=quiet)
+
+
+def write_merged(receipt: Any, out: str) -> str:
+    from ..model.canonical import pretty_bytes
+    from ..render.files import write_atomic
+    from ..render.receipt_json import write_receipt_files
+    from ._common import write_report_if_available
+
+    if out.endswith(".json"):
+        return write_atomic(out, pretty_bytes(receipt))
+    path = write_receipt_files(receipt, out)
+    html = write_report_if_available(receipt, os.path.dirname(path))
+    return path + (f", {html}" if html else "")
+
+
+def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, quiet: bool = False) -> int:
+    """Print the rank table, divergences and problems; return the exit code."""
+    from ..render.terminal import fmt_ns
+
+    sec = receipt.ranks
+    if not quiet:
+        ws = f"world size {sec.world_size}" if sec.world_size is not None else "world size not recorded"
+        click.echo(f"{len(sec.ranks_present)} rank(s) merged ({ws}); {sec.ledger_note}")
+        click.echo(f"{'rank':>4}  {'calls':>5}  {'compiles':>8}  {'recompiles':>10}  {'graphs':>6}  "
+                   f"{'sites (user/ddp/other)':>22}  {'DDP splits':>10}  {'steady median':>13}")
+        for e in sec.ranks:
+            o = [s.origin for s in e.sites]
+            sites = f"{o.count('user')}/{o.count('ddp')}/{o.count('framework')}"
+            splits = ", ".join(f"{d.compile_id}:{d.submodules}" for d in e.ddp_splits) or "–"
+            calls = str(e.call_count) if e.has_runtime else "–"
+            click.echo(f"{e.rank:>4}  {calls:>5}  {e.compile_count:>8}  {e.recompile_count:>10}  "
+                       f"{e.graph_count:>6}  {sites:>22}  {splits:>10}  {fmt_ns(e.steady_median_ns):>13}")
+        for e in sec.ranks[:1]:
+            for d in e.ddp_splits:
+                click.echo(f"DDP split: {d.compile_id} {d.frame_name} ran as {d.submodules} submodules, one per "
+                           "DDP bucket (DDPOptimizer; not graph breaks)")
+            for s in e.sites:
+                if s.origin != "user":
+                    who = "torch's DDP code" if s.origin == "ddp" else "library code"
+                    click.echo(f"framework break in {who}, not yours: {s.file}:{s.line} in {s.function}")
+        if sec.divergences:
+            click.echo("divergences:")
+            for d in sec.divergences:
+                at = f" from call {d.first_call}" if d.first_call is not None else ""
+                click.echo(f"  {d.kind}: rank(s) {', '.join(map(str, d.ranks))}{at}: {d.detail.splitlines()[0]}")
+        else:
+            click.echo("no divergence between the ranks")
+    for p in sec.problems:
+        click.echo(f"seamscope: problem: {p.message}", err=True)
+    click.echo(f"seamscope: wrote {path}", err=True)
+    if sec.problems:
+        return 2
+    if fail_on_divergence and sec.divergences:
+        return 1
+    return 0
+
+
+def run_ranks(
+    nproc: int,
+    target: str,
+    args: list[str],
+    *,
+    module: bool,
+    out: str,
+    quiet: bool,
+    decision_args: dict[str, str | None],
+) -> int:
+    """``seamscope run --nproc N``: torchrun starts N ranks, each under ``seamscope run``, then merge.
+
+    Exit code: 2 when the merge found a problem in the ranks' output (a rank wrote no ledger), else
+    1 when a rank's script failed, else 0.
+    """
+    import subprocess
+    import sys
+
+    from ..analyze.ranks import gather, merge
+    from ..errors import UnusableInput
+
+    if not module and not os.path.isfile(target):
+        raise UnusableInput(f"{target}: no such script")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           "-m", "seamscope", "run", "--out", out]
+    if quiet or nproc > 1:  # the merged table replaces N per-rank summaries
+        cmd.append("--quiet")
+    for flag, value in decision_args.items():
+        if value is not None:
+            cmd += [flag, value]
+    cmd += (["-m"] if module else []) + [target, "--", *args]
+    interrupted = False
+    try:
+        rc = subprocess.run(cmd, check=False).returncode
+    except KeyboardInterrupt:
+        rc, interrupted = 130, True
+    if nproc == 1:  # WORLD_SIZE 1: the rank wrote OUT/receipt.json and its summary itself
+        return 130 if interrupted else (1 if rc else 0)
+    receipt = merge(gather(out), world_size=nproc)
+    path = write_merged(receipt, out)
+    code = report_merged(receipt, path, quiet=quiet)
+    if interrupted:
+        return 130
+    if code:
+        return code
+    if rc:
+        click.echo(f"seamscope: torchrun exited with status {rc} (a rank's script failed)", err=True)
+        return 1
+    return 0

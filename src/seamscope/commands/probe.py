@@ -1,0 +1,48 @@
+"""``seamscope probe FILE.py:FUNC``: eager control, compiled phases, differential test, ladder."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import AnswerIsNo, UnusableInput
+
+
+@click.command()
+@click.argument("workload")
+@click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
+              help="Folder for receipt.json and calls.csv.")
+@click.option("--isolate", is_flag=True, help="Run each ladder layer in a child process (a crash is a result).")
+@click.option("--timeout", type=float, default=None, help="Seconds per isolated layer before it counts as hung.")
+@click.option("--backends", default=None, help="Ladder layers, comma-separated (names or pkg.mod:fn); 'none' skips.")
+@click.option("--warm", type=int, default=None, help="Warm calls (overrides the workload's warm_calls).")
+@click.option("--fail-on-divergence", is_flag=True, help="Exit 1 when a boundary bug or failing layer is found.")
+def command(workload: str, out: str, isolate: bool, timeout: float | None, backends: str | None,
+            warm: int | None, fail_on_divergence: bool) -> int:
+    """Probe the workload that FILE.py:FUNC returns (a seamscope.Workload)."""
+    from rich.console import Console
+
+    from ..experiments.probe import probe
+    from ..experiments.workload import load_workload
+    from ..render.probe_table import ProbeTableRenderer
+    from ..render.receipt_json import write_receipt_files
+
+    if warm is not None and warm < 1:
+        raise UnusableInput("--warm must be >= 1")
+    if timeout is not None and timeout <= 0:
+        raise UnusableInput("--timeout must be > 0")
+    layers = None
+    if backends is not None:
+        layers = [] if backends.strip() in ("", "none") else [b.strip() for b in backends.split(",") if b.strip()]
+    wl = load_workload(workload)
+    err_console = Console(stderr=True, highlight=False)
+    receipt, err = probe(wl, spec=workload, ladder=layers, isolate=isolate, timeout=timeout, warm=warm,
+                         progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
+    path = write_receipt_files(receipt, out)
+    assert receipt.probe is not None
+    ProbeTableRenderer().print(receipt.probe)
+    click.echo(f"receipt: {path}")
+    if err is not None:
+        raise err
+    if fail_on_divergence and receipt.probe.verdict in ("boundary_bug", "fails_compiled"):
+        raise AnswerIsNo(receipt.probe.answer)
+    return 0

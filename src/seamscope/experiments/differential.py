@@ -1,0 +1,477 @@
+"""The differential test of seed 000: eager against compiled, leaf by leaf, with classes.
+
+Two paths never agree bit for bit (fused multiply-adds, reductions in a new order), so leaves are
+compared with a dtype-aware tolerance and the *size* of a difference decides its class:
+
+- ``within_tolerance``: |a - e| <= atol + rtol * |e| everywhere (arithmetic drift; ULPs reported);
+- ``above_tolerance``: over that, but under 100x (suspect: a large reduction in a new order can
+  legitimately reach the 4th-5th digit, so the leaf says whether one lies behind it);
+- ``boundary_bug``: >= 100x the tolerance, or a wrong shape, dtype, structure, aliasing, NaN
+  placement or side effect (integers and bools are exact, so any difference is a bug).
+
+Inputs and module parameters/buffers mutated in place are compared the same way, and random ops in
+the graphs a backend received are flagged (eager and compiled draw different numbers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from ..model.probe import LeafClass, LeafDiff
+
+BUG_FACTOR = 100.0
+"""A difference at least this many times the tolerance is a boundary bug, not drift."""
+
+# (rtol, atol) per dtype; float32 after seed 004, the rest after torch.testing's defaults.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+    torch.complex64: (1e-4, 1e-5),
+}
+
+_ORDER = {"within_tolerance": 0, "above_tolerance": 1, "boundary_bug": 2}
+
+
+def worse(a: LeafClass, b: LeafClass) -> LeafClass:
+    return a if _ORDER[a] >= _ORDER[b] else b
+
+
+def classify_ratio(ratio: float) -> LeafClass:
+    """The class of a leaf from its worst |a - e| / (atol + rtol |e|)."""
+    if math.isnan(ratio) or ratio >= BUG_FACTOR:
+        return "boundary_bug"
+    if ratio <= 1.0:
+        return "within_tolerance"
+    return "above_tolerance"
+
+
+def tolerance_for(dtype: torch.dtype, override: tuple[float, float] | None = None) -> tuple[float, float]:
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return (0.0, 0.0)
+    if override is not None:
+        return (float(override[0]), float(override[1]))
+    return DEFAULT_TOLERANCES.get(dtype, (1e-3, 1e-5))
+
+
+def is_large_reduction(length: int | None, dtype: torch.dtype, rtol: float) -> bool | None:
+    """A reduction over n terms in a new order can move the result by up to about n ulp, so it
+    can legitimately exceed ``rtol`` once n * eps >= rtol (float32, rtol 1e-4: n >= ~840)."""
+    if length is None or not dtype.is_floating_point:
+        return None
+    return length * torch.finfo(dtype).eps >= rtol
+
+
+# --- nested structures ---------------------------------------------------------------------------
+
+
+def flatten(obj: Any, prefix: str = "out") -> list[tuple[str, Any]]:
+    """Leaves of tuples, lists, dicts, dataclasses, namedtuples and ``ModelOutput`` with their paths."""
+    out: list[tuple[str, Any]] = []
+
+    def walk(o: Any, p: str) -> None:
+        if isinstance(o, torch.Tensor) or o is None or isinstance(o, (int, float, bool, str, complex)):
+            out.append((p, o))
+        elif isinstance(o, dict):
+            attr = dataclasses.is_dataclass(o)  # transformers' ModelOutput: a dict and a dataclass
+            for k in o.keys():
+                walk(o[k], f"{p}.{k}" if attr and isinstance(k, str) else f"{p}[{k!r}]")
+        elif isinstance(o, tuple) and hasattr(o, "_fields"):
+            for k in o._fields:
+                walk(getattr(o, k), f"{p}.{k}")
+        elif isinstance(o, (tuple, list)):
+            for i, v in enumerate(o):
+                walk(v, f"{p}[{i}]")
+        elif dataclasses.is_dataclass(o) and not isinstance(o, type):
+            for f in dataclasses.fields(o):
+                walk(getattr(o, f.name), f"{p}.{f.name}")
+        else:
+            out.append((p, o))
+
+    walk(obj, prefix)
+    return out
+
+
+def clone_tree(obj: Any) -> Any:
+    """A deep copy in which tensors are cloned (so each path gets untouched inputs)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone().requires_grad_(obj.requires_grad)
+    if isinstance(obj, dict):
+        return type(obj)((k, clone_tree(v)) for k, v in obj.items()) if type(obj) is dict else {
+            k: clone_tree(v) for k, v in obj.items()
+        }
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(clone_tree(v) for v in obj))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(clone_tree(v) for v in obj)
+    return obj
+
+
+# --- one leaf ------------------------------------------------------------------------------------
+
+
+def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> int:
+    """Largest distance in units in the last place between same-dtype floating tensors (NaNs
+    excluded; +0 and -0 are 0 apart)."""
+    if a.numel() == 0:
+        return 0
+    bits = {8: torch.int64, 4: torch.int32, 2: torch.int16}.get(a.element_size())
+    if bits is None or not a.dtype.is_floating_point:
+        return 0
+    keep = ~(torch.isnan(a) | torch.isnan(b))
+    if not bool(keep.any()):
+        return 0
+    ia = a.detach().cpu().contiguous()[keep].view(bits).to(torch.int64)
+    ib = b.detach().cpu().contiguous()[keep].view(bits).to(torch.int64)
+    low = -(1 << (8 * a.element_size() - 1))
+    oa = torch.where(ia < 0, low - ia, ia)
+    ob = torch.where(ib < 0, low - ib, ib)
+    if a.element_size() == 8:  # int64 subtraction may overflow; float64 is close enough here
+        return int((oa.double() - ob.double()).abs().max().item())
+    return int((oa - ob).abs().max().item())
+
+
+def compare_leaf(
+    path: str,
+    expected: Any,
+    actual: Any,
+    override: tuple[float, float] | None = None,
+    reduction_length: int | None = None,
+) -> LeafDiff:
+    if isinstance(expected, torch.Tensor):
+        return _compare_tensor(path, expected, actual, override, reduction_length)
+    if isinstance(expected, float) and not isinstance(expected, bool):
+        if not isinstance(actual, (float, int)) or isinstance(actual, bool):
+            return LeafDiff(path=path, klass="boundary_bug", reason=f"type: eager float, compiled {type(actual).__name__}")
+        t = torch.tensor([expected], dtype=torch.float64)
+        u = torch.tensor([float(actual)], dtype=torch.float64)
+        rtol, atol = tolerance_for(torch.float32, override)
+        ratio, max_abs, max_rel = _ratio(t, u, rtol, atol)
+        return LeafDiff(
+            path=path, klass=classify_ratio(ratio), reason="python float", dtype="float",
+            rtol=rtol, atol=atol, max_abs=max_abs, max_rel=max_rel, tolerance_ratio=_finite(ratio),
+        )
+    if type(expected) is not type(actual) or expected != actual:
+        if isinstance(expected, (int, str, bool)) or expected is None:
+            return LeafDiff(path=path, klass="boundary_bug", reason=f"value: eager {expected!r}, compiled {actual!r}"[:200])
+        if type(expected) is not type(actual):
+            return LeafDiff(
+                path=path, klass="boundary_bug",
+                reason=f"type: eager {type(expected).__name__}, compiled {type(actual).__name__}",
+            )
+    return LeafDiff(path=path, klass="within_tolerance", reason="equal")
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _ratio(e: torch.Tensor, a: torch.Tensor, rtol: float, atol: float) -> tuple[float, float, float]:
+    """(worst |a-e| / (atol + rtol |e|), max abs error, max rel error) over non-NaN positions
+    (equal values, infinities included, count as 0)."""
+    diff = (a - e).abs()
+    same = (a == e) | (torch.isnan(a) & torch.isnan(e))
+    diff = torch.where(same, torch.zeros_like(diff), diff)
+    diff = torch.nan_to_num(diff, nan=math.inf)
+    if diff.numel() == 0:
+        return 0.0, 0.0, 0.0
+    mag = e.abs()
+    allowed = atol + rtol * mag
+    with torch.no_grad():
+        r = torch.where(diff == 0, torch.zeros_like(diff), diff / allowed)
+        rel = torch.where(diff == 0, torch.zeros_like(diff), diff / mag)
+    return float(r.max()), float(diff.max()), float(rel.max())
+
+
+def _compare_tensor(
+    path: str,
+    expected: torch.Tensor,
+    actual: Any,
+    override: tuple[float, float] | None,
+    reduction_length: int | None,
+) -> LeafDiff:
+    dt = expected.dtype
+    shape = list(expected.shape)
+    base: dict[str, Any] = {"path": path, "dtype": str(dt).replace("torch.", ""), "shape": shape}
+    if not isinstance(actual, torch.Tensor):
+        return LeafDiff(**base, klass="boundary_bug", reason=f"type: eager Tensor, compiled {type(actual).__name__}")
+    if list(actual.shape) != shape:
+        return LeafDiff(**base, klass="boundary_bug", reason=f"shape: eager {shape}, compiled {list(actual.shape)}")
+    if actual.dtype != dt:
+        return LeafDiff(**base, klass="boundary_bug", reason=f"dtype: eager {base['dtype']}, compiled {str(actual.dtype).replace('torch.', '')}")
+    if actual.device.type != expected.device.type:
+        return LeafDiff(**base, klass="boundary_bug", reason=f"device: eager {expected.device}, compiled {actual.device}")
+    rtol, atol = tolerance_for(dt, override)
+    e = expected.detach().cpu()
+    a = actual.detach().cpu()
+    if not (dt.is_floating_point or dt.is_complex):
+        neq = int((e != a).sum())
+        if neq:
+            d = (a.to(torch.float64) - e.to(torch.float64)).abs().max() if dt != torch.bool else torch.tensor(1.0)
+            return LeafDiff(
+                **base, klass="boundary_bug", reason=f"exact dtype: {neq} of {e.numel()} elements differ",
+                max_abs=float(d), tolerance_ratio=None,
+            )
+        return LeafDiff(**base, klass="within_tolerance", reason="equal", max_abs=0.0, max_rel=0.0, max_ulp=0)
+    wide = torch.complex128 if dt.is_complex else torch.float64
+    e64, a64 = e.to(wide), a.to(wide)
+    nan_e, nan_a = torch.isnan(e64), torch.isnan(a64)
+    large = is_large_reduction(reduction_length, dt, rtol) if not dt.is_complex else None
+    extra: dict[str, Any] = {"rtol": rtol, "atol": atol, "reduction_length": reduction_length, "large_reduction": large}
+    if not torch.equal(nan_e, nan_a):
+        n = int((nan_e ^ nan_a).sum())
+        return LeafDiff(**base, **extra, klass="boundary_bug", reason=f"NaN positions differ at {n} elements")
+    ratio, max_abs, max_rel = _ratio(e64, a64, rtol, atol)
+    ulp = ulp_distance(e, a) if dt.is_floating_point else None
+    klass = classify_ratio(ratio)
+    if klass == "within_tolerance":
+        reason = "equal" if max_abs == 0 else "arithmetic drift"
+    elif klass == "above_tolerance":
+        reason = (
+            "above tolerance; a large reduction lies behind this leaf (a new summation order can do this)"
+            if large
+            else "above tolerance; no large reduction behind this leaf"
+            if large is False
+            else "above tolerance"
+        )
+    else:
+        reason = f">= {BUG_FACTOR:g}x the tolerance" if math.isfinite(ratio) else "non-finite where eager is finite"
+    return LeafDiff(
+        **base, **extra, klass=klass, reason=reason, max_abs=max_abs if math.isfinite(max_abs) else None,
+        max_rel=max_rel if math.isfinite(max_rel) else None, max_ulp=ulp, tolerance_ratio=_finite(ratio),
+    )
+
+
+# --- whole outputs -------------------------------------------------------------------------------
+
+
+def compare_trees(
+    expected: Any,
+    actual: Any,
+    prefix: str = "out",
+    override: tuple[float, float] | None = None,
+    reductions: dict[str, int] | None = None,
+) -> list[LeafDiff]:
+    """Every leaf compared; a leaf present on one side only is a structural boundary bug."""
+    le = flatten(expected, prefix)
+    la = dict(flatten(actual, prefix))
+    out = []
+    for p, v in le:
+        if p not in la:
+            out.append(LeafDiff(path=p, klass="boundary_bug", reason="structure: missing in compiled output"))
+            continue
+        out.append(compare_leaf(p, v, la.pop(p), override, (reductions or {}).get(p)))
+    for p in la:
+        out.append(LeafDiff(path=p, klass="boundary_bug", reason="structure: only in compiled output"))
+    return out
+
+
+def worst_leaf(leaves: Iterable[LeafDiff]) -> LeafDiff | None:
+    best: LeafDiff | None = None
+    for lf in leaves:
+        key = (_ORDER[lf.klass], lf.tolerance_ratio if lf.tolerance_ratio is not None else (math.inf if lf.klass == "boundary_bug" else 0.0))
+        if best is None:
+            best = lf
+            continue
+        bk = (_ORDER[best.klass], best.tolerance_ratio if best.tolerance_ratio is not None else (math.inf if best.klass == "boundary_bug" else 0.0))
+        if key > bk:
+            best = lf
+    return best
+
+
+def aliasing(out: Any, inputs: Any, prefix: str = "out") -> dict[str, str | None]:
+    """For each output tensor: the input (or earlier output) it shares storage with, if any."""
+    owners: dict[int, str] = {}
+    for p, v in flatten(inputs, "input"):
+        if isinstance(v, torch.Tensor) and v.numel() > 0:
+            owners.setdefault(v.untyped_storage().data_ptr(), p)
+    res: dict[str, str | None] = {}
+    for p, v in flatten(out, prefix):
+        if isinstance(v, torch.Tensor) and v.numel() > 0:
+            ptr = v.untyped_storage().data_ptr()
+            res[p] = owners.get(ptr)
+            owners.setdefault(ptr, p)
+    return res
+
+
+def compare_aliasing(eager: dict[str, str | None], compiled: dict[str, str | None]) -> list[LeafDiff]:
+    out = []
+    for p, who in eager.items():
+        other = compiled.get(p)
+        if p in compiled and who != other:
+            out.append(
+                LeafDiff(
+                    path=p, klass="boundary_bug",
+                    reason=f"aliasing: eager shares storage with {who or 'nothing'}, compiled with {other or 'nothing'}",
+                )
+            )
+    return out
+
+
+def compare_side_effects(
+    before: Any, eager_after: Any, compiled_after: Any, prefix: str, override: tuple[float, float] | None = None
+) -> list[LeafDiff]:
+    """In-place mutations: the compiled path must leave inputs/state as eager left them."""
+    out = []
+    pre = dict(_leaves(before, prefix))
+    comp = dict(_leaves(compiled_after, prefix))
+    for p, ev in _leaves(eager_after, prefix):
+        cv = comp.get(p)
+        if not isinstance(ev, torch.Tensor) or not isinstance(cv, torch.Tensor):
+            continue
+        b = pre.get(p)
+        e_changed = isinstance(b, torch.Tensor) and not _same(b, ev)
+        c_changed = isinstance(b, torch.Tensor) and not _same(b, cv)
+        if e_changed != c_changed:
+            who = "eager" if e_changed else "compiled"
+            out.append(
+                LeafDiff(
+                    path=p, klass="boundary_bug", dtype=str(ev.dtype).replace("torch.", ""), shape=list(ev.shape),
+                    reason=f"side effect: only {who} mutated it in place",
+                )
+            )
+        elif e_changed:
+            lf = compare_leaf(p, ev, cv, override)
+            out.append(msgspec_replace(lf, reason="mutated in place: " + lf.reason))
+    return out
+
+
+def _leaves(obj: Any, prefix: str) -> list[tuple[str, Any]]:
+    """Module state by dotted name (``module.bn.running_mean``), anything else by :func:`flatten`."""
+    if prefix == "module" and isinstance(obj, dict):
+        return [(f"module.{k}", v) for k, v in obj.items()]
+    return flatten(obj, prefix)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise-equal values (NaN equal to NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    x, y = a.detach().cpu(), b.detach().cpu()
+    if torch.equal(x, y):
+        return True
+    return a.dtype.is_floating_point and bool(torch.allclose(x, y, rtol=0, atol=0, equal_nan=True))
+
+
+def msgspec_replace(lf: LeafDiff, **kw: Any) -> LeafDiff:
+    import msgspec
+
+    return msgspec.structs.replace(lf, **kw)
+
+
+def module_state(m: Any) -> dict[str, torch.Tensor]:
+    """Parameters and buffers, cloned (``module.``-prefixed names)."""
+    if not isinstance(m, torch.nn.Module):
+        return {}
+    with torch.no_grad():
+        st = {f"{k}": v.detach().clone() for k, v in m.named_parameters()}
+        st.update({f"{k}": v.detach().clone() for k, v in m.named_buffers()})
+    return st
+
+
+def restore_state(m: Any, state: dict[str, torch.Tensor]) -> None:
+    if not isinstance(m, torch.nn.Module):
+        return
+    live: dict[str, torch.Tensor] = dict(m.named_parameters())
+    live.update(dict(m.named_buffers()))
+    with torch.no_grad():
+        for k, v in state.items():
+            if k in live and live[k].shape == v.shape:
+                live[k].copy_(v)
+
+
+# --- random ops and reduction provenance ---------------------------------------------------------
+
+_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "poisson", "rrelu", "cauchy", "geometric", "log_normal")
+
+
+def random_ops(gm: Any) -> list[str]:
+    """Random ops in an FX graph handed to a backend (dropout with training=False or p=0 is not)."""
+    found = []
+    for n in getattr(getattr(gm, "graph", None), "nodes", []):
+        if n.op not in ("call_function", "call_method", "call_module"):
+            continue
+        tgt = n.target
+        name = tgt if isinstance(tgt, str) else getattr(tgt, "__name__", str(tgt))
+        if n.op == "call_module":
+            sub = gm.get_submodule(tgt)
+            name = type(sub).__name__
+            if "dropout" in name.lower() and (not sub.training or getattr(sub, "p", 1) == 0):
+                continue
+        low = str(name).lower()
+        if not any(w in low for w in _RANDOM_WORDS):
+            continue
+        if "dropout" in low:
+            training = n.kwargs.get("training", n.args[2] if len(n.args) > 2 else True)
+            p = n.kwargs.get("p", n.args[1] if len(n.args) > 1 else 0.5)
+            if training is False or p == 0:
+                continue
+        found.append(str(name))
+    return found
+
+
+def _reduction_length(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """Terms summed per output element by one aten op (0: not a reduction)."""
+    name = getattr(func, "__name__", str(func)).split(".")[0]
+    a0 = args[0] if args else None
+    try:
+        if name in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "matmul"):
+            t = args[1] if name.startswith("add") or name == "baddbmm" else a0
+            return int(t.shape[-1]) if isinstance(t, torch.Tensor) else 0
+        if name in ("sum", "mean", "nansum", "var", "std", "var_mean", "std_mean", "prod", "norm", "linalg_vector_norm", "logsumexp", "cumsum", "cumprod", "amax", "amin"):
+            if not isinstance(a0, torch.Tensor):
+                return 0
+            dims = args[1] if len(args) > 1 else kwargs.get("dim")
+            if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0) or not isinstance(dims, (int, list, tuple)):
+                return int(a0.numel())
+            dims = [dims] if isinstance(dims, int) else list(dims)
+            return int(math.prod(a0.shape[d] for d in dims)) if a0.dim() else 1
+        if name in ("_softmax", "_log_softmax", "softmax", "log_softmax"):
+            return int(a0.shape[args[1]]) if isinstance(a0, torch.Tensor) and a0.dim() else 0
+        if name in ("native_layer_norm", "layer_norm", "native_group_norm", "_fused_rms_norm", "rms_norm"):
+            ns = args[1] if len(args) > 1 else None
+            return int(math.prod(ns)) if isinstance(ns, (list, tuple)) else 0
+        if name in ("convolution", "_convolution", "conv2d", "conv1d", "conv3d"):
+            w = args[1]
+            return int(w.numel() // max(1, w.shape[0])) if isinstance(w, torch.Tensor) else 0
+        if "scaled_dot_product" in name:
+            q, k = args[0], args[1]
+            return int(max(q.shape[-1], k.shape[-2]))
+    except Exception:
+        return 0
+    return 0
+
+
+def reduction_provenance(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], prefix: str = "out") -> tuple[Any, dict[str, int]]:
+    """Run ``fn`` eagerly under a dispatch mode that carries, for every tensor, the longest
+    reduction in its history; return the output and path → length for its tensor leaves."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from torch.utils.weak import WeakTensorKeyDictionary
+
+    prov: Any = WeakTensorKeyDictionary()
+
+    class _Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, a: Any = (), kw: Any = None) -> Any:
+            kw = kw or {}
+            res = func(*a, **kw)
+            ins, _ = tree_flatten((a, kw))
+            n = max([prov.get(t, 0) for t in ins if isinstance(t, torch.Tensor)] + [_reduction_length(func, a, kw)])
+            if n:
+                outs, _ = tree_flatten(res)
+                for t in outs:
+                    if isinstance(t, torch.Tensor):
+                        prov[t] = max(n, prov.get(t, 0))
+            return res
+
+    with _Mode():
+        out = fn(*args, **kwargs)
+    lengths = {p: int(prov.get(v, 0)) for p, v in flatten(out, prefix) if isinstance(v, torch.Tensor)}
+    return out, lengths

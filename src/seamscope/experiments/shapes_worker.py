@@ -1,0 +1,524 @@
+"""The shape study's worker: one policy over the trace, in a process of its own.
+
+``python -m seamscope.experiments.shapes_worker --spec FILE`` runs one job (a preflight or a
+policy) in this interpreter. ``--serve`` is the zygote: it imports torch and the workload's module,
+then reads one job a line from stdin, forks a child per job (Dynamo state is created by the first
+compile, which only ever happens in a child) and answers on ``--reply-fd`` how the child ended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import msgspec
+
+from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
+from ..model.shapes import (
+    LengthStat,
+    MemoryStep,
+    Mismatch,
+    PolicyResult,
+    ShapeCall,
+    ShapeCompile,
+)
+from .shapes import Policy, Preflight, WorkerSpec, parse_policy
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {(lines[0] if lines else '')[:300]}"
+
+
+# --- inputs of a given length, padding, slicing back -----------------------------------------------
+
+
+class Inputs:
+    """The workload's own ``make_input``/``pad``/``slice_output`` where given; otherwise the
+    defaults: the first tensor of the steady entry resized along ``dim`` (tiled, so values stay
+    valid token ids), zero-padded at the end of ``dim``, outputs narrowed back on ``dim``."""
+
+    def __init__(self, wl: Any, dim: int) -> None:
+        self.wl = wl
+        self.dim = dim
+
+    def make(self, length: int) -> Any:
+        import torch
+
+        from .probe import _move
+
+        torch.manual_seed(self.wl.seed + length)
+        if self.wl.make_input is not None:
+            return _move(self.wl.make_input(length), self.wl.device, self.wl.dtype)
+        entry = self.wl.families()["steady"][0]
+        return _map_first_tensor(entry, lambda t: _resize(t, self.dim, length))
+
+    def varying(self, entry: Any) -> Any:
+        found: list[Any] = []
+        _map_first_tensor(entry, lambda t: found.append(t) or t)
+        return found[0] if found else None
+
+    def pad(self, entry: Any, target: int) -> Any:
+        if self.wl.pad is not None:
+            return self.wl.pad(entry, target)
+        return _map_first_tensor(entry, lambda t: _pad_end(t, self.dim, target))
+
+    def slice(self, out: Any, length: int, padded: int) -> Any:
+        if self.wl.slice_output is not None:
+            return self.wl.slice_output(out, length)
+        return _narrow_tree(out, self.dim, padded, length)
+
+
+def _map_first_tensor(entry: Any, fn: Any) -> Any:
+    import torch
+
+    done = [False]
+
+    def walk(o: Any) -> Any:
+        if done[0]:
+            return o
+        if isinstance(o, torch.Tensor):
+            done[0] = True
+            return fn(o)
+        if isinstance(o, dict):
+            return {k: walk(v) for k, v in o.items()}
+        if isinstance(o, tuple) and hasattr(o, "_fields"):
+            return type(o)(*(walk(v) for v in o))
+        if isinstance(o, (tuple, list)):
+            return type(o)(walk(v) for v in o)
+        return o
+
+    return walk(entry)
+
+
+def _resize(t: Any, dim: int, length: int) -> Any:
+    if t.dim() <= dim:
+        raise UnusableInput(f"dim {dim} does not exist: the varying input has shape {tuple(t.shape)}")
+    n = t.shape[dim]
+    if n == length:
+        return t.clone()
+    reps = [1] * t.dim()
+    reps[dim] = -(-length // max(n, 1))
+    return t.repeat(*reps).narrow(dim, 0, length).contiguous()
+
+
+def _pad_end(t: Any, dim: int, target: int) -> Any:
+    import torch
+
+    n = t.shape[dim]
+    if target <= n:
+        return t
+    shape = list(t.shape)
+    shape[dim] = target - n
+    return torch.cat([t, t.new_zeros(shape)], dim=dim)
+
+
+def _narrow_tree(o: Any, dim: int, padded: int, length: int) -> Any:
+    import torch
+
+    if isinstance(o, torch.Tensor):
+        return o.narrow(dim, 0, length) if o.dim() > dim and o.shape[dim] == padded else o
+    if isinstance(o, dict):
+        new = {k: _narrow_tree(v, dim, padded, length) for k, v in o.items()}
+        if type(o) is dict:
+            return new
+        try:
+            return type(o)(**new)
+        except Exception:
+            return new
+    if isinstance(o, tuple) and hasattr(o, "_fields"):
+        return type(o)(*(_narrow_tree(v, dim, padded, length) for v in o))
+    if isinstance(o, (tuple, list)):
+        return type(o)(_narrow_tree(v, dim, padded, length) for v in o)
+    return o
+
+
+def _leaves(out: Any) -> list[tuple[str, Any]]:
+    import torch
+
+    from .differential import flatten
+
+    return [(p, v.detach().clone() if isinstance(v, torch.Tensor) else v) for p, v in flatten(out, "out")]
+
+
+# --- the preflight: bad input found before any policy runs ----------------------------------------
+
+
+def _load(spec: WorkerSpec) -> tuple[Any, int]:
+    from .probe import prepare
+    from .workload import load_workload
+
+    wl = prepare(load_workload(spec.workload))
+    dim = spec.dim if spec.dim is not None else int(getattr(wl, "length_dim", 1))
+    return wl, dim
+
+
+def _grad(wl: Any) -> Any:
+    import torch
+
+    return torch.enable_grad() if wl.grad else torch.no_grad()
+
+
+def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, Any]]]]:
+    """Load the workload, check the dim and every distinct length, run eager on each (the
+    references a policy's padded outputs are compared with)."""
+    from .ladder import backend_label
+
+    try:
+        wl, dim = _load(spec)
+    except SeamscopeError as e:
+        return Preflight(ok=False, exit_code=e.exit_code, error=str(e)), {}
+    distinct = sorted(set(spec.trace))
+    base = Preflight(ok=True, dim=dim, backend=backend_label(wl.backend), device=str(wl.device),
+                     rtol=wl.tolerance[0] if wl.tolerance else None, atol=wl.tolerance[1] if wl.tolerance else None,
+                     max_length=wl.max_length)
+    if wl.max_length is not None and distinct[-1] > wl.max_length:
+        over = [n for n in distinct if n > wl.max_length]
+        return msgspec.structs.replace(base, ok=False, exit_code=2, error=(
+            f"length {over[0]} is beyond what the model accepts (max_length {wl.max_length}); "
+            f"{len(over)} distinct length(s) over it")), {}
+    inputs = Inputs(wl, dim)
+    try:
+        probe = inputs.make(distinct[0])
+    except SeamscopeError as e:
+        return msgspec.structs.replace(base, ok=False, exit_code=e.exit_code, error=str(e)), {}
+    except Exception as e:
+        return msgspec.structs.replace(base, ok=False, exit_code=1,
+                                       error=f"make_input({distinct[0]}) raised {_first_line(e)}"), {}
+    t = inputs.varying(probe)
+    if t is None:
+        return msgspec.structs.replace(base, ok=False, exit_code=2, error="the input has no tensor to vary"), {}
+    if t.dim() <= dim:
+        return msgspec.structs.replace(base, ok=False, exit_code=2, error=(
+            f"dim {dim} does not exist: the varying input has shape {tuple(t.shape)} ({t.dim()} dims)")), {}
+    if t.shape[dim] != distinct[0]:
+        return msgspec.structs.replace(base, ok=False, exit_code=2, error=(
+            f"dim {dim} of the input has size {t.shape[dim]}, not the requested length {distinct[0]}: "
+            f"the input has shape {tuple(t.shape)}; pass the length's dim with --dim")), {}
+    refs: dict[int, list[tuple[str, Any]]] = {}
+    from .workload import as_call
+
+    with _grad(wl):
+        for n in distinct:
+            args, kwargs = as_call(inputs.make(n))
+            try:
+                out = wl.fn_or_module(*args, **kwargs)
+            except Exception as e:
+                if n == distinct[0]:
+                    return msgspec.structs.replace(base, ok=False, exit_code=1, error=(
+                        f"the workload fails eagerly at length {n}: {_first_line(e)}")), {}
+                return msgspec.structs.replace(base, ok=False, exit_code=2, error=(
+                    f"length {n} is beyond what the model accepts: eager raised {_first_line(e)}")), {}
+            refs[n] = _leaves(out)
+    return base, refs
+
+
+# --- one policy over the trace --------------------------------------------------------------------
+
+
+def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None = None) -> tuple[PolicyResult, bytes | None]:
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from ..analyze.stats import quantile
+    from ..analyze.summary import summarize
+    from ..capture.session import Session
+    from ..model.ledger import CompileEvent
+    from .ladder import compile_kwargs, resolve_backend
+    from .probe import rss_bytes
+    from .workload import as_call
+
+    t_start = time.perf_counter_ns()
+    pol = parse_policy(spec.policy)
+    wl, dim = _load(spec)
+    mdim = pol.dim if pol.dim is not None else dim
+    inputs = Inputs(wl, dim)
+    opts = {**compile_kwargs(wl.compile_options), **pol.compile_options()}
+    trace = list(spec.trace)
+    n = len(trace)
+    warnings: list[str] = []
+    if refs is None:
+        if spec.refs and os.path.exists(spec.refs):
+            refs = torch.load(spec.refs, weights_only=False)
+        else:  # run alone: compute the eager references here (part of this policy's own cost)
+            pre, refs = preflight(spec)
+            if not pre.ok:
+                raise UnusableInput(pre.error or "preflight failed") if pre.exit_code == 2 else UserCodeFailed(pre.error or "")
+    status = "ok"
+    error: str | None = None
+    torch._dynamo.reset()
+    counters.clear()
+    if spec.recompile_limit is not None:
+        torch._dynamo.config.recompile_limit = spec.recompile_limit
+    if pol.pads and wl.max_length is not None:
+        over = sorted({(m, pol.target(m)) for m in trace if pol.target(m) > wl.max_length})
+        if over:
+            m, t = over[0]
+            return _bare(pol, opts, "unusable", f"pads length {m} to {t}, beyond what the model accepts "
+                         f"(max_length {wl.max_length})"), None
+    if pol.kind == "buckets" and trace and max(trace) > pol.sizes[-1]:
+        k = sum(1 for m in trace if m > pol.sizes[-1])
+        warnings.append(f"{k} calls longer than the largest bucket ({pol.sizes[-1]}) ran unpadded")
+    cuda = str(wl.device).startswith("cuda") and torch.cuda.is_available()
+    recs: list[tuple[int, int, int, int, int, int]] = []  # length, padded, latency, numel padded, numel real, variants
+    firsts: dict[int, list[tuple[str, Any]]] = {}
+    memory: list[MemoryStep] = []
+    sess = Session(first_calls=max(n + 1, 256), call_cap=max(n + 1, 1024), write_html=False)
+    delay = spec.delay_ns / 1e9
+    sess.start()
+    try:
+        compiled = torch.compile(wl.fn_or_module, backend=resolve_backend(wl.backend), **opts)
+        with _grad(wl):
+            for i, length in enumerate(trace):
+                entry = inputs.make(length)
+                target = pol.target(length)
+                real = int(inputs.varying(entry).numel())
+                t0 = time.perf_counter_ns()
+                e = inputs.pad(entry, target) if target != length else entry
+                v = inputs.varying(e)
+                if pol.kind == "mark_dynamic" and pol.in_range(target):
+                    # An input outside [MIN, MAX] is left unmarked (marking it raises in PyTorch):
+                    # it fails the range guard and recompiles, and the guard's text is reported.
+                    torch._dynamo.mark_dynamic(v, mdim, min=pol.lo, max=pol.hi)
+                args, kwargs = as_call(e)
+                try:
+                    with sess.family(str(length)):
+                        out = compiled(*args, **kwargs)
+                except Exception as ex:
+                    if target != length and _fails_eager(wl, e):
+                        status = "unusable"
+                        error = (f"pads length {length} to {target}, which the model does not accept "
+                                 f"(eager raises too): {_first_line(ex)}")
+                    else:
+                        status, error = "failed", f"call {i} (length {length}): {_first_line(ex)}"
+                    break
+                if target != length:
+                    out = inputs.slice(out, length, target)
+                if cuda:
+                    torch.cuda.synchronize()
+                if delay:
+                    time.sleep(delay)
+                t1 = time.perf_counter_ns()
+                recs.append((length, target, t1 - t0, int(v.numel()), real, int(counters["frames"]["ok"])))
+                if length not in firsts:
+                    firsts[length] = _leaves(out)
+                    memory.append(MemoryStep(
+                        call_index=i, length=length, compiled_variants=int(counters["frames"]["ok"]),
+                        rss_bytes=rss_bytes(), cuda_allocated_bytes=int(torch.cuda.memory_allocated()) if cuda else None))
+    except KeyboardInterrupt:
+        status, error = "interrupted", "interrupted"
+    except Exception as ex:  # torch.compile itself refused (bad options, unknown backend)
+        status, error = "failed", _first_line(ex)
+    finally:
+        sess.stop()
+    frames_ok = int(counters["frames"]["ok"])
+    frames_total = int(counters["frames"]["total"])
+    unique_graphs = int(counters["stats"]["unique_graphs"])
+    ledger = sess.ledger
+    assert ledger is not None
+    summary = summarize(ledger)
+    by_index = {c.index: c for c in ledger.calls}
+    calls: list[ShapeCall] = []
+    for i, (length, target, lat, _, _, variants) in enumerate(recs):
+        c = by_index.get(i)
+        comp = sum(ev.duration_ns for ev in c.events if isinstance(ev, CompileEvent)) if c else 0
+        calls.append(ShapeCall(index=i, length=length, padded_length=target, phase=c.phase if c else "steady",
+                               outcome=c.outcome if c else "hit", latency_ns=lat, compile_ns=int(comp),
+                               compiled_variants=variants))
+    compilations = [
+        ShapeCompile(compile_id=cp.compile_id, frame_name=cp.frame_name, status=cp.status, call_index=cp.call_index,
+                     length=trace[cp.call_index] if cp.call_index is not None and cp.call_index < n else None,
+                     duration_ns=cp.duration_ns, failed_guards=list(cp.failed_guards), fail_reason=cp.fail_reason)
+        for cp in ledger.compilations
+    ]
+    stats: list[LengthStat] = []
+    steady_med: dict[int, int] = {}
+    for length in sorted({c.length for c in calls}):
+        mine = [c for c in calls if c.length == length]
+        warm = [c.latency_ns for c in mine if c.phase != "cold"]
+        med = quantile(warm, 0.5) if warm else None
+        if med is not None:
+            steady_med[length] = int(med)
+        stats.append(LengthStat(length=length, padded_length=mine[0].padded_length, calls=len(mine),
+                                steady_calls=len(warm), steady_median_ns=int(med) if med is not None else None,
+                                first_ns=mine[0].latency_ns))
+    total = sum(c.latency_ns for c in calls)
+    steady_per_call = one_time = None
+    if steady_med and calls and status == "ok":
+        keys = sorted(steady_med)
+        est = [steady_med.get(c.length) or steady_med[min(keys, key=lambda k: (abs(k - c.length), k))] for c in calls]
+        steady_per_call = int(round(sum(est) / len(est)))
+        one_time = max(0, total - sum(est))
+    padded = sum(r[3] for r in recs)
+    real = sum(r[4] for r in recs)
+    correctness, worst = _compare(refs or {}, firsts, wl.tolerance)
+    res = PolicyResult(
+        policy=pol.name, kind=pol.kind, compile_options={k: repr(v) for k, v in opts.items()},  # type: ignore[arg-type]
+        status=status, error=error, calls=calls, compilations=compilations,  # type: ignore[arg-type]
+        compile_count=summary.compile_count, recompile_count=summary.recompile_count,
+        fallback_count=summary.fallback_count, graph_count=summary.graph_count,
+        torch_frames_ok=frames_ok, torch_frames_total=frames_total, torch_unique_graphs=unique_graphs,
+        compile_ns=sum(cp.duration_ns or 0 for cp in ledger.compilations), total_ns=total,
+        cold_ns=sum(c.latency_ns for c in calls if c.phase == "cold"),
+        steady_per_call_ns=steady_per_call, one_time_ns=one_time,
+        padding_fraction=(padded - real) / padded if padded else 0.0,
+        lengths=stats, memory=memory, correctness=correctness, worst=worst,  # type: ignore[arg-type]
+        run_ns=time.perf_counter_ns() - t_start, warnings=warnings + list(ledger.run.warnings),
+    )
+    receipt = sess.receipt()
+    return res, msgspec.json.encode(receipt)
+
+
+def _bare(pol: Policy, opts: dict[str, Any], status: str, error: str) -> PolicyResult:
+    return PolicyResult(policy=pol.name, kind=pol.kind, compile_options={k: repr(v) for k, v in opts.items()},  # type: ignore[arg-type]
+                        status=status, error=error)  # type: ignore[arg-type]
+
+
+def _fails_eager(wl: Any, entry: Any) -> bool:
+    from .workload import as_call
+
+    args, kwargs = as_call(entry)
+    try:
+        with _grad(wl):
+            wl.fn_or_module(*args, **kwargs)
+    except Exception:
+        return True
+    return False
+
+
+def _compare(refs: dict[int, list[tuple[str, Any]]], firsts: dict[int, list[tuple[str, Any]]],
+             override: tuple[float, float] | None) -> tuple[str, Mismatch | None]:
+    """Each length's first output (sliced back) against eager on the unpadded input."""
+    from ..model.probe import LeafDiff
+    from .differential import compare_leaf, worst_leaf
+
+    if not firsts or not refs:
+        return "not_checked", None
+    per_length = []
+    for length, leaves in firsts.items():
+        ref = refs.get(length)
+        if ref is None:
+            continue
+        got = dict(leaves)
+        diffs = [compare_leaf(path, ev, got[path], override) if path in got else
+                 LeafDiff(path=path, klass="boundary_bug", reason="structure: missing in compiled output")
+                 for path, ev in ref]
+        w = worst_leaf(diffs)
+        if w is not None:
+            per_length.append((w, length))
+    worst = worst_leaf(w for w, _ in per_length)
+    worst_len = next((n for w, n in per_length if w is worst), 0)
+    if worst is None:
+        return "not_checked", None
+    m = Mismatch(length=worst_len, path=worst.path, klass=worst.klass, reason=worst.reason,
+                 tolerance_ratio=worst.tolerance_ratio, max_abs=worst.max_abs)
+    return worst.klass, m
+
+
+# --- process entry points --------------------------------------------------------------------------
+
+
+def job(spec: WorkerSpec) -> int:
+    """Run one job in this process and write its result file; the exit code says how it went."""
+    import torch
+
+    from ..render.files import write_atomic
+
+    if spec.kind == "preflight":
+        pre, refs = preflight(spec)
+        if pre.ok and spec.refs:
+            torch.save(refs, spec.refs)
+        write_atomic(spec.result, msgspec.json.encode(pre))
+        return 0
+    try:
+        res, receipt = run_policy(spec)
+    except SeamscopeError as e:
+        pol = parse_policy(spec.policy)
+        res, receipt = _bare(pol, {}, "unusable" if e.exit_code == 2 else "failed", str(e)), None
+    if receipt is not None:
+        write_atomic(_receipt_path(spec.result), receipt)
+    write_atomic(spec.result, msgspec.json.encode(res))
+    return 0
+
+
+def _receipt_path(result: str) -> str:
+    return (result[:-5] if result.endswith(".json") else result) + ".receipt.json"
+
+
+def _redirect(log: str) -> None:
+    fd = os.open(log or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def serve(workload: str, reply_fd: int, log: str) -> int:
+    """The zygote: import once, fork per job, never compile anything itself."""
+    _redirect(log)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's and the child's to handle
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+    from ..capture import session  # noqa: F401
+    from . import differential, ladder, probe  # noqa: F401
+    from .workload import load_object
+
+    try:
+        load_object(workload, "function")  # imports the user's module (and what it imports)
+    except Exception as e:  # the child reports it properly when it loads the workload
+        print(f"zygote: preloading {workload}: {e}", file=sys.stderr)
+    replies = os.fdopen(reply_fd, "w")
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        spec = msgspec.json.decode(line.encode(), type=WorkerSpec)
+        pid = os.fork()
+        if pid == 0:  # the child: a fresh Dynamo, torch already imported
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                os.close(0)
+                os.open(os.devnull, os.O_RDONLY)
+                _redirect(spec.log)
+                code = job(spec)
+            except BaseException as e:  # noqa: BLE001 - the parent reads the log and the exit code
+                print(f"shapes worker: {_first_line(e)}", file=sys.stderr)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, st = os.waitpid(pid, 0)
+        reply: dict[str, Any] = {"status": "exited", "code": os.waitstatus_to_exitcode(st)}
+        if os.WIFSIGNALED(st):
+            reply = {"status": "signalled", "signal": signal.Signals(os.WTERMSIG(st)).name}
+        replies.write(msgspec.json.encode(reply).decode() + "\n")
+        replies.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="seamscope-shapes-worker")
+    ap.add_argument("--spec", help="a WorkerSpec JSON file: run that one job here")
+    ap.add_argument("--serve", action="store_true", help="be the zygote (jobs on stdin)")
+    ap.add_argument("--workload", default="")
+    ap.add_argument("--reply-fd", type=int, default=1)
+    ap.add_argument("--log", default="")
+    a = ap.parse_args(argv)
+    if a.serve:
+        return serve(a.workload, a.reply_fd, a.log)
+    if not a.spec:
+        ap.error("--spec or --serve")
+    with open(a.spec, "rb") as f:
+        spec = msgspec.json.decode(f.read(), type=WorkerSpec)
+    return job(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

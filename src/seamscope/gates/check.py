@@ -1,0 +1,186 @@
+"""``seamscope check``: a receipt against absolute limits and, optionally, a committed baseline.
+
+A CI gate must never pass on a question it could not answer: a baseline of another schema
+version or of another workload (a different input trace), or a timing limit on receipts that did
+not measure the same number of calls, is unusable input (exit 2), not a pass.
+
+Against a baseline, the gate fails on what a code change can add: a break site the baseline
+lacks (matched by site id, robust to line shifts), more recompiles, more fallbacks, and, when
+asked, a steady-phase median slower by more than a percentage. Removed sites and fewer
+recompiles are reported, never failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UnusableInput
+from ..model.receipt import Receipt, SiteSummary
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_breaks: int | None = None
+    max_recompiles: int | None = None
+    max_fallbacks: int | None = None
+    max_steady_regression: float | None = None
+    """Percent: the candidate's steady median may be at most this much slower than the baseline's."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_breaks", "max_recompiles", "max_fallbacks"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise UnusableInput(f"--{name.replace('_', '-')} {v}: must be >= 0")
+        if self.max_steady_regression is not None and not self.max_steady_regression >= 0:
+            raise UnusableInput(
+                f"--max-steady-regression {self.max_steady_regression}: a percentage >= 0"
+            )
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.max_breaks, self.max_recompiles,
+                                           self.max_fallbacks, self.max_steady_regression))
+
+
+@dataclass
+class CheckReport:
+    """What the check saw (``lines``) and what broke the budget (``problems``)."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def site_line(s: SiteSummary) -> str:
+    code = f" [{s.gb_code}]" if s.gb_code else ""
+    reason = s.reason.splitlines()[0] if s.reason else ""
+    crossed = f", crossed {s.crossings}x" if s.crossings is not None else ""
+    return f"{s.site_id}  {s.file}:{s.line} in {s.function}{code}: {reason}{crossed}"
+
+
+def _pct(x: float) -> str:
+    return f"{'+' if x >= 0 else '-'}{abs(x):.1f}%"
+
+
+def _ms(ns: int | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e6:.3f} ms"
+
+
+def check(receipt: Receipt, limits: Limits, baseline: Receipt | None = None) -> CheckReport:
+    """Judge ``receipt``; raise :class:`UnusableInput` when the question cannot be answered."""
+    if not limits.any and baseline is None:
+        raise UnusableInput(
+            "nothing to check: give --baseline BASELINE.json and/or a --max-breaks, "
+            "--max-recompiles or --max-fallbacks limit"
+        )
+    if limits.max_steady_regression is not None and baseline is None:
+        raise UnusableInput("--max-steady-regression needs --baseline (a steady median to compare to)")
+    rep = CheckReport()
+    s = receipt.summary
+    rep.lines.append(
+        f"receipt {receipt.receipt_sha256[:12]}: {s.call_count} calls, {s.break_site_count} break "
+        f"site(s), {s.recompile_count} recompile(s), {s.fallback_count} fallback(s)"
+    )
+    _absolute(receipt, limits, rep)
+    if baseline is not None:
+        _against(receipt, baseline, limits, rep)
+    return rep
+
+
+def _absolute(receipt: Receipt, limits: Limits, rep: CheckReport) -> None:
+    s = receipt.summary
+    if limits.max_breaks is not None and s.break_site_count > limits.max_breaks:
+        rep.problems.append(f"{s.break_site_count} break site(s), over --max-breaks {limits.max_breaks}")
+        rep.lines.append("break sites:")
+        rep.lines.extend(f"  {site_line(x)}" for x in s.break_sites)
+    if limits.max_recompiles is not None and s.recompile_count > limits.max_recompiles:
+        rep.problems.append(
+            f"{s.recompile_count} recompile(s), over --max-recompiles {limits.max_recompiles}"
+        )
+        rep.lines.append("recompiles:")
+        rep.lines.extend(
+            f"  {r.compile_id} {r.frame_name} ({r.file}:{r.line}): failed guard: "
+            f"{'; '.join(r.failed_guards) or '(none recorded)'}"
+            for r in s.recompiles
+        )
+    if limits.max_fallbacks is not None and s.fallback_count > limits.max_fallbacks:
+        rep.problems.append(f"{s.fallback_count} fallback(s), over --max-fallbacks {limits.max_fallbacks}")
+        rep.lines.append("fallbacks:")
+        rep.lines.extend(f"  {f.compile_id} {f.frame_name} [{f.status}]: {f.reason}" for f in s.fallbacks)
+
+
+def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckReport) -> None:
+    from ..analyze.diff import compare, refusals
+
+    tb, ta = baseline.ledger.run.input_trace_sha256, receipt.ledger.run.input_trace_sha256
+    if tb is not None and ta is not None and tb != ta:
+        raise UnusableInput(
+            f"the baseline measured another workload: input trace {tb[:12]} vs {ta[:12]} (for "
+            "`seamscope run`, the script or its arguments changed); record a new baseline"
+        )
+    if tb is None or ta is None:
+        rep.lines.append("note: no input trace hash on one side: the same workload is not confirmed")
+    cmp = compare(baseline, receipt, force=True)
+    bs, s = baseline.summary, receipt.summary
+    rep.lines.append(
+        f"baseline {baseline.receipt_sha256[:12]}: {bs.call_count} calls, {bs.break_site_count} break "
+        f"site(s), {bs.recompile_count} recompile(s), {bs.fallback_count} fallback(s)"
+    )
+    sites = {x.site_id: x for x in s.break_sites}
+    base_sites = {x.site_id: x for x in bs.break_sites}
+    added = [c for c in cmp.sites if c.change == "added"]
+    removed = [c for c in cmp.sites if c.change == "removed"]
+    if added:
+        rep.problems.append(f"{len(added)} new break site(s), not in the baseline")
+        rep.lines.append("new break sites:")
+        rep.lines.extend(f"  + {site_line(sites[c.site_id])}" for c in added)
+    if removed:
+        rep.lines.append("break sites gone since the baseline:")
+        rep.lines.extend(f"  - {site_line(base_sites[c.site_id])}" for c in removed)
+    if s.recompile_count > bs.recompile_count:
+        rep.problems.append(f"more recompiles than the baseline: {bs.recompile_count} -> {s.recompile_count}")
+        rep.lines.append("recompiles (frame | failed guards, numbers masked):")
+        rep.lines.extend(
+            f"  {r.count_before} -> {r.count_after}  {r.key}"
+            for r in cmp.recompiles
+            if r.count_after > r.count_before
+        )
+    elif s.recompile_count < bs.recompile_count:
+        rep.lines.append(f"fewer recompiles than the baseline: {bs.recompile_count} -> {s.recompile_count}")
+    if s.fallback_count > bs.fallback_count:
+        rep.problems.append(f"more fallbacks than the baseline: {bs.fallback_count} -> {s.fallback_count}")
+        rep.lines.append("fallbacks:")
+        rep.lines.extend(f"  {f.compile_id} {f.frame_name} [{f.status}]: {f.reason}" for f in s.fallbacks)
+
+    steady = next((p for p in cmp.phases if p.phase == "steady"), None)
+    why = refusals(baseline, receipt)
+    if limits.max_steady_regression is None:
+        if steady is not None and steady.median_pct is not None and not why:
+            rep.lines.append(
+                f"steady median {_ms(steady.before.median_ns)} -> {_ms(steady.after.median_ns)} "
+                f"({_pct(steady.median_pct)}; not checked: no --max-steady-regression)"
+            )
+        return
+    if why:
+        raise UnusableInput("cannot compare steady time with the baseline: " + "; ".join(why))
+    if steady is None or steady.median_pct is None:
+        raise UnusableInput(
+            "cannot compare steady time with the baseline: no steady calls (cache hits only) on "
+            "both sides"
+        )
+    rep.lines.append(
+        f"steady median {_ms(steady.before.median_ns)} -> {_ms(steady.after.median_ns)} "
+        f"({_pct(steady.median_pct)}, limit +{limits.max_steady_regression:g}%; "
+        f"{steady.before.calls} vs {steady.after.calls} steady calls)"
+    )
+    if steady.median_pct > limits.max_steady_regression:
+        rep.problems.append(
+            f"steady median {_pct(steady.median_pct)} slower than the baseline, over "
+            f"--max-steady-regression {limits.max_steady_regression:g}"
+        )
+
+
+__all__ = ["Limits", "CheckReport", "check", "site_line"]

@@ -1,0 +1,308 @@
+"""``TORCH_TRACE`` logs → ledgers, in one streaming pass.
+
+A log is what ``TORCH_TRACE=DIR`` makes PyTorch write (``dedicated_log_torch_trace_[rank_N_]XXXX.log``,
+the file ``tlparse`` reads). Each record is a glog prefix, then one JSON object whose first key
+names the event, then optionally a payload on lines that start with a tab (``has_payload`` is its
+MD5). Why this parser is fast and small:
+
+- the file is read once in large chunks (hashed as it goes) and split into lines; nothing else
+  about the file is kept, so memory does not grow with its size;
+- the event key is read off the raw bytes (``{"KEY": ...``) and records the ledger never needs
+  (chromium events, tensor descriptions, guards, generated code) are skipped without decoding;
+- a payload is joined and decoded only for the two artifacts whose text is needed (break reasons
+  and recompile reasons); every other payload line costs one byte comparison.
+
+Tolerance (CONVENTIONS.md): a bad line, a cut payload, an unknown event kind or a log from an
+untested PyTorch version becomes an :class:`Issue` with the file and line, counted per kind; what is
+readable is kept. Nothing from a file is ever executed (JSON only: no eval, no pickle), and torch is
+never imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..model.builder import LedgerBuilder
+from ..model.ledger import Environment, Ledger, RunInfo
+from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
+
+#: What a ``TORCH_TRACE`` log cannot tell (RunInfo.absent): marked, never invented.
+ABSENT = [
+    "calls: the log records compilations, not the calls that ran them",
+    "regions per call and their run time",
+    "eager islands",
+    "per-call timing and phases",
+    "seam traffic",
+    "device and backend",
+]
+
+#: PyTorch minor versions whose logs this parser was checked against.
+TESTED_TORCH = ("2.13",)
+
+LOG_NAME = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_)?.*\.log$")
+
+CHUNK = 1 << 20  # 1 MiB reads: few syscalls, bounded memory
+MAX_MESSAGES = 50  # issues kept with their line; the rest are only counted
+
+_NEEDED = frozenset({b"str", b"dynamo_start", b"dynamo_output_graph", b"artifact", b"compilation_metrics"})
+_IGNORED = frozenset(k.encode() for k in IGNORED_EVENTS)
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem in an input file, as a user reads it: ``file:line: text``."""
+
+    file: str
+    line: int
+    kind: str
+    text: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.text}"
+
+
+@dataclass
+class ParseStats:
+    """What the parser saw and what it skipped, by kind (tlparse's ``Stats``, for seamscope)."""
+
+    lines: int = 0
+    records: int = 0
+    decoded: int = 0
+    payloads_read: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Problem kind → count (``bad_line``, ``bad_json``, ``truncated``, ``payload``, ...)."""
+    unknown_events: dict[str, int] = field(default_factory=dict)
+    issues: list[Issue] = field(default_factory=list)
+    """The first :data:`MAX_MESSAGES` problems with their line; ``skipped`` counts them all."""
+    sha256: str = ""
+    cut_line: int = 0
+    """The last line when it had no newline (already reported as ``truncated``)."""
+    rank: int | None = None
+    bytes: int = 0
+
+    def problem(self, file: str, line: int, kind: str, text: str) -> None:
+        self.skipped[kind] = self.skipped.get(kind, 0) + 1
+        if len(self.issues) < MAX_MESSAGES:
+            self.issues.append(Issue(file, line, kind, text))
+
+    @property
+    def problem_count(self) -> int:
+        return sum(self.skipped.values())
+
+
+def rank_from_name(path: str) -> int | None:
+    m = LOG_NAME.match(os.path.basename(path))
+    return int(m.group(1)) if m and m.group(1) is not None else None
+
+
+def find_logs(directory: str) -> list[str]:
+    """The ``TORCH_TRACE`` logs in a directory (not recursive), by rank then name."""
+    names = [n for n in os.listdir(directory) if LOG_NAME.match(n)]
+    paths = [os.path.join(directory, n) for n in names if os.path.isfile(os.path.join(directory, n))]
+    return sorted(paths, key=lambda p: (rank_from_name(p) is None, rank_from_name(p) or 0, p))
+
+
+def iter_lines(path: str, stats: ParseStats) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line without its newline)``; hashes every byte read. The last line is
+    yielded even without a newline (a cut file); the caller is told via ``stats.skipped``."""
+    h = hashlib.sha256()
+    n = 0
+    rest = b""
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+            stats.bytes += len(chunk)
+            lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+            rest = lines.pop()
+            for ln in lines:
+                n += 1
+                yield n, ln
+    stats.sha256 = h.hexdigest()
+    if rest:
+        n += 1
+        stats.cut_line = n
+        stats.problem(path, n, "truncated", "last line has no newline (file cut while written?)")
+        yield n, rest
+    stats.lines = n
+
+
+def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, Any], str | None]]:
+    """``(line, metadata, payload)`` for the records the ledger needs, in file order.
+
+    Payloads are returned only for :data:`PAYLOAD_ARTIFACTS` (else None); records of ignored
+    kinds are counted and skipped undecoded; unknown kinds are counted in ``stats``.
+    """
+    name = path
+    pend: tuple[int, dict[str, Any], str] | None = None  # record waiting for its payload
+    chunks: list[bytes] = []
+    ignored = _IGNORED
+    needed = _NEEDED
+
+    def flush() -> tuple[int, dict[str, Any], str | None]:
+        ln, meta, md5 = pend  # type: ignore[misc]
+        if not chunks:
+            stats.problem(name, ln, "payload", "payload announced (has_payload) but missing")
+            return ln, meta, None
+        raw = b"\n".join(chunks)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", "replace")
+            stats.problem(name, ln, "non_utf8", "payload is not UTF-8 (bad bytes replaced)")
+        if hashlib.md5(raw).hexdigest() != md5:
+            stats.problem(name, ln, "payload", "payload does not match its MD5 (cut or altered); kept as read")
+        stats.payloads_read += 1
+        return ln, meta, text
+
+    for ln, line in iter_lines(path, stats):
+        if line[:1] == b"\t":
+            if pend is not None:
+                chunks.append(line[1:])
+            continue
+        if pend is not None:
+            yield flush()
+            pend = None
+            chunks = []
+        if not line:
+            continue
+        j = line.find(b"] {", 0, 400)
+        if j < 0:
+            stats.problem(name, ln, "bad_line", "not a structured-trace record (no glog prefix and JSON)")
+            continue
+        stats.records += 1
+        k0 = j + 4
+        k1 = line.find(b'"', k0)
+        key = line[k0:k1] if line[k0 - 1 : k0] == b'"' and k1 > 0 else b""
+        if key in ignored:
+            continue
+        if key not in needed:
+            if key:
+                try:
+                    skey = key.decode()
+                except UnicodeDecodeError:
+                    skey = repr(key)
+                if skey not in stats.unknown_events:
+                    stats.problem(name, ln, "unknown_event", f"unknown event kind {skey!r} (skipped)")
+                else:
+                    stats.skipped["unknown_event"] += 1
+                stats.unknown_events[skey] = stats.unknown_events.get(skey, 0) + 1
+                continue
+            stats.problem(name, ln, "bad_json", "record does not start with an event key")
+            continue
+        try:
+            meta = _decode(line[j + 2 :])
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
+            if ln != stats.cut_line:  # a cut last line is reported once, as ``truncated``
+                stats.problem(name, ln, "bad_json", f"unreadable JSON ({e}); record skipped")
+            continue
+        if not isinstance(meta, dict):
+            stats.problem(name, ln, "bad_json", "record is not a JSON object")
+            continue
+        stats.decoded += 1
+        if stats.rank is None and isinstance(meta.get("rank"), int):
+            stats.rank = meta["rank"]
+        md5 = meta.get("has_payload")
+        if key == b"artifact" and isinstance(md5, str):
+            art = meta.get("artifact")
+            if isinstance(art, dict) and art.get("name") in PAYLOAD_ARTIFACTS:
+                pend = (ln, meta, md5)
+                continue
+        yield ln, meta, None
+    if pend is not None:
+        yield flush()
+
+
+@dataclass
+class TraceImport:
+    """One log read into a ledger, with what was skipped on the way."""
+
+    path: str
+    ledger: Ledger
+    stats: ParseStats
+
+    @property
+    def issues(self) -> list[Issue]:
+        return self.stats.issues
+
+
+def _version_issue(path: str, version: str | None) -> str | None:
+    if version is None:
+        return "no compilation_metrics with pytorch_version: PyTorch version unknown"
+    if not any(version == t or version.startswith(t + ".") or version.startswith(t + "+") for t in TESTED_TORCH):
+        return (
+            f"log written by PyTorch {version}; seamscope reads logs of PyTorch "
+            f"{', '.join(TESTED_TORCH)} (other versions may lose fields; unknown kinds are counted)"
+        )
+    return None
+
+
+def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
+    """Read one log into a ledger (compile-time evidence only; no calls)."""
+    from .. import __version__
+
+    stats = ParseStats()
+    asm = CompileEventAssembler(cwd=cwd)
+    for ln, meta, payload in iter_records(path, stats):
+        try:
+            asm.feed(meta, payload)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            # A record of the right kind with the wrong shape (another PyTorch version, an edit).
+            stats.problem(path, ln, "bad_record", f"record not understood ({type(e).__name__}: {e}); skipped")
+    for kind, n in asm.unknown_events.items():
+        stats.unknown_events[kind] = stats.unknown_events.get(kind, 0) + n
+    if stats.bytes == 0:
+        stats.problem(path, 0, "empty", "empty file: no records")
+    elif stats.decoded == 0:
+        stats.problem(path, 0, "no_records", "no structured-trace records found (is this a TORCH_TRACE log?)")
+    else:
+        msg = _version_issue(path, asm.torch_version)
+        if msg is not None:
+            stats.problem(path, 0, "version", msg)
+    incomplete = sorted(asm.pending)
+    if incomplete:
+        stats.problem(
+            path, 0, "incomplete",
+            f"{len(incomplete)} compilation(s) without compilation_metrics (log cut?): "
+            + ", ".join(incomplete[:8]) + (" …" if len(incomplete) > 8 else ""),
+        )
+    rank = rank_from_name(path)
+    if rank is None:
+        rank = stats.rank
+    warnings = [str(i) for i in stats.issues]
+    if stats.problem_count > len(stats.issues):
+        warnings.append(f"{path}: {stats.problem_count - len(stats.issues)} more problems not listed")
+    run = RunInfo(
+        source="torch_trace",
+        command=[os.path.basename(path)],
+        input_trace_sha256=stats.sha256 or hashlib.sha256(b"").hexdigest(),
+        rank=rank,
+        has_runtime=False,
+        absent=list(ABSENT),
+        warnings=warnings,
+    )
+    env = Environment(
+        seamscope_version=__version__,
+        python_version=asm.python_version or "",
+        torch_version=asm.torch_version,
+        platform="",
+        device="",
+    )
+    b = LedgerBuilder(run, env, clock=lambda: 0)
+    for comp in asm.compilations.values():
+        b.set_compilation(comp)
+    for site in asm.sites.values():
+        b.set_break_site(site)
+    return TraceImport(path=path, ledger=b.build(), stats=stats)
+

@@ -1,0 +1,177 @@
+"""The receipt's ``probe`` section: what ``seamscope probe`` measured and concluded.
+
+Spec (what was run), raw samples and derived figures are kept apart (STYLE.md): ``ProbeSpec`` says
+what ran, ``Samples`` hold every measured call, the classes and the ladder's answer are derived.
+Torch-free, like the rest of the model.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .ledger import Struct
+
+LeafClass = Literal["within_tolerance", "above_tolerance", "boundary_bug"]
+"""Seed 000's classes: arithmetic drift; a suspect difference (a large reduction in a new order
+can reach the 4th-5th digit); a structural mistake (>= 100x the tolerance, wrong shape, dtype,
+aliasing, NaN placement or side effect)."""
+
+ProbePhase = Literal["eager", "cold", "warm", "changed"]
+
+LayerVerdict = Literal[
+    "ok", "compile_failed", "run_failed", "mismatch", "suspect", "crashed", "timeout", "not_run"
+]
+
+
+class ProbeSpec(Struct):
+    """What was run."""
+
+    workload: str
+    """``FILE.py:FUNC`` or the Python name of the workload."""
+    backend: str
+    compile_options: dict[str, str] = {}
+    device: str = "cpu"
+    dtype: str | None = None
+    warm_calls: int = 20
+    seed: int = 0
+    rtol: float | None = None
+    atol: float | None = None
+    """A tolerance override for floating leaves; None: the dtype's default."""
+    families: dict[str, int] = {}
+    """Input family → number of entries."""
+    ladder: list[str] = []
+    isolate: bool = False
+    timeout_s: float | None = None
+
+
+class Samples(Struct):
+    """Every measured call of one phase of one configuration, with its order statistics."""
+
+    configuration: str
+    """``eager`` or ``compile <backend>``."""
+    phase: ProbePhase
+    samples_ns: list[int]
+    min_ns: int | None
+    median_ns: int | None
+    p90_ns: int | None
+
+
+class PhasePair(Struct):
+    """A compiled phase and its eager baseline, measured on the same inputs the same number of
+    times (cold and warm are never merged)."""
+
+    phase: Literal["cold", "warm", "changed"]
+    baseline: Samples
+    candidate: Samples
+    median_ratio: float | None
+    """candidate median / baseline median (> 1: compiled is slower)."""
+
+
+class LeafDiff(Struct):
+    """One leaf of a nested output (or of an input/parameter after the call) compared."""
+
+    path: str
+    """``out[0]``, ``out.logits``, ``out['k']``, ``input[1]``, ``module.bn.running_mean``."""
+    klass: LeafClass
+    reason: str
+    dtype: str | None = None
+    shape: list[int] | None = None
+    rtol: float = 0.0
+    atol: float = 0.0
+    max_abs: float | None = None
+    max_rel: float | None = None
+    max_ulp: int | None = None
+    tolerance_ratio: float | None = None
+    """max over elements of |a - b| / (atol + rtol * |expected|): <= 1 within, >= 100 a bug."""
+    reduction_length: int | None = None
+    """Longest reduction (terms summed) behind this leaf in the eager run; None if unknown."""
+    large_reduction: bool | None = None
+
+
+class DiffReport(Struct):
+    """Eager against one compiled configuration on one distinct input."""
+
+    configuration: str
+    family: str
+    index: int
+    signature: str
+    """The input's shapes and dtypes, e.g. ``(2x16:int64)``."""
+    klass: LeafClass
+    """The worst leaf's class."""
+    leaves: list[LeafDiff]
+    worst: LeafDiff | None
+
+
+class RandomOp(Struct):
+    """A random op found in a graph handed to a backend: eager and compiled draw differently."""
+
+    configuration: str
+    compile_id: str | None
+    op: str
+
+
+class LayerResult(Struct):
+    """One rung of the backend ladder."""
+
+    backend: str
+    verdict: LayerVerdict
+    compiled: bool | None
+    ran: bool | None
+    matches: bool | None
+    isolated: bool = False
+    exception_type: str | None = None
+    message: str | None = None
+    worst: LeafDiff | None = None
+    inputs_checked: int = 0
+    exit_code: int | None = None
+    signal: str | None = None
+    wall_ns: int | None = None
+
+
+class Ladder(Struct):
+    layers: list[LayerResult]
+    first_failing: str | None
+    answer: str
+
+
+class MemoryPoint(Struct):
+    """Memory after the first call on a shape not seen before by this configuration."""
+
+    configuration: str
+    phase: ProbePhase
+    family: str
+    signature: str
+    rss_bytes: int | None
+    cuda_peak_bytes: int | None
+    compiled_variants: int
+    """Compilations (frames that produced code) so far in this configuration."""
+
+
+class EvidenceRow(Struct):
+    """Seed 004's compiler evidence table, one row per configuration."""
+
+    configuration: str
+    first_call_ns: int | None
+    steady_median_ns: int | None
+    recompiles: int
+    compiles: int
+    peak_mib: float | None
+    peak_source: Literal["cuda_allocator", "rss", "none"]
+
+
+class ProbeResult(Struct):
+    spec: ProbeSpec
+    verdict: Literal["ok", "suspect", "boundary_bug", "fails_eager", "fails_compiled", "incomplete"]
+    answer: str
+    """One sentence: what the probe concludes."""
+    pairs: list[PhasePair] = []
+    eager: Samples | None = None
+    differential: list[DiffReport] = []
+    random_ops: list[RandomOp] = []
+    ladder: Ladder | None = None
+    memory: list[MemoryPoint] = []
+    evidence: list[EvidenceRow] = []
+    ledger_source: Literal["capture", "probe"] = "probe"
+    """``capture``: the ledger came from live capture; ``probe``: the probe's minimal ledger."""
+    error: str | None = None
+    warnings: list[str] = []

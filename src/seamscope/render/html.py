@@ -1,0 +1,59 @@
+"""The HTML report: one self-contained ``index.html`` (inline CSS and SVG, no script, no network).
+
+It formats :class:`~seamscope.analyze.report_view.ReportView` with Jinja2, autoescape on: every
+string from a trace or user code (reasons, file names, guard texts, source lines) is escaped. A
+Content-Security-Policy that allows no script and no fetch is defence in depth, not the guard.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jinja2
+
+from ..analyze.report_view import COMPILE_COLOUR, ReportView, build_view
+from ..model.receipt import Receipt
+from .files import write_atomic
+from .terminal import fmt_ns
+
+_TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:g}"
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["ns"] = fmt_ns
+    env.filters["num"] = _num
+    return env
+
+
+class HtmlRenderer:
+    extension = ".html"
+
+    def __init__(self, source_root: str | None = None) -> None:
+        self.source_root = source_root
+
+    def render(self, receipt: Receipt) -> str:
+        return self.render_view(build_view(receipt, self.source_root))
+
+    def render_view(self, view: ReportView) -> str:
+        tpl = environment().get_template("report.html.j2")
+        return tpl.render(v=view, compile_colour=COMPILE_COLOUR)
+
+
+def write_html_report(
+    receipt: Receipt, out_dir: str | os.PathLike[str], source_root: str | None = None
+) -> str:
+    """Write ``index.html`` into ``out_dir`` (beside ``receipt.json``); return its path."""
+    html = HtmlRenderer(source_root).render(receipt)
+    return write_atomic(os.path.join(os.fspath(out_dir), "index.html"), html)

@@ -1,0 +1,87 @@
+"""A short Markdown summary fit for a pull-request comment.
+
+Everything from a trace or user code is escaped: GitHub renders inline HTML and Markdown syntax in
+comments, so a reason such as ``<img src=x onerror=...>`` or ``__init__`` must stay text.
+"""
+
+from __future__ import annotations
+
+from ..analyze.report_view import Comparison, ReportView, first_line
+from .terminal import fmt_ns
+
+_MD_SPECIAL = "\\`*_[]#|~"
+
+
+def esc(text: str | None, limit: int = 200) -> str:
+    """One line of user text, inert in GitHub Markdown (and in a table cell)."""
+    if text is None:
+        return "–"
+    t = " ".join(str(text).split())
+    if len(t) > limit:
+        t = t[: limit - 1] + "…"
+    t = t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in t)
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.1f}%"
+
+
+class MarkdownRenderer:
+    extension = ".md"
+
+    def __init__(self, max_rows: int = 5) -> None:
+        self.max_rows = max_rows
+
+    def render(self, view: ReportView, comparison: Comparison | None = None) -> str:
+        lines: list[str] = []
+        counts = " · ".join(f"{c.value} {c.label}" for c in view.counts)
+        lines += [f"### {esc(view.title)}", "", counts, ""]
+        if not view.has_runtime:
+            lines += [f"> no runtime data: {esc('; '.join(view.absent), 400)}", ""]
+        if comparison is not None:
+            lines += [f"**Verdict** ({esc(comparison.verdict_source)}):", ""]
+            lines += [f"- {esc(v, 300)}" for v in comparison.verdict]
+            lines += ["", "| phase | calls before | calls after | median before | median after | change |", "|---|---:|---:|---:|---:|---:|"]
+            for d in comparison.phases:
+                lines.append(
+                    f"| {esc(d.phase)} | {d.before_calls} | {d.after_calls} | {fmt_ns(d.before_median_ns)} | "
+                    f"{fmt_ns(d.after_median_ns)} | {_pct(d.change_pct)} |"
+                )
+            changed = [(n, b, a) for n, b, a in comparison.counts if b != a]
+            if changed:
+                lines += ["", "Counts changed: " + ", ".join(f"{n} {b} → {a}" for n, b, a in changed) + "."]
+            lines.append("")
+        if view.phases:
+            lines += ["| phase | calls | median | p90 | regions/call | islands | compile |", "|---|---:|---:|---:|---:|---:|---:|"]
+            for p in view.phases:
+                rpc = "–" if p.regions_per_call is None else f"{p.regions_per_call:g}"
+                lines.append(
+                    f"| {esc(p.phase)} | {p.calls} | {fmt_ns(p.median_ns)} | {fmt_ns(p.p90_ns)} | {rpc} | "
+                    f"{fmt_ns(p.island_ns)} | {fmt_ns(p.compile_ns)} |"
+                )
+            lines.append("")
+        if view.top_findings:
+            lines += ["**Top findings** (by measured cost)", ""]
+            for f in view.top_findings[: self.max_rows]:
+                where = f" `{f.where}`" if f.where and "`" not in f.where else (f" {esc(f.where)}" if f.where else "")
+                lines.append(f"{f.rank}. **{esc(f.kind)}**{where}: {esc(f.headline)} ({fmt_ns(f.cost_ns)})")
+                if f.detail:
+                    lines.append(f"   {esc(f.detail, 240)}")
+            lines.append("")
+        if view.recompiles:
+            lines += ["**Recompiles**", "", "| compile id | frame | call | failed guard |", "|---|---|---:|---|"]
+            for r in view.recompiles[: self.max_rows]:
+                guard = first_line(r.failed_guards[0]) if r.failed_guards else "not recorded"
+                call = "–" if r.call_index is None else str(r.call_index)
+                lines.append(f"| {esc(r.compile_id)} | {esc(r.frame)} {esc(r.where)} | {call} | {esc(guard, 160)} |")
+            if len(view.recompiles) > self.max_rows:
+                lines.append(f"\n…and {len(view.recompiles) - self.max_rows} more.")
+            lines.append("")
+        if view.fallbacks:
+            lines += [f"**Fallbacks**: {len(view.fallbacks)} ("
+                      + "; ".join(f"{esc(f.compile_id)} {esc(f.reason, 80)}" for f in view.fallbacks[: self.max_rows]) + ")", ""]
+        if view.retention_note:
+            lines += [f"_{esc(view.retention_note)}_", ""]
+        lines.append(f"<sub>receipt `{view.receipt_sha256[:16]}` · structure `{view.structure_sha256[:16]}`</sub>")
+        return "\n".join(lines) + "\n"

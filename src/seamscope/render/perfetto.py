@@ -1,0 +1,120 @@
+"""The ledger as a Chrome Trace Event Format file, which the Perfetto UI and ``chrome://tracing`` open.
+
+Layout: one process (the run) with one thread track each for calls, compiled regions, eager
+islands, compilations, and compiled code that ran outside any call. Every slice is a complete
+event (``ph: "X"``) with ``ts`` and ``dur`` in microseconds (fractions keep nanoseconds exact);
+crossings, guard misses and fallbacks are instant events on the calls track. Metadata events name
+the process and tracks.
+
+The ledger stores each event relative to its call's start and not when calls started, so recorded
+calls are laid end to end in call order (the trace's time axis is "time inside calls"; the gaps
+between calls, and calls whose detail was not kept, are not drawn). Slice names are compile ids,
+so Perfetto gives each graph one colour.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..model.ledger import (
+    BreakEvent,
+    CompileEvent,
+    FallbackEvent,
+    GuardMissEvent,
+    IslandEvent,
+    RegionEvent,
+)
+from ..model.receipt import Receipt
+
+PID = 1
+TRACKS = {
+    "calls": 1,
+    "regions": 2,
+    "islands": 3,
+    "compilations": 4,
+    "outside calls": 5,
+}
+
+
+def us(ns: int) -> float:
+    """Nanoseconds to the format's microseconds, exactly representable to the nanosecond."""
+    return ns / 1000.0
+
+
+class PerfettoRenderer:
+    extension = ".json"
+
+    def events(self, receipt: Receipt) -> list[dict[str, Any]]:
+        led = receipt.ledger
+        sites = {s.site_id: s for s in led.break_sites}
+        comps = {c.compile_id: c for c in led.compilations}
+        out: list[dict[str, Any]] = [
+            {"ph": "M", "pid": PID, "tid": 0, "name": "process_name", "args": {"name": f"seamscope {led.run.source}: {' '.join(led.run.command)}"}},
+        ]
+        for name, tid in TRACKS.items():
+            out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
+            out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
+
+        def slice_(tid: int, name: str, cat: str, start: int, dur: int, args: dict[str, Any]) -> None:
+            out.append({"ph": "X", "pid": PID, "tid": tid, "name": name, "cat": cat, "ts": us(start), "dur": us(dur), "args": args})
+
+        def instant(name: str, cat: str, at: int, args: dict[str, Any]) -> None:
+            out.append({"ph": "i", "s": "t", "pid": PID, "tid": TRACKS["calls"], "name": name, "cat": cat, "ts": us(at), "args": args})
+
+        t0 = 0
+        for call in led.calls:
+            args: dict[str, Any] = {"call": call.index, "phase": call.phase, "outcome": call.outcome, "overhead_ns": call.overhead_ns}
+            if call.family is not None:
+                args["family"] = call.family
+            if call.error is not None:
+                args["error"] = call.error
+            slice_(TRACKS["calls"], f"call {call.index}", "call", t0, call.wall_ns, args)
+            for e in call.events:
+                if isinstance(e, RegionEvent):
+                    a: dict[str, Any] = {"call": call.index, "compile_id": e.compile_id, "graph_index": e.graph_index, "duration_ns": e.duration_ns}
+                    c = comps.get(e.compile_id)
+                    if c is not None:
+                        a["frame"] = f"{c.frame_name} {c.file}:{c.line}"
+                    slice_(TRACKS["regions"], e.compile_id, "region", t0 + e.start_ns, e.duration_ns, a)
+                elif isinstance(e, IslandEvent):
+                    a = {"call": call.index, "duration_ns": e.duration_ns}
+                    s = sites.get(e.after_site_id or "")
+                    if s is not None:
+                        a.update(after_site=s.site_id, where=f"{s.file}:{s.line}", reason=s.reason)
+                    slice_(TRACKS["islands"], "island", "island", t0 + e.start_ns, e.duration_ns, a)
+                elif isinstance(e, CompileEvent):
+                    a = {"call": call.index, "compile_id": e.compile_id, "duration_ns": e.duration_ns}
+                    c = comps.get(e.compile_id)
+                    if c is not None:
+                        a.update(status=c.status, frame=f"{c.frame_name} {c.file}:{c.line}", failed_guards=c.failed_guards)
+                    slice_(TRACKS["compilations"], f"compile {e.compile_id}", "compile", t0 + e.start_ns, e.duration_ns, a)
+                elif isinstance(e, BreakEvent):
+                    s = sites.get(e.site_id)
+                    instant(f"break {e.site_id}", "break", t0 + e.at_ns, {"call": call.index, "reason": s.reason if s else "", "where": f"{s.file}:{s.line}" if s else ""})
+                elif isinstance(e, GuardMissEvent):
+                    c = comps.get(e.compile_id)
+                    instant(f"guard miss {e.compile_id}", "guard_miss", t0 + e.at_ns, {"call": call.index, "failed_guards": c.failed_guards if c else []})
+                elif isinstance(e, FallbackEvent):
+                    instant(f"fallback {e.compile_id}", "fallback", t0 + e.at_ns, {"call": call.index, "reason": e.reason})
+            t0 += call.wall_ns
+        for o in led.outside:
+            slice_(TRACKS["outside calls"], o.compile_id, o.kind, t0, o.duration_ns, {"compile_id": o.compile_id, "kind": o.kind, "attributed_call": o.attributed_call})
+            t0 += o.duration_ns
+        return out
+
+    def render(self, receipt: Receipt) -> bytes:
+        led = receipt.ledger
+        doc = {
+            "traceEvents": self.events(receipt),
+            "displayTimeUnit": "ns",
+            "otherData": {
+                "generator": "seamscope",
+                "receipt_sha256": receipt.receipt_sha256,
+                "calls_in_run": led.totals.calls,
+                "calls_drawn": len(led.calls),
+                "time_axis": "recorded calls laid end to end; gaps between calls not drawn",
+            },
+        }
+        return msgspec.json.encode(doc, order="sorted")

@@ -1,0 +1,211 @@
+"""Live capture on small workloads with known structure, checked against PyTorch's own counters
+and ``torch._dynamo.explain`` (sources the capture itself does not read)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from seamscope.capture import adapter  # noqa: E402
+from seamscope.capture.session import observe, session  # noqa: E402
+from seamscope.model.ledger import BreakEvent, FallbackEvent, IslandEvent, RegionEvent  # noqa: E402
+from seamscope.model.selfcheck import self_check  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workloads"))
+import breaks  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("dynamo_reset")
+
+
+def counters():
+    return adapter.dynamo_counters()
+
+
+def quiet():
+    """stdout as a C-level file: pytest's Python-level capture would add frames that Dynamo
+    converts and skips (counted in ``frames["ok"]`` though nothing compiles)."""
+    return contextlib.redirect_stdout(open(os.devnull, "w"))  # noqa: SIM115
+
+
+def test_summary_equals_pytorch_counters_and_explain():
+    with quiet(), session() as s:
+        breaks.main(n_calls=4, sizes=(8, 16))
+    led = s.ledger
+    self_check(led)
+    r = s.receipt()
+    c = counters()
+    sm = r.summary
+    assert sm.call_count == 8
+    assert sm.compile_count == c["frames"]["ok"]
+    assert sm.graph_count == c["stats"]["unique_graphs"]
+    assert sm.fallback_count == c["frames"]["total"] - c["frames"]["ok"]
+    assert sm.recompile_count == sum(1 for comp in led.compilations if comp.compile_id.split("/")[1] != "0")
+    assert sm.recompile_count > 0  # the size change recompiled
+    # Break sites: the same innermost (file, line) set as explain reports.
+    torch._dynamo.reset()
+    with quiet():
+        ex = torch._dynamo.explain(breaks.f)(torch.ones(8))
+    explain_sites = {
+        (os.path.basename(br.user_stack[-1].filename), br.user_stack[-1].lineno) for br in ex.break_reasons
+    }
+    ours = {(os.path.basename(b.file), b.line) for b in sm.break_sites}
+    # explain lists only breaks attached to a compiled graph; the disabled call's frame has none.
+    assert explain_sites <= ours
+    no_graph = {
+        (os.path.basename(b.file), b.line)
+        for b in sm.break_sites
+        if all(comp.graph_count == 0 for comp in led.compilations if b.site_id in comp.break_site_ids)
+    }
+    assert ours - explain_sites == no_graph
+    # every break PyTorch counted, by its code, and no other
+    counted_codes = {
+        "GB" + re.search(r"/gb/gb(\d{4})\.html", reason).group(1) for reason in c["graph_break"]
+    }
+    codes = {b.gb_code for b in sm.break_sites}
+    assert codes == counted_codes == {"GB0059", "GB0124", "GB0098"}
+    helper_site = next(b for b in sm.break_sites if b.gb_code == "GB0059")
+    assert helper_site.function == "helper"  # the innermost user frame is the site...
+    assert [fr.function for fr in helper_site.user_stack][-2:] == ["f", "helper"]  # ...the caller is in the stack
+
+
+def test_each_site_crossed_once_per_call_and_disabled_island_is_measured():
+    with quiet(), session() as s:
+        breaks.main(n_calls=5, sizes=(8,))
+    led = s.ledger
+    steady = [c for c in led.calls if c.phase == "steady"]
+    assert len(steady) == 4
+    site_by_code = {b.gb_code: b.site_id for b in led.break_sites}
+    disabled = site_by_code["GB0098"]
+    comps = {c.compile_id: c for c in led.compilations}
+    for call in steady:
+        crossed = [e.site_id for e in call.events if isinstance(e, BreakEvent)]
+        assert sorted(crossed) == sorted(site_by_code.values())
+        ev = call.events
+        after = [i for i, e in enumerate(ev) if isinstance(e, IslandEvent) and e.after_site_id == disabled]
+        assert len(after) == 1, "the 2 ms sleep is one island"
+        i = after[0]
+        assert ev[i].duration_ns >= 2_000_000
+        before = [e for e in ev[:i] if isinstance(e, RegionEvent)][-1]
+        after = next(e for e in ev[i + 1 :] if isinstance(e, RegionEvent))
+        # exactly between the region before the disabled call and the resume right after it
+        assert comps[after.compile_id].resume_site_id == disabled
+        assert comps[before.compile_id].frame_name == "helper"
+
+
+def test_recompile_limit_fallback():
+    def fn(x):
+        return (x * 2).sum()
+
+    with torch._dynamo.config.patch(recompile_limit=2), session() as s:
+        g = torch.compile(fn, backend="eager", dynamic=False)
+        for n in range(2, 8):
+            g(torch.ones(n))
+    led = s.ledger
+    c = counters()
+    r = s.receipt()
+    assert r.summary.fallback_count == c["frames"]["total"] - c["frames"]["ok"] >= 1
+    fb = [call for call in led.calls if any(isinstance(e, FallbackEvent) for e in call.events)]
+    assert fb and fb[0].outcome == "fallback"
+    later = [call for call in led.calls if call.index > fb[0].index]
+    assert later and all(call.phase == "fallback" for call in later)
+    assert all(not any(isinstance(e, RegionEvent) for e in call.events) for call in later)
+    assert "recompile" in r.summary.fallbacks[0].reason.lower()
+
+
+def test_shape_recompile_names_the_failed_guard():
+    def fn(x):
+        return x.cos() + 1
+
+    with session() as s:
+        g = torch.compile(fn, backend="eager", dynamic=False)
+        g(torch.ones(3))
+        g(torch.ones(5))
+    (rc,) = s.receipt().summary.recompiles
+    assert "size mismatch" in rc.failed_guards[0] and "expected 3, actual 5" in rc.failed_guards[0]
+    assert [c.outcome for c in s.ledger.calls] == ["compile", "recompile"]
+
+
+def test_module_compile_decorator_and_observe():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    with session() as s:
+        m = M()
+        om = torch.compile(m, backend="eager")
+        om(torch.ones(2, 4))
+        om(torch.ones(2, 4))
+        m2 = M()
+        m2.compile(backend="eager")
+        m2(torch.ones(2, 4))
+
+        @torch.compile(backend="eager")
+        def deco(x):
+            return x + 1
+
+        deco(torch.ones(2))
+        obs = observe(lambda x: x * 3, backend="eager")
+        obs(torch.ones(2))
+    assert s.ledger.totals.calls == 5
+    outcomes = [c.outcome for c in s.ledger.calls]
+    assert outcomes[:2] == ["compile", "hit"]
+    assert outcomes[3:] == ["compile", "compile"]  # m2 shares M.forward's code: it may hit
+    assert isinstance(om, torch.nn.Module) and om._orig_mod is m
+
+
+def test_model_that_raises_in_compiled_code_is_recorded():
+    def bad(x):
+        y = x + 1
+        if y.shape[0] == 3:
+            raise ValueError("boom")
+        return y
+
+    with session() as s:
+        g = torch.compile(bad, backend="eager")
+        g(torch.ones(2))
+        with pytest.raises(ValueError, match="boom"):
+            g(torch.ones(3))
+    last = s.ledger.calls[-1]
+    assert last.outcome == "error" and "ValueError: boom" in (last.error or "")
+    self_check(s.ledger)
+
+
+def test_training_step_records_compiled_backward():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with session() as s:
+        cm = torch.compile(model, backend="aot_eager")
+        for _ in range(3):
+            loss = cm(torch.randn(4, 8)).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    led = s.ledger
+    assert led.totals.calls == 3
+    back = [o for o in led.outside if o.kind == "backward"]
+    assert len(back) == 3 and [o.attributed_call for o in back] == [0, 1, 2]
+    assert led.totals.outside_runs == 3
+
+
+def test_degrades_when_an_internal_is_missing(monkeypatch):
+    def broken(_wrap):
+        raise adapter.AdapterProblem("OutputGraph.call_user_compiler is gone: regions cannot be timed")
+
+    monkeypatch.setattr(adapter, "wrap_compiled_graphs", broken)
+    with session() as s:
+        g = torch.compile(lambda x: x + 1, backend="eager")
+        g(torch.ones(2))
+    led = s.ledger
+    assert led.totals.calls == 1
+    assert any("regions cannot be timed" in w for w in led.run.warnings)
+    assert led.compilations  # compile events still arrive

@@ -1,0 +1,382 @@
+"""Import of real ``TORCH_TRACE`` logs, compared with tlparse and with PyTorch's own counters.
+
+GIVEN a small workload run in a subprocess with ``TORCH_TRACE`` set (the command is
+``WORKLOAD`` below; it also dumps ``torch._dynamo.utils.counters``), WHEN seamscope imports the
+log, THEN per compile id it agrees with ``tlparse`` on the same log (compile ids, restarts and
+failures, break reasons and codes, recompile reasons), and the summary counts equal the counters.
+The test process itself never imports torch.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seamscope.analyze.receipt import make_receipt
+from seamscope.cli import main
+from seamscope.ingest.compile_events import parse_recompile_reasons
+from seamscope.ingest.torch_trace import find_logs, import_torch_trace
+from seamscope.model.normalize import normalize_text
+
+pytestmark = pytest.mark.torch
+
+TLPARSE = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
+
+WORKLOAD = r'''
+import json, sys
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+backend, counters_out, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+
+if kind == "ranks":
+    import torch.distributed as dist
+    dist.init_process_group("gloo")  # RANK/WORLD_SIZE/MASTER_* from the environment
+
+def helper(x):
+    print("inner")                    # a break inside an inlined helper
+    return x * 2
+
+def f(x):
+    y = x.sin()
+    print("hi")                       # a print break (GB0059)
+    y = y + 1
+    if y.sum().item() > 0:            # a .item() branch (GB0124)
+        y = y * 3
+    y = helper(y)
+    return y.cos()
+
+def g(x, k):
+    return x * k
+
+if kind in ("basic", "ranks"):
+    cf = torch.compile(f, backend=backend)
+    for n in (4, 4, 5, 6):            # shape recompiles
+        cf(torch.randn(n))
+    torch._dynamo.config.recompile_limit = 2
+    cg = torch.compile(g, backend=backend, dynamic=False)
+    for k in range(5):                # a recompile-limit hit
+        cg(torch.randn(3), k)
+elif kind == "bert":
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64)
+    model = BertModel(cfg).eval()
+    cm = torch.compile(model, backend=backend)
+    with torch.no_grad():
+        for n in (8, 9):
+            cm(torch.randint(0, 64, (1, n)), output_attentions=True)
+json.dump({"frames": dict(counters["frames"]), "stats": dict(counters["stats"])},
+          open(counters_out, "w"))
+'''
+
+
+def run_workload(tmp: Path, backend: str, kind: str, env: dict[str, str] | None = None,
+                 trace_dir: Path | None = None, tag: str = "") -> tuple[Path, dict]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    script = tmp / "workload.py"
+    script.write_text(WORKLOAD)
+    trace_dir = trace_dir or tmp / "trace"
+    counters = tmp / f"counters{tag}.json"
+    e = dict(os.environ, TORCH_TRACE=str(trace_dir), **(env or {}))
+    e.pop("TORCH_LOGS", None)
+    subprocess.run(
+        [sys.executable, str(script), backend, str(counters), kind],
+        env=e, cwd=tmp, check=True, capture_output=True, timeout=240,
+    )
+    return trace_dir, json.loads(counters.read_text())
+
+
+def tlparse(log: str, out: Path) -> dict:
+    subprocess.run([TLPARSE, log, "-o", str(out), "--overwrite", "--no-browser"],
+                   check=True, capture_output=True, timeout=120)
+    return json.loads((out / "compile_directory.json").read_text())
+
+
+def fold(cid: str) -> str:
+    return cid.strip("[]").split("_", 1)[0]
+
+
+@pytest.fixture(scope="module", params=["eager", "aot_eager"])
+def basic(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"basic-{request.param}")
+    trace_dir, counters = run_workload(tmp, request.param, "basic")
+    (log,) = find_logs(str(trace_dir))
+    return tmp, log, counters
+
+
+def compare_with_tlparse(log: str, out: Path, cwd: str) -> None:
+    """Per compile id: the four things tlparse shows that the ledger must agree with."""
+    directory = tlparse(log, out)
+    imp = import_torch_trace(log, cwd=cwd)
+    comps = {c.compile_id: c for c in imp.ledger.compilations}
+    sites = {s.site_id: s for s in imp.ledger.break_sites}
+
+    # 1. the same compile ids (attempts folded; "-/-" holds records outside any compile)
+    tl_ids = {fold(k) for k in directory if not k.startswith("[-") and not k.startswith("[!")}
+    assert set(comps) == tl_ids
+
+    # 2. the same restarts and failures
+    page = (out / "failures_and_restarts.html").read_text()
+    restarts: dict[str, list[str]] = {}
+    failures: dict[str, tuple[str, str]] = {}
+    # a restart row: <td> RestartAnalysis </td><td><pre>REASON</pre>; a failure row:
+    # <td><pre>FAIL_TYPE</pre></td> <td><pre>FAIL_REASON</pre>
+    for cid, kind, desc in re.findall(
+        r"<tr> <td> <a href='[^']*'>\[([^\]]+)\]</a>\s*</td><td> RestartAnalysis ()</td><td><pre>(.*?)</pre>",
+        page, re.S,
+    ):
+        first = html.unescape(desc).strip().splitlines()[0]
+        restarts.setdefault(fold(cid), []).append(normalize_text(first, cwd))
+    for cid, kind, desc in re.findall(
+        r"<tr> <td> <a href='[^']*'>\[([^\]]+)\]</a>\s*</td><td><pre>(.*?)</pre></td>\s*<td><pre>(.*?)</pre>",
+        page, re.S,
+    ):
+        failures[fold(cid)] = (html.unescape(kind), html.unescape(desc).strip().splitlines()[0])
+    assert len(restarts) + len(failures) > 0
+    assert {k: v for k, v in ((c.compile_id, c.restart_reasons) for c in comps.values()) if v} == restarts
+    assert {
+        c.compile_id: (c.fail_type, (c.fail_reason or "").splitlines()[0])
+        for c in comps.values() if c.status != "ok"
+    } == failures
+
+    # 3. the same break reasons and codes, per compile id
+    for key, entry in directory.items():
+        for art in entry["artifacts"]:
+            path = out / art["url"]
+            if art["name"].startswith("dynamo_graph_break_reason_"):
+                text = path.read_text()
+                m = re.search(r"/gb/gb(\d{4})\.html", text)
+                at = re.match(r"Graph break in user code at (.*):(\d+)", text)
+                assert m and at
+                c = comps[fold(key)]
+                found = [sites[s] for s in c.break_site_ids]
+                assert any(
+                    s.gb_code == f"GB{m.group(1)}" and s.line == int(at.group(2))
+                    and os.path.basename(s.file) == os.path.basename(at.group(1))
+                    and s.gb_type and s.gb_type in text
+                    for s in found
+                ), (key, text[:200], found)
+            elif art["name"].startswith("recompile_reasons_"):
+                # 4. the same recompile reasons (one arrives as plain text, several as a list)
+                assert comps[fold(key)].failed_guards == parse_recompile_reasons(path.read_text(), cwd)
+    for c in comps.values():
+        assert (c.failed_guards != []) == c.is_recompile or c.status != "ok"
+
+
+def test_log_matches_tlparse_and_counters(basic, tmp_path):
+    tmp, log, counters = basic
+    compare_with_tlparse(log, tmp_path / "tl", str(tmp))
+    imp = import_torch_trace(log, cwd=str(tmp))
+    assert imp.stats.problem_count == 0, imp.issues
+    s = make_receipt(imp.ledger).summary
+    assert s.compile_count == counters["frames"]["ok"]
+    assert s.graph_count == counters["stats"]["unique_graphs"]
+    assert s.fallback_count == counters["frames"]["total"] - counters["frames"]["ok"]
+    # what the workload contains, as a user reads it
+    codes = {(b.function, b.gb_code) for b in imp.ledger.break_sites}
+    assert {("f", "GB0059"), ("f", "GB0124"), ("helper", "GB0059")} <= codes
+    assert [f.status for f in s.fallbacks] == ["fallback"]
+    assert s.recompile_count > 0 and s.has_runtime is False and s.call_count == 0
+    assert imp.ledger.environment.torch_version and imp.ledger.run.source == "torch_trace"
+    assert imp.ledger.run.input_trace_sha256 and imp.ledger.run.absent
+
+
+def test_cli_writes_receipt(basic, tmp_path):
+    tmp, log, counters = basic
+    with pytest.raises(SystemExit) as e:
+        main(["import", os.path.dirname(log), "--out", str(tmp_path / "out"), "--strict"])
+    assert e.value.code == 0
+    r = json.loads((tmp_path / "out" / "receipt.json").read_text())
+    assert r["ledger"]["run"]["source"] == "torch_trace"
+    assert r["summary"]["compile_count"] == counters["frames"]["ok"]
+    assert (tmp_path / "out" / "calls.csv").exists()
+
+
+def test_cut_log_recovers_everything_before_the_cut(basic, tmp_path):
+    """Cut a real log at many byte offsets: every compilation complete before the cut is the same."""
+    tmp, log, _ = basic
+    data = Path(log).read_bytes()
+    full = {c.compile_id: c for c in import_torch_trace(log, cwd=str(tmp)).ledger.compilations}
+    ends: list[tuple[int, str]] = []  # (offset just past the metrics record and its payload, id)
+    pos = 0
+    for line in data.splitlines(keepends=True):
+        pos += len(line)
+        if b'{"compilation_metrics"' in line:
+            cid = json.loads(line[line.index(b"] {") + 2 :])["compilation_metrics"]["compile_id"]
+            ends.append((pos, cid.split("_")[0]))
+    cuts = sorted({*range(1, len(data), max(1, len(data) // 37)), *(e - 1 for e, _ in ends)})
+    cut_log = tmp_path / "dedicated_log_torch_trace_cut.log"
+    for cut in cuts:
+        cut_log.write_bytes(data[:cut])
+        imp = import_torch_trace(str(cut_log), cwd=str(tmp))
+        got = {c.compile_id: c for c in imp.ledger.compilations}
+        done = {cid for end, cid in ends if end <= cut}
+        for cid in done:
+            assert got.get(cid) == full[cid], (cut, cid)
+        if not data[:cut].endswith(b"\n"):
+            assert imp.stats.skipped.get("truncated") == 1
+
+
+def _edit(log: str, tmp_path: Path, fn) -> str:  # type: ignore[no-untyped-def]
+    lines = Path(log).read_bytes().split(b"\n")
+    out = tmp_path / "dedicated_log_torch_trace_edit.log"
+    out.write_bytes(b"\n".join(fn(lines)))
+    return str(out)
+
+
+def _index(lines: list[bytes], needle: bytes) -> int:
+    return next(i for i, ln in enumerate(lines) if needle in ln)
+
+
+def test_bad_lines_are_reported_with_their_line_and_the_rest_kept(basic, tmp_path):
+    tmp, log, _ = basic
+    full = import_torch_trace(log, cwd=str(tmp)).ledger
+    unknown = b'V1129 06:53:46.830000 5223 torch/x.py:1] {"brand_new_event": {}, "frame_id": 0}'
+
+    def damage(lines: list[bytes]) -> list[bytes]:
+        at = _index(lines, b'"dynamo_start"')
+        return lines[:at] + [b"garbage line", b"\x00\xff\xfe binary \x9c", unknown] + lines[at:]
+
+    path = _edit(log, tmp_path, damage)
+    imp = import_torch_trace(path, cwd=str(tmp))
+    assert imp.ledger.compilations == full.compilations
+    assert imp.ledger.break_sites == full.break_sites
+    assert imp.stats.skipped == {"bad_line": 2, "unknown_event": 1}
+    first = _index(Path(log).read_bytes().split(b"\n"), b'"dynamo_start"') + 1
+    assert [(i.line, i.kind) for i in imp.issues] == [
+        (first, "bad_line"), (first + 1, "bad_line"), (first + 2, "unknown_event")
+    ]
+    assert f"{path}:{first}: " in str(imp.issues[0]) and "brand_new_event" in str(imp.issues[2])
+    # the CLI: warnings and exit 0; --strict exits 2
+    with pytest.raises(SystemExit) as e:
+        main(["import", path, "--out", str(tmp_path / "o")])
+    assert e.value.code == 0
+    with pytest.raises(SystemExit) as e:
+        main(["import", path, "--out", str(tmp_path / "o"), "--strict"])
+    assert e.value.code == 2
+
+
+def test_non_utf8_and_missing_payload(basic, tmp_path):
+    tmp, log, _ = basic
+
+    def damage(lines: list[bytes]) -> list[bytes]:
+        lines = list(lines)
+        i = _index(lines, b'"dynamo_start"')
+        lines[i] = lines[i].replace(b'"name": "f"', b'"name": "\xff\xfe"')
+        j = _index(lines, b'"name": "dynamo_graph_break_reason"')
+        k = j + 1
+        while lines[k].startswith(b"\t"):
+            k += 1
+        return lines[: j + 1] + lines[k:]  # the break reason's payload is gone
+
+    imp = import_torch_trace(_edit(log, tmp_path, damage), cwd=str(tmp))
+    assert imp.stats.skipped == {"bad_json": 1, "payload": 1}
+    kinds = [i.kind for i in imp.issues]
+    assert kinds == ["bad_json", "payload"]
+    # compilations after the damage are all there
+    full = import_torch_trace(log, cwd=str(tmp)).ledger
+    assert {c.compile_id for c in imp.ledger.compilations} == {c.compile_id for c in full.compilations}
+
+
+def test_cut_payload_is_reported(basic, tmp_path):
+    tmp, log, _ = basic
+
+    def damage(lines: list[bytes]) -> list[bytes]:
+        j = _index(lines, b'"name": "dynamo_graph_break_reason"')
+        return lines[: j + 3] + lines[j + 6 :]  # three payload lines missing: MD5 differs
+
+    imp = import_torch_trace(_edit(log, tmp_path, damage), cwd=str(tmp))
+    assert imp.stats.skipped == {"payload": 1}
+    assert "MD5" in imp.issues[0].text
+
+
+def test_log_from_another_pytorch_version(basic, tmp_path):
+    tmp, log, _ = basic
+    path = _edit(log, tmp_path, lambda ls: [
+        ln.replace(b'"pytorch_version": "2.13.0+cpu"', b'"pytorch_version": "2.99.0+cpu"') for ln in ls
+    ])
+    imp = import_torch_trace(path, cwd=str(tmp))
+    assert imp.stats.skipped == {"version": 1}
+    assert "2.99.0+cpu" in imp.issues[0].text
+    assert imp.ledger.environment.torch_version == "2.99.0+cpu"
+    assert len(imp.ledger.compilations) == len(import_torch_trace(log).ledger.compilations)
+
+
+def test_empty_file_and_empty_directory(tmp_path):
+    empty = tmp_path / "logs" / "dedicated_log_torch_trace_abc.log"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    imp = import_torch_trace(str(empty))
+    assert imp.stats.skipped == {"empty": 1} and imp.ledger.compilations == []
+    with pytest.raises(SystemExit) as e:
+        main(["import", str(empty.parent), "--out", str(tmp_path / "o")])
+    assert e.value.code == 0
+    with pytest.raises(SystemExit) as e:
+        main(["import", str(empty), "--out", str(tmp_path / "o"), "--strict"])
+    assert e.value.code == 2
+    (tmp_path / "none").mkdir()
+    with pytest.raises(SystemExit) as e:
+        main(["import", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
+    assert e.value.code == 2
+
+
+def test_transformers_bert_with_breaks_and_recompiles(tmp_path):
+    pytest.importorskip("transformers")
+    trace_dir, counters = run_workload(tmp_path, "eager", "bert")
+    (log,) = find_logs(str(trace_dir))
+    compare_with_tlparse(log, tmp_path / "tl", str(tmp_path))
+    imp = import_torch_trace(log, cwd=str(tmp_path))
+    s = make_receipt(imp.ledger).summary
+    # Dynamo counts as "ok" frames it skips before giving them a compile id (transformers'
+    # wrappers without tensors): those never reach the log, so here compile_count is the log's
+    # own count of ids that produced code (the same ids tlparse lists, checked above).
+    assert s.compile_count <= counters["frames"]["ok"]
+    assert s.compile_count == sum(1 for c in imp.ledger.compilations if c.status == "ok")
+    assert s.graph_count == counters["stats"]["unique_graphs"]
+    assert s.fallback_count == counters["frames"]["total"] - counters["frames"]["ok"]
+    assert s.break_site_count > 0 and s.recompile_count > 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.distributed
+def test_two_ranks_give_two_ledgers(tmp_path):
+    trace_dir = tmp_path / "trace"
+    port = str(_free_port())
+    script = tmp_path / "workload.py"
+    script.write_text(WORKLOAD)
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, TORCH_TRACE=str(trace_dir), RANK=str(rank), WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(subprocess.Popen(
+            [sys.executable, str(script), "eager", str(tmp_path / f"c{rank}.json"), "ranks"],
+            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ))
+    assert [p.wait(timeout=240) for p in procs] == [0, 0]
+    logs = find_logs(str(trace_dir))
+    assert len(logs) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["import", str(trace_dir), "--out", str(tmp_path / "out")])
+    assert e.value.code == 0
+    for rank in (0, 1):
+        r = json.loads((tmp_path / "out" / f"rank-{rank}" / "receipt.json").read_text())
+        assert r["ledger"]["run"]["rank"] == rank
+        c = json.loads((tmp_path / f"c{rank}.json").read_text())
+        assert r["summary"]["compile_count"] == c["frames"]["ok"]

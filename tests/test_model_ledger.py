@@ -1,0 +1,133 @@
+"""The ledger's arithmetic on fake events: totals, the self-check, bounded detail, canonical bytes."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seamscope.analyze.receipt import make_receipt
+from seamscope.ingest.receipt import parse_receipt
+from seamscope.model.canonical import canonical_bytes, pretty_bytes
+from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
+from seamscope.model.ledger import BreakEvent, IslandEvent, RegionEvent
+from seamscope.model.selfcheck import SelfCheckError, check, self_check
+
+step = st.one_of(
+    st.builds(FakeStep, st.just("region"), st.integers(0, 10_000), st.sampled_from(["0/0", "1/0", "2/0"])),
+    st.builds(FakeStep, st.just("island"), st.integers(0, 10_000)),
+    st.builds(FakeStep, st.just("overhead"), st.integers(0, 500)),
+    st.builds(FakeStep, st.just("compile"), st.integers(0, 100_000), st.sampled_from(["0/0", "0/1", "1/0"])),
+)
+calls = st.lists(st.builds(FakeCall, st.lists(step, max_size=12)), max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(calls, st.dictionaries(st.sampled_from(["0/0", "1/0"]), st.sampled_from(["print", "item"])))
+def test_wall_is_regions_islands_compile_overhead(cs, breaks):
+    ledger = play(FakeProgram(breaks=breaks, calls=cs)).build()
+    self_check(ledger)
+    for call, spec in zip(ledger.calls, cs, strict=True):
+        expect_wall = sum(s.ns for s in spec.steps)
+        assert call.wall_ns == expect_wall
+        regions = sum(e.duration_ns for e in call.events if isinstance(e, RegionEvent))
+        assert regions == sum(s.ns for s in spec.steps if s.kind == "region")
+        islands = sum(e.duration_ns for e in call.events if isinstance(e, IslandEvent))
+        assert islands == sum(s.ns for s in spec.steps if s.kind == "island")
+        assert call.overhead_ns == sum(s.ns for s in spec.steps if s.kind == "overhead")
+        has_compile = any(s.kind == "compile" for s in spec.steps)
+        assert call.phase == ("cold" if has_compile else "steady")
+
+
+@settings(max_examples=60, deadline=None)
+@given(calls)
+def test_totals_exact_even_when_detail_is_bounded(cs):
+    full = play(FakeProgram(calls=cs)).build()
+    small = play(FakeProgram(calls=cs), first_calls=2, call_cap=5).build()
+    self_check(small)
+    assert small.totals == full.totals
+    assert small.retention.retained <= 5
+    assert small.retention.retained + small.retention.dropped == len(cs)
+    kept = [c.index for c in small.calls]
+    assert kept == sorted(kept)
+    assert kept[:2] == list(range(min(2, len(cs))))
+
+
+def test_long_run_memory_is_bounded():
+    cs = [FakeCall([FakeStep("region", 5, "0/0"), FakeStep("island", 3)]) for _ in range(100_000)]
+    b = play(FakeProgram(calls=cs), first_calls=16, call_cap=64)
+    ledger = b.build()
+    assert ledger.totals.calls == 100_000
+    assert ledger.retention.retained <= 64
+    assert ledger.totals.regions[0].runs == 100_000
+    assert ledger.totals.phases[1].wall_ns == 100_000 * 8
+    # the sample spans the run, not just its start
+    assert ledger.calls[-1].index > 90_000
+
+
+def test_break_crossing_and_island_after():
+    steady = [FakeStep("region", 10, "0/0"), FakeStep("island", 7), FakeStep("region", 4, "1/0")]
+    prog = FakeProgram(
+        breaks={"0/0": "print"},
+        calls=[FakeCall([FakeStep("compile", 100, "0/0"), *steady])] + [FakeCall(steady)] * 2,
+    )
+    led = play(prog).build()
+    (site,) = led.totals.sites
+    assert site.crossings == 3 and site.calls_crossing == 3 and site.island_after_ns == 21
+    ev = led.calls[1].events
+    kinds = [type(e).__name__ for e in ev]
+    assert kinds == ["RegionEvent", "BreakEvent", "IslandEvent", "RegionEvent"]
+    assert isinstance(ev[1], BreakEvent) and ev[2].after_site_id == ev[1].site_id
+
+
+def test_self_check_catches_hidden_islands():
+    led = play(FakeProgram(calls=[FakeCall([FakeStep("region", 10), FakeStep("island", 5)])])).build()
+    call = led.calls[0]
+    hidden = [
+        msgspec.structs.replace(e, duration_ns=0) if isinstance(e, IslandEvent) else e for e in call.events
+    ]
+    bad = msgspec.structs.replace(led, calls=[msgspec.structs.replace(call, events=hidden)])
+    with pytest.raises(SelfCheckError, match="wall"):
+        self_check(bad)
+    assert check(led) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(calls, st.randoms())
+def test_canonical_bytes_ignore_dict_insertion_order(cs, rnd: random.Random):
+    receipt = make_receipt(play(FakeProgram(calls=cs)).build())
+    raw = msgspec.to_builtins(receipt)
+
+    def shuffle(o):
+        if isinstance(o, dict):
+            items = list(o.items())
+            rnd.shuffle(items)
+            return {k: shuffle(v) for k, v in items}
+        if isinstance(o, list):
+            return [shuffle(v) for v in o]
+        return o
+
+    assert canonical_bytes(shuffle(raw)) == canonical_bytes(receipt)
+
+
+@settings(max_examples=40, deadline=None)
+@given(calls)
+def test_receipt_round_trip(cs):
+    receipt = make_receipt(play(FakeProgram(breaks={"0/0": "x"}, calls=cs)).build())
+    back = parse_receipt(pretty_bytes(receipt))
+    assert back == receipt
+    assert pretty_bytes(back) == pretty_bytes(receipt)
+
+
+def test_hashes_structure_ignores_timing_receipt_does_not():
+    def prog(ns):
+        return FakeProgram(calls=[FakeCall([FakeStep("region", ns, "0/0"), FakeStep("island", ns)])])
+
+    a, b = make_receipt(play(prog(10)).build()), make_receipt(play(prog(99)).build())
+    assert a.structure_sha256 == b.structure_sha256
+    assert a.receipt_sha256 != b.receipt_sha256
+    c = make_receipt(play(FakeProgram(calls=[FakeCall([FakeStep("region", 10, "1/0")])])).build())
+    assert c.structure_sha256 != a.structure_sha256

@@ -1,0 +1,87 @@
+"""``seamscope run`` as a user runs it: an unmodified script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "workloads", "breaks.py")
+SEAMSCOPE = [sys.executable, "-m", "seamscope"]
+
+
+def run(args, cwd, **kw):
+    return subprocess.run([*SEAMSCOPE, *args], capture_output=True, text=True, cwd=cwd, timeout=300, **kw)
+
+
+def receipt(path):
+    with open(os.path.join(path, "receipt.json")) as f:
+        return json.load(f)
+
+
+def test_two_runs_have_equal_structure_hash(tmp_path):
+    a = run(["run", "--quiet", "--out", "a", SCRIPT], tmp_path)
+    b = run(["run", "--quiet", "--out", "b", SCRIPT], tmp_path)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    ra, rb = receipt(tmp_path / "a"), receipt(tmp_path / "b")
+    assert ra["summary"]["call_count"] == 12
+    assert ra["structure_sha256"] == rb["structure_sha256"]
+    assert ra["receipt_sha256"] != rb["receipt_sha256"]  # timings differ
+    assert (tmp_path / "a" / "calls.csv").exists() and (tmp_path / "a" / "index.html").exists()
+    assert ra["ledger"]["run"]["input_trace_sha256"] == rb["ledger"]["run"]["input_trace_sha256"]
+
+
+def test_script_not_found_exit_2(tmp_path):
+    p = run(["run", "nope.py"], tmp_path)
+    assert p.returncode == 2 and "nope.py: no such script" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_script_that_raises_shows_its_traceback_exit_1_and_keeps_the_ledger(tmp_path):
+    p = run(["run", "--quiet", "--out", "o", SCRIPT, "--", "--raise"], tmp_path)
+    assert p.returncode == 1
+    assert "ValueError: the user's own error" in p.stderr
+    assert 'breaks.py", line' in p.stderr  # the user's frame is shown
+    assert "runner.py" not in p.stderr  # not seamscope's
+    r = receipt(tmp_path / "o")
+    assert r["summary"]["call_count"] == 1
+
+
+def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path):
+    proc = subprocess.Popen(
+        [*SEAMSCOPE, "run", "--quiet", "--out", "o", SCRIPT, "--", "--sleep"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # wait until calls are running (each call prints a line), then press Ctrl-C
+    out = tmp_path / "o"
+    assert proc.stdout is not None
+    for _ in range(20):
+        if not proc.stdout.readline():
+            break
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert out.exists(), err
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    r = receipt(tmp_path / "o")
+    assert r["summary"]["call_count"] >= 1
+
+
+def test_module_mode_runs_the_demo(tmp_path):
+    p = run(["run", "--quiet", "--out", "o", "-m", "seamscope.examples.decoder"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    r = receipt(tmp_path / "o")
+    assert r["summary"]["call_count"] == 8 and r["summary"]["recompile_count"] > 0

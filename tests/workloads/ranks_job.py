@@ -1,0 +1,69 @@
+"""A small torch.distributed job for the many-ranks tests (gloo, CPU).
+
+``--mode agree``: every rank does the same thing. ``--mode diverge``: from call ``--at`` on, rank 1
+takes another Python branch inside the compiled function (a print: a graph break, and a guard on the
+flag: a recompile). ``--mode ddp``: a DDP model of four Linear(512, 512) layers (4 MiB of
+parameters) under ``bucket_cap_mb=1``, so DDPOptimizer splits the graph at bucket boundaries.
+``--crash-rank R`` makes rank R exit hard (no ledger written) after its calls.
+"""
+
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(512, 512) for _ in range(4)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["agree", "diverge", "ddp"], default="agree")
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--at", type=int, default=3)
+    ap.add_argument("--crash-rank", type=int, default=-1)
+    a = ap.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    if a.mode == "ddp":
+        model = Net()
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
+        compiled = torch.compile(ddp, backend="eager")
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        x = torch.randn(8, 512)
+        for _ in range(a.steps):
+            opt.zero_grad()
+            compiled(x).sum().backward()
+            opt.step()
+    else:
+
+        @torch.compile(backend="eager")
+        def step(x, loud):
+            y = torch.sin(x) + 1
+            if loud:
+                print(f"rank {rank}: the other branch")
+                y = y * 2
+            return torch.cos(y).sum()
+
+        x = torch.randn(64, 64)
+        for i in range(a.steps):
+            loud = a.mode == "diverge" and rank == 1 and i >= a.at
+            step(x, loud)
+            dist.barrier()
+    if rank == a.crash_rank:
+        os._exit(3)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
