@@ -30,17 +30,19 @@ MODULES = [
     "src/seamscope/analyze/diff.py",
 ]
 
-# Fast and torch-free: the fake event source, receipts, the oracle, the diff, the five mutations.
+# Fast and torch-free: the fake event source, receipts, the oracle, the diff.
 TESTS = [
     "tests/conftest.py",
     "tests/test_model_ledger.py",
     "tests/test_model_receipt.py",
     "tests/test_verify.py",
     "tests/test_diff.py",
-    "tests/test_mutations.py",
 ]
-# Tests that run seamscope in a subprocess exercise the installed, unmutated code: skip them.
-DESELECT = "not cli and not does_not_import and not torch and not subprocess"
+# (tests/test_mutations.py rewrites the real source of these modules; under mutmut that source is
+# its trampolined copy, so the five seed mutations are tested by ``make test``, not here.)
+# Tests that run seamscope in a subprocess exercise the installed, unmutated code, and the schema
+# golden file differs under mutmut's rewritten sources: skip them.
+DESELECT = "not cli and not does_not_import and not torch and not subprocess and not committed_schema"
 
 
 def main() -> int:

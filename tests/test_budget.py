@@ -18,7 +18,7 @@ from seamscope.gates.budget import (
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
 from seamscope.model.ledger import Ledger
 
-R, I, C, F = "region", "island", "compile", "fallback"
+R, ISL, C, F = "region", "island", "compile", "fallback"
 
 
 def _ledger(*calls: list[tuple[str, str]], breaks: dict[str, str] | None = None) -> Ledger:
@@ -29,9 +29,9 @@ def _ledger(*calls: list[tuple[str, str]], breaks: dict[str, str] | None = None)
     return play(prog).build()
 
 
-WARM = [(C, "0/0"), (R, "0/0"), (I, ""), (C, "1/0"), (R, "1/0")]
-HIT = [(R, "0/0"), (I, ""), (R, "1/0")]
-RECOMPILE = [(C, "0/1"), (R, "0/1"), (I, ""), (R, "1/0")]
+WARM = [(C, "0/0"), (R, "0/0"), (ISL, ""), (C, "1/0"), (R, "1/0")]
+HIT = [(R, "0/0"), (ISL, ""), (R, "1/0")]
+RECOMPILE = [(C, "0/1"), (R, "0/1"), (ISL, ""), (R, "1/0")]
 
 
 def _with_guards(led: Ledger, guards: dict[str, list[str]]) -> Ledger:

@@ -56,12 +56,12 @@ def torch_warm() -> None:
     torch._dynamo.reset()
 
 
-def _run(pytester: pytest.Pytester, body: str) -> pytest.RunResult:
+def _run(pytester: pytest.Pytester, body: str, *args: str) -> pytest.RunResult:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_model=HEADER)  # first the header alone: where its print sits
     body = textwrap.dedent(body).replace("PRINT_AT", f"test_model.py:{_print_line(pytester)}")
     pytester.makepyfile(test_model=HEADER + body)
-    return pytester.runpytest("-p", "no:cacheprovider", "-q", "-s")
+    return pytester.runpytest("-p", "no:cacheprovider", "-q", "-s", *args)
 
 
 def _print_line(pytester: pytest.Pytester) -> int:
@@ -77,8 +77,14 @@ def test_a_test_within_its_budget_passes(pytester: pytest.Pytester) -> None:
             f = torch.compile(clean, backend="eager")
             for _ in range(3):
                 f(torch.ones(4))
-    """)
+    """, "--seamscope-out", "receipts")
     r.assert_outcomes(passed=1)
+    # The budget's own receipt, for `seamscope check` or as a CI artifact.
+    from seamscope.ingest.receipt import load_receipt
+
+    receipt = load_receipt(pytester.path / "receipts" / "test_model.py_test_it")
+    assert receipt.summary.call_count == 3
+    assert receipt.summary.calls_by_phase["steady"] == 2
 
 
 @pytest.mark.usefixtures("torch_warm")

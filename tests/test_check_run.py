@@ -53,7 +53,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         (d / "run_model.py").write_text(SCRIPT)
         (d / "mymodel.py").write_text(model)
         procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "seamscope", "run", "run_model.py", "--out", "out", "--quiet"],
+            [sys.executable, "-m", "seamscope", "run", "--out", "out", "--quiet", "run_model.py"],
             cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
     out = {}

@@ -208,3 +208,141 @@ def test_tensor_values_are_hashed_when_torch_is_present() -> None:
     assert family_key((a,)) == family_key((a + 1,))
     b16 = a.to(torch.bfloat16)
     assert inputs_sha256((b16,)) != inputs_sha256((b16 + 1,))
+
+
+# --- exact wording and arithmetic of every verdict and refusal ------------------------------------
+
+
+def _row(phase: str, b_wall: int, a_wall: int, b_med: int | None, a_med: int | None, n: int = 2):
+    from seamscope.analyze.diff import _pct
+    from seamscope.model.diff import PhaseDelta, PhaseSide
+
+    def side(w: int, m: int | None) -> PhaseSide:
+        return PhaseSide(calls=n, sampled_calls=n, wall_ns=w, mean_ns=w // n if n else None, median_ns=m, p90_ns=m,
+                         island_ns=0, compile_ns=0)
+
+    return PhaseDelta(phase=phase, before=side(b_wall, b_med), after=side(a_wall, a_med),
+                      median_pct=_pct(b_med, a_med), p90_pct=_pct(b_med, a_med), mean_pct=None)
+
+
+@pytest.mark.parametrize(
+    "cold, steady, extra, saving, n, line",
+    [
+        ((100, 195), (100, 88), 95, 12, 8,
+         "steady −12% (median), cold +95% (total): worth it for workers that live longer than 8 calls"),
+        ((100, 90), (100, 88), -10, 12, None, "steady −12% (median), cold −10% (total): better from the first call"),
+        ((100, 50), (100, 103), -50, -3, 17,
+         "steady +3% (median), cold −50% (total): worth it only for workers that live fewer than 17 calls"),
+        ((100, 50), (100, 100), -50, 0, None, "steady ±0% (median), cold −50% (total): cheaper warmup, same steady cost"),
+        ((100, 100), (100, 100), 0, 0, None, "steady ±0% (median), cold ±0% (total): no measured difference"),
+        ((100, 150), (100, 103), 50, -3, None,
+         "steady +3% (median), cold +50% (total): not worth it (no cheaper in steady calls nor in warmup)"),
+        ((100, 100), (100, 103), 0, -3, None,
+         "steady +3% (median), cold ±0% (total): not worth it (no cheaper in steady calls nor in warmup)"),
+    ],
+)
+def test_verdict_wording(cold: tuple[int, int], steady: tuple[int, int], extra: int, saving: int,
+                         n: int | None, line: str) -> None:
+    from seamscope.analyze.diff import _verdict
+
+    rows = {"cold": _row("cold", *cold, cold[0], cold[1]), "steady": _row("steady", 1, 1, *steady)}
+    assert break_even(extra, saving) == n
+    assert _verdict(rows, extra, saving, n) == [line]
+
+
+def test_verdict_without_steady_calls_or_saving() -> None:
+    from seamscope.analyze.diff import _verdict
+
+    msg = ["no steady calls on both sides: the per-call cost cannot be compared"]
+    assert _verdict({}, 0, None, None) == msg
+    assert _verdict({"steady": _row("steady", 1, 1, 5, 5, n=0)}, 0, None, None) == msg
+    assert _verdict({"steady": _row("steady", 1, 1, None, 5)}, None, None, None) == [
+        "steady n/a (median), cold n/a (total)"
+    ]
+
+
+def test_pct_and_mean_arithmetic() -> None:
+    from seamscope.analyze.diff import _fmt_pct, _mean, _pct, _side
+
+    assert _pct(200, 150) == -25.0 and _pct(0, 5) is None and _pct(None, 5) is None and _pct(5, None) is None
+    assert (_fmt_pct(12.4), _fmt_pct(-12.6), _fmt_pct(0.0), _fmt_pct(None)) == ("+12%", "−13%", "±0%", "n/a")
+    assert (_mean(10, 4), _mean(9, 4), _mean(11, 4), _mean(5, 0)) == (3, 2, 3, None)
+    empty = _side(None, 0)
+    assert (empty.calls, empty.sampled_calls, empty.wall_ns, empty.mean_ns, empty.median_ns, empty.p90_ns,
+            empty.island_ns, empty.compile_ns) == (0, 0, 0, None, None, None, 0, 0)
+
+
+def test_side_copies_every_figure() -> None:
+    from seamscope.analyze.diff import _side
+
+    r = build(baseline_program())
+    p = r.summary.phases[1]
+    s = _side(p, p.calls)
+    assert (s.calls, s.sampled_calls, s.wall_ns, s.median_ns, s.p90_ns, s.island_ns, s.compile_ns) == (
+        p.calls, p.sampled_calls, p.wall_ns, p.median_ns, p.p90_ns, p.island_ns, p.compile_ns)
+    assert s.mean_ns == (2 * p.wall_ns + p.calls) // (2 * p.calls)
+
+
+def test_refusal_messages_exactly() -> None:
+    from seamscope.analyze.diff import refusals
+
+    before = build(baseline_program(20))
+    assert refusals(before, build(candidate_program(20))) == []
+    prog = candidate_program(30)
+    assert refusals(before, build(prog)) == [
+        "unequal sample counts: 20 calls before, 30 after",
+        "unequal sample counts per input family (changed: 8 vs 18)",
+    ]
+    other = _with_trace(build(candidate_program(20)), "cd" * 32)
+    assert refusals(before, other) == [
+        f"different input traces ({TRACE[:12]} vs {'cd' * 6}): the two runs were not fed the same "
+        "inputs (for `run`, the script or its arguments changed)"
+    ]
+    no_rt = msgspec.structs.replace(
+        before, summary=msgspec.structs.replace(before.summary, has_runtime=False))
+    assert refusals(no_rt, before) == [
+        "one receipt has runtime data and the other does not (an imported log?)"]
+    with pytest.raises(UnusableInput) as e:
+        compare(before, build(prog))
+    assert str(e.value) == (
+        "will not compare: unequal sample counts: 20 calls before, 30 after; unequal sample counts "
+        "per input family (changed: 8 vs 18) (--force compares anyway)")
+
+
+def test_comparison_fields_in_full() -> None:
+    before, after = build(baseline_program()), build(candidate_program())
+    cmp = compare(before, after)
+    assert (cmp.calls_before, cmp.calls_after) == (20, 20)
+    assert cmp.families_before == cmp.families_after == {"changed": 8, "warm": 12}
+    assert cmp.before_structure_sha256 == before.structure_sha256
+    assert cmp.after_structure_sha256 == after.structure_sha256
+    assert cmp.before_input_trace_sha256 == cmp.after_input_trace_sha256 == TRACE
+    assert cmp.total_after_ns == sum(c.wall_ns for c in after.ledger.calls)
+    assert [r.phase for r in cmp.phases] == ["cold", "steady"]
+    for r in cmp.phases:
+        assert r.mean_pct == pytest.approx((r.after.mean_ns - r.before.mean_ns) * 100 / r.before.mean_ns)
+        assert r.p90_pct == pytest.approx((r.after.p90_ns - r.before.p90_ns) * 100 / r.before.p90_ns)
+    s = cmp.sites[0]
+    site = before.summary.break_sites[0]
+    assert (s.file, s.line, s.function, s.gb_code, s.reason, s.crossings_before, s.crossings_after) == (
+        site.file, site.line, site.function, site.gb_code, site.reason, site.crossings, None)
+    rc = cmp.recompiles[0]
+    assert (rc.change, rc.frame_name, rc.failed_guards, rc.key) == ("removed", "forward", [], "forward | ")
+    assert cmp.verdict[1:] == ["break sites: 1 removed, 0 added", "recompiles: 2 before, 0 after"]
+    assert cmp.notes == [] and cmp.forced_over == [] and cmp.forced is False
+    back = compare(after, before)  # the site comes back, the recompiles too
+    assert [(x.change, x.crossings_before, x.crossings_after) for x in back.sites] == [
+        ("added", None, site.crossings)]
+    assert [(x.change, x.count_before, x.count_after) for x in back.recompiles] == [("added", 0, 2)]
+    same = compare(before, before)
+    assert [x.change for x in same.sites] == ["kept"] and [x.change for x in same.recompiles] == ["kept"]
+    env = msgspec.structs.replace(after.ledger.environment, torch_version="2.99", backend="inductor")
+    changed = compare(before, msgspec.structs.replace(after, ledger=msgspec.structs.replace(
+        after.ledger, environment=env)))
+    assert changed.notes == ["torch_version differs: None before, 2.99 after",
+                             "backend differs: None before, inductor after"]
+
+
+def test_recompile_key_exact() -> None:
+    assert recompile_key("fwd", ["  b  ==  12 ", "a < 3", "a < 4"]) == "fwd | a < N ; b == N"
+    assert recompile_key("fwd", []) == "fwd | "

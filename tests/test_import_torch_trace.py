@@ -133,8 +133,8 @@ def compare_with_tlparse(log: str, out: Path, cwd: str) -> None:
     failures: dict[str, tuple[str, str]] = {}
     # a restart row: <td> RestartAnalysis </td><td><pre>REASON</pre>; a failure row:
     # <td><pre>FAIL_TYPE</pre></td> <td><pre>FAIL_REASON</pre>
-    for cid, kind, desc in re.findall(
-        r"<tr> <td> <a href='[^']*'>\[([^\]]+)\]</a>\s*</td><td> RestartAnalysis ()</td><td><pre>(.*?)</pre>",
+    for cid, desc in re.findall(
+        r"<tr> <td> <a href='[^']*'>\[([^\]]+)\]</a>\s*</td><td> RestartAnalysis </td><td><pre>(.*?)</pre>",
         page, re.S,
     ):
         first = html.unescape(desc).strip().splitlines()[0]

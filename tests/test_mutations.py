@@ -32,7 +32,8 @@ MUTATION_CODES = {
     "hide_eager_islands": "ISLANDS_HIDDEN",
 }
 
-MUTATIONS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+# module -> (anchor, replacement[, how many times the anchor occurs]); a stale anchor fails loudly.
+MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     # (1) compile count incremented at every break crossing.
     "conflate_breaks_and_recompiles": (
         "seamscope.analyze.summary",
@@ -59,20 +60,22 @@ MUTATIONS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     # (5) island time zeroed; regions keep their positions (the transitions stay).
     "hide_eager_islands": (
         "seamscope.model.builder",
-        [('sums["island"] += b - a', 'sums["island"] += 0'),
-         ("IslandEvent(start_ns=a - start, duration_ns=b - a,", "IslandEvent(start_ns=a - start, duration_ns=0,"),
-         (".island_after += b - a", ".island_after += 0")],
+        [("island_sum += gap", "island_sum += 0", 2),
+         ("IslandEvent(start_ns=cursor - start, duration_ns=gap,",
+          "IslandEvent(start_ns=cursor - start, duration_ns=0,", 2),
+         (".island_after += gap", ".island_after += 0", 2)],
     ),
 }
 
 
-def apply_mutation(monkeypatch: pytest.MonkeyPatch, module: str, edits: list[tuple[str, str]]) -> None:
+def apply_mutation(monkeypatch: pytest.MonkeyPatch, module: str, edits: list[tuple[Any, ...]]) -> None:
     """Execute the module's real source with ``edits`` applied, then patch every function and
     class it defines into the module and into every seamscope module that imported it by name."""
     mod = importlib.import_module(module)
     src = inspect.getsource(mod)
-    for old, new in edits:
-        assert src.count(old) == 1, f"mutation anchor not found exactly once in {module}: {old!r}"
+    for old, new, *times in edits:
+        n = times[0] if times else 1
+        assert src.count(old) == n, f"mutation anchor not found {n} time(s) in {module}: {old!r}"
         src = src.replace(old, new)
     ns: dict[str, Any] = {"__name__": module, "__package__": mod.__package__, "__file__": mod.__file__}
     exec(compile(src, str(mod.__file__), "exec"), ns)

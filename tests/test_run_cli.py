@@ -85,3 +85,11 @@ def test_module_mode_runs_the_demo(tmp_path):
     assert p.returncode == 0, p.stderr
     r = receipt(tmp_path / "o")
     assert r["summary"]["call_count"] == 8 and r["summary"]["recompile_count"] > 0
+
+
+def test_trace_out_then_import_gives_the_same_receipt(tmp_path):
+    p = run(["run", "--quiet", "--out", "a", "--trace-out", "a/trace.jsonl", "--trace-events", "64", SCRIPT], tmp_path)
+    assert p.returncode == 0, p.stderr
+    q = run(["import", "a/trace.jsonl", "--out", "b"], tmp_path)
+    assert q.returncode == 0, q.stderr
+    assert (tmp_path / "a" / "receipt.json").read_bytes() == (tmp_path / "b" / "receipt.json").read_bytes()

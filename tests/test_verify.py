@@ -277,3 +277,33 @@ def test_cli_verify_exit_codes(tmp_path: Path) -> None:
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     js = _cli("verify", str(forged), "--json")
     assert js.returncode == 1 and json.loads(js.stdout)["ok"] is False
+
+
+def test_fallback_calls_and_outside_regions_verify(tmp_path: Path) -> None:
+    calls = [
+        FakeCall([FakeStep("compile", 40, "0/0"), FakeStep("region", 10, "0/0")]),
+        FakeCall([FakeStep("fallback", 0, "0/1"), FakeStep("island", 30)]),
+        FakeCall([FakeStep("island", 25)]),
+    ]
+    b = play(FakeProgram(calls=calls))
+    b.region("0/0", 0, 10, 35)  # outside any call: a compiled backward, say
+    b.outside_region("0/0", "backward", 7, attributed_call=0)
+    assert b.compilation("0/0") is not None and b.compilation("9/9") is None
+    led = b.build()
+    assert [c.phase for c in led.calls] == ["cold", "fallback", "fallback"]
+    assert [c.outcome for c in led.calls] == ["compile", "fallback", "hit"]
+    assert (led.totals.outside_runs, led.totals.outside_ns) == (2, 32)
+    assert [(o.kind, o.duration_ns, o.attributed_call) for o in led.outside] == [
+        ("forward", 25, None), ("backward", 7, 0)]
+    r = led.totals.regions[0]
+    assert (r.runs, r.total_ns, r.outside_runs, r.outside_ns) == (1, 10, 2, 32)
+    v = verify(load_raw(write_receipt_files(make_receipt(led), tmp_path)))
+    assert v.ok, v.lines()
+
+    def relabel(raw: dict[str, Any]) -> None:
+        raw["ledger"]["calls"][1]["phase"] = "steady"
+        raw["ledger"]["totals"]["phases"][1]["calls"] += 1
+        raw["ledger"]["totals"]["phases"][2]["calls"] -= 1
+
+    codes = _codes(edit(tmp_path / "receipt.json", relabel))
+    assert "PHASE_LABEL_MISMATCH" in codes

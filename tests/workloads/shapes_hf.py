@@ -4,6 +4,7 @@ GPT-2 (causal, so end padding leaves the real positions' logits alone)."""
 from __future__ import annotations
 
 import torch
+import transformers  # noqa: F401  (imported here so the study's zygote preloads it)
 
 from seamscope.experiments.workload import Workload
 

@@ -271,25 +271,33 @@ class Session:
             t0 = clock()
             out = compiled_fn(*args, **kwargs)
             t1 = clock()
-            n = nbytes = 0
-            grad_node = None
-            if isinstance(out, (list, tuple)):
-                for t in out:
-                    if isinstance(t, Tensor):
-                        n += 1
-                        nbytes += t.numel() * t.element_size()
-                        if grad_node is None and t.grad_fn is not None:
-                            grad_node = t.grad_fn
-            elif isinstance(out, Tensor):
-                n, nbytes = 1, out.numel() * out.element_size()
-                grad_node = out.grad_fn
-            if grad_node is not None and is_grad_enabled():
-                session._hook_backward(grad_node, cid)
-            b.region(cid, gi, t0, t1, out_tensors=n, out_bytes=nbytes)
-            b.overhead(t1, clock())
+            if is_grad_enabled():
+                session._maybe_hook_backward(out, cid)
+            if b.detailed:
+                # Seam traffic (what this region hands back to eager code), sampled: measured
+                # in the calls kept in full detail, where it is reported.
+                n = nbytes = 0
+                if isinstance(out, (list, tuple)):
+                    for t in out:
+                        if isinstance(t, Tensor):
+                            n += 1
+                            nbytes += t.nbytes
+                elif isinstance(out, Tensor):
+                    n, nbytes = 1, out.nbytes
+                b.region_run(cid, gi, t0, t1, clock(), n, nbytes)
+            else:
+                b.region_run(cid, gi, t0, t1, clock(), None, None)
             return out
 
         return region
+
+    def _maybe_hook_backward(self, out: Any, cid: str) -> None:
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+        for t in outs:
+            node = getattr(t, "grad_fn", None)
+            if node is not None:
+                self._hook_backward(node, cid)
+                return
 
     def _hook_backward(self, node: Any, cid: str) -> None:
         """Time the compiled backward of this region when autograd runs it (outside the call)."""

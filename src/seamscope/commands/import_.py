@@ -24,7 +24,7 @@ MAX_SHOWN = 10  # issues printed per file; the rest are counted
 def _sniff(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            return f.read(512)
+            return f.readline(1 << 20)  # a seamscope trace's header is its first line
     except OSError as e:
         raise UnusableInput(f"{path}: cannot read: {e.strerror}") from None
 

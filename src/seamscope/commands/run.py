@@ -17,10 +17,17 @@ from ._common import finish_run
 @click.option("--rollback-trigger", default=None, help="Decision record: when to undo it.")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Start N ranks under torchrun (--standalone, this machine), then merge them.")
+@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write seamscope's own bounded trace (JSON lines) to this file.")
+@click.option("--trace-calls", type=click.IntRange(min=1), default=64, show_default=True,
+              help="At most this many calls in the trace (totals still count every call).")
+@click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True,
+              help="At most this many events per call in the trace.")
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
-            rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None) -> int:
+            rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
+            trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16) -> int:
     """Run TARGET with every torch.compile in it observed; write receipt.json, calls.csv, index.html."""
     from ..model.receipt import Decision
 
@@ -35,4 +42,9 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
                          decision_args={"--note": note, "--intervention": intervention,
                                         "--rollback-trigger": rollback_trigger})
     result = run_target(target, args_l, module=module, out=out, decision=decision, progress=not quiet)
+    if trace_out is not None and result.session is not None and result.session.ledger is not None:
+        from ..render.seamscope_trace import write_trace
+
+        write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
+        click.echo(f"seamscope: wrote trace {trace_out}", err=True)
     return finish_run(result, quiet=quiet)

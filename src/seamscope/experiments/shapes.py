@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
+from ..model.canonical import round_float
 from ..model.shapes import PolicyResult, Recommendation, ShapeSpec, ShapeStudy
 
 DEFAULT_POLICIES = ("static", "auto", "dynamic", "mark_dynamic", "pow2")
@@ -171,7 +172,7 @@ def lengths_from_file(path: str) -> list[int]:
             text = f.read()
     except OSError as e:
         raise UnusableInput(f"cannot read lengths file {path}: {e.strerror or e}") from None
-    if text.lstrip().startswith("["):
+    if text.lstrip()[:1] in ("[", "{"):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -208,7 +209,7 @@ def recommend(results: Sequence[PolicyResult], n_calls: int) -> Recommendation:
     best = ok[0]
     second = ok[1] if len(ok) > 1 else None
     margin = second.total_ns - best.total_ns if second else None
-    frac = margin / best.total_ns if margin is not None and best.total_ns > 0 else None
+    frac = round_float(margin / best.total_ns) if margin is not None and best.total_ns > 0 else None
     flip = _flip(best, ok[1:], n_calls)
     text = f"{best.policy}: lowest total request cost over this trace ({_fmt_s(best.total_ns)} for {n_calls} calls)"
     if second is not None and margin is not None:

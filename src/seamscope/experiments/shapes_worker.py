@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
+from ..model.canonical import round_float
 from ..model.shapes import (
     LengthStat,
     MemoryStep,
@@ -59,7 +60,12 @@ class Inputs:
 
     def varying(self, entry: Any) -> Any:
         found: list[Any] = []
-        _map_first_tensor(entry, lambda t: found.append(t) or t)
+
+        def keep(t: Any) -> Any:
+            found.append(t)
+            return t
+
+        _map_first_tensor(entry, keep)
         return found[0] if found else None
 
     def pad(self, entry: Any, target: int) -> Any:
@@ -366,7 +372,7 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
         compile_ns=sum(cp.duration_ns or 0 for cp in ledger.compilations), total_ns=total,
         cold_ns=sum(c.latency_ns for c in calls if c.phase == "cold"),
         steady_per_call_ns=steady_per_call, one_time_ns=one_time,
-        padding_fraction=(padded - real) / padded if padded else 0.0,
+        padding_fraction=round_float((padded - real) / padded) if padded else 0.0,
         lengths=stats, memory=memory, correctness=correctness, worst=worst,  # type: ignore[arg-type]
         run_ns=time.perf_counter_ns() - t_start, warnings=warnings + list(ledger.run.warnings),
     )
@@ -415,8 +421,11 @@ def _compare(refs: dict[int, list[tuple[str, Any]]], firsts: dict[int, list[tupl
     worst_len = next((n for w, n in per_length if w is worst), 0)
     if worst is None:
         return "not_checked", None
+    def r(x: float | None) -> float | None:  # canonical floats, so a receipt round-trips exactly
+        return round_float(x) if x is not None else None
+
     m = Mismatch(length=worst_len, path=worst.path, klass=worst.klass, reason=worst.reason,
-                 tolerance_ratio=worst.tolerance_ratio, max_abs=worst.max_abs)
+                 tolerance_ratio=r(worst.tolerance_ratio), max_abs=r(worst.max_abs))
     return worst.klass, m
 
 

@@ -221,7 +221,8 @@ def allow_matches(entry: str, site_id: str, file: str, line: int) -> bool:
     return _path_matches(file, e)
 
 
-def _reason_text(reason: str) -> str:
+def reason_text(reason: str) -> str:
+    """The first line of a break reason, with PyTorch's ``Explanation:`` when it gave one."""
     lines = [ln.strip() for ln in reason.splitlines() if ln.strip()]
     if not lines:
         return ""
@@ -300,7 +301,7 @@ def evaluate(
         )
         item = BreakItem(
             site_id=site.site_id, file=site.file, line=site.line, function=site.function,
-            gb_code=site.gb_code, reason=_reason_text(site.reason),
+            gb_code=site.gb_code, reason=reason_text(site.reason),
             crossings=crossings.get(site.site_id, 0), allowed_by=allowed_by,
         )
         if allowed_by is not None:
@@ -376,8 +377,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._start_index = 0
         self._known_compiles: set[str] = set()
         self._builder: Any = None
-        self._previous_end_call: Callable[..., Call] | None = None
-        self._hook: Callable[..., Call] | None = None
+        self._hook: Callable[[Call], None] | None = None
         self._family: contextlib.AbstractContextManager[None] | None = None
 
     def _recreate_cm(self) -> BudgetWindow:  # a fresh window per decorated call
@@ -393,37 +393,31 @@ class BudgetWindow(contextlib.ContextDecorator):
         else:
             self._known_compiles = {c.compile_id for c in s.build().compilations}
         self._session = s
-        b = s.builder
+        b: Any = s.builder
+        assert b is not None, "the session has no builder (never started)"
         self._builder = b
         self._start_index = b.call_count
         # Every call closed inside the window is recorded here, whatever the session's retention
         # (a long joined session keeps only a sample of its calls' detail).
-        self._previous_end_call = b.__dict__.get("end_call")
-        inner = b.end_call
 
-        def end_call(*args: Any, **kwargs: Any) -> Call:
-            call: Call = inner(*args, **kwargs)
+        def observe(call: Call) -> None:
             if call.index >= self._start_index:
                 self._calls.append(call)
-            return call
 
-        self._hook = end_call
-        b.end_call = end_call
+        self._hook = observe
+        b.call_observers.append(observe)
         if self.label is not None:
             self._family = s.family(self.label)
             self._family.__enter__()
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         __tracebackhide__ = True
         s, b = self._session, self._builder
         if self._family is not None:
             self._family.__exit__(None, None, None)
-        if b.__dict__.get("end_call") is self._hook:
-            if self._previous_end_call is None:
-                del b.end_call
-            else:
-                b.end_call = self._previous_end_call
+        if self._hook in b.call_observers:
+            b.call_observers.remove(self._hook)
         if self._own:
             s.stop()
             if self.out is not None:
@@ -464,5 +458,5 @@ def budget(
 
 __all__ = [
     "Budget", "BudgetExceeded", "BudgetResult", "BudgetUsageError", "BudgetWindow", "budget",
-    "evaluate", "allow_matches", "scope_of",
+    "evaluate", "allow_matches", "scope_of", "reason_text",
 ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UnusableInput
 from ..model.receipt import Receipt, SiteSummary
+from .budget import reason_text
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class CheckReport:
 
 def site_line(s: SiteSummary) -> str:
     code = f" [{s.gb_code}]" if s.gb_code else ""
-    reason = s.reason.splitlines()[0] if s.reason else ""
+    reason = reason_text(s.reason)
     crossed = f", crossed {s.crossings}x" if s.crossings is not None else ""
     return f"{s.site_id}  {s.file}:{s.line} in {s.function}{code}: {reason}{crossed}"
 

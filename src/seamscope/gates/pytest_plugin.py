@@ -11,6 +11,8 @@ after the test body returns; a test that already failed (or skipped) is reported
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Generator
 from typing import Any
 
@@ -19,6 +21,14 @@ import pytest
 MARKER = "compile_budget"
 _FIELDS = ("breaks", "recompiles", "fallbacks", "phase", "allow")
 _WINDOW = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("seamscope").addoption(
+        "--seamscope-out", metavar="DIR", default=None,
+        help="Write each compile_budget test's receipt to DIR/<test id>/ (for seamscope check, "
+             "seamscope report, or as a CI artifact).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,8 +58,12 @@ def _window(item: pytest.Item, marker: pytest.Mark) -> Any:
             f"{where}: unknown argument(s) {', '.join(unknown)} (known: {', '.join(_FIELDS)})",
             pytrace=False,
         )
+    out_root = item.config.getoption("seamscope_out", None)
+    out = None
+    if out_root:
+        out = os.path.join(out_root, re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid).strip("_"))
     try:
-        return budget(**marker.kwargs)
+        return budget(**marker.kwargs, out=out)
     except BudgetUsageError as e:
         pytest.fail(f"{where}: {e}", pytrace=False)
 

@@ -285,7 +285,8 @@ class CompileEventAssembler:
         elif key == "dynamo_output_graph":
             if cid is not None:
                 p = self.pending.setdefault(cid, _Pending())
-                attempt = meta.get("attempt") if isinstance(meta.get("attempt"), int) else 0
+                raw_attempt = meta.get("attempt")
+                attempt = raw_attempt if isinstance(raw_attempt, int) else 0
                 if attempt > p.graph_attempt:
                     # A restart after the graph was output (TensorifyScalarRestartAnalysis) throws
                     # that graph away: only the last attempt's graphs reach the backend.

@@ -32,7 +32,7 @@ _records = msgspec.json.Decoder(TraceRecord)
 
 def looks_like_trace(head: bytes) -> bool:
     """True when the first bytes of a file are a seamscope trace header."""
-    first = head.lstrip()[:400]
+    first = head.lstrip().split(b"\n", 1)[0]
     return first.startswith(b"{") and b'"kind":"seamscope.trace"' in first.replace(b" ", b"")
 
 

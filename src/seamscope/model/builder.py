@@ -9,6 +9,7 @@ then a systematic sample whose stride doubles), so 100,000 calls do not grow mem
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,15 +45,26 @@ DEFAULT_OUTSIDE_CAP = 1024
 PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
 
+# A span is a plain tuple (the hot path builds one per region run):
+# (kind, start, end, compile_id, graph_index, out_tensors, out_bytes), kind "r" region,
+# "c" compilation, "o" seamscope's own overhead.
+_Span = tuple[str, int, int, str, int, "int | None", "int | None"]
+_BY_TIME = operator.itemgetter(1, 2)
+
+
 @dataclass
-class _Span:
-    kind: str  # "region" | "compile" | "overhead"
-    start: int
-    end: int
-    compile_id: str = ""
-    graph_index: int = 0
-    out_tensors: int | None = None
-    out_bytes: int | None = None
+class _Plan:
+    steps: list[tuple[tuple[str, ...], str | None, tuple[str, ...]]]
+    """Per span: sites crossed before it, the site the island before it follows, sites after."""
+    final_gap_site: str | None
+    crossings: list[str]
+
+
+def _at(ev: Event, start: int) -> int:
+    """An event's time relative to the call's start (spans by their start, points by theirs)."""
+    if isinstance(ev, (RegionEvent, IslandEvent, CompileEvent)):
+        return ev.start_ns
+    return ev.at_ns
 
 
 @dataclass
@@ -123,14 +135,25 @@ class LedgerBuilder:
         self._open: _OpenCall | None = None
         self._compilations: dict[str, Compilation] = {}
         self._sites: dict[str, BreakSite] = {}
-        self._phase: dict[str, _PhaseAcc] = {p: _PhaseAcc() for p in PHASES}
+        self._phase: dict[Phase, _PhaseAcc] = {p: _PhaseAcc() for p in PHASES}
         self._regions: dict[str, _RegionAcc] = {}
         self._site_acc: dict[str, _SiteAcc] = {}
         self._outside: list[OutsideRegion] = []
         self._outside_dropped = 0
         self._fallback_seen = False
+        self._plans: dict[tuple[str, ...], _Plan] = {}
+        self.call_observers: list[Callable[[Call], None]] = []
+        """Called with every finished call in full detail, retained or not (budgets use it)."""
 
     # --- what capture reports ---------------------------------------------------------------
+
+    @property
+    def detailed(self) -> bool:
+        """Whether the open call will be kept in full detail (capture samples seam traffic then)."""
+        oc = self._open
+        return oc is not None and (
+            bool(self.call_observers) or oc.index < self.first_calls or oc.index % self._stride == 0
+        )
 
     @property
     def in_call(self) -> bool:
@@ -167,19 +190,28 @@ class LedgerBuilder:
         if self._open is None:
             self.outside_region(compile_id, "forward", end_ns - start_ns, None)
             return
-        self._open.spans.append(
-            _Span("region", start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes)
-        )
+        self._open.spans.append(("r", start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes))
+
+    def region_run(
+        self, compile_id: str, graph_index: int, t0: int, t1: int, t2: int,
+        out_tensors: int | None, out_bytes: int | None,
+    ) -> None:
+        """The hot path: a region ran from t0 to t1, then seamscope's bookkeeping until t2."""
+        oc = self._open
+        if oc is None:
+            self.outside_region(compile_id, "forward", t1 - t0, None)
+            return
+        oc.spans += (("r", t0, t1, compile_id, graph_index, out_tensors, out_bytes), ("o", t1, t2, "", 0, None, None))
 
     def compile_span(self, compile_id: str, start_ns: int, end_ns: int) -> None:
         if self._open is None:
             return
-        self._open.spans.append(_Span("compile", start_ns, end_ns, compile_id))
+        self._open.spans.append(("c", start_ns, end_ns, compile_id, 0, None, None))
 
     def overhead(self, start_ns: int, end_ns: int) -> None:
         """seamscope's own bookkeeping between ``start_ns`` and ``end_ns``."""
         if self._open is not None and end_ns > start_ns:
-            self._open.spans.append(_Span("overhead", start_ns, end_ns))
+            self._open.spans.append(("o", start_ns, end_ns, "", 0, None, None))
 
     def guard_miss(self, compile_id: str, at_ns: int) -> None:
         if self._open is not None:
@@ -219,24 +251,30 @@ class LedgerBuilder:
             if prev is not None:
                 compilation = _replace(compilation, call_index=prev)
         self._compilations[compilation.compile_id] = compilation
+        self._plans.clear()
 
     def compilation(self, compile_id: str) -> Compilation | None:
         return self._compilations.get(compile_id)
 
     def set_break_site(self, site: BreakSite) -> None:
         self._sites[site.site_id] = site
+        self._plans.clear()
 
-    def end_call(self, end_ns: int, error: str | None = None) -> Call:
-        """Close the open call: derive islands and crossings, update totals, maybe retain."""
+    def end_call(self, end_ns: int, error: str | None = None) -> Call | None:
+        """Close the open call: derive islands and crossings, update totals, maybe retain.
+
+        Returns the call's record when it is retained (kept in full detail), else None."""
         oc = self._open
         if oc is None:
             raise RuntimeError("end_call without begin_call")
         self._open = None
-        events, sums = self._account(oc, end_ns)
+        index = oc.index
+        retain = index < self.first_calls or index % self._stride == 0
+        events, sums = self._account(oc, end_ns, retain or bool(self.call_observers))
         has_compile = sums["compile_n"] > 0
-        has_fallback = any(isinstance(e, FallbackEvent) for e in events)
-        recompiled = any(
-            isinstance(e, CompileEvent) and compile_frame_index(e.compile_id)[1] > 0 for e in events
+        has_fallback = any(isinstance(ev, FallbackEvent) for _, ev in oc.points)
+        recompiled = has_compile and any(
+            sp[0] == "c" and compile_frame_index(sp[3])[1] > 0 for sp in oc.spans
         )
         phase: Phase
         if has_compile:
@@ -256,16 +294,6 @@ class LedgerBuilder:
         else:
             outcome = "hit"
         wall = end_ns - oc.start
-        call = Call(
-            index=oc.index,
-            phase=phase,
-            outcome=outcome,  # type: ignore[arg-type]
-            wall_ns=wall,
-            overhead_ns=sums["overhead"],
-            events=events,
-            family=oc.family,
-            error=error,
-        )
         acc = self._phase[phase]
         acc.calls += 1
         acc.wall += wall
@@ -274,128 +302,178 @@ class LedgerBuilder:
         acc.compile += sums["compile"]
         acc.overhead += sums["overhead"]
         self._call_count += 1
-        self._retain(call)
-        return call
+        if events is None:
+            return None
+        call = Call(
+            index=index,
+            phase=phase,
+            outcome=outcome,  # type: ignore[arg-type]
+            wall_ns=wall,
+            overhead_ns=sums["overhead"],
+            events=events,
+            family=oc.family,
+            error=error,
+        )
+        for observe in self.call_observers:
+            observe(call)
+        if retain:
+            self._retain(call)
+            return call
+        return None
 
     # --- accounting --------------------------------------------------------------------------
 
-    def _account(self, oc: _OpenCall, end_ns: int) -> tuple[list[Event], dict[str, int]]:
-        start = oc.start
-        spans = sorted(oc.spans, key=lambda s: (s.start, s.end))
-        timeline: list[tuple[int, int, Event]] = []  # (abs time, order, event)
-        sums = {"region": 0, "island": 0, "compile": 0, "overhead": 0, "compile_n": 0}
-        cursor = start
-        pending_site: str | None = None  # the island that follows is attributed to it
-        crossed_sites: set[str] = set()
-        order = 0
+    def _plan(self, key: tuple[str, ...]) -> _Plan:
+        """The structure of a call, from the kinds and compile ids of its spans alone: which
+        sites are crossed before and after each span, and which site each island follows.
 
-        def island(a: int, b: int) -> None:
-            nonlocal order, pending_site
-            if b <= a:
-                return
-            sums["island"] += b - a
-            timeline.append(
-                (a, order, IslandEvent(start_ns=a - start, duration_ns=b - a, after_site_id=pending_site))
-            )
-            if pending_site is not None:
-                self._site_acc.setdefault(pending_site, _SiteAcc()).island_after += b - a
-            order += 1
-
-        def cross(site: str) -> None:
-            nonlocal order
-            timeline.append((cursor, order, BreakEvent(site_id=site, at_ns=cursor - start)))
-            order += 1
-            sacc = self._site_acc.setdefault(site, _SiteAcc())
-            sacc.crossings += 1
-            if site not in crossed_sites:
-                sacc.calls += 1
-                crossed_sites.add(site)
-
-        # One physical crossing of a site can show in several frames (a caller that tried to
-        # inline the helper that broke, the helper itself, their resume functions), and some of
-        # those frames run no graph. An *episode* opens at the first signal and closes when a
-        # frame at the outermost depth seen resumes; each episode is one crossing.
+        One physical crossing of a site can show in several frames (a caller that tried to
+        inline the helper that broke, the helper itself, their resume functions), and some of
+        those frames run no graph. An *episode* opens at the first signal and closes when a
+        frame at the outermost depth seen resumes; each episode is one crossing.
+        """
+        steps: list[tuple[tuple[str, ...], str | None, tuple[str, ...]]] = []
+        crossings: list[str] = []
+        pending: str | None = None
         open_depth: dict[str, int] = {}
         closed_recently: set[str] = set()
+        for item in key:
+            pre: list[str] = []
+            post: list[str] = []
+            is_region = item not in ("c", "o")
+            comp = self._compilations.get(item) if is_region else None
+            if comp is not None:
+                closed_recently.intersection_update({comp.resume_site_id, comp.own_break_site_id})
+                site = comp.resume_site_id
+                if site is not None:
+                    # Entering a resume function: the seam before it is the break it resumes
+                    # after, even when the frame before produced no graph (a disabled function).
+                    depth = comp.resume_depth or 0
+                    if site in open_depth:
+                        if depth <= open_depth[site]:
+                            del open_depth[site]
+                            closed_recently.add(site)
+                    elif site not in closed_recently:
+                        pre.append(site)  # the frames before ran no graph: this is the first sign
+                        closed_recently.add(site)
+                    pending = site
+            gap_site = pending
+            if is_region:
+                pending = None
+                if comp is not None and comp.own_break_site_id is not None:
+                    site = comp.own_break_site_id
+                    depth = comp.own_break_depth or 0
+                    if site not in open_depth:
+                        post.append(site)
+                        open_depth[site] = depth
+                    else:
+                        open_depth[site] = min(open_depth[site], depth)
+                    pending = site
+            crossings.extend(pre)
+            crossings.extend(post)
+            steps.append((tuple(pre), gap_site, tuple(post)))
+        return _Plan(steps=steps, final_gap_site=pending, crossings=crossings)
 
-        def own_signal(site: str, depth: int) -> None:
-            if site not in open_depth:
-                cross(site)
-                open_depth[site] = depth
-            else:
-                open_depth[site] = min(open_depth[site], depth)
-
-        def resume_signal(site: str, depth: int) -> None:
-            if site in open_depth:
-                if depth <= open_depth[site]:
-                    del open_depth[site]
-                    closed_recently.add(site)
-            elif site not in closed_recently:
-                cross(site)  # the frames before produced no graph: this is the first sign
-                closed_recently.add(site)
-
-        for sp in spans:
-            s = max(sp.start, cursor, start)
-            e = min(max(sp.end, s), end_ns)
+    def _account(
+        self, oc: _OpenCall, end_ns: int, retain: bool
+    ) -> tuple[list[Event] | None, dict[str, int]]:
+        start = oc.start
+        spans = oc.spans
+        spans.sort(key=_BY_TIME)  # already in order nearly always: linear
+        key = tuple([sp[3] if sp[0] == "r" else sp[0] for sp in spans])
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(key)
+            if len(self._plans) < 4096:
+                self._plans[key] = plan
+        site_acc = self._site_acc
+        if plan.crossings:
+            for site in plan.crossings:
+                site_acc.setdefault(site, _SiteAcc()).crossings += 1
+            for site in set(plan.crossings):
+                site_acc[site].calls += 1
+        region_sum = compile_sum = overhead_sum = island_sum = compile_n = 0
+        events: list[Event] | None = [] if retain else None
+        cursor = start
+        regions = self._regions
+        for sp, step in zip(spans, plan.steps, strict=True):
+            kind, s, e = sp[0], sp[1], sp[2]
+            if s < cursor:
+                s = cursor
+            if s > end_ns:
+                s = end_ns
             if e < s:
                 e = s
-            comp = self._compilations.get(sp.compile_id) if sp.kind == "region" else None
-            if comp is not None:
-                related = {comp.resume_site_id, comp.own_break_site_id}
-                closed_recently.intersection_update(related)
-            if comp is not None and comp.resume_site_id is not None:
-                # Entering a resume function: the seam before it is the break it resumes after,
-                # even when the frame before produced no graph (e.g. a disabled function).
-                resume_signal(comp.resume_site_id, comp.resume_depth or 0)
-                pending_site = comp.resume_site_id
-            island(cursor, s)
+            elif e > end_ns:
+                e = end_ns
+            gap = s - cursor
+            if events is not None:
+                for site in step[0]:
+                    events.append(BreakEvent(site_id=site, at_ns=cursor - start))
+            if gap > 0:
+                island_sum += gap
+                gap_site = step[1]
+                if gap_site is not None:
+                    site_acc.setdefault(gap_site, _SiteAcc()).island_after += gap
+                if events is not None:
+                    events.append(IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=gap_site))
             dur = e - s
-            cursor = max(cursor, e)
-            if sp.kind == "overhead":
-                sums["overhead"] += dur
-                continue
-            if sp.kind == "compile":
-                sums["compile"] += dur
-                sums["compile_n"] += 1
-                timeline.append(
-                    (s, order, CompileEvent(compile_id=sp.compile_id, start_ns=s - start, duration_ns=dur))
+            cursor = e
+            if kind == "o":
+                overhead_sum += dur
+            elif kind == "r":
+                region_sum += dur
+                racc = regions.get(sp[3])
+                if racc is None:
+                    racc = regions[sp[3]] = _RegionAcc(min=dur)
+                elif racc.runs == 0 or dur < racc.min:
+                    racc.min = dur
+                if dur > racc.max:
+                    racc.max = dur
+                racc.runs += 1
+                racc.total += dur
+                if events is not None:
+                    events.append(
+                        RegionEvent(
+                            compile_id=sp[3],
+                            graph_index=sp[4],
+                            start_ns=s - start,
+                            duration_ns=dur,
+                            out_tensors=sp[5],
+                            out_bytes=sp[6],
+                        )
+                    )
+                    for site in step[2]:
+                        events.append(BreakEvent(site_id=site, at_ns=e - start))
+            else:
+                compile_sum += dur
+                compile_n += 1
+                if events is not None:
+                    events.append(CompileEvent(compile_id=sp[3], start_ns=s - start, duration_ns=dur))
+        gap = end_ns - cursor
+        if gap > 0:
+            island_sum += gap
+            if plan.final_gap_site is not None:
+                site_acc.setdefault(plan.final_gap_site, _SiteAcc()).island_after += gap
+            if events is not None:
+                events.append(
+                    IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=plan.final_gap_site)
                 )
-                order += 1
-                continue
-            pending_site = None
-            sums["region"] += dur
-            timeline.append(
-                (
-                    s,
-                    order,
-                    RegionEvent(
-                        compile_id=sp.compile_id,
-                        graph_index=sp.graph_index,
-                        start_ns=s - start,
-                        duration_ns=dur,
-                        out_tensors=sp.out_tensors,
-                        out_bytes=sp.out_bytes,
-                    ),
-                )
-            )
-            order += 1
-            racc = self._regions.setdefault(sp.compile_id, _RegionAcc())
-            if racc.runs == 0 or dur < racc.min:
-                racc.min = dur
-            racc.max = max(racc.max, dur)
-            racc.runs += 1
-            racc.total += dur
-            if comp is not None and comp.own_break_site_id is not None:
-                own_signal(comp.own_break_site_id, comp.own_break_depth or 0)
-                pending_site = comp.own_break_site_id
-        island(cursor, end_ns)
-        for at, ev in oc.points:
-            rel = at - start
-            ev = _replace(ev, at_ns=rel)
-            timeline.append((at, order, ev))
-            order += 1
-        timeline.sort(key=lambda t: (t[0], t[1]))
-        return [t[2] for t in timeline], sums
+        if events is not None and oc.points:
+            timed = [(_at(ev, start), i, ev) for i, ev in enumerate(events)]
+            n = len(timed)
+            for j, (at, ev) in enumerate(oc.points):
+                timed.append((at - start, n + j, _replace(ev, at_ns=at - start)))
+            timed.sort(key=lambda t: (t[0], t[1]))
+            events = [t[2] for t in timed]
+        sums = {
+            "region": region_sum,
+            "island": island_sum,
+            "compile": compile_sum,
+            "overhead": overhead_sum,
+            "compile_n": compile_n,
+        }
+        return events, sums
 
     def _retain(self, call: Call) -> None:
         if call.index < self.first_calls:

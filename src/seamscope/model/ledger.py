@@ -36,7 +36,7 @@ class Struct(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False, for
     """Base of every model type: immutable, keyword-only, strict about unknown fields."""
 
 
-class Frame(Struct):
+class Frame(Struct, frozen=True):
     """One frame of a user stack (innermost last in a stack)."""
 
     file: str
@@ -44,7 +44,7 @@ class Frame(Struct):
     function: str
 
 
-class Environment(Struct):
+class Environment(Struct, frozen=True):
     """What decides compile behaviour, recorded so that two receipts can be told apart."""
 
     seamscope_version: str
@@ -59,7 +59,7 @@ class Environment(Struct):
     ``automatic_dynamic_shapes``, ...), values as their ``repr``."""
 
 
-class RunInfo(Struct):
+class RunInfo(Struct, frozen=True):
     """What was run: the spec, kept apart from samples and statistics."""
 
     source: Literal["live", "torch_trace", "seamscope_trace", "fake", "probe", "shapes"]
@@ -76,7 +76,7 @@ class RunInfo(Struct):
     warnings: list[str] = []
 
 
-class BreakSite(Struct):
+class BreakSite(Struct, frozen=True):
     """A distinct source location where capture broke; one site can be crossed many times."""
 
     site_id: str
@@ -94,7 +94,7 @@ class BreakSite(Struct):
     caller's compilation and again in the helper's own)."""
 
 
-class Compilation(Struct):
+class Compilation(Struct, frozen=True):
     """One frame compilation ``x/y`` (attempts after a restart folded in)."""
 
     compile_id: str
@@ -152,7 +152,7 @@ def compile_frame_index(compile_id: str) -> tuple[int, int]:
 # --- events inside a call, in the order they happened -------------------------------------------
 
 
-class RegionEvent(Struct, tag="region"):
+class RegionEvent(Struct, tag="region", frozen=True):
     """One run of one compiled graph."""
 
     compile_id: str
@@ -165,7 +165,7 @@ class RegionEvent(Struct, tag="region"):
     """Seam traffic: tensors and bytes this region hands back to eager code (None: not sampled)."""
 
 
-class IslandEvent(Struct, tag="island"):
+class IslandEvent(Struct, tag="island", frozen=True):
     """Time in a call outside compiled regions and compilation: eager code, guard checks, Python."""
 
     start_ns: int
@@ -174,7 +174,7 @@ class IslandEvent(Struct, tag="island"):
     """The break crossed just before this island, when the island follows a broken region."""
 
 
-class CompileEvent(Struct, tag="compile"):
+class CompileEvent(Struct, tag="compile", frozen=True):
     """A compilation that happened inside the call."""
 
     compile_id: str
@@ -182,21 +182,21 @@ class CompileEvent(Struct, tag="compile"):
     duration_ns: int
 
 
-class BreakEvent(Struct, tag="break"):
+class BreakEvent(Struct, tag="break", frozen=True):
     """A break site crossed (a point event)."""
 
     site_id: str
     at_ns: int
 
 
-class GuardMissEvent(Struct, tag="guard_miss"):
+class GuardMissEvent(Struct, tag="guard_miss", frozen=True):
     """Guards failed and a new variant was compiled (a point event; text in the Compilation)."""
 
     compile_id: str
     at_ns: int
 
 
-class FallbackEvent(Struct, tag="fallback"):
+class FallbackEvent(Struct, tag="fallback", frozen=True):
     """Dynamo gave up on a frame in this call and ran it eagerly (a point event)."""
 
     compile_id: str
@@ -207,7 +207,7 @@ class FallbackEvent(Struct, tag="fallback"):
 Event = RegionEvent | IslandEvent | CompileEvent | BreakEvent | GuardMissEvent | FallbackEvent
 
 
-class Call(Struct):
+class Call(Struct, frozen=True):
     """One top-level call of a compiled callable from user code."""
 
     index: int
@@ -222,7 +222,7 @@ class Call(Struct):
     error: str | None = None
 
 
-class OutsideRegion(Struct):
+class OutsideRegion(Struct, frozen=True):
     """Compiled code that ran outside any call (a compiled backward inside ``loss.backward()``)."""
 
     compile_id: str
@@ -235,7 +235,7 @@ class OutsideRegion(Struct):
 # --- exact totals over every call, retained or not -----------------------------------------------
 
 
-class RegionTotal(Struct):
+class RegionTotal(Struct, frozen=True):
     compile_id: str
     runs: int
     total_ns: int
@@ -245,7 +245,7 @@ class RegionTotal(Struct):
     outside_ns: int = 0
 
 
-class SiteTotal(Struct):
+class SiteTotal(Struct, frozen=True):
     site_id: str
     crossings: int
     calls_crossing: int
@@ -253,7 +253,7 @@ class SiteTotal(Struct):
     """Sum of the islands that followed a crossing of this site."""
 
 
-class PhaseTotal(Struct):
+class PhaseTotal(Struct, frozen=True):
     phase: Phase
     calls: int
     wall_ns: int
@@ -263,7 +263,7 @@ class PhaseTotal(Struct):
     overhead_ns: int
 
 
-class Totals(Struct):
+class Totals(Struct, frozen=True):
     """Exact accumulators over all calls, so that dropping detail never changes a total."""
 
     calls: int
@@ -274,7 +274,7 @@ class Totals(Struct):
     outside_runs: int = 0
 
 
-class Retention(Struct):
+class Retention(Struct, frozen=True):
     """How per-call detail was bounded: the first ``first`` calls, then every ``stride``-th."""
 
     first: int
@@ -286,7 +286,7 @@ class Retention(Struct):
     outside_dropped: int = 0
 
 
-class Ledger(Struct):
+class Ledger(Struct, frozen=True):
     """One run (one process, one rank)."""
 
     schema_version: int

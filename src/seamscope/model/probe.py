@@ -23,7 +23,7 @@ LayerVerdict = Literal[
 ]
 
 
-class ProbeSpec(Struct):
+class ProbeSpec(Struct, frozen=True):
     """What was run."""
 
     workload: str
@@ -44,7 +44,7 @@ class ProbeSpec(Struct):
     timeout_s: float | None = None
 
 
-class Samples(Struct):
+class Samples(Struct, frozen=True):
     """Every measured call of one phase of one configuration, with its order statistics."""
 
     configuration: str
@@ -56,7 +56,7 @@ class Samples(Struct):
     p90_ns: int | None
 
 
-class PhasePair(Struct):
+class PhasePair(Struct, frozen=True):
     """A compiled phase and its eager baseline, measured on the same inputs the same number of
     times (cold and warm are never merged)."""
 
@@ -67,7 +67,7 @@ class PhasePair(Struct):
     """candidate median / baseline median (> 1: compiled is slower)."""
 
 
-class LeafDiff(Struct):
+class LeafDiff(Struct, frozen=True):
     """One leaf of a nested output (or of an input/parameter after the call) compared."""
 
     path: str
@@ -88,7 +88,7 @@ class LeafDiff(Struct):
     large_reduction: bool | None = None
 
 
-class DiffReport(Struct):
+class DiffReport(Struct, frozen=True):
     """Eager against one compiled configuration on one distinct input."""
 
     configuration: str
@@ -102,7 +102,7 @@ class DiffReport(Struct):
     worst: LeafDiff | None
 
 
-class RandomOp(Struct):
+class RandomOp(Struct, frozen=True):
     """A random op found in a graph handed to a backend: eager and compiled draw differently."""
 
     configuration: str
@@ -110,7 +110,7 @@ class RandomOp(Struct):
     op: str
 
 
-class LayerResult(Struct):
+class LayerResult(Struct, frozen=True):
     """One rung of the backend ladder."""
 
     backend: str
@@ -128,13 +128,13 @@ class LayerResult(Struct):
     wall_ns: int | None = None
 
 
-class Ladder(Struct):
+class Ladder(Struct, frozen=True):
     layers: list[LayerResult]
     first_failing: str | None
     answer: str
 
 
-class MemoryPoint(Struct):
+class MemoryPoint(Struct, frozen=True):
     """Memory after the first call on a shape not seen before by this configuration."""
 
     configuration: str
@@ -147,7 +147,7 @@ class MemoryPoint(Struct):
     """Compilations (frames that produced code) so far in this configuration."""
 
 
-class EvidenceRow(Struct):
+class EvidenceRow(Struct, frozen=True):
     """Seed 004's compiler evidence table, one row per configuration."""
 
     configuration: str
@@ -159,7 +159,7 @@ class EvidenceRow(Struct):
     peak_source: Literal["cuda_allocator", "rss", "none"]
 
 
-class ProbeResult(Struct):
+class ProbeResult(Struct, frozen=True):
     spec: ProbeSpec
     verdict: Literal["ok", "suspect", "boundary_bug", "fails_eager", "fails_compiled", "incomplete"]
     answer: str

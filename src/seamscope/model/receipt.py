@@ -18,7 +18,7 @@ from .probe import ProbeResult
 from .ranks import RanksSection
 from .shapes import ShapeStudy
 
-RECEIPT_KIND = "seamscope.receipt"
+RECEIPT_KIND: Literal["seamscope.receipt"] = "seamscope.receipt"
 
 DOES_NOT_ESTABLISH = [
     "a universal speed-up: only the calls recorded here were measured",
@@ -28,7 +28,7 @@ DOES_NOT_ESTABLISH = [
 ]
 
 
-class PhaseStats(Struct):
+class PhaseStats(Struct, frozen=True):
     """Timing distribution of one phase; totals exact, quantiles over the retained calls."""
 
     phase: str
@@ -46,7 +46,7 @@ class PhaseStats(Struct):
     regions_per_call_median: float | None = None
 
 
-class SiteSummary(Struct):
+class SiteSummary(Struct, frozen=True):
     """A break site as CONVENTIONS.md lists it, with how often it was crossed."""
 
     site_id: str
@@ -64,7 +64,7 @@ class SiteSummary(Struct):
     island_after_ns: int | None
 
 
-class RecompileSummary(Struct):
+class RecompileSummary(Struct, frozen=True):
     compile_id: str
     frame_name: str
     file: str
@@ -73,7 +73,7 @@ class RecompileSummary(Struct):
     call_index: int | None
 
 
-class FallbackSummary(Struct):
+class FallbackSummary(Struct, frozen=True):
     compile_id: str
     frame_name: str
     status: str
@@ -81,7 +81,7 @@ class FallbackSummary(Struct):
     call_index: int | None
 
 
-class Summary(Struct):
+class Summary(Struct, frozen=True):
     """The counts of CONVENTIONS.md, each equal to one PyTorch source of truth."""
 
     call_count: int
@@ -101,7 +101,7 @@ class Summary(Struct):
     has_runtime: bool
 
 
-class Decision(Struct):
+class Decision(Struct, frozen=True):
     """The decision record of seed 001: what was chosen, when to roll back, what is not shown."""
 
     note: str | None = None
@@ -115,7 +115,7 @@ class Decision(Struct):
     does_not_establish: list[str] = msgspec.field(default_factory=lambda: list(DOES_NOT_ESTABLISH))
 
 
-class Receipt(Struct):
+class Receipt(Struct, frozen=True):
     schema_version: int
     kind: Literal["seamscope.receipt"]
     ledger: Ledger

@@ -23,7 +23,7 @@ compiler). ``unusable``: the policy cannot run this model (a padded length it do
 Correctness = Literal["within_tolerance", "above_tolerance", "boundary_bug", "not_checked"]
 
 
-class ShapeCall(Struct):
+class ShapeCall(Struct, frozen=True):
     """One request of the trace, in order."""
 
     index: int
@@ -43,7 +43,7 @@ class ShapeCall(Struct):
     (``counters["frames"]["ok"]``)."""
 
 
-class ShapeCompile(Struct):
+class ShapeCompile(Struct, frozen=True):
     """A compilation as PyTorch reported it, tied to the request that caused it."""
 
     compile_id: str
@@ -58,7 +58,7 @@ class ShapeCompile(Struct):
     fail_reason: str | None = None
 
 
-class LengthStat(Struct):
+class LengthStat(Struct, frozen=True):
     length: int
     padded_length: int
     calls: int
@@ -69,7 +69,7 @@ class LengthStat(Struct):
     """The first request of this length (cold when it compiled)."""
 
 
-class MemoryStep(Struct):
+class MemoryStep(Struct, frozen=True):
     """After the first request of each length: compiled variants and process memory."""
 
     call_index: int
@@ -80,7 +80,7 @@ class MemoryStep(Struct):
     cuda_allocated_bytes: int | None = None
 
 
-class Mismatch(Struct):
+class Mismatch(Struct, frozen=True):
     """The worst output leaf of a policy, sliced back, against unpadded eager."""
 
     length: int
@@ -91,7 +91,7 @@ class Mismatch(Struct):
     max_abs: float | None = None
 
 
-class PolicyResult(Struct):
+class PolicyResult(Struct, frozen=True):
     policy: str
     """As given: ``static``, ``auto``, ``dynamic``, ``mark_dynamic[:MIN:MAX]``, ``pow2``,
     ``buckets:64,128``."""
@@ -136,7 +136,7 @@ class PolicyResult(Struct):
     warnings: list[str] = []
 
 
-class Recommendation(Struct):
+class Recommendation(Struct, frozen=True):
     policy: str | None
     runner_up: str | None
     margin_ns: int | None
@@ -152,7 +152,7 @@ class Recommendation(Struct):
     text: str = ""
 
 
-class ShapeSpec(Struct):
+class ShapeSpec(Struct, frozen=True):
     workload: str
     backend: str
     dim: int
@@ -169,7 +169,7 @@ class ShapeSpec(Struct):
     Dynamo or inductor state); ``process``: each policy in its own interpreter."""
 
 
-class ShapeStudy(Struct):
+class ShapeStudy(Struct, frozen=True):
     spec: ShapeSpec
     policies: list[PolicyResult]
     recommendation: Recommendation | None

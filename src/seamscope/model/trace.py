@@ -37,20 +37,20 @@ DEFAULT_MAX_CALLS = 64
 DEFAULT_MAX_EVENTS = 16
 
 
-class TraceBounds(Struct):
+class TraceBounds(Struct, frozen=True):
     max_calls: int
     """At most this many calls are written: the first half and the last half of those retained."""
     max_events_per_call: int
     """At most this many events of a call are written (the first ones, in order)."""
 
 
-class CallCut(Struct):
+class CallCut(Struct, frozen=True):
     index: int
     events_total: int
     events_written: int
 
 
-class TraceCut(Struct):
+class TraceCut(Struct, frozen=True):
     """What the bounds left out; empty lists mean nothing was cut."""
 
     calls_retained: int
@@ -62,7 +62,7 @@ class TraceCut(Struct):
     """Calls written with some of their events left out."""
 
 
-class TraceCounts(Struct):
+class TraceCounts(Struct, frozen=True):
     """How many lines of each kind follow the header: a reader tells a cut file by them."""
 
     compilations: int
@@ -71,7 +71,7 @@ class TraceCounts(Struct):
     outside: int
 
 
-class TraceHeader(Struct, tag="header", tag_field="record"):
+class TraceHeader(Struct, tag="header", tag_field="record", frozen=True):
     kind: Literal["seamscope.trace"]
     trace_version: int
     schema_version: int
@@ -85,19 +85,19 @@ class TraceHeader(Struct, tag="header", tag_field="record"):
     retention: Retention
 
 
-class CompilationRecord(Struct, tag="compilation", tag_field="record"):
+class CompilationRecord(Struct, tag="compilation", tag_field="record", frozen=True):
     compilation: Compilation
 
 
-class BreakSiteRecord(Struct, tag="break_site", tag_field="record"):
+class BreakSiteRecord(Struct, tag="break_site", tag_field="record", frozen=True):
     break_site: BreakSite
 
 
-class CallRecord(Struct, tag="call", tag_field="record"):
+class CallRecord(Struct, tag="call", tag_field="record", frozen=True):
     call: Call
 
 
-class OutsideRecord(Struct, tag="outside", tag_field="record"):
+class OutsideRecord(Struct, tag="outside", tag_field="record", frozen=True):
     outside: OutsideRegion
 
 

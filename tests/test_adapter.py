@@ -1,0 +1,100 @@
+"""One test per private-API behaviour the adapter relies on, so a PyTorch upgrade that changes
+one of them fails here, by name, rather than somewhere inside capture."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from seamscope.capture import adapter  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("dynamo_reset")
+
+
+def test_version_is_in_the_tested_range():
+    assert adapter.version_warning() is None
+    v, mm = adapter.torch_version()
+    assert v == str(torch.__version__) and mm >= (2, 9)
+
+
+def test_version_warning_names_an_untested_version(monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "9.1.0")
+    msg = adapter.version_warning()
+    assert msg and "torch 9.1.0" in msg and "may be incomplete" in msg
+
+
+def test_trace_handler_receives_structured_events_with_compile_context():
+    seen = []
+    remove = adapter.add_trace_handler(lambda meta, payload: seen.append((meta, payload)))
+    try:
+        torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+    finally:
+        remove()
+    keys = [k for meta, _ in seen for k in meta if k not in ("frame_id", "frame_compile_id", "attempt", "has_payload")]
+    assert "dynamo_start" in keys and "compilation_metrics" in keys
+    metrics = next(meta for meta, _ in seen if "compilation_metrics" in meta)
+    assert metrics["frame_id"] == 0 and metrics["frame_compile_id"] == 0
+    assert metrics["compilation_metrics"]["compile_id"] == "0/0"
+    # and nothing after removal
+    n = len(seen)
+    torch.compile(lambda x: x * 3, backend="eager")(torch.ones(2))
+    assert len(seen) == n
+
+
+def test_graph_break_reason_arrives_as_an_artifact_with_payload():
+    seen = []
+    remove = adapter.add_trace_handler(lambda meta, payload: seen.append((meta, payload)))
+
+    def f(x):
+        x = x + 1
+        print("side effect")
+        return x * 2
+
+    try:
+        torch.compile(f, backend="eager")(torch.ones(2))
+    finally:
+        remove()
+    reasons = [p for meta, p in seen if meta.get("artifact", {}).get("name") == "dynamo_graph_break_reason"]
+    assert reasons and "Graph break in user code at" in reasons[0] and "gb0059" in reasons[0]
+
+
+def test_wrap_compiled_graphs_sees_every_graph_with_its_compile_id():
+    seen = []
+    runs = []
+
+    def wrap(fn, cid):
+        seen.append(cid)
+
+        def run(*a, **k):
+            runs.append(cid)
+            return fn(*a, **k)
+
+        return run
+
+    undo = adapter.wrap_compiled_graphs(wrap)
+    try:
+        g = torch.compile(lambda x: x.sin() + 1, backend="eager")
+        out = g(torch.ones(3))
+        g(torch.ones(3))
+    finally:
+        undo()
+    assert seen == ["0/0"] and runs == ["0/0", "0/0"]
+    assert torch.allclose(out, torch.ones(3).sin() + 1)
+    from torch._dynamo.output_graph import OutputGraph
+
+    assert not hasattr(OutputGraph.call_user_compiler, "__wrapped__")
+
+
+def test_current_compile_id_outside_compilation_is_none():
+    assert adapter.current_compile_id() is None
+
+
+def test_dynamo_settings_include_the_ones_that_decide_behaviour():
+    s = adapter.dynamo_settings()
+    assert s["recompile_limit"] == repr(torch._dynamo.config.recompile_limit)
+    assert "capture_scalar_outputs" in s and "automatic_dynamic_shapes" in s
+
+
+def test_is_compiling_false_in_eager():
+    assert adapter.is_compiling() is False
