@@ -266,6 +266,8 @@ class ReportView:
     sites: list[SiteRow]
     sections: list[OptionalSection]
     does_not_establish: list[str]
+    ranks: RanksView
+    shapes: ShapesView
 
 
 # --- building ------------------------------------------------------------------------------------
@@ -375,6 +377,8 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         sections=[optional_section(receipt, key, title) for key, title in OPTIONAL_SECTIONS]
         + [memory_section(receipt)],
         does_not_establish=list(receipt.decision.does_not_establish),
+        ranks=build_ranks(receipt),
+        shapes=build_shapes(receipt),
     )
 
 
@@ -937,4 +941,472 @@ def comparison_in_receipt(receipt: Receipt) -> Comparison | None:
     ]
     return Comparison(
         c.before_receipt_sha256, c.after_receipt_sha256, phases, [("calls", c.calls_before, c.calls_after)], list(c.verdict), "seamscope diff"
+    )
+
+
+# --- many ranks: the rank × call view of a merged receipt ------------------------------------------
+
+MAX_RANK_COLUMNS = 200
+MAX_RANK_LABELS = 20  # call numbers written over the grid; the rest are in the tooltips
+MIN_CELL_BAR_PCT = 12.0  # the fastest shown call still has a visible bar
+
+
+@dataclass(frozen=True)
+class RankCell:
+    """One call as one rank ran it. ``present`` False: this rank has no such call (it made fewer
+    calls, or its per-call detail was bounded)."""
+
+    call_index: int
+    present: bool
+    phase: str
+    outcome: str
+    wall_ns: int
+    region_count: int
+    h: float  # bar height in percent of the cell: wall time on a log scale over the shown cells
+    divergence: str  # "" | "start" (a divergence of this rank first appears here) | "after"
+    tip: str
+
+
+@dataclass(frozen=True)
+class RankRow:
+    rank: int
+    source: str
+    calls: int
+    compiles: int
+    recompiles: int
+    graphs: int
+    fallbacks: int
+    break_sites: int
+    steady_median_ns: int | None
+    steady_iqr_ns: int | None
+    divergent: bool
+    cells: list[RankCell]
+
+
+@dataclass(frozen=True)
+class RankColumn:
+    call_index: int
+    label: str  # "" for columns whose number is left to the tooltip
+    divergence_starts: bool
+
+
+@dataclass(frozen=True)
+class DivergenceRow:
+    kind: str
+    ranks: list[int]
+    reference_ranks: list[int]
+    first_call: int | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class DdpSplitRow:
+    rank: int
+    compile_id: str
+    frame: str
+    submodules: int
+
+
+@dataclass(frozen=True)
+class RankSiteRow:
+    rank: int
+    site_id: str
+    where: str
+    function: str
+    origin: str
+    crossings: int | None
+
+
+@dataclass(frozen=True)
+class RanksView:
+    """The ``ranks`` section of a merged receipt; ``present`` False for a one-rank receipt."""
+
+    present: bool
+    world_size: int | None = None
+    ranks_present: list[int] = field(default_factory=list)
+    primary_rank: int | None = None
+    ledger_note: str = ""
+    columns: list[RankColumn] = field(default_factory=list)
+    rows: list[RankRow] = field(default_factory=list)
+    divergences: list[DivergenceRow] = field(default_factory=list)
+    ddp_splits: list[DdpSplitRow] = field(default_factory=list)
+    sites: list[RankSiteRow] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    time_rule: str = ""
+    note: str = ""
+
+
+def pick_rank_columns(calls_by_rank: list[list[Any]], keep: set[int], limit: int = MAX_RANK_COLUMNS) -> list[int]:
+    """The calls the grid shows: all of them when they fit; else every call where a divergence
+    starts, then calls in which some rank compiled, fell back or failed (up to half of what is
+    left), then the rest evenly spaced; in call order."""
+    indices = sorted({c.index for calls in calls_by_rank for c in calls})
+    if len(indices) <= limit:
+        return indices
+    present = set(indices)
+    must = sorted(i for i in keep if i in present)[:limit]
+    chosen = set(must)
+    special = sorted({c.index for calls in calls_by_rank for c in calls if c.outcome != "hit"} - chosen)
+    chosen.update(special[: (limit - len(chosen)) // 2])
+    rest = [i for i in indices if i not in chosen]
+    room = limit - len(chosen)
+    if rest and room > 0:
+        step = len(rest) / room
+        chosen.update(rest[int(k * step)] for k in range(min(room, len(rest))))
+    return sorted(chosen)
+
+
+def build_ranks(receipt: Receipt) -> RanksView:
+    import math
+
+    sec = getattr(receipt, "ranks", None)
+    if sec is None:
+        return RanksView(False)
+    divs = list(sec.divergences)
+    starts: dict[tuple[int, int], list[Any]] = {}
+    since: dict[int, list[Any]] = {}
+    for d in divs:
+        if d.first_call is None:
+            continue
+        for r in d.ranks:
+            starts.setdefault((r, d.first_call), []).append(d)
+            since.setdefault(r, []).append(d)
+    entries = sorted(sec.ranks, key=lambda e: e.rank)
+    shown = pick_rank_columns([e.calls for e in entries], {d.first_call for d in divs if d.first_call is not None})
+    shown_set = set(shown)
+    walls = [max(c.wall_ns, 1) for e in entries for c in e.calls if c.index in shown_set]
+    lo, hi = (min(walls), max(walls)) if walls else (1, 1)
+    span = math.log(hi) - math.log(lo)
+
+    def height(wall: int) -> float:
+        if span <= 0:
+            return 100.0
+        frac = (math.log(max(wall, 1)) - math.log(lo)) / span
+        return round(MIN_CELL_BAR_PCT + (100.0 - MIN_CELL_BAR_PCT) * frac, 2)
+
+    rows = []
+    for e in entries:
+        by_index = {c.index: c for c in e.calls}
+        cells = []
+        for i in shown:
+            here = starts.get((e.rank, i), [])
+            before = [d for d in since.get(e.rank, []) if d.first_call < i]
+            c = by_index.get(i)
+            if c is None:
+                tip = f"rank {e.rank} · call {i}: no such call on this rank"
+            else:
+                tip = (
+                    f"rank {e.rank} · call {i} · {c.phase} · {c.outcome}\n"
+                    f"wall {_ns(c.wall_ns)} (regions {_ns(c.region_ns)}, islands {_ns(c.island_ns)}, "
+                    f"compile {_ns(c.compile_ns)})\n{len(c.regions)} regions: {', '.join(c.regions) or '–'}"
+                )
+                if c.sites:
+                    tip += f"\nsites crossed: {', '.join(c.sites)}"
+            tip += "".join(f"\ndivergence starts here: {d.kind}: {d.detail}" for d in here)
+            tip += "".join(f"\ndiverged since call {d.first_call}: {d.kind}" for d in before)
+            mark = "start" if here else ("after" if before else "")
+            if c is None:
+                cells.append(RankCell(i, False, "", "", 0, 0, 0.0, mark, tip))
+            else:
+                cells.append(RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip))
+        rows.append(
+            RankRow(
+                rank=e.rank,
+                source=e.source,
+                calls=e.call_count,
+                compiles=e.compile_count,
+                recompiles=e.recompile_count,
+                graphs=e.graph_count,
+                fallbacks=e.fallback_count,
+                break_sites=e.break_site_count,
+                steady_median_ns=e.steady_median_ns,
+                steady_iqr_ns=e.steady_iqr_ns,
+                divergent=e.rank in since or any(e.rank in d.ranks for d in divs),
+                cells=cells,
+            )
+        )
+    div_starts = {d.first_call for d in divs if d.first_call is not None}
+    every = max(1, -(-len(shown) // MAX_RANK_LABELS))
+    columns = [
+        RankColumn(i, str(i) if k % every == 0 or i in div_starts else "", i in div_starts) for k, i in enumerate(shown)
+    ]
+    total = len({c.index for e in entries for c in e.calls})
+    note = f"{len(shown)} of {total} calls shown"
+    if len(shown) < total:
+        note += "; every call where a divergence starts is kept, then calls that compiled, then calls evenly spaced"
+    if walls:
+        note += f". Bar height: wall time, log scale from {_ns(lo)} to {_ns(hi)}; number: regions run"
+    return RanksView(
+        present=True,
+        world_size=sec.world_size,
+        ranks_present=list(sec.ranks_present),
+        primary_rank=sec.primary_rank,
+        ledger_note=sec.ledger_note,
+        columns=columns,
+        rows=rows,
+        divergences=[DivergenceRow(d.kind, list(d.ranks), list(d.reference_ranks), d.first_call, d.detail) for d in divs],
+        ddp_splits=[DdpSplitRow(e.rank, s.compile_id, s.frame_name, s.submodules) for e in entries for s in e.ddp_splits],
+        sites=[
+            RankSiteRow(e.rank, s.site_id, f"{s.file}:{s.line}", s.function, s.origin, s.crossings)
+            for e in entries
+            for s in e.sites
+        ][:MAX_SECTION_ROWS],
+        problems=[(p.kind, p.message) for p in sec.problems],
+        time_rule=sec.time_rule,
+        note=note,
+    )
+
+
+# --- the shape study: its plots as inline SVG -----------------------------------------------------
+
+MAX_SHAPE_POINTS = 400  # per policy and chart; beyond, cold calls are kept, then calls evenly spaced
+SVG_W, SVG_H = 640, 190  # a chart's viewBox; the plot box inside it:
+PLOT_X0, PLOT_X1, PLOT_Y0, PLOT_Y1 = 64.0, 630.0, 10.0, 160.0
+SHAPE_PHASES = (
+    ("cold", "#d62728", "cold (compiled)"),
+    ("steady", "#1f77b4", "warm (cache hit)"),
+    ("fallback", "#ff7f0e", "eager fallback"),
+)
+
+
+@dataclass(frozen=True)
+class Dot:
+    x: float
+    y: float
+    phase: str
+    colour: str
+    tip: str
+
+
+@dataclass(frozen=True)
+class PolicyLine:
+    policy: str
+    colour: str
+    points: str  # an SVG polyline's ``points``, in the chart's viewBox (steps add corners)
+    n_points: int  # the figures drawn: calls, or first-seen lengths for memory
+    dots: list[Dot] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LineChart:
+    key: str
+    title: str
+    y_top: str
+    y_bottom: str
+    x_left: str
+    x_right: str
+    lines: list[PolicyLine]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    policy: str
+    colour: str
+    status: str
+    compiles: int
+    recompiles: int
+    fallbacks: int
+    compile_ns: int
+    total_ns: int
+    cold_ns: int
+    steady_per_call_ns: int | None
+    one_time_ns: int | None
+    padding_pct: float
+    correctness: str
+    recommended: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class ShapesView:
+    present: bool
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    recommendation: str = ""
+    excluded: list[str] = field(default_factory=list)
+    policies: list[PolicyRow] = field(default_factory=list)
+    charts: list[LineChart] = field(default_factory=list)
+    phases: list[tuple[str, str]] = field(default_factory=list)  # (label, colour) of the latency dots
+    warnings: list[str] = field(default_factory=list)
+    frame: ChartFrame = field(default_factory=lambda: ChartFrame())
+
+
+@dataclass(frozen=True)
+class ChartFrame:
+    """Where a shape chart's box and axis labels sit in its viewBox (shared by the three charts)."""
+
+    width: int = SVG_W
+    height: int = SVG_H
+    x: float = PLOT_X0
+    y: float = PLOT_Y0
+    w: float = PLOT_X1 - PLOT_X0
+    h: float = PLOT_Y1 - PLOT_Y0
+    y_label_x: float = PLOT_X0 - 4
+    top_label_y: float = PLOT_Y0 + 8
+    bottom_label_y: float = PLOT_Y1
+    x_label_y: float = PLOT_Y1 + 16
+    right_x: float = PLOT_X1
+
+
+def _thin(calls: list[Any], limit: int = MAX_SHAPE_POINTS) -> list[Any]:
+    if len(calls) <= limit:
+        return list(calls)
+    cold = [c for c in calls if c.phase != "steady"][: limit // 2]
+    keep = {c.index for c in cold}
+    rest = [c for c in calls if c.index not in keep]
+    room = limit - len(cold)
+    step = len(rest) / room
+    chosen = cold + [rest[int(k * step)] for k in range(min(room, len(rest)))]
+    return sorted(chosen, key=lambda c: c.index)
+
+
+def _sx(index: int, last: int) -> float:
+    return round(PLOT_X0 + (PLOT_X1 - PLOT_X0) * index / max(last, 1), 2)
+
+
+def _sy(frac: float) -> float:
+    """``frac`` 0 at the bottom of the plot box, 1 at its top."""
+    return round(PLOT_Y1 - (PLOT_Y1 - PLOT_Y0) * min(max(frac, 0.0), 1.0), 2)
+
+
+def _pts(xy: list[tuple[float, float]]) -> str:
+    return " ".join(f"{x:g},{y:g}" for x, y in xy)
+
+
+def _steps(xy: list[tuple[float, float]]) -> str:
+    """A step line (a count holds until the next call changes it), as matplotlib's
+    ``where="post"``: each point's value runs flat to the next point's x, then jumps."""
+    out: list[tuple[float, float]] = []
+    for k, (x, y) in enumerate(xy):
+        if k and xy[k - 1][1] != y:
+            out.append((x, xy[k - 1][1]))
+        out.append((x, y))
+    return _pts(out)
+
+
+def build_shapes(receipt: Receipt) -> ShapesView:
+    """Seed 002's plot: compiled variants and memory over calls, per-call latency coloured
+    cold/warm, one line per policy; plus the recommendation and the per-policy totals."""
+    import math
+
+    study = getattr(receipt, "shapes", None)
+    if study is None:
+        return ShapesView(False)
+    spec = study.spec
+    rec = study.recommendation
+    colours = {p.policy: PALETTE[k % len(PALETTE)] for k, p in enumerate(study.policies)}
+    last = max([len(spec.trace) - 1, *(c.index for p in study.policies for c in p.calls), 1])
+    x_left, x_right = "call 0", f"call {last}"
+    thinned = {p.policy: _thin(list(p.calls)) for p in study.policies}
+    n_shown = sum(len(v) for v in thinned.values())
+    n_all = sum(len(p.calls) for p in study.policies)
+    thin_note = "" if n_shown == n_all else f"; {n_shown} of {n_all} calls drawn (cold calls kept, then evenly spaced)"
+
+    # compiled variants after each call (PyTorch's counters in the policy's process)
+    top_v = max([1, *(c.compiled_variants for p in study.policies for c in p.calls)])
+    variants = [
+        PolicyLine(
+            p.policy,
+            colours[p.policy],
+            _steps([(_sx(c.index, last), _sy(c.compiled_variants / top_v)) for c in thinned[p.policy]]),
+            len(thinned[p.policy]),
+        )
+        for p in study.policies
+        if p.calls
+    ]
+
+    # process memory after each first-seen length
+    mib = [m.rss_bytes / 2**20 for p in study.policies for m in p.memory if m.rss_bytes is not None]
+    lo_m, hi_m = (min(mib), max(mib)) if mib else (0.0, 1.0)
+    if hi_m - lo_m < 1.0:
+        lo_m, hi_m = lo_m - 0.5, hi_m + 0.5
+    memory = []
+    for p in study.policies:
+        steps = [m for m in p.memory if m.rss_bytes is not None]
+        if steps:
+            xy = [(_sx(m.call_index, last), _sy(((m.rss_bytes or 0) / 2**20 - lo_m) / (hi_m - lo_m))) for m in steps]
+            dots = [
+                Dot(x, y, "memory", colours[p.policy],
+                    f"{p.policy} · after call {m.call_index} (first of length {m.length}): "
+                    f"RSS {(m.rss_bytes or 0) / 2**20:.1f} MiB, {m.compiled_variants} compiled variants")
+                for m, (x, y) in zip(steps, xy, strict=True)
+            ]
+            memory.append(PolicyLine(p.policy, colours[p.policy], _steps(xy), len(steps), dots))
+
+    # per-call latency, log scale, dots coloured by phase
+    lat = [max(c.latency_ns, 1) for p in study.policies for c in p.calls]
+    lo_l, hi_l = (min(lat), max(lat)) if lat else (1, 1)
+    span = math.log(hi_l) - math.log(lo_l)
+    phase_colour = {k: col for k, col, _ in SHAPE_PHASES}
+    latency = []
+    for p in study.policies:
+        shown = thinned[p.policy]
+        if not shown:
+            continue
+        xy = [
+            (_sx(c.index, last), _sy((math.log(max(c.latency_ns, 1)) - math.log(lo_l)) / span if span > 0 else 0.5))
+            for c in shown
+        ]
+        dots = [
+            Dot(
+                x,
+                y,
+                c.phase,
+                phase_colour.get(c.phase, OVERHEAD_COLOUR),
+                f"{p.policy} · call {c.index} · length {c.length}"
+                + (f" (padded to {c.padded_length})" if c.padded_length != c.length else "")
+                + f" · {c.phase} · {_ns(c.latency_ns)}"
+                + (f" (compile {_ns(c.compile_ns)})" if c.compile_ns else ""),
+            )
+            for c, (x, y) in zip(shown, xy, strict=True)
+        ]
+        latency.append(PolicyLine(p.policy, colours[p.policy], _pts(xy), len(shown), dots))
+
+    charts = [
+        LineChart("variants", "Compiled variants after each call", str(top_v), "0", x_left, x_right, variants,
+                  "frame compilations that produced code so far (counters frames ok)" + thin_note),
+        LineChart("memory", "Process memory after each first-seen length", f"{hi_m:.1f} MiB", f"{lo_m:.1f} MiB",
+                  x_left, x_right, memory, "RSS" if memory else "no memory measured"),
+        LineChart("latency", "Per-call latency (log scale)", _ns(hi_l), _ns(lo_l), x_left, x_right, latency,
+                  "line colour: policy; dot colour: cold or warm" + thin_note),
+    ]
+    recommended = rec.policy if rec is not None else None
+    policies = [
+        PolicyRow(
+            policy=p.policy,
+            colour=colours[p.policy],
+            status=p.status,
+            compiles=p.compile_count,
+            recompiles=p.recompile_count,
+            fallbacks=p.fallback_count,
+            compile_ns=p.compile_ns,
+            total_ns=p.total_ns,
+            cold_ns=p.cold_ns,
+            steady_per_call_ns=p.steady_per_call_ns,
+            one_time_ns=p.one_time_ns,
+            padding_pct=round(100.0 * p.padding_fraction, 1),
+            correctness=p.correctness.replace("_", " "),
+            recommended=p.policy == recommended,
+            note=p.error or (f"length {p.worst.length}, {p.worst.path}: {p.worst.reason}" if p.worst else ""),
+        )
+        for p in study.policies
+    ]
+    facts = [
+        ("workload", spec.workload),
+        ("backend", spec.backend),
+        ("device", spec.device),
+        ("varying dim", str(spec.dim)),
+        ("trace", f"{len(spec.trace)} calls, {len(set(spec.trace))} distinct lengths, repeat {spec.repeat}"),
+        ("isolation", spec.isolation),
+        ("study wall time", _ns(study.wall_ns)),
+    ]
+    return ShapesView(
+        present=True,
+        facts=facts,
+        recommendation=rec.text if rec is not None else "no recommendation recorded",
+        excluded=list(rec.excluded) if rec is not None else [],
+        policies=policies,
+        charts=charts,
+        phases=[(label, col) for _, col, label in SHAPE_PHASES],
+        warnings=list(study.warnings) + ([study.error] if study.error else []),
     )

@@ -185,6 +185,14 @@ def dynamo_settings() -> dict[str, str]:
     return out
 
 
+def is_compiling_fn() -> Callable[[], bool]:
+    """The public ``torch.compiler.is_compiling``, looked up once (it sits on the hot path)."""
+    import torch
+
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return fn if callable(fn) else (lambda: False)
+
+
 def is_compiling() -> bool:
     import torch
 

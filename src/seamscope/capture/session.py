@@ -221,11 +221,11 @@ class Session:
     def _tracked(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         session = self
         clock = self.clock
-        is_compiling = adapter.is_compiling
+        is_compiling = adapter.is_compiling_fn()
 
         def call(*args: Any, **kwargs: Any) -> Any:
             b = session.builder
-            if is_compiling() or not session.active or session._depth or b is None:
+            if session._depth or not session.active or b is None or is_compiling():
                 return inner(*args, **kwargs)
             t0 = clock()
             b.begin_call(t0, session._family)

@@ -81,7 +81,30 @@ class MarkdownRenderer:
         if view.fallbacks:
             lines += [f"**Fallbacks**: {len(view.fallbacks)} ("
                       + "; ".join(f"{esc(f.compile_id)} {esc(f.reason, 80)}" for f in view.fallbacks[: self.max_rows]) + ")", ""]
+        lines += self._ranks(view)
         if view.retention_note:
             lines += [f"_{esc(view.retention_note)}_", ""]
         lines.append(f"<sub>receipt `{view.receipt_sha256[:16]}` · structure `{view.structure_sha256[:16]}`</sub>")
         return "\n".join(lines) + "\n"
+
+    def _ranks(self, view: ReportView) -> list[str]:
+        """A merged receipt's divergences, one line each (the rank × call view is in the HTML)."""
+        rk = view.ranks
+        if not rk.present:
+            return []
+        world = "" if rk.world_size is None else f" of world size {rk.world_size}"
+        head = f"**Ranks**: {len(rk.ranks_present)} merged{world}"
+        if rk.problems:
+            head += f"; input problems: {esc(', '.join(k for k, _ in rk.problems))}"
+        if not rk.divergences:
+            return [head + "; the ranks do not diverge.", ""]
+        lines = [head + f"; {len(rk.divergences)} divergence(s):", ""]
+        for d in rk.divergences[: self.max_rows]:
+            who = ("rank " if len(d.ranks) == 1 else "ranks ") + ", ".join(map(str, d.ranks))
+            ref = ", ".join(map(str, d.reference_ranks))
+            at = "" if d.first_call is None else f" from call {d.first_call}"
+            lines.append(f"- **{esc(d.kind)}**: {who} (against {ref}){at}: {esc(d.detail, 240)}")
+        if len(rk.divergences) > self.max_rows:
+            lines.append(f"- …and {len(rk.divergences) - self.max_rows} more.")
+        lines.append("")
+        return lines
