@@ -272,7 +272,11 @@ class Session:
             out = compiled_fn(*args, **kwargs)
             t1 = clock()
             if is_grad_enabled():
-                session._maybe_hook_backward(out, cid)
+                for t in out if isinstance(out, (list, tuple)) else (out,):
+                    node = getattr(t, "grad_fn", None)
+                    if node is not None:
+                        session._hook_backward(node, cid)
+                        break
             if b.detailed:
                 # Seam traffic (what this region hands back to eager code), sampled: measured
                 # in the calls kept in full detail, where it is reported.
@@ -290,14 +294,6 @@ class Session:
             return out
 
         return region
-
-    def _maybe_hook_backward(self, out: Any, cid: str) -> None:
-        outs = out if isinstance(out, (list, tuple)) else (out,)
-        for t in outs:
-            node = getattr(t, "grad_fn", None)
-            if node is not None:
-                self._hook_backward(node, cid)
-                return
 
     def _hook_backward(self, node: Any, cid: str) -> None:
         """Time the compiled backward of this region when autograd runs it (outside the call)."""

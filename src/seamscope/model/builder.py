@@ -46,9 +46,10 @@ PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
 
 # A span is a plain tuple (the hot path builds one per region run):
-# (kind, start, end, compile_id, graph_index, out_tensors, out_bytes), kind "r" region,
-# "c" compilation, "o" seamscope's own overhead.
-_Span = tuple[str, int, int, str, int, "int | None", "int | None"]
+# (kind, start, end, compile_id, graph_index, out_tensors, out_bytes, overhead_end), kind "r"
+# region, "c" compilation, "o" seamscope's own overhead. A region's bookkeeping that follows it
+# (end .. overhead_end) rides in the same tuple: one allocation per region run.
+_Span = tuple[str, int, int, str, int, "int | None", "int | None", int]
 _BY_TIME = operator.itemgetter(1, 2)
 
 
@@ -144,16 +145,10 @@ class LedgerBuilder:
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self.call_observers: list[Callable[[Call], None]] = []
         """Called with every finished call in full detail, retained or not (budgets use it)."""
+        self.detailed = False
+        """Whether the open call will be kept in full detail (capture samples seam traffic then)."""
 
     # --- what capture reports ---------------------------------------------------------------
-
-    @property
-    def detailed(self) -> bool:
-        """Whether the open call will be kept in full detail (capture samples seam traffic then)."""
-        oc = self._open
-        return oc is not None and (
-            bool(self.call_observers) or oc.index < self.first_calls or oc.index % self._stride == 0
-        )
 
     @property
     def in_call(self) -> bool:
@@ -174,7 +169,9 @@ class LedgerBuilder:
     def begin_call(self, start_ns: int, family: str | None = None) -> None:
         if self._open is not None:
             raise RuntimeError("begin_call inside an open call (nested top-level calls are one call)")
-        self._open = _OpenCall(index=self._call_count, start=start_ns, family=family)
+        index = self._call_count
+        self._open = _OpenCall(index=index, start=start_ns, family=family)
+        self.detailed = bool(self.call_observers) or index < self.first_calls or index % self._stride == 0
 
     def region(
         self,
@@ -190,7 +187,7 @@ class LedgerBuilder:
         if self._open is None:
             self.outside_region(compile_id, "forward", end_ns - start_ns, None)
             return
-        self._open.spans.append(("r", start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes))
+        self._open.spans.append(("r", start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes, end_ns))
 
     def region_run(
         self, compile_id: str, graph_index: int, t0: int, t1: int, t2: int,
@@ -201,17 +198,17 @@ class LedgerBuilder:
         if oc is None:
             self.outside_region(compile_id, "forward", t1 - t0, None)
             return
-        oc.spans += (("r", t0, t1, compile_id, graph_index, out_tensors, out_bytes), ("o", t1, t2, "", 0, None, None))
+        oc.spans.append(("r", t0, t1, compile_id, graph_index, out_tensors, out_bytes, t2))
 
     def compile_span(self, compile_id: str, start_ns: int, end_ns: int) -> None:
         if self._open is None:
             return
-        self._open.spans.append(("c", start_ns, end_ns, compile_id, 0, None, None))
+        self._open.spans.append(("c", start_ns, end_ns, compile_id, 0, None, None, end_ns))
 
     def overhead(self, start_ns: int, end_ns: int) -> None:
         """seamscope's own bookkeeping between ``start_ns`` and ``end_ns``."""
         if self._open is not None and end_ns > start_ns:
-            self._open.spans.append(("o", start_ns, end_ns, "", 0, None, None))
+            self._open.spans.append(("o", start_ns, end_ns, "", 0, None, None, end_ns))
 
     def guard_miss(self, compile_id: str, at_ns: int) -> None:
         if self._open is not None:
@@ -268,6 +265,7 @@ class LedgerBuilder:
         if oc is None:
             raise RuntimeError("end_call without begin_call")
         self._open = None
+        self.detailed = False
         index = oc.index
         retain = index < self.first_calls or index % self._stride == 0
         events, sums = self._account(oc, end_ns, retain or bool(self.call_observers))
@@ -445,6 +443,12 @@ class LedgerBuilder:
                     )
                     for site in step[2]:
                         events.append(BreakEvent(site_id=site, at_ns=e - start))
+                oe = sp[7]
+                if oe > e:  # the bookkeeping right after the region
+                    if oe > end_ns:
+                        oe = end_ns
+                    overhead_sum += oe - e
+                    cursor = oe
             else:
                 compile_sum += dur
                 compile_n += 1
