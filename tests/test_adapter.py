@@ -98,3 +98,12 @@ def test_dynamo_settings_include_the_ones_that_decide_behaviour():
 
 def test_is_compiling_false_in_eager():
     assert adapter.is_compiling() is False
+
+
+def test_dynamo_config_patch_sets_and_restores_and_names_unknown_settings():
+    before = torch._dynamo.config.capture_scalar_outputs
+    with adapter.dynamo_config_patch({"capture_scalar_outputs": not before}):
+        assert torch._dynamo.config.capture_scalar_outputs is (not before)
+    assert torch._dynamo.config.capture_scalar_outputs is before
+    with pytest.raises(KeyError, match="no_such_setting"):
+        adapter.dynamo_config_patch({"no_such_setting": 1})

@@ -283,3 +283,29 @@ def test_receipt_loads_back(tmp_path: Path, capsys: Any) -> None:
     r = load_receipt(str(tmp_path / "o" / "receipt.json"))
     assert r.probe is not None and r.probe.spec.warm_calls == 1
     assert torch is not None
+
+
+ITEM = """
+def item_break():
+    def f(x):
+        s = x.sum().item()
+        return x * s
+    return Workload(f, inputs={"steady": [torch.ones(4)]}, backend="eager", warm_calls=2, ladder=())
+"""
+
+
+def test_dynamo_config_option_tries_a_configuration_remedy(tmp_path: Path, capsys: Any) -> None:
+    # The findings suggest `seamscope probe ... --dynamo-config capture_scalar_outputs=True`.
+    wl = _workload_file(tmp_path, ITEM)
+    got, _ = _probe([f"{wl}:item_break", "--out", str(tmp_path / "a")], capsys)
+    assert got == 0
+    before = _receipt(tmp_path / "a")["summary"]
+    got, _ = _probe([f"{wl}:item_break", "--out", str(tmp_path / "b"),
+                     "--dynamo-config", "capture_scalar_outputs=True"], capsys)
+    assert got == 0
+    after = _receipt(tmp_path / "b")["summary"]
+    assert before["break_site_count"] == 1 and after["break_site_count"] == 0
+    got, text = _probe([f"{wl}:item_break", "--dynamo-config", "no_such_thing=1"], capsys)
+    assert got == 2 and "no setting no_such_thing" in text
+    got, text = _probe([f"{wl}:item_break", "--dynamo-config", "capture_scalar_outputs"], capsys)
+    assert got == 2 and "expected NAME=VALUE" in text

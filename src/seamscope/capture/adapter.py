@@ -185,6 +185,17 @@ def dynamo_settings() -> dict[str, str]:
     return out
 
 
+def dynamo_config_patch(settings: dict[str, Any]) -> Any:
+    """A context manager that sets Dynamo settings (``capture_scalar_outputs=True``, ...) for the
+    time of an experiment. Unknown names raise ``KeyError`` naming them."""
+    import torch._dynamo.config as cfg
+
+    unknown = [k for k in settings if not hasattr(cfg, k)]
+    if unknown:
+        raise KeyError(", ".join(sorted(unknown)))
+    return cfg.patch(**settings)
+
+
 def is_compiling_fn() -> Callable[[], bool]:
     """The public ``torch.compiler.is_compiling``, looked up once (it sits on the hot path)."""
     import torch

@@ -7,6 +7,22 @@ import click
 from ..errors import AnswerIsNo, UnusableInput
 
 
+def parse_settings(items: tuple[str, ...]) -> dict[str, object]:
+    """``NAME=VALUE`` pairs; values are Python literals (``True``, ``8``, ``'x'``), never code."""
+    import ast
+
+    out: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UnusableInput(f"--dynamo-config {item!r}: expected NAME=VALUE")
+        try:
+            out[name.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise UnusableInput(f"--dynamo-config {item!r}: the value is not a Python literal") from None
+    return out
+
+
 @click.command()
 @click.argument("workload")
 @click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
@@ -16,8 +32,10 @@ from ..errors import AnswerIsNo, UnusableInput
 @click.option("--backends", default=None, help="Ladder layers, comma-separated (names or pkg.mod:fn); 'none' skips.")
 @click.option("--warm", type=int, default=None, help="Warm calls (overrides the workload's warm_calls).")
 @click.option("--fail-on-divergence", is_flag=True, help="Exit 1 when a boundary bug or failing layer is found.")
+@click.option("--dynamo-config", "dynamo_config", multiple=True, metavar="NAME=VALUE",
+              help="Set a torch._dynamo.config value for the probe (repeatable), e.g. capture_scalar_outputs=True.")
 def command(workload: str, out: str, isolate: bool, timeout: float | None, backends: str | None,
-            warm: int | None, fail_on_divergence: bool) -> int:
+            warm: int | None, fail_on_divergence: bool, dynamo_config: tuple[str, ...] = ()) -> int:
     """Probe the workload that FILE.py:FUNC returns (a seamscope.Workload)."""
     from rich.console import Console
 
@@ -33,10 +51,18 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
     layers = None
     if backends is not None:
         layers = [] if backends.strip() in ("", "none") else [b.strip() for b in backends.split(",") if b.strip()]
+    settings = parse_settings(dynamo_config)
     wl = load_workload(workload)
     err_console = Console(stderr=True, highlight=False)
-    receipt, err = probe(wl, spec=workload, ladder=layers, isolate=isolate, timeout=timeout, warm=warm,
-                         progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
+    from ..capture.adapter import dynamo_config_patch
+
+    try:
+        patch = dynamo_config_patch(settings)
+    except KeyError as e:
+        raise UnusableInput(f"--dynamo-config: torch._dynamo.config has no setting {e.args[0]}") from None
+    with patch:
+        receipt, err = probe(wl, spec=workload, ladder=layers, isolate=isolate, timeout=timeout, warm=warm,
+                             progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
     path = write_receipt_files(receipt, out)
     assert receipt.probe is not None
     ProbeTableRenderer().print(receipt.probe)
