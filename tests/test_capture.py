@@ -209,3 +209,17 @@ def test_degrades_when_an_internal_is_missing(monkeypatch):
     assert led.totals.calls == 1
     assert any("regions cannot be timed" in w for w in led.run.warnings)
     assert led.compilations  # compile events still arrive
+
+
+def test_compiled_optimizer_step_is_a_call():
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with session() as s:
+        step = torch.compile(opt.step, backend="eager")
+        for _ in range(3):
+            model(torch.randn(2, 8)).sum().backward()
+            step()
+            opt.zero_grad()
+    led = s.ledger
+    assert [c.outcome for c in led.calls] == ["compile", "hit", "hit"]
+    assert all(any(isinstance(e, RegionEvent) for e in c.events) for c in led.calls)

@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 from ..model.builder import PHASES
-from ..model.ledger import Ledger, RegionEvent
+from ..model.ledger import BreakEvent, Call, CompileEvent, IslandEvent, Ledger, RegionEvent
 from ..model.receipt import FallbackSummary, PhaseStats, RecompileSummary, SiteSummary, Summary
 from .stats import median_float, quantile
+
+
+def call_parts(call: Call) -> dict[str, int]:
+    """One call's wall time split into its parts, and its region and crossing counts (the
+    per-call ledger of seed 001, as ``calls.csv`` lists it)."""
+    parts = {"region_ns": 0, "island_ns": 0, "compile_ns": 0, "regions": 0, "breaks_crossed": 0}
+    for e in call.events:
+        if isinstance(e, RegionEvent):
+            parts["region_ns"] += e.duration_ns
+            parts["regions"] += 1
+        elif isinstance(e, IslandEvent):
+            parts["island_ns"] += e.duration_ns
+        elif isinstance(e, CompileEvent):
+            parts["compile_ns"] += e.duration_ns
+        elif isinstance(e, BreakEvent):
+            parts["breaks_crossed"] += 1
+    return parts
 
 
 def summarize(ledger: Ledger) -> Summary:

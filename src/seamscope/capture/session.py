@@ -65,6 +65,7 @@ class Session:
         self.warnings: list[str] = []
         self.ledger: Ledger | None = None
         self.receipt_path: str | None = None
+        self.last_receipt: Receipt | None = None
         self.on_call_end: list[Callable[[Session], None]] = []
         self._undo: list[Callable[[], None]] = []
         self._family: str | None = None
@@ -160,6 +161,7 @@ class Session:
 
         receipt = self.receipt()
         self.receipt_path = write_receipt_files(receipt, out)
+        self.last_receipt = receipt
         return self.receipt_path
 
     @contextlib.contextmanager

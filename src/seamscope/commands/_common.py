@@ -14,7 +14,7 @@ def finish_run(result: Any, quiet: bool = False) -> int:
 
     if result.receipt_path is None:
         return result.exit_code or 1
-    receipt = load_receipt(result.receipt_path)
+    receipt = getattr(result.session, "last_receipt", None) or load_receipt(result.receipt_path)
     out_dir = os.path.dirname(result.receipt_path)
     html = write_report_if_available(receipt, out_dir)
     if not quiet:

@@ -6,8 +6,9 @@ import csv
 import io
 import os
 
+from ..analyze.summary import call_parts
 from ..model.canonical import pretty_bytes
-from ..model.ledger import BreakEvent, CompileEvent, IslandEvent, RegionEvent
+from ..model.ledger import RegionEvent
 from ..model.receipt import Receipt
 from .files import write_atomic
 
@@ -45,7 +46,7 @@ class CallsCsvRenderer:
         w = csv.writer(out, lineterminator="\n")
         w.writerow(CSV_COLUMNS)
         for c in receipt.ledger.calls:
-            regions = [e for e in c.events if isinstance(e, RegionEvent)]
+            parts = call_parts(c)
             w.writerow(
                 [
                     c.index,
@@ -53,13 +54,13 @@ class CallsCsvRenderer:
                     c.outcome,
                     c.family or "",
                     c.wall_ns,
-                    sum(e.duration_ns for e in regions),
-                    sum(e.duration_ns for e in c.events if isinstance(e, IslandEvent)),
-                    sum(e.duration_ns for e in c.events if isinstance(e, CompileEvent)),
+                    parts["region_ns"],
+                    parts["island_ns"],
+                    parts["compile_ns"],
                     c.overhead_ns,
-                    len(regions),
-                    sum(1 for e in c.events if isinstance(e, BreakEvent)),
-                    " ".join(e.compile_id for e in regions),
+                    parts["regions"],
+                    parts["breaks_crossed"],
+                    " ".join(e.compile_id for e in c.events if isinstance(e, RegionEvent)),
                     c.error or "",
                 ]
             )
