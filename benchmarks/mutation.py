@@ -34,6 +34,7 @@ MODULES = [
 TESTS = [
     "tests/conftest.py",
     "tests/test_model_ledger.py",
+    "tests/test_model_summary.py",
     "tests/test_model_receipt.py",
     "tests/test_verify.py",
     "tests/test_diff.py",

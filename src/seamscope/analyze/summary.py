@@ -66,7 +66,7 @@ def summarize(ledger: Ledger) -> Summary:
             compile_id=c.compile_id,
             frame_name=c.frame_name,
             status=c.status,
-            reason=(c.fail_reason or c.fail_type or c.status).splitlines()[0] if (c.fail_reason or c.fail_type) else c.status,
+            reason=(c.fail_reason or c.fail_type or c.status).splitlines()[0],
             call_index=c.call_index,
         )
         for c in comps

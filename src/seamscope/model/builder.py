@@ -46,10 +46,10 @@ PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
 
 # A span is a plain tuple (the hot path builds one per region run):
-# (kind, start, end, compile_id, graph_index, out_tensors, out_bytes, overhead_end), kind "r"
-# region, "c" compilation, "o" seamscope's own overhead. A region's bookkeeping that follows it
-# (end .. overhead_end) rides in the same tuple: one allocation per region run.
-_Span = tuple[str, int, int, str, int, "int | None", "int | None", int]
+# ("r", start, end, compile_id, graph_index, out_tensors, out_bytes, overhead_end) a region, whose
+# bookkeeping that follows it (end .. overhead_end) rides in the same tuple; ("c", start, end,
+# compile_id) a compilation; ("o", start, end) seamscope's own overhead.
+_Span = tuple
 _BY_TIME = operator.itemgetter(1, 2)
 
 
@@ -74,7 +74,8 @@ class _OpenCall:
     start: int
     family: str | None
     spans: list[_Span] = field(default_factory=list)
-    points: list[tuple[int, Event]] = field(default_factory=list)
+    points: list[tuple[int, str, str, str]] = field(default_factory=list)
+    """Point events: (time, "guard_miss" | "fallback", compile id, reason)."""
     overhead_extra: int = 0
 
 
@@ -203,23 +204,21 @@ class LedgerBuilder:
     def compile_span(self, compile_id: str, start_ns: int, end_ns: int) -> None:
         if self._open is None:
             return
-        self._open.spans.append(("c", start_ns, end_ns, compile_id, 0, None, None, end_ns))
+        self._open.spans.append(("c", start_ns, end_ns, compile_id))
 
     def overhead(self, start_ns: int, end_ns: int) -> None:
         """seamscope's own bookkeeping between ``start_ns`` and ``end_ns``."""
         if self._open is not None and end_ns > start_ns:
-            self._open.spans.append(("o", start_ns, end_ns, "", 0, None, None, end_ns))
+            self._open.spans.append(("o", start_ns, end_ns))
 
     def guard_miss(self, compile_id: str, at_ns: int) -> None:
         if self._open is not None:
-            self._open.points.append((at_ns, GuardMissEvent(compile_id=compile_id, at_ns=0)))
+            self._open.points.append((at_ns, "guard_miss", compile_id, ""))
 
     def fallback(self, compile_id: str, reason: str, at_ns: int) -> None:
         self._fallback_seen = True
         if self._open is not None:
-            self._open.points.append(
-                (at_ns, FallbackEvent(compile_id=compile_id, reason=reason, at_ns=0))
-            )
+            self._open.points.append((at_ns, "fallback", compile_id, reason))
 
     def outside_region(
         self, compile_id: str, kind: str, duration_ns: int, attributed_call: int | None
@@ -270,7 +269,7 @@ class LedgerBuilder:
         retain = index < self.first_calls or index % self._stride == 0
         events, sums = self._account(oc, end_ns, retain or bool(self.call_observers))
         has_compile = sums["compile_n"] > 0
-        has_fallback = any(isinstance(ev, FallbackEvent) for _, ev in oc.points)
+        has_fallback = any(p[1] == "fallback" for p in oc.points)
         recompiled = has_compile and any(
             sp[0] == "c" and compile_frame_index(sp[3])[1] > 0 for sp in oc.spans
         )
@@ -466,8 +465,13 @@ class LedgerBuilder:
         if events is not None and oc.points:
             timed = [(_at(ev, start), i, ev) for i, ev in enumerate(events)]
             n = len(timed)
-            for j, (at, ev) in enumerate(oc.points):
-                timed.append((at - start, n + j, _replace(ev, at_ns=at - start)))
+            for j, (at, kind, cid, reason) in enumerate(oc.points):
+                point: Event = (
+                    FallbackEvent(compile_id=cid, reason=reason, at_ns=at - start)
+                    if kind == "fallback"
+                    else GuardMissEvent(compile_id=cid, at_ns=at - start)
+                )
+                timed.append((at - start, n + j, point))
             timed.sort(key=lambda t: (t[0], t[1]))
             events = [t[2] for t in timed]
         sums = {

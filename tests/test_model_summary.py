@@ -1,0 +1,216 @@
+"""The summary's figures and the builder's edge paths, on hand-fed events (no torch).
+
+GIVEN a builder fed exactly like capture feeds it, WHEN the ledger is summarised, THEN every count
+and distribution equals what was fed in.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from seamscope.analyze.summary import call_parts, summarize
+from seamscope.model.builder import LedgerBuilder
+from seamscope.model.fake import FakeClock, fake_environment, fake_site
+from seamscope.model.ledger import (
+    BreakEvent,
+    Compilation,
+    FallbackEvent,
+    GuardMissEvent,
+    IslandEvent,
+    RunInfo,
+)
+from seamscope.model.selfcheck import self_check
+
+
+def comp(cid, status="ok", graphs=1, site=None, ns=1000, reason=None, fail_type=None, guards=(), restarts=()):
+    return Compilation(
+        compile_id=cid,
+        frame_name="forward",
+        file="m.py",
+        line=3,
+        status=status,
+        duration_ns=ns,
+        graph_count=graphs,
+        own_break_site_id=site,
+        own_break_depth=0 if site else None,
+        break_site_ids=[site] if site else [],
+        fail_reason=reason,
+        fail_type=fail_type,
+        failed_guards=list(guards),
+        restart_reasons=list(restarts),
+    )
+
+
+def builder(**kw):
+    clock = FakeClock(0)
+    return clock, LedgerBuilder(RunInfo(source="fake"), fake_environment(), clock=clock, **kw)
+
+
+def test_summary_counts_and_lists():
+    clock, b = builder()
+    site = fake_site("print")
+    never = fake_site("never-crossed")
+    b.set_break_site(site)
+    b.set_break_site(never)
+    # call 0: compiles 0/0 (breaks at the site) and 1/0, runs both
+    b.begin_call(clock())
+    b.set_compilation(comp("0/0", site=site.site_id, ns=700, restarts=["print"]))
+    b.compile_span("0/0", 0, 700)
+    b.set_compilation(comp("1/0", graphs=2, ns=300))
+    b.compile_span("1/0", 700, 1000)
+    b.region("0/0", 0, 1000, 1010)
+    b.region("1/0", 0, 1020, 1030)
+    b.end_call(1100)
+    # call 1: a recompile of frame 1 with its failed guard
+    b.begin_call(2000)
+    b.set_compilation(comp("1/1", ns=50, guards=["1/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"]))
+    b.compile_span("1/1", 2000, 2050)
+    b.guard_miss("1/1", 2000)
+    b.region("0/0", 0, 2060, 2070)
+    b.region("1/1", 0, 2080, 2090)
+    b.end_call(2100)
+    # calls 2-4: steady, 100, 300, 200 ns
+    for t0, wall in ((3000, 100), (4000, 300), (5000, 200)):
+        b.begin_call(t0)
+        b.region("0/0", 0, t0 + 10, t0 + 20)
+        b.region("1/1", 0, t0 + 30, t0 + 40)
+        b.end_call(t0 + wall)
+    # call 5: a fallback compile (recompile limit), then every later call is "fallback"
+    b.begin_call(6000)
+    b.set_compilation(comp("1/2", status="fallback", graphs=0, ns=20, fail_type="Unsupported",
+                           reason="Dynamo recompile limit exceeded\nExplanation: ..."))
+    b.compile_span("1/2", 6000, 6020)
+    b.fallback("1/2", "recompile limit", 6020)
+    b.end_call(6100)
+    b.begin_call(7000)
+    b.end_call(7050)
+    led = b.build()
+    self_check(led)
+    s = summarize(led)
+    assert (s.call_count, s.compile_count, s.recompile_count) == (7, 3, 1)
+    assert s.graph_count == 4 and s.fallback_count == 1 and s.break_site_count == 2
+    assert s.restart_count == 1 and s.compile_ns == 700 + 300 + 50 + 20
+    assert s.calls_by_phase == {"cold": 3, "steady": 3, "fallback": 1}
+    assert [c.phase for c in led.calls] == ["cold", "cold", "steady", "steady", "steady", "cold", "fallback"]
+    assert [c.outcome for c in led.calls] == ["compile", "recompile", "hit", "hit", "hit", "fallback", "hit"]
+    (rc,) = s.recompiles
+    assert (rc.compile_id, rc.call_index, rc.frame_name, rc.file, rc.line) == ("1/1", 1, "forward", "m.py", 3)
+    assert rc.failed_guards == ["1/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"]
+    (fb,) = s.fallbacks
+    assert (fb.compile_id, fb.frame_name, fb.status, fb.call_index) == ("1/2", "forward", "fallback", 5)
+    assert fb.reason == "Dynamo recompile limit exceeded"
+    steady = next(p for p in s.phases if p.phase == "steady")
+    assert (steady.calls, steady.sampled_calls, steady.wall_ns) == (3, 3, 600)
+    assert (steady.min_ns, steady.median_ns, steady.p90_ns) == (100, 200, 300)
+    assert steady.regions_per_call_median == 2.0
+    assert steady.region_ns == 60 and steady.compile_ns == 0
+    assert steady.island_ns + steady.region_ns + steady.overhead_ns == steady.wall_ns
+    cold = next(p for p in s.phases if p.phase == "cold")
+    assert cold.compile_ns == 1000 + 50 + 20
+    by_id = {x.site_id: x for x in s.break_sites}
+    crossed = by_id[site.site_id]
+    assert (crossed.crossings, crossed.calls_crossing) == (5, 5)
+    assert (crossed.gb_code, crossed.gb_type) == (site.gb_code, site.gb_type)
+    assert crossed.island_after_ns == sum(
+        e.duration_ns for c in led.calls for e in c.events if isinstance(e, IslandEvent) and e.after_site_id == site.site_id
+    )
+    idle = by_id[never.site_id]
+    assert (idle.crossings, idle.calls_crossing, idle.island_after_ns) == (0, 0, 0)
+    # point events land at their own times, in order
+    ev = led.calls[1].events
+    gm = next(e for e in ev if isinstance(e, GuardMissEvent))
+    assert gm.at_ns == 0 and gm.compile_id == "1/1"
+    fbe = next(e for e in led.calls[5].events if isinstance(e, FallbackEvent))
+    assert fbe.at_ns == 20 and fbe.reason == "recompile limit"
+    # an imported ledger has no runtime: crossings are unknown, not zero
+    imported = msgspec.structs.replace(led, run=msgspec.structs.replace(led.run, has_runtime=False))
+    assert all(x.crossings is None and x.island_after_ns is None for x in summarize(imported).break_sites)
+
+
+def test_call_parts_match_the_events():
+    clock, b = builder()
+    site = fake_site("p")
+    b.set_break_site(site)
+    b.begin_call(0)
+    b.set_compilation(comp("0/0", site=site.site_id))
+    b.compile_span("0/0", 0, 50)
+    b.region("0/0", 0, 60, 80)
+    b.overhead(80, 85)
+    b.region("1/0", 0, 90, 95)
+    call = b.end_call(100)
+    assert call is not None
+    assert call_parts(call) == {"region_ns": 25, "island_ns": 20, "compile_ns": 50, "regions": 2, "breaks_crossed": 1}
+    assert call.overhead_ns == 5 and call.wall_ns == 100
+
+
+def test_outside_calls_and_edge_paths():
+    clock, b = builder(outside_cap=1)
+    # nothing outside a call turns into a call, and nothing crashes
+    b.overhead(0, 10)
+    b.guard_miss("0/0", 5)
+    b.compile_span("0/0", 0, 10)
+    b.region("0/0", 0, 10, 30)  # a region outside any call: an outside forward
+    b.outside_region("0/0", "backward", 7, 3)  # past the cap: counted, not kept
+    b.fallback("0/0", "limit", 40)  # remembered: later steady calls are "fallback"
+    led = b.build()
+    assert led.totals.calls == 0 and led.calls == []
+    assert led.totals.outside_runs == 2 and led.totals.outside_ns == 27
+    (rt,) = led.totals.regions
+    assert (rt.outside_runs, rt.outside_ns, rt.runs) == (2, 27, 0)
+    assert [(o.kind, o.duration_ns, o.attributed_call) for o in led.outside] == [("forward", 20, None)]
+    assert led.retention.outside_dropped == 1 and led.retention.outside_cap == 1
+    b.begin_call(100)
+    b.overhead(110, 110)  # empty: no time, no span
+    b.region("0/0", 0, 120, 130)
+    call = b.end_call(140)
+    assert call is not None and call.phase == "fallback" and call.overhead_ns == 0
+    assert (led := b.build()).totals.regions[0].runs == 1 and led.totals.regions[0].min_ns == 10
+
+
+def test_compilation_keeps_the_call_it_happened_in():
+    clock, b = builder()
+    b.set_compilation(comp("0/0"))  # outside calls
+    assert b.compilation("0/0").call_index is None
+    b.begin_call(0)
+    b.set_compilation(comp("1/0"))
+    b.end_call(10)
+    b.set_compilation(comp("1/0", ns=5))  # refined later, outside the call: keeps its call
+    assert b.compilation("1/0").call_index == 0 and b.compilation("1/0").duration_ns == 5
+    b.begin_call(20)
+    b.set_compilation(msgspec.structs.replace(comp("2/0"), call_index=7))  # an explicit index wins
+    b.end_call(30)
+    assert b.compilation("2/0").call_index == 7
+    assert [c.compile_id for c in b.build().compilations] == ["0/0", "1/0", "2/0"]
+
+
+def test_break_crossed_once_per_episode_across_caller_and_helper():
+    """A break in an inlined helper: the caller's graph ends there (depth 0) and so does the
+    helper's (depth 1); the helper's resume (depth 1) then the caller's (depth 0) follow."""
+    clock, b = builder()
+    site = fake_site("helper-print")
+    b.set_break_site(site)
+    sid = site.site_id
+    b.set_compilation(msgspec.structs.replace(comp("0/0", site=sid), own_break_depth=0))
+    b.set_compilation(msgspec.structs.replace(comp("1/0", site=sid), own_break_depth=1))
+    b.set_compilation(msgspec.structs.replace(comp("2/0"), resume_site_id=sid, resume_depth=1))
+    b.set_compilation(msgspec.structs.replace(comp("3/0"), resume_site_id=sid, resume_depth=0))
+    for t0 in (0, 1000):
+        b.begin_call(t0)
+        for i, cid in enumerate(("0/0", "1/0", "2/0", "3/0")):
+            b.region(cid, 0, t0 + 100 * i + 10, t0 + 100 * i + 20)
+        b.end_call(t0 + 500)
+    led = b.build()
+    for call in led.calls:
+        assert [e.site_id for e in call.events if isinstance(e, BreakEvent)] == [sid]
+        after = [e for e in call.events if isinstance(e, IslandEvent) and e.after_site_id == sid]
+        assert len(after) == 3  # every seam of the episode is attributed to the site
+    # a resume with no graph before it (a disabled function) is the first sign of a crossing
+    clock, b = builder()
+    b.set_break_site(site)
+    b.set_compilation(msgspec.structs.replace(comp("4/0"), resume_site_id=sid, resume_depth=0))
+    b.begin_call(0)
+    b.region("4/0", 0, 50, 60)
+    b.end_call(70)
+    (call,) = b.build().calls
+    assert [type(e).__name__ for e in call.events] == ["BreakEvent", "IslandEvent", "RegionEvent", "IslandEvent"]
+    assert call.events[1].after_site_id == sid and call.events[3].after_site_id is None
