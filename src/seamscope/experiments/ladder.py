@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 import torch
 
+from ..capture import adapter
 from ..errors import UnusableInput
 from ..model.probe import Ladder, LayerResult, LeafDiff, RandomOp
 from .differential import (
@@ -70,20 +71,13 @@ class BackendWatch:
         options = self.compile_options.get("options")
         dynamic = self.compile_options.get("dynamic")
         be = resolve_backend(self.backend)
-        if be == "inductor":
-            self._inner = torch._TorchCompileInductorWrapper(mode, options, dynamic)
-        elif mode or options:
-            self._inner = torch._TorchCompileWrapper(be, mode, options, dynamic)
+        if be == "inductor" or mode or options:
+            self._inner = adapter.compile_wrapper(be, mode, options, dynamic)
         else:
-            from torch._dynamo.backends.registry import lookup_backend
-
-            self._inner = lookup_backend(be)
+            self._inner = adapter.lookup_backend(be)
 
     def __call__(self, gm: Any, example_inputs: Any) -> Any:
-        from torch._guards import CompileContext
-
-        cid = CompileContext.current_compile_id()
-        sid = str(cid) if cid is not None else None
+        sid = adapter.current_compile_id()
         for op in random_ops(gm):
             self.random.append(RandomOp(configuration=self.configuration, compile_id=sid, op=op))
         t0 = time.perf_counter_ns()
@@ -150,9 +144,7 @@ class Reference:
 
 def is_compile_error(e: BaseException) -> bool:
     """Raised while capturing or compiling (Dynamo, a backend), not while running the result."""
-    from torch._dynamo.exc import TorchDynamoException
-
-    return isinstance(e, TorchDynamoException)
+    return adapter.is_compile_error(e)
 
 
 def compare_to_reference(
@@ -198,10 +190,8 @@ def eager_reference(wl: Workload, fam: str, idx: int, entry: Any, sig: str) -> R
 
 def run_layer(wl: Workload, backend: Any, refs: Sequence[Reference]) -> LayerResult:
     """One layer in this process."""
-    import torch._dynamo
-
     label = backend_label(backend)
-    torch._dynamo.reset()
+    adapter.dynamo_reset()
     t0 = time.perf_counter_ns()
     try:
         watch = BackendWatch(backend, label, dict(wl.compile_options))

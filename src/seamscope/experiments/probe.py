@@ -27,6 +27,7 @@ import torch
 from .. import __version__
 from ..analyze.receipt import make_receipt
 from ..analyze.stats import quantile
+from ..capture import adapter
 from ..errors import SeamscopeError, UserCodeFailed
 from ..model.builder import LedgerBuilder
 from ..model.ledger import Compilation, Environment, Ledger, RunInfo, compile_frame_index
@@ -107,9 +108,7 @@ def rss_bytes() -> int | None:
 
 
 def frames_ok() -> int:
-    from torch._dynamo.utils import counters
-
-    return int(counters["frames"]["ok"])
+    return adapter.frames_ok()
 
 
 def stats(configuration: str, phase: str, samples: list[int]) -> Samples:
@@ -229,13 +228,11 @@ class ProbeRun:
             self.cuda_peaks["eager"] = int(torch.cuda.max_memory_allocated())
 
     def run_compiled(self) -> None:
-        import torch._dynamo
-
         wl = self.wl
         first = wl.families()["steady"][0]
         warm, changed = self._schedule()
         seen: set[str] = set()
-        torch._dynamo.reset()
+        adapter.dynamo_reset()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
         cfg = self.configuration

@@ -228,11 +228,10 @@ def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, An
 
 def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None = None) -> tuple[PolicyResult, bytes | None]:
     import torch
-    import torch._dynamo
-    from torch._dynamo.utils import counters
 
     from ..analyze.stats import quantile
     from ..analyze.summary import summarize
+    from ..capture import adapter
     from ..capture.session import Session
     from ..model.ledger import CompileEvent
     from .ladder import compile_kwargs, resolve_backend
@@ -257,10 +256,10 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
                 raise UnusableInput(pre.error or "preflight failed") if pre.exit_code == 2 else UserCodeFailed(pre.error or "")
     status = "ok"
     error: str | None = None
-    torch._dynamo.reset()
-    counters.clear()
+    adapter.dynamo_reset()
+    adapter.clear_counters()
     if spec.recompile_limit is not None:
-        torch._dynamo.config.recompile_limit = spec.recompile_limit
+        adapter.set_recompile_limit(spec.recompile_limit)
     if pol.pads and wl.max_length is not None:
         over = sorted({(m, pol.target(m)) for m in trace if pol.target(m) > wl.max_length})
         if over:
@@ -290,7 +289,7 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
                 if pol.kind == "mark_dynamic" and pol.in_range(target):
                     # An input outside [MIN, MAX] is left unmarked (marking it raises in PyTorch):
                     # it fails the range guard and recompiles, and the guard's text is reported.
-                    torch._dynamo.mark_dynamic(v, mdim, min=pol.lo, max=pol.hi)
+                    adapter.mark_dynamic(v, mdim, min=pol.lo, max=pol.hi)
                 args, kwargs = as_call(e)
                 try:
                     with sess.family(str(length)):
@@ -310,11 +309,11 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
                 if delay:
                     time.sleep(delay)
                 t1 = time.perf_counter_ns()
-                recs.append((length, target, t1 - t0, int(v.numel()), real, int(counters["frames"]["ok"])))
+                recs.append((length, target, t1 - t0, int(v.numel()), real, adapter.frames_ok()))
                 if length not in firsts:
                     firsts[length] = _leaves(out)
                     memory.append(MemoryStep(
-                        call_index=i, length=length, compiled_variants=int(counters["frames"]["ok"]),
+                        call_index=i, length=length, compiled_variants=adapter.frames_ok(),
                         rss_bytes=rss_bytes(), cuda_allocated_bytes=int(torch.cuda.memory_allocated()) if cuda else None))
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted"
@@ -322,9 +321,10 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
         status, error = "failed", _first_line(ex)
     finally:
         sess.stop()
-    frames_ok = int(counters["frames"]["ok"])
-    frames_total = int(counters["frames"]["total"])
-    unique_graphs = int(counters["stats"]["unique_graphs"])
+    frames_ok = adapter.frames_ok()
+    ctr = adapter.dynamo_counters()
+    frames_total = int(ctr.get("frames", {}).get("total", 0))
+    unique_graphs = int(ctr.get("stats", {}).get("unique_graphs", 0))
     ledger = sess.ledger
     assert ledger is not None
     summary = summarize(ledger)
@@ -473,7 +473,7 @@ def serve(workload: str, reply_fd: int, log: str) -> int:
     _redirect(log)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's and the child's to handle
     import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo  # noqa: F401  (preloaded in the zygote, before any fork)
 
     from ..capture import session  # noqa: F401
     from . import differential, ladder, probe  # noqa: F401
