@@ -12,7 +12,7 @@ from seamscope.render.markdown import MarkdownRenderer, esc
 def test_summary_has_counts_phase_table_findings_and_recompiles():
     md = MarkdownRenderer().render(build_view(fake_receipt(), source_root="/nonexistent"))
     assert "8 calls · 3 compiles · 1 recompiles" in md
-    assert "| steady | 6 | 170.0 µs | 170.0 µs | 2 |" in md
+    assert "| steady | 6 | 170 µs | 170 µs | 2 |" in md
     assert "1. **recompile** `model.py:1`" in md
     assert "2. **break** `model.py:15`" in md
     assert "| 0/1 | forward model.py:1 | 3 | not recorded |" in md
@@ -33,4 +33,4 @@ def test_verdict_of_two_receipts():
     before, after = fake_receipt(), fake_receipt(slow_steady=100_000)
     md = MarkdownRenderer().render(build_view(after, source_root="/nonexistent"), build_comparison(before, after))
     assert "**Verdict**" in md
-    assert "| steady | 6 | 6 | 170.0 µs | 270.0 µs | +58.8% |" in md
+    assert "| steady | 6 | 6 | 170 µs | 270 µs | +58.8% |" in md

@@ -45,6 +45,7 @@ from ..model.ledger import (
 from ..model.normalize import normalize_text
 from .classify import classify, torch_hints
 from .stats import median_float, quantile
+from .units import fmt_ns
 
 PROBE = "seamscope probe FILE.py:FUNC"
 """Placeholder for the user's workload in suggested commands (the ledger does not name it)."""
@@ -691,15 +692,7 @@ def _short(path: str) -> str:
 
 
 def _ms(ns: int | None) -> str:
-    if ns is None:
-        return "–"
-    if ns >= 1_000_000_000:
-        return f"{ns / 1e9:.3g} s"
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:.3g} ms"
-    if ns >= 1_000:
-        return f"{ns / 1e3:.3g} µs"
-    return f"{ns} ns"
+    return fmt_ns(ns)
 
 
 def _bytes(n: int) -> str:

@@ -30,6 +30,7 @@ from ..model.ledger import (
     compile_frame_index,
 )
 from ..model.receipt import Receipt
+from .units import fmt_ns
 
 MAX_TIMELINE_ROWS = 200
 MAX_CHART_COLUMNS = 300
@@ -503,13 +504,7 @@ def _bar(kind: str, start: int, dur: int, wall: int, colour: str, cid: str, tip:
 
 
 def _ns(ns: int) -> str:
-    if ns >= 1_000_000_000:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1_000:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns} ns"
+    return fmt_ns(ns)
 
 
 def _parts(call: Call) -> tuple[int, int, int]:

@@ -6,19 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..analyze.units import fmt_ns
 from ..model.receipt import Receipt
-
-
-def fmt_ns(ns: int | None) -> str:
-    if ns is None:
-        return "–"
-    if ns >= 1_000_000_000:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1_000:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns} ns"
 
 
 class TerminalRenderer:
