@@ -214,3 +214,27 @@ def test_break_crossed_once_per_episode_across_caller_and_helper():
     (call,) = b.build().calls
     assert [type(e).__name__ for e in call.events] == ["BreakEvent", "IslandEvent", "RegionEvent", "IslandEvent"]
     assert call.events[1].after_site_id == sid and call.events[3].after_site_id is None
+
+
+def test_region_run_is_a_region_then_its_bookkeeping():
+    """The hot path capture uses: one tuple per run, region then seamscope's own overhead."""
+    clock, b = builder()
+    b.region_run("0/0", 2, 10, 20, 26, 3, 48)  # outside a call: an outside forward of 10 ns
+    b.begin_call(100)
+    b.region_run("0/0", 2, 110, 130, 134, 3, 48)
+    b.region_run("1/0", 0, 140, 150, 151, None, None)
+    call = b.end_call(160)
+    assert call is not None
+    regions = [e for e in call.events if type(e).__name__ == "RegionEvent"]
+    assert [(r.compile_id, r.graph_index, r.start_ns, r.duration_ns, r.out_tensors, r.out_bytes) for r in regions] == [
+        ("0/0", 2, 10, 20, 3, 48),
+        ("1/0", 0, 40, 10, None, None),
+    ]
+    assert call.overhead_ns == 4 + 1 and call.wall_ns == 60
+    islands = [(e.start_ns, e.duration_ns) for e in call.events if isinstance(e, IslandEvent)]
+    assert islands == [(0, 10), (34, 6), (51, 9)]
+    led = b.build()
+    (r0, r1) = led.totals.regions
+    assert (r0.runs, r0.total_ns, r0.outside_runs, r0.outside_ns) == (1, 20, 1, 10)
+    assert (r1.runs, r1.min_ns, r1.max_ns) == (1, 10, 10)
+    self_check(led)
