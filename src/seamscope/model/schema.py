@@ -6,6 +6,7 @@ A test fails when the committed file and the types disagree.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from typing import Any
@@ -15,8 +16,21 @@ import msgspec
 from .receipt import Receipt
 
 
+def clean_descriptions(node: Any) -> Any:
+    """Docstring indentation as ``inspect.cleandoc`` leaves it, whatever msgspec version made the
+    schema (0.22 cleans field docstrings, 0.23 keeps their indentation)."""
+    if isinstance(node, dict):
+        return {
+            k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else clean_descriptions(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [clean_descriptions(v) for v in node]
+    return node
+
+
 def receipt_schema() -> dict[str, Any]:
-    schema = msgspec.json.schema(Receipt)
+    schema = clean_descriptions(msgspec.json.schema(Receipt))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "seamscope receipt"
     return schema

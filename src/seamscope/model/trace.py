@@ -108,7 +108,9 @@ def trace_json_schema() -> dict[str, object]:
     """The JSON Schema of one trace line (``docs/trace.schema.json`` is this, written out)."""
     import msgspec
 
-    schema = msgspec.json.schema(TraceRecord)
+    from .schema import clean_descriptions
+
+    schema = clean_descriptions(msgspec.json.schema(TraceRecord))
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://seamscope.dev/schema/trace.schema.json",
