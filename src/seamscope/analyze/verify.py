@@ -26,8 +26,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import UnusableInput
-from ..ingest.receipt import parse_receipt
+from ..ingest.receipt import parse_receipt, read_receipt_bytes
 
 PHASES = ("cold", "steady", "fallback")
 
@@ -114,17 +113,7 @@ def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
 
 
 def load_raw(path: str | os.PathLike[str]) -> dict[str, Any]:
-    p = os.fspath(path)
-    if os.path.isdir(p):
-        p = os.path.join(p, "receipt.json")
-    try:
-        with open(p, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise UnusableInput(f"{p}: no such file") from None
-    except OSError as e:
-        raise UnusableInput(f"{p}: cannot read: {e.strerror}") from None
-    return read_raw(data, p)
+    return read_raw(*read_receipt_bytes(path))
 
 
 # --- canonical bytes, re-implemented -------------------------------------------------------------

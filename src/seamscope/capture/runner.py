@@ -50,8 +50,10 @@ class _Progress:
         self.shown = False
 
     def __call__(self, session: Any) -> None:
+        if not self.enabled:
+            return
         now = time.monotonic()
-        if not self.enabled or now - self.last < 0.25:
+        if now - self.last < 0.25:
             return
         self.last = now
         b = session.builder
@@ -124,7 +126,8 @@ def run_target(
         **kwargs,
     )
     prog = _Progress(progress)
-    session.on_call_end.append(prog)
+    if prog.enabled:  # nothing added to the observed call path when there is no terminal
+        session.on_call_end.append(prog)
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     exit_code, message = 0, None
     try:

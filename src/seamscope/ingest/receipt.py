@@ -11,18 +11,23 @@ from ..model.ledger import SCHEMA_VERSION
 from ..model.receipt import Receipt
 
 
-def load_receipt(path: str | os.PathLike[str]) -> Receipt:
+def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
+    """A receipt's bytes and the name to report it by (a folder means its ``receipt.json``)."""
     p = os.fspath(path)
     if os.path.isdir(p):
         p = os.path.join(p, "receipt.json")
     try:
         with open(p, "rb") as f:
-            data = f.read()
+            return f.read(), p
     except FileNotFoundError:
         raise UnusableInput(f"{p}: no such file") from None
     except OSError as e:
         raise UnusableInput(f"{p}: cannot read: {e.strerror}") from None
-    return parse_receipt(data, p)
+
+
+def load_receipt(path: str | os.PathLike[str]) -> Receipt:
+    data, name = read_receipt_bytes(path)
+    return parse_receipt(data, name)
 
 
 def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
