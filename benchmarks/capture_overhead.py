@@ -2,8 +2,9 @@
 
 Same process, same workload (two copies of one function with distinct code objects, so each has
 its own Dynamo cache), calls A/B interleaved, medians. The workload's steady call crosses 8
-compiled regions and takes well under 1 ms. torch.profiler's ratio on the same workload is printed
-beside it. Run: ``.venv/bin/python benchmarks/capture_overhead.py [--calls N]``.
+compiled regions; two tensor sizes give calls of roughly 0.3 ms and 0.7 ms on a 2-core CI machine
+(the target: at most 1 ms per call, ratio <= 1.03). torch.profiler's ratio on the same workload is
+printed beside it. Run: ``.venv/bin/python benchmarks/capture_overhead.py [--calls N] [--size N ...]``.
 """
 
 from __future__ import annotations
@@ -52,22 +53,32 @@ def timed(fn, x) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=3000)
-    ap.add_argument("--size", type=int, default=64, help="square tensor side (256 gives ~1 ms calls)")
+    ap.add_argument("--size", type=int, nargs="+", default=[64, 192],
+                    help="square tensor sides, one run each (256 gives calls over 1 ms)")
+    ap.add_argument("--backend", default="eager",
+                    help="torch.compile backend for both sides (aot_eager adds the backward check)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    for size in args.size:
+        one(size, args.calls, args.backend)
+        print()
+
+
+def one(size: int, calls: int, backend: str) -> None:
     from seamscope.capture.session import Session
 
-    x = torch.randn(args.size, args.size)
-    plain = torch.compile(fresh_function(), backend="eager")
+    torch._dynamo.reset()
+    x = torch.randn(size, size)
+    plain = torch.compile(fresh_function(), backend=backend)
     s = Session(call_cap=256)
     s.start()
     try:
-        observed = torch.compile(fresh_function(), backend="eager")
+        observed = torch.compile(fresh_function(), backend=backend)
         for _ in range(50):  # warm both: compile, then settle
             plain(x)
             observed(x)
         a, b = [], []
-        for i in range(args.calls):
+        for i in range(calls):
             if i % 2:
                 a.append(timed(plain, x))
                 b.append(timed(observed, x))
@@ -86,13 +97,15 @@ def main() -> None:
     # torch.profiler on the plain function, same inputs, calls timed inside the profiling context
     prof_t = []
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        for _ in range(min(args.calls, 500)):
+        for _ in range(min(calls, 500)):
             prof_t.append(timed(plain, x))
-    base_t = [timed(plain, x) for _ in range(min(args.calls, 500))]
+    base_t = [timed(plain, x) for _ in range(min(calls, 500))]
     mp, mbase = statistics.median(prof_t), statistics.median(base_t)
-    print(f"workload: {args.size}x{args.size} tensors, {REGIONS} regions per call (observed median {regions:g}), {args.calls} calls each, A/B interleaved")
+    print(f"workload: {size}x{size} tensors, backend {backend}, {REGIONS} regions per call (observed median {regions:g}), "
+          f"{calls} calls each, A/B interleaved")
     print(f"plain torch.compile   median {ma / 1e3:8.1f} µs")
-    print(f"seamscope observed    median {mb / 1e3:8.1f} µs   ratio {mb / ma:.3f}")
+    print(f"seamscope observed    median {mb / 1e3:8.1f} µs   ratio {mb / ma:.3f}"
+          f"   (ratio of means {statistics.fmean(b) / statistics.fmean(a):.3f})")
     print(f"  µs added per region crossing: {(mb - ma) / 1e3 / REGIONS:.2f}")
     print(f"  seamscope's own measured overhead per steady call: {steady.overhead_ns / max(steady.calls, 1) / 1e3:.1f} µs")
     print(f"torch.profiler        median {mp / 1e3:8.1f} µs   ratio {mp / mbase:.3f} (vs plain, back to back)")

@@ -50,6 +50,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder and print its path")
+    ap.add_argument("--only", nargs="*", default=None, metavar="NAME",
+                    help="mutate only the modules whose path contains NAME (e.g. diff builder)")
     args = ap.parse_args()
     mutmut = Path(sys.executable).with_name("mutmut")
     if not mutmut.exists():
@@ -66,7 +68,8 @@ def main() -> int:
             shutil.copytree(ROOT / "docs", work / "docs")
         if (ROOT / "tests" / "workloads").is_dir():
             shutil.copytree(ROOT / "tests" / "workloads", work / "tests" / "workloads")
-        only = "\n".join("    " + m for m in MODULES)
+        modules = [m for m in MODULES if not args.only or any(n in m for n in args.only)]
+        only = "\n".join("    " + m for m in modules)
         (work / "setup.cfg").write_text(
             "[mutmut]\n"
             "source_paths = src\n"
@@ -75,12 +78,12 @@ def main() -> int:
             f"    -q\n    -k\n    {DESELECT}\n"
             "pytest_add_cli_args_test_selection = tests/\n"
             "also_copy =\n    docs\n"
-            "\n[tool:pytest]\ntestpaths = tests\ntimeout = 300\n"
+            "\n[tool:pytest]\ntestpaths = tests\ntimeout = 60\n"
             "markers =\n    torch: needs torch\n    inductor: inductor\n"
         )
-        print(f"mutating {len(MODULES)} modules against {len(tests) - 1} test files in {work}")
+        print(f"mutating {len(modules)} modules against {len(tests) - 1} test files in {work}")
         t0 = time.monotonic()
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", SEAMSCOPE_MUTATION="1")
         subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs)], cwd=work, env=env,
                        check=False)
         subprocess.run([str(mutmut), "export-cicd-stats"], cwd=work, env=env, check=False,

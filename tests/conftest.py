@@ -10,6 +10,20 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
 
+MUTATION = os.environ.get("SEAMSCOPE_MUTATION") == "1"
+"""Set by ``make mutation``: every mutant reruns the tests, so property tests run fewer,
+reproducible examples and do not shrink a failure (a mutant only needs to fail)."""
+if MUTATION:
+    from hypothesis import Phase, settings
+
+    settings.register_profile("mutation", derandomize=True, database=None, phases=[Phase.explicit, Phase.generate])
+    settings.load_profile("mutation")
+
+
+def examples(n: int) -> int:
+    """Hypothesis examples for a property test: ``n``, or at most 30 under mutation testing."""
+    return min(n, 30) if MUTATION else n
+
 
 @pytest.fixture
 def dynamo_reset():

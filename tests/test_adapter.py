@@ -86,6 +86,31 @@ def test_wrap_compiled_graphs_sees_every_graph_with_its_compile_id():
     assert not hasattr(OutputGraph.call_user_compiler, "__wrapped__")
 
 
+def test_only_non_graph_module_backends_may_have_a_compiled_backward():
+    """eager hands back the GraphModule (plain autograd); aot_eager a function whose outputs carry
+    a CompiledFunctionBackward node. The region wrapper looks for that node only in the latter."""
+    seen = {}
+
+    def wrap(fn, cid):
+        seen[backend] = adapter.may_have_compiled_backward(fn)
+        return fn
+
+    undo = adapter.wrap_compiled_graphs(wrap)
+    try:
+        for backend in ("eager", "aot_eager"):
+            torch._dynamo.reset()
+            out = torch.compile(lambda x: x.sin() + 1, backend=backend)(torch.ones(3, requires_grad=True))
+            if backend == "aot_eager":
+                assert "CompiledFunction" in type(out.grad_fn).__name__
+            else:
+                assert "CompiledFunction" not in type(out.grad_fn).__name__
+    finally:
+        undo()
+        torch._dynamo.reset()
+    assert seen == {"eager": False, "aot_eager": True}
+    assert adapter.may_have_compiled_backward(lambda *a: a)
+
+
 def test_current_compile_id_outside_compilation_is_none():
     assert adapter.current_compile_id() is None
 

@@ -223,3 +223,15 @@ def test_compiled_optimizer_step_is_a_call():
     led = s.ledger
     assert [c.outcome for c in led.calls] == ["compile", "hit", "hit"]
     assert all(any(isinstance(e, RegionEvent) for e in c.events) for c in led.calls)
+
+
+def test_a_swallowed_ctrl_c_stops_the_run_at_the_next_call():
+    """`seamscope run` marks the session on Ctrl-C; if library code swallowed the interrupt (a
+    ``__del__``, a weakref callback), the next observed call raises it again."""
+    with session() as s:
+        g = torch.compile(lambda x: x + 1, backend="eager")
+        g(torch.ones(2))
+        s.interrupted = True
+        with pytest.raises(KeyboardInterrupt):
+            g(torch.ones(2))
+    assert s.ledger is not None and s.ledger.totals.calls == 1

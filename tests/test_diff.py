@@ -21,6 +21,7 @@ from seamscope.analyze.inputs import (
 )
 from seamscope.cli import cli
 from seamscope.errors import UnusableInput
+from seamscope.model.fake import FakeCall, FakeProgram, FakeStep
 from seamscope.model.receipt import Receipt
 from seamscope.render.receipt_json import write_receipt_files
 
@@ -60,6 +61,10 @@ def test_break_even_cases() -> None:
     assert break_even(-100, -30) == 4  # cheaper cold, slower steady: advantage lasts 4 calls
     assert break_even(100, -10) is None and break_even(-100, 10) is None
     assert break_even(0, 10) is None and break_even(100, 0) is None
+    # Any extra cold cost at all takes at least one call to repay; a 1 ns saving still repays.
+    assert break_even(1, 10) == 1 and break_even(5, 1) == 5 and break_even(-1, -10) == 1
+    # Unknown on either side: no number.
+    assert break_even(None, 10) is None and break_even(10, None) is None and break_even(None, None) is None
 
 
 def test_sites_and_recompiles_match_by_stable_id_across_line_shifts() -> None:
@@ -239,6 +244,13 @@ def _row(phase: str, b_wall: int, a_wall: int, b_med: int | None, a_med: int | N
          "steady +3% (median), cold +50% (total): not worth it (no cheaper in steady calls nor in warmup)"),
         ((100, 100), (100, 103), 0, -3, None,
          "steady +3% (median), cold ±0% (total): not worth it (no cheaper in steady calls nor in warmup)"),
+        # 1 ns margins: the smallest saving or extra cost still counts.
+        ((100, 95), (100, 99), -5, 1, None, "steady −1% (median), cold −5% (total): better from the first call"),
+        ((100, 100), (100, 88), 0, 12, None, "steady −12% (median), cold ±0% (total): better from the first call"),
+        ((100, 101), (100, 88), 1, 12, 1,
+         "steady −12% (median), cold +1% (total): worth it for workers that live longer than 1 call"),
+        ((100, 105), (100, 99), 5, 1, 5,
+         "steady −1% (median), cold +5% (total): worth it for workers that live longer than 5 calls"),
     ],
 )
 def test_verdict_wording(cold: tuple[int, int], steady: tuple[int, int], extra: int, saving: int,
@@ -253,12 +265,32 @@ def test_verdict_wording(cold: tuple[int, int], steady: tuple[int, int], extra: 
 def test_verdict_without_steady_calls_or_saving() -> None:
     from seamscope.analyze.diff import _verdict
 
-    msg = ["no steady calls on both sides: the per-call cost cannot be compared"]
+    msg = ["no steady calls on one side or both: the per-call cost cannot be compared"]
     assert _verdict({}, 0, None, None) == msg
     assert _verdict({"steady": _row("steady", 1, 1, 5, 5, n=0)}, 0, None, None) == msg
     assert _verdict({"steady": _row("steady", 1, 1, None, 5)}, None, None, None) == [
         "steady n/a (median), cold n/a (total)"
     ]
+    # A known cold extra but no steady saving (a median missing): the head line only, no advice.
+    rows = {"cold": _row("cold", 100, 200, 100, 200), "steady": _row("steady", 1, 1, None, 5)}
+    assert _verdict(rows, 100, None, None) == ["steady n/a (median), cold +100% (total)"]
+    rows = {"cold": _row("cold", 100, 200, 100, 200), "steady": _row("steady", 1, 1, 100, 90)}
+    assert _verdict(rows, None, 10, None) == ["steady −10% (median), cold +100% (total)"]
+
+
+def test_verdict_with_steady_calls_on_one_side_only_or_one_call_each() -> None:
+    from seamscope.analyze.diff import _verdict
+
+    steady = _row("steady", 1, 1, 100, 88)
+    lonely_before = msgspec.structs.replace(steady, after=_row("steady", 0, 0, None, None, n=0).after)
+    lonely_after = msgspec.structs.replace(steady, before=_row("steady", 0, 0, None, None, n=0).before)
+    msg = ["no steady calls on one side or both: the per-call cost cannot be compared"]
+    assert _verdict({"steady": lonely_before}, 0, None, None) == msg
+    assert _verdict({"steady": lonely_after}, 0, None, None) == msg
+    # One steady call on each side is enough to compare.
+    rows = {"cold": _row("cold", 100, 195, 100, 195, n=1), "steady": _row("steady", 1, 1, 100, 88, n=1)}
+    assert _verdict(rows, 95, 12, 8) == [
+        "steady −12% (median), cold +95% (total): worth it for workers that live longer than 8 calls"]
 
 
 def test_pct_and_mean_arithmetic() -> None:
@@ -266,6 +298,7 @@ def test_pct_and_mean_arithmetic() -> None:
 
     assert _pct(200, 150) == -25.0 and _pct(0, 5) is None and _pct(None, 5) is None and _pct(5, None) is None
     assert (_fmt_pct(12.4), _fmt_pct(-12.6), _fmt_pct(0.0), _fmt_pct(None)) == ("+12%", "−13%", "±0%", "n/a")
+    assert (_fmt_pct(1.0), _fmt_pct(0.6), _fmt_pct(-1.0), _fmt_pct(-0.6)) == ("+1%", "+1%", "−1%", "−1%")
     assert (_mean(10, 4), _mean(9, 4), _mean(11, 4), _mean(5, 0)) == (3, 2, 3, None)
     empty = _side(None, 0)
     assert (empty.calls, empty.sampled_calls, empty.wall_ns, empty.mean_ns, empty.median_ns, empty.p90_ns,
@@ -334,6 +367,7 @@ def test_comparison_fields_in_full() -> None:
     assert [(x.change, x.crossings_before, x.crossings_after) for x in back.sites] == [
         ("added", None, site.crossings)]
     assert [(x.change, x.count_before, x.count_after) for x in back.recompiles] == [("added", 0, 2)]
+    assert back.verdict[1:] == ["break sites: 0 removed, 1 added", "recompiles: 0 before, 2 after"]
     same = compare(before, before)
     assert [x.change for x in same.sites] == ["kept"] and [x.change for x in same.recompiles] == ["kept"]
     env = msgspec.structs.replace(after.ledger.environment, torch_version="2.99", backend="inductor")
@@ -346,3 +380,141 @@ def test_comparison_fields_in_full() -> None:
 def test_recompile_key_exact() -> None:
     assert recompile_key("fwd", ["  b  ==  12 ", "a < 3", "a < 4"]) == "fwd | a < N ; b == N"
     assert recompile_key("fwd", []) == "fwd | "
+
+
+# --- phases present on one side only, missing phases, families, attached comparisons ----------------
+
+
+def _with_fallback_from(prog: FakeProgram, index: int) -> FakeProgram:
+    """The program with a fallback at call ``index``: that call and every later one run eager."""
+    prog.calls[index].steps.append(FakeStep("fallback", 0, "0/0"))
+    return prog
+
+
+def _warm_only(steady_ns: int, calls: int = 20) -> FakeProgram:
+    """Already compiled before capture began: no cold call, only steady ones."""
+    return FakeProgram(calls=[
+        FakeCall([FakeStep("region", steady_ns + i % 7, "0/0"), FakeStep("overhead", 3)],
+                 family="warm" if i < 12 else "changed")
+        for i in range(calls)
+    ])
+
+
+def test_a_phase_with_calls_on_one_side_only_is_compared_against_zero() -> None:
+    before = build(baseline_program())
+    after = build(_with_fallback_from(candidate_program(), 10))
+    cmp = compare(before, after)
+    rows = {r.phase: r for r in cmp.phases}
+    assert [r.phase for r in cmp.phases] == ["cold", "steady", "fallback"]
+    fb = rows["fallback"]
+    assert (fb.before.calls, fb.before.wall_ns, fb.before.mean_ns, fb.before.median_ns) == (0, 0, None, None)
+    assert (fb.after.calls, fb.after.sampled_calls) == (10, 10)
+    assert fb.after.wall_ns == sum(c.wall_ns for c in after.ledger.calls if c.phase == "fallback")
+    assert fb.median_pct is None and fb.mean_pct is None and fb.p90_pct is None
+    assert cmp.total_after_ns == sum(c.wall_ns for c in after.ledger.calls)
+    assert (rows["steady"].before.calls, rows["steady"].after.calls) == (17, 9)
+    back = compare(after, before)
+    assert [(r.phase, r.before.calls, r.after.calls) for r in back.phases] == [
+        ("cold", 1, 3), ("steady", 9, 17), ("fallback", 10, 0)]
+    assert back.total_before_ns == sum(c.wall_ns for c in after.ledger.calls)
+
+
+def test_no_steady_calls_on_one_side_gives_no_saving_and_says_so() -> None:
+    before = build(baseline_program())
+    after = build(_with_fallback_from(candidate_program(), 1))  # everything after the first call is eager
+    for cmp, steady in ((compare(before, after), (17, 0)), (compare(after, before), (0, 17))):
+        rows = {r.phase: r for r in cmp.phases}
+        assert (rows["steady"].before.calls, rows["steady"].after.calls) == steady
+        assert rows["steady"].median_pct is None
+        assert cmp.steady_saving_ns is None and cmp.break_even_calls is None
+        assert cmp.cold_extra_ns == rows["cold"].after.wall_ns - rows["cold"].before.wall_ns
+        assert cmp.verdict[0] == "no steady calls on one side or both: the per-call cost cannot be compared"
+
+
+def test_no_cold_calls_on_either_side() -> None:
+    """Warm on both sides: no cold row, no cold extra, the steady rows still compared."""
+    before, after = build(_warm_only(250)), build(_warm_only(150))
+    cmp = compare(before, after)
+    assert [r.phase for r in cmp.phases] == ["steady"]
+    assert cmp.cold_extra_ns is None
+    assert cmp.steady_saving_ns == 100 and cmp.break_even_calls is None
+    assert cmp.verdict == ["steady −39% (median), cold n/a (total): better from the first call"]
+    assert cmp.total_before_ns == sum(c.wall_ns for c in before.ledger.calls)
+
+
+def test_a_summary_that_omits_an_empty_phase_compares_as_if_it_had_zero_calls() -> None:
+    """``verify`` accepts a summary without a phase that had no calls; compare treats it as zero."""
+    before = build(baseline_program())
+    after = build(_with_fallback_from(candidate_program(), 10))
+    terse = msgspec.structs.replace(before, summary=msgspec.structs.replace(
+        before.summary, phases=[p for p in before.summary.phases if p.calls]))
+    assert [p.phase for p in terse.summary.phases] == ["cold", "steady"]
+    full, short = compare(before, after), compare(terse, after)
+    assert short.phases == full.phases and short.verdict == full.verdict
+    full, short = compare(after, before), compare(after, terse)
+    assert short.phases == full.phases and short.verdict == full.verdict
+
+
+def _relabel(prog: FakeProgram, family: str | None, *indices: int) -> FakeProgram:
+    for i in indices or range(len(prog.calls)):
+        prog.calls[i].family = family
+    return prog
+
+
+def test_family_refusal_lists_every_family_that_differs() -> None:
+    from seamscope.analyze.diff import refusals
+
+    # A family seen once on one side only, and another seen once on the other side only.
+    before = build(_relabel(baseline_program(), "odd", 3))
+    after = build(_relabel(candidate_program(), "rare", 4))
+    assert refusals(before, after) == ["unequal sample counts per input family (odd: 1 vs 0, rare: 0 vs 1)"]
+    # Labelled on one side, unlabelled on the other.
+    plain = build(_relabel(candidate_program(), None))
+    assert refusals(build(baseline_program()), plain) == [
+        "unequal sample counts per input family (changed: 8 vs 0, warm: 12 vs 0)"]
+    assert refusals(plain, build(baseline_program())) == [
+        "unequal sample counts per input family (changed: 0 vs 8, warm: 0 vs 12)"]
+    assert refusals(build(_relabel(baseline_program(), None)), plain) == []
+
+
+def test_sampled_detail_leaves_family_counts_unchecked_not_refused() -> None:
+    """Family counts come from the calls kept in detail; when some were dropped the counts are
+    unknown, which is not evidence of unequal work: no refusal, and a note says so."""
+    from seamscope.analyze.diff import refusals
+
+    full = build(baseline_program())
+    sampled = build(baseline_program(), first_calls=2, call_cap=4)
+    assert sampled.ledger.retention.dropped > 0
+    assert refusals(full, sampled) == [] and refusals(sampled, full) == []
+    cmp = compare(full, sampled)
+    assert "calls per input family not checked: call detail was sampled (after)" in cmp.notes
+    assert "calls per input family not checked: call detail was sampled (before)" in compare(sampled, full).notes
+    assert compare(sampled, sampled).notes == [
+        "calls per input family not checked: call detail was sampled (before and after)"]
+    assert compare(_with_trace(full, None), full).notes == [
+        "no input trace hash on one side: same inputs not confirmed"]
+    assert cmp.families_after == {} and cmp.families_before == {"changed": 8, "warm": 12}
+
+
+def test_attach_refuses_unequal_work_unless_forced() -> None:
+    before, after = build(baseline_program(20)), build(candidate_program(30))
+    with pytest.raises(UnusableInput, match="^will not compare: unequal sample counts: 20 calls before"):
+        attach_comparison(before, after)
+    r = attach_comparison(before, after, force=True)
+    assert r.comparison is not None and r.comparison.forced is True
+    assert r.comparison.forced_over == [
+        "unequal sample counts: 20 calls before, 30 after",
+        "unequal sample counts per input family (changed: 8 vs 18)",
+    ]
+
+
+def test_hash_without_comparison_is_the_bare_receipt_hash() -> None:
+    from seamscope.analyze.diff import without_comparison_sha256
+
+    before, after = build(baseline_program()), build(candidate_program())
+    r = attach_comparison(before, after)
+    assert without_comparison_sha256(after) == after.receipt_sha256
+    assert without_comparison_sha256(r) == after.receipt_sha256 != r.receipt_sha256
+    # A receipt that already carries a comparison is identified by its bare hash when compared.
+    assert compare(before, r).after_receipt_sha256 == after.receipt_sha256
+    assert compare(r, before).before_receipt_sha256 == after.receipt_sha256

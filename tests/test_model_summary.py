@@ -7,6 +7,7 @@ and distribution equals what was fed in.
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from seamscope.analyze.summary import call_parts, summarize
 from seamscope.model.builder import LedgerBuilder
@@ -124,7 +125,8 @@ def test_summary_counts_and_lists():
     assert fbe.at_ns == 20 and fbe.reason == "recompile limit"
     # an imported ledger has no runtime: crossings are unknown, not zero
     imported = msgspec.structs.replace(led, run=msgspec.structs.replace(led.run, has_runtime=False))
-    assert all(x.crossings is None and x.island_after_ns is None for x in summarize(imported).break_sites)
+    assert all((x.crossings, x.calls_crossing, x.island_after_ns) == (None, None, None)
+               for x in summarize(imported).break_sites)
 
 
 def test_call_parts_match_the_events():
@@ -151,16 +153,17 @@ def test_outside_calls_and_edge_paths():
     b.compile_span("0/0", 0, 10)
     b.region("0/0", 0, 10, 30)  # a region outside any call: an outside forward
     b.outside_region("0/0", "backward", 7, 3)  # past the cap: counted, not kept
+    b.region_run("0/0", 0, 30, 33, 34, None, None)  # likewise
     b.fallback("0/0", "limit", 40)  # remembered: later steady calls are "fallback"
     led = b.build()
     assert led.totals.calls == 0 and led.calls == []
-    assert led.totals.outside_runs == 2 and led.totals.outside_ns == 27
+    assert led.totals.outside_runs == 3 and led.totals.outside_ns == 30
     (rt,) = led.totals.regions
-    assert (rt.outside_runs, rt.outside_ns, rt.runs) == (2, 27, 0)
+    assert (rt.outside_runs, rt.outside_ns, rt.runs, rt.min_ns) == (3, 30, 0, 0)
     assert [(o.kind, o.duration_ns, o.attributed_call) for o in led.outside] == [("forward", 20, None)]
-    assert led.retention.outside_dropped == 1 and led.retention.outside_cap == 1
+    assert led.retention.outside_dropped == 2 and led.retention.outside_cap == 1
     b.begin_call(100)
-    b.overhead(110, 110)  # empty: no time, no span
+    b.overhead(110, 110)  # empty: no time
     b.region("0/0", 0, 120, 130)
     call = b.end_call(140)
     assert call is not None and call.phase == "fallback" and call.overhead_ns == 0
@@ -201,18 +204,36 @@ def test_break_crossed_once_per_episode_across_caller_and_helper():
         b.end_call(t0 + 500)
     led = b.build()
     for call in led.calls:
-        assert [e.site_id for e in call.events if isinstance(e, BreakEvent)] == [sid]
+        breaks = [e for e in call.events if isinstance(e, BreakEvent)]
+        assert [(e.site_id, e.at_ns) for e in breaks] == [(sid, 20)]  # where the caller's graph ended
         after = [e for e in call.events if isinstance(e, IslandEvent) and e.after_site_id == sid]
         assert len(after) == 3  # every seam of the episode is attributed to the site
+    assert led.totals.sites[0].crossings == 2
+    # the helper resumes at the caller's depth before the caller's own resume: still one episode,
+    # closed by the shallower resume; a deeper resume alone does not close it
+    clock, b = builder()
+    b.set_break_site(site)
+    b.set_compilation(msgspec.structs.replace(comp("0/0", site=sid), own_break_depth=1))
+    b.set_compilation(msgspec.structs.replace(comp("1/0"), resume_site_id=sid, resume_depth=2))
+    b.set_compilation(msgspec.structs.replace(comp("2/0", site=sid), own_break_depth=1))
+    b.set_compilation(msgspec.structs.replace(comp("3/0"), resume_site_id=sid, resume_depth=1))
+    b.set_compilation(msgspec.structs.replace(comp("4/0", site=sid), own_break_depth=0))
+    b.begin_call(1000)
+    for i, cid in enumerate(("0/0", "1/0", "2/0", "3/0", "4/0")):
+        b.region(cid, 0, 1000 + 100 * i + 10, 1000 + 100 * i + 20)
+    b.end_call(1600)
+    (call,) = b.build().calls
+    assert [(e.site_id, e.at_ns) for e in call.events if isinstance(e, BreakEvent)] == [(sid, 20), (sid, 420)]
     # a resume with no graph before it (a disabled function) is the first sign of a crossing
     clock, b = builder()
     b.set_break_site(site)
     b.set_compilation(msgspec.structs.replace(comp("4/0"), resume_site_id=sid, resume_depth=0))
-    b.begin_call(0)
-    b.region("4/0", 0, 50, 60)
-    b.end_call(70)
+    b.begin_call(100)
+    b.region("4/0", 0, 150, 160)
+    b.end_call(170)
     (call,) = b.build().calls
     assert [type(e).__name__ for e in call.events] == ["BreakEvent", "IslandEvent", "RegionEvent", "IslandEvent"]
+    assert call.events[0].at_ns == 0
     assert call.events[1].after_site_id == sid and call.events[3].after_site_id is None
 
 
@@ -234,7 +255,224 @@ def test_region_run_is_a_region_then_its_bookkeeping():
     islands = [(e.start_ns, e.duration_ns) for e in call.events if isinstance(e, IslandEvent)]
     assert islands == [(0, 10), (34, 6), (51, 9)]
     led = b.build()
+    assert [(o.kind, o.duration_ns) for o in led.outside] == [("forward", 10)]
     (r0, r1) = led.totals.regions
     assert (r0.runs, r0.total_ns, r0.outside_runs, r0.outside_ns) == (1, 20, 1, 10)
     assert (r1.runs, r1.min_ns, r1.max_ns) == (1, 10, 10)
     self_check(led)
+
+
+def test_call_parts_add_up_repeated_compiles_and_crossings():
+    """Two compilations and two crossings in one call: the parts are sums, not the last value."""
+    clock, b = builder()
+    s1, s2 = fake_site("print"), fake_site("item")
+    b.set_break_site(s1)
+    b.set_break_site(s2)
+    b.begin_call(0)
+    b.set_compilation(comp("0/0", site=s1.site_id, ns=300))
+    b.compile_span("0/0", 0, 300)
+    b.region("0/0", 0, 300, 310)
+    b.set_compilation(comp("1/0", site=s2.site_id, ns=200))
+    b.compile_span("1/0", 320, 520)
+    b.region("1/0", 0, 520, 530)
+    b.end_call(600)
+    (call,) = b.build().calls
+    parts = call_parts(call)
+    assert parts["compile_ns"] == 500
+    assert parts["breaks_crossed"] == 2
+    assert parts["regions"] == 2 and parts["region_ns"] == 20
+
+
+def test_fallback_reason_falls_back_to_the_failure_type_then_the_status():
+    clock, b = builder()
+    b.set_compilation(comp("0/0", status="fallback", fail_type="Unsupported", ns=None))
+    b.set_compilation(comp("1/0", status="failed"))
+    b.set_compilation(comp("2/0", ns=400))
+    s = summarize(b.build())
+    assert [f.reason for f in s.fallbacks] == ["Unsupported", "failed"]
+    assert s.compile_ns == 400 + 1000  # a compilation of unknown duration adds nothing
+
+
+def test_summary_skips_a_phase_the_totals_lack():
+    clock, b = builder()
+    b.begin_call(0)
+    b.region("0/0", 0, 10, 20)
+    b.end_call(30)
+    led = b.build()
+    no_cold = msgspec.structs.replace(
+        led, totals=msgspec.structs.replace(led.totals, phases=[p for p in led.totals.phases if p.phase != "cold"])
+    )
+    assert [p.phase for p in summarize(no_cold).phases] == ["steady", "fallback"]
+
+
+def _feed_steady_and_edge_calls(b: LedgerBuilder) -> str:
+    """One cold call, six steady calls, then three whose spans the accounting must clamp (a
+    region overlapping the one before, bookkeeping past the call's end, a region past it) and
+    one with a new shortest region that ends with a 1 ns island; then two that end right after
+    the break, one with more of seamscope's own overhead."""
+    site = fake_site("print")
+    b.set_break_site(site)
+    b.begin_call(0, None, 5)
+    b.set_compilation(comp("0/0", site=site.site_id))
+    b.compile_span("0/0", 5, 50)
+    b.set_compilation(msgspec.structs.replace(comp("1/0"), resume_site_id=site.site_id, resume_depth=0))
+    b.compile_span("1/0", 50, 60)
+    b.region_run("0/0", 0, 60, 70, 72, None, None)
+    b.region_run("1/0", 0, 80, 90, 91, None, None)
+    b.end_call(100)
+    for k in range(1, 7):
+        t = 1000 * k
+        b.begin_call(t, None, t + 2)
+        b.region_run("0/0", 0, t + 3, t + 13, t + 14, None, None)
+        b.region_run("1/0", 0, t + 20, t + 25 + k, t + 26 + k, None, None)
+        b.end_call(t + 30 + k)
+    for t, second in ((7000, (7010, 7020, 7021)), (8000, (8020, 8028, 8040)), (9000, (9020, 9035, 9036)),
+                        (10000, (10020, 10025, 10029))):
+        b.begin_call(t, None, t + 2)
+        b.region_run("0/0", 0, t + 3, t + 13, t + 14, None, None)
+        b.region_run("1/0", 0, *second, None, None)
+        b.end_call(t + 30)
+    for t in (11000, 12000):  # the call ends after the break: the last island follows the site
+        b.begin_call(t, None, t + 2)
+        b.region_run("0/0", 0, t + 3, t + 13, t + 14, None, None)
+        if t == 11000:
+            b.overhead(t + 15, t + 17)
+        b.end_call(t + 20)
+    return site.site_id
+
+
+def test_steady_fast_path_equals_the_detailed_path_and_the_hand_count():
+    """Calls not kept in detail take a faster path; it must give the detailed path's figures,
+    which are checked here against a count done by hand."""
+    _, detailed = builder()
+    _, sampled = builder(first_calls=1, call_cap=1)
+    site_id = _feed_steady_and_edge_calls(detailed)
+    _feed_steady_and_edge_calls(sampled)
+    full, small = detailed.build(), sampled.build()
+    assert small.retention.dropped >= 10
+    assert small.totals == full.totals
+    steady = next(p for p in full.totals.phases if p.phase == "steady")
+    assert (steady.calls, steady.wall_ns, steady.compile_ns) == (12, 361, 0)
+    assert (steady.region_ns, steady.overhead_ns, steady.island_ns) == (200, 51, 110)
+    cold = next(p for p in full.totals.phases if p.phase == "cold")
+    assert (cold.wall_ns, cold.compile_ns, cold.overhead_ns, cold.region_ns, cold.island_ns) == (100, 55, 8, 20, 17)
+    r0, r1 = full.totals.regions
+    assert (r0.runs, r0.total_ns, r0.min_ns, r0.max_ns) == (13, 130, 10, 10)
+    assert (r1.runs, r1.min_ns, r1.max_ns) == (11, 5, 11)
+    assert r1.total_ns == 10 + sum(5 + k for k in range(1, 7)) + 6 + 8 + 10 + 5
+    (st,) = full.totals.sites
+    assert (st.site_id, st.crossings, st.calls_crossing, st.island_after_ns) == (site_id, 13, 13, 72)
+    last = [e for e in full.calls[12].events if isinstance(e, IslandEvent)][-1]
+    assert (last.duration_ns, last.after_site_id) == (6, site_id)
+    self_check(full)
+    self_check(small)
+    # build() is repeatable, and crossings keep counting after it
+    assert sampled.build().totals == small.totals
+    for b in (detailed, sampled):
+        b.begin_call(20000, None, 20002)
+        b.region_run("0/0", 0, 20003, 20013, 20014, None, None)
+        b.end_call(20020)
+    again = sampled.build().totals
+    assert again == detailed.build().totals
+    assert (again.sites[0].crossings, again.sites[0].calls_crossing) == (14, 14)
+    with pytest.raises(RuntimeError, match="^begin_call inside an open call"):
+        for _ in range(2):
+            sampled.begin_call(30000)
+
+
+def test_regions_are_listed_in_compile_order_not_string_order():
+    _, b = builder()
+    b.begin_call(0)
+    for i, cid in enumerate(("10/0", "2/0", "2/1")):
+        b.region(cid, 0, 10 * i, 10 * i + 5)
+    b.end_call(100)
+    assert [r.compile_id for r in b.build().totals.regions] == ["2/0", "2/1", "10/0"]
+
+
+def test_detail_flag_and_open_spans_follow_the_sampling():
+    """Capture reads ``detailed`` (measure seam traffic) and appends to ``open_spans``: both must
+    say exactly which call is open and whether it will be kept."""
+    _, b = builder(first_calls=2, call_cap=2)
+    seen = []
+    for i in range(6):
+        assert b.open_spans is None and b.detailed is False
+        b.begin_call(100 * i)
+        assert b.open_spans == [] and b.current_call_index == i
+        seen.append(b.detailed)
+        b.region("0/0", 0, 100 * i + 1, 100 * i + 2)
+        kept = b.end_call(100 * i + 5)
+        assert (kept is not None) == seen[-1]
+    assert seen == [True, True, True, False, True, False]
+    observed = []
+    b.call_observers.append(observed.append)
+    b.begin_call(1000)
+    assert b.detailed is True  # an observer needs every call in detail
+    assert b.end_call(1005) is None and [c.index for c in observed] == [6]
+    with pytest.raises(RuntimeError, match="^end_call without begin_call$"):
+        b.end_call(1010)
+
+
+def test_a_call_that_raised_is_an_error_outcome_with_its_message():
+    _, b = builder()
+    b.begin_call(0)
+    b.region("0/0", 0, 1, 2)
+    call = b.end_call(10, error="ValueError: bad input")
+    assert call is not None and (call.outcome, call.error, call.phase) == ("error", "ValueError: bad input", "steady")
+
+
+def test_late_compiles_and_fallbacks_on_sampled_calls_keep_their_phase():
+    """A call not kept in detail that compiles, or falls back, is not a steady call."""
+    def feed(b: LedgerBuilder) -> None:
+        for i in range(12):
+            b.begin_call(100 * i)
+            if i == 7:
+                b.set_compilation(comp("0/1", ns=30))
+                b.compile_span("0/1", 100 * i + 1, 100 * i + 31)
+                b.guard_miss("0/1", 100 * i + 1)
+            if i == 10:
+                b.fallback("0/2", "recompile limit", 100 * i + 1)
+            b.region("0/0", 0, 100 * i + 40, 100 * i + 50)
+            b.end_call(100 * i + 60)
+
+    _, full = builder()
+    _, small = builder(first_calls=1, call_cap=1)
+    feed(full)
+    feed(small)
+    assert small.build().retention.dropped > 0
+    totals = small.build().totals
+    assert totals == full.build().totals
+    by_phase = {p.phase: p.calls for p in totals.phases}
+    assert by_phase == {"cold": 1, "steady": 9, "fallback": 2}
+
+
+def test_plan_cache_is_bounded_and_uncached_calls_still_count():
+    site = fake_site("print")
+
+    def feed(b: LedgerBuilder) -> None:
+        b.set_break_site(site)
+        b.set_compilation(comp("0/0", site=site.site_id))
+        for i in range(40):
+            b.begin_call(1000 * i)
+            for j in range(i % 4 + 1):  # four distinct call structures
+                b.region("0/0", 0, 1000 * i + 10 * j, 1000 * i + 10 * j + 5)
+            b.end_call(1000 * i + 100)
+
+    _, ref = builder()
+    _, capped = builder(first_calls=0, call_cap=1)
+    capped.plan_cap = 2
+    feed(ref)
+    feed(capped)
+    assert len(capped._plans) == 2 and len(ref._plans) == 4
+    assert capped.build().totals == ref.build().totals
+    st = ref.build().totals.sites[0]
+    assert (st.crossings, st.calls_crossing) == (40, 40)  # the site stays open: one episode a call
+
+
+def test_builder_refuses_impossible_retention_and_defaults_to_the_monotonic_clock():
+    import time
+
+    for kw in ({"first_calls": -1}, {"first_calls": 5, "call_cap": 4}, {"first_calls": 0, "call_cap": 0}):
+        with pytest.raises(ValueError, match=r"^need 0 <= first_calls <= call_cap and call_cap >= 1$"):
+            LedgerBuilder(RunInfo(source="fake"), fake_environment(), **kw)
+    b = LedgerBuilder(RunInfo(source="fake"), fake_environment(), first_calls=0, call_cap=1)
+    assert b.clock is time.perf_counter_ns

@@ -49,8 +49,8 @@ MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     # (3) a call whose regions were cache hits counted as a compiling call.
     "cache_hits_as_compiles": (
         "seamscope.model.builder",
-        [('has_compile = sums["compile_n"] > 0',
-          'has_compile = sums["compile_n"] > 0 or sums["region"] > 0')],
+        [("has_compile = sums[4] > 0",  # sums: region, island, compile, overhead, compilations
+          "has_compile = sums[4] > 0 or sums[0] > 0")],
     ),
     # (4) the candidate's totals divided by the baseline's (different, unstated) sample count.
     "average_unequal_calls": (
@@ -60,10 +60,10 @@ MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     # (5) island time zeroed; regions keep their positions (the transitions stay).
     "hide_eager_islands": (
         "seamscope.model.builder",
-        [("island_sum += gap", "island_sum += 0", 2),
+        [("island_sum += gap", "island_sum += 0", 4),
          ("IslandEvent(start_ns=cursor - start, duration_ns=gap,",
           "IslandEvent(start_ns=cursor - start, duration_ns=0,", 2),
-         (".island_after += gap", ".island_after += 0", 2)],
+         (".island_after += gap", ".island_after += 0", 4)],
     ),
 }
 

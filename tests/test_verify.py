@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,7 +115,7 @@ def test_clean_receipt_with_dropped_detail_verifies(tmp_path: Path) -> None:
     assert any("dropped" in n for n in v.notes)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     walls=st.lists(
         st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(0, 10**4), st.booleans()),
@@ -135,7 +136,7 @@ def test_random_programs_verify(walls: list[tuple[int, int, int, bool]]) -> None
     assert v.ok, v.lines()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.recursive(
     st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False)
     | st.text(max_size=8),

@@ -61,10 +61,15 @@ def _phase_table(receipt: Receipt) -> dict[str, PhaseStats]:
 def families(receipt: Receipt) -> dict[str, int]:
     """Calls per input family; empty when no call is labelled or detail was dropped."""
     led = receipt.ledger
-    if led.retention.dropped:
+    if not families_known(receipt):
         return {}
     counts = Counter(c.family for c in led.calls if c.family is not None)
     return dict(sorted(counts.items()))
+
+
+def families_known(receipt: Receipt) -> bool:
+    """Family counts come from the calls kept in detail: exact only when none was dropped."""
+    return not receipt.ledger.retention.dropped
 
 
 def recompile_key(frame_name: str, failed_guards: list[str]) -> str:
@@ -88,7 +93,7 @@ def refusals(before: Receipt, after: Receipt) -> list[str]:
     if bs.call_count != as_.call_count:
         why.append(f"unequal sample counts: {bs.call_count} calls before, {as_.call_count} after")
     fb, fa = families(before), families(after)
-    if fb != fa and (fb or fa):
+    if families_known(before) and families_known(after) and fb != fa:
         diffs = ", ".join(
             f"{k}: {fb.get(k, 0)} vs {fa.get(k, 0)}"
             for k in sorted(set(fb) | set(fa))
@@ -117,7 +122,7 @@ def _verdict(
     steady, cold = rows.get("steady"), rows.get("cold")
     out: list[str] = []
     if steady is None or steady.before.calls == 0 or steady.after.calls == 0:
-        out.append("no steady calls on both sides: the per-call cost cannot be compared")
+        out.append("no steady calls on one side or both: the per-call cost cannot be compared")
         return out
     cold_pct = _pct(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
     head = f"steady {_fmt_pct(steady.median_pct)} (median), cold {_fmt_pct(cold_pct)} (total)"
@@ -126,7 +131,7 @@ def _verdict(
     elif saving > 0 and cold_extra <= 0:
         out.append(f"{head}: better from the first call")
     elif saving > 0:
-        out.append(f"{head}: worth it for workers that live longer than {n} calls")
+        out.append(f"{head}: worth it for workers that live longer than {n} call{'s' if n != 1 else ''}")
     elif saving < 0 and cold_extra < 0:
         out.append(f"{head}: worth it only for workers that live fewer than {n} calls")
     elif saving == 0 and cold_extra < 0:
@@ -238,6 +243,11 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
             notes.append(f"{field} differs: {vb} before, {va} after")
     if before.ledger.run.input_trace_sha256 is None or after.ledger.run.input_trace_sha256 is None:
         notes.append("no input trace hash on one side: same inputs not confirmed")
+    unknown = [side for side, r in (("before", before), ("after", after)) if not families_known(r)]
+    if unknown:
+        notes.append(
+            f"calls per input family not checked: call detail was sampled ({' and '.join(unknown)})"
+        )
     return Comparison(
         before_receipt_sha256=without_comparison_sha256(before),
         after_receipt_sha256=without_comparison_sha256(after),

@@ -153,6 +153,19 @@ def wrap_compiled_graphs(
     return undo
 
 
+def may_have_compiled_backward(compiled_fn: Callable[..., Any]) -> bool:
+    """Whether a graph's outputs can carry an AOT-compiled backward node worth timing.
+
+    A backend that returns the FX ``GraphModule`` itself (``eager``, many custom backends) runs
+    plain autograd: no compiled backward, so the region wrapper skips looking for one. Anything
+    else (``aot_eager``, ``inductor``, unknown callables) may.
+    """
+    import torch
+
+    owner = getattr(compiled_fn, "__self__", compiled_fn)
+    return not isinstance(owner, torch.fx.GraphModule)
+
+
 # --- settings ----------------------------------------------------------------------------------
 
 DYNAMO_SETTINGS = (

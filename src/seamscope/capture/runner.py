@@ -81,6 +81,22 @@ def _ignore_sigint() -> Any:
     return signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _watch_sigint(session: Any) -> Any:
+    """Ctrl-C raises KeyboardInterrupt as usual and also marks the session, so that an interrupt
+    swallowed by library code still stops the run at the next observed call."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        session.interrupted = True
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, on_sigint)
+
+
 def _restore_sigint(handler: Any) -> None:
     import signal
 
@@ -130,6 +146,7 @@ def run_target(
         session.on_call_end.append(prog)
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     exit_code, message = 0, None
+    previous_handler = _watch_sigint(session)
     try:
         session.start()
         if module:
@@ -160,10 +177,10 @@ def run_target(
             sys.path[0] = old_path0
         prog.clear()
         # A second Ctrl-C must not lose what was measured: finish writing first.
-        old_handler = _ignore_sigint()
+        _ignore_sigint()
         try:
             session.stop()
             path = session.write(out_dir) if session.builder is not None else None
         finally:
-            _restore_sigint(old_handler)
+            _restore_sigint(previous_handler)
     return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message)

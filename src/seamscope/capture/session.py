@@ -62,6 +62,11 @@ class Session:
         self.write_html = write_html
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.active = False
+        self.interrupted = False
+        """Set by ``seamscope run``'s Ctrl-C handler. Library code can swallow the first
+        KeyboardInterrupt (a ``__del__``, a weakref callback); the next call then raises it."""
+        self._live: LedgerBuilder | None = None
+        """The builder while active, else None: the one attribute the region wrapper reads."""
         self.warnings: list[str] = []
         self.ledger: Ledger | None = None
         self.receipt_path: str | None = None
@@ -124,6 +129,7 @@ class Session:
             except adapter.AdapterProblem as e:
                 self.warnings.append(str(e))
         self.active = True
+        self._live = self.builder
         _ACTIVE = self
 
     def stop(self) -> None:
@@ -131,6 +137,7 @@ class Session:
         if not self.active:
             return
         self.active = False
+        self._live = None
         while self._undo:
             self._undo.pop()()
         if _ACTIVE is self:
@@ -229,11 +236,11 @@ class Session:
             b = session.builder
             if session._depth or not session.active or b is None or is_compiling():
                 return inner(*args, **kwargs)
+            if session.interrupted:
+                raise KeyboardInterrupt
             t0 = clock()
-            b.begin_call(t0, session._family)
             session._depth = 1
-            t1 = clock()
-            b.overhead(t0, t1)
+            b.begin_call(t0, session._family, clock())
             try:
                 out = inner(*args, **kwargs)
             except BaseException as e:
@@ -265,21 +272,25 @@ class Session:
         clock = self.clock
         Tensor = torch.Tensor
         is_grad_enabled = torch.is_grad_enabled
+        check_backward = adapter.may_have_compiled_backward(compiled_fn)
 
         def region(*args: Any, **kwargs: Any) -> Any:
-            b = session.builder
-            if not session.active or b is None:
+            b = session._live
+            if b is None:
                 return compiled_fn(*args, **kwargs)
             t0 = clock()
             out = compiled_fn(*args, **kwargs)
             t1 = clock()
-            if is_grad_enabled():
+            if check_backward and is_grad_enabled():
                 for t in out if isinstance(out, (list, tuple)) else (out,):
                     node = getattr(t, "grad_fn", None)
                     if node is not None:
                         session._hook_backward(node, cid)
                         break
-            if b.detailed:
+            spans = b.open_spans  # region_run, inlined: this is the per-crossing hot path
+            if spans is None:
+                b.outside_region(cid, "forward", t1 - t0, None)
+            elif b.detailed:
                 # Seam traffic (what this region hands back to eager code), sampled: measured
                 # in the calls kept in full detail, where it is reported.
                 n = nbytes = 0
@@ -290,9 +301,9 @@ class Session:
                             nbytes += t.nbytes
                 elif isinstance(out, Tensor):
                     n, nbytes = 1, out.nbytes
-                b.region_run(cid, gi, t0, t1, clock(), n, nbytes)
+                spans.append(("r", t0, t1, cid, gi, n, nbytes, clock()))
             else:
-                b.region_run(cid, gi, t0, t1, clock(), None, None)
+                spans.append(("r", t0, t1, cid, gi, None, None, clock()))
             return out
 
         return region

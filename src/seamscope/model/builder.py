@@ -5,6 +5,11 @@ It owns the accounting: islands are the gaps in a call not covered by a region, 
 seamscope's own overhead, so ``wall = regions + islands + compile + overhead`` holds exactly, in
 integer nanoseconds. Totals are exact over every call; per-call detail is bounded (the first calls,
 then a systematic sample whose stride doubles), so 100,000 calls do not grow memory.
+
+Speed: a call's structure (its *plan*: which sites it crosses, which island follows which break)
+depends only on the sequence of compile ids it ran, so it is computed once and cached. A steady
+call that is not kept in detail then only adds its durations into accumulators the plan resolved
+(``_sum_fast``), and its crossings are counted per plan, not per call (``_Plan.fold``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .ledger import (
     SCHEMA_VERSION,
@@ -53,47 +59,15 @@ _Span = tuple
 _BY_TIME = operator.itemgetter(1, 2)
 
 
-@dataclass
-class _Plan:
-    steps: list[tuple[tuple[str, ...], str | None, tuple[str, ...]]]
-    """Per span: sites crossed before it, the site the island before it follows, sites after."""
-    final_gap_site: str | None
-    crossings: list[str]
-
-
-def _at(ev: Event, start: int) -> int:
-    """An event's time relative to the call's start (spans by their start, points by theirs)."""
-    if isinstance(ev, (RegionEvent, IslandEvent, CompileEvent)):
-        return ev.start_ns
-    return ev.at_ns
-
-
-@dataclass
-class _OpenCall:
-    index: int
-    start: int
-    family: str | None
-    spans: list[_Span] = field(default_factory=list)
-    points: list[tuple[int, str, str, str]] = field(default_factory=list)
-    """Point events: (time, "guard_miss" | "fallback", compile id, reason)."""
-    overhead_extra: int = 0
-
-
-@dataclass
-class _PhaseAcc:
-    calls: int = 0
-    wall: int = 0
-    region: int = 0
-    island: int = 0
-    compile: int = 0
-    overhead: int = 0
+_NEVER = 1 << 62
+"""A region's running minimum before its first run (build() reports 0 for a region never run)."""
 
 
 @dataclass
 class _RegionAcc:
     runs: int = 0
     total: int = 0
-    min: int = 0
+    min: int = _NEVER
     max: int = 0
     outside_runs: int = 0
     outside: int = 0
@@ -104,6 +78,68 @@ class _SiteAcc:
     crossings: int = 0
     calls: int = 0
     island_after: int = 0
+
+
+@dataclass
+class _Plan:
+    steps: list[tuple[tuple[str, ...], str | None, tuple[str, ...]]]
+    """Per span: sites crossed before it, the site the island before it follows, sites after."""
+    final_gap_site: str | None
+    raccs: list[_RegionAcc | None] | None = None
+    """Per span, resolved once: its region's accumulator (None for overhead). None when the
+    call compiled: then the general path handles it."""
+    gaccs: list[_SiteAcc | None] = field(default_factory=list)
+    """Per span: the accumulator of the site the island before it follows."""
+    final_acc: _SiteAcc | None = None
+    counts: list[tuple[_SiteAcc, int]] = field(default_factory=list)
+    """Each distinct site crossed, with how often per call."""
+    rcounts: list[tuple[_RegionAcc, int]] = field(default_factory=list)
+    """Each distinct region run, with how often per call."""
+    uses: int = 0
+    """Calls that followed this plan whose crossings are not yet folded into the site totals."""
+
+    def fold(self) -> None:
+        """Crossings and region runs are counted per plan, not per call: a steady call only
+        bumps ``uses``."""
+        n = self.uses
+        if n:
+            for acc, k in self.counts:
+                acc.crossings += k * n
+                acc.calls += n
+            for racc, k in self.rcounts:
+                racc.runs += k * n
+            self.uses = 0
+
+
+def _at(ev: Event, start: int) -> int:
+    """An event's time relative to the call's start (spans by their start, points by theirs)."""
+    if isinstance(ev, (RegionEvent, IslandEvent, CompileEvent)):
+        return ev.start_ns
+    return ev.at_ns
+
+
+class _OpenCall:
+    """The call in progress (a slotted class: one is made per call)."""
+
+    __slots__ = ("index", "start", "family", "spans", "points")
+
+    def __init__(self, index: int, start: int, family: str | None) -> None:
+        self.index = index
+        self.start = start
+        self.family = family
+        self.spans: list[_Span] = []
+        self.points: list[tuple[int, str, str | None]] = []
+        """Point events: (time, compile id, reason). A fallback has its reason; a guard miss None."""
+
+
+@dataclass
+class _PhaseAcc:
+    calls: int = 0
+    wall: int = 0
+    region: int = 0
+    island: int = 0
+    compile: int = 0
+    overhead: int = 0
 
 
 class LedgerBuilder:
@@ -144,10 +180,15 @@ class LedgerBuilder:
         self._outside_dropped = 0
         self._fallback_seen = False
         self._plans: dict[tuple[str, ...], _Plan] = {}
+        self.plan_cap = 4096
+        """Distinct call structures kept (a program whose every call differs stays bounded)."""
         self.call_observers: list[Callable[[Call], None]] = []
         """Called with every finished call in full detail, retained or not (budgets use it)."""
         self.detailed = False
         """Whether the open call will be kept in full detail (capture samples seam traffic then)."""
+        self.open_spans: list[_Span] | None = None
+        """The open call's span list, or None outside a call. Capture's region wrapper appends
+        ``region_run``'s tuple here itself: one Python call fewer per region crossing."""
 
     # --- what capture reports ---------------------------------------------------------------
 
@@ -167,11 +208,15 @@ class LedgerBuilder:
     def compile_count(self) -> int:
         return sum(1 for c in self._compilations.values() if c.status == "ok")
 
-    def begin_call(self, start_ns: int, family: str | None = None) -> None:
+    def begin_call(self, start_ns: int, family: str | None = None, overhead_end: int | None = None) -> None:
+        """Open a call at ``start_ns``; seamscope's own bookkeeping to open it ends at ``overhead_end``."""
         if self._open is not None:
             raise RuntimeError("begin_call inside an open call (nested top-level calls are one call)")
         index = self._call_count
-        self._open = _OpenCall(index=index, start=start_ns, family=family)
+        oc = self._open = _OpenCall(index, start_ns, family)
+        if overhead_end is not None:
+            oc.spans.append(("o", start_ns, overhead_end))
+        self.open_spans = oc.spans
         self.detailed = bool(self.call_observers) or index < self.first_calls or index % self._stride == 0
 
     def region(
@@ -208,20 +253,20 @@ class LedgerBuilder:
 
     def overhead(self, start_ns: int, end_ns: int) -> None:
         """seamscope's own bookkeeping between ``start_ns`` and ``end_ns``."""
-        if self._open is not None and end_ns > start_ns:
+        if self._open is not None:
             self._open.spans.append(("o", start_ns, end_ns))
 
     def guard_miss(self, compile_id: str, at_ns: int) -> None:
         if self._open is not None:
-            self._open.points.append((at_ns, "guard_miss", compile_id, ""))
+            self._open.points.append((at_ns, compile_id, None))
 
     def fallback(self, compile_id: str, reason: str, at_ns: int) -> None:
         self._fallback_seen = True
         if self._open is not None:
-            self._open.points.append((at_ns, "fallback", compile_id, reason))
+            self._open.points.append((at_ns, compile_id, reason))
 
     def outside_region(
-        self, compile_id: str, kind: str, duration_ns: int, attributed_call: int | None
+        self, compile_id: str, kind: Literal["backward", "forward"], duration_ns: int, attributed_call: int | None
     ) -> None:
         acc = self._regions.setdefault(compile_id, _RegionAcc())
         acc.outside_runs += 1
@@ -230,7 +275,7 @@ class LedgerBuilder:
             self._outside.append(
                 OutsideRegion(
                     compile_id=compile_id,
-                    kind="backward" if kind == "backward" else "forward",
+                    kind=kind,
                     duration_ns=duration_ns,
                     attributed_call=attributed_call,
                 )
@@ -247,13 +292,19 @@ class LedgerBuilder:
             if prev is not None:
                 compilation = _replace(compilation, call_index=prev)
         self._compilations[compilation.compile_id] = compilation
-        self._plans.clear()
+        self._forget_plans()
 
     def compilation(self, compile_id: str) -> Compilation | None:
         return self._compilations.get(compile_id)
 
     def set_break_site(self, site: BreakSite) -> None:
         self._sites[site.site_id] = site
+        self._forget_plans()
+
+    def _forget_plans(self) -> None:
+        """What a call crosses depends on the compilations and sites known: recompute plans."""
+        for plan in self._plans.values():
+            plan.fold()
         self._plans.clear()
 
     def end_call(self, end_ns: int, error: str | None = None) -> Call | None:
@@ -264,12 +315,24 @@ class LedgerBuilder:
         if oc is None:
             raise RuntimeError("end_call without begin_call")
         self._open = None
+        self.open_spans = None
         self.detailed = False
         index = oc.index
         retain = index < self.first_calls or index % self._stride == 0
         events, sums = self._account(oc, end_ns, retain or bool(self.call_observers))
-        has_compile = sums["compile_n"] > 0
-        has_fallback = any(p[1] == "fallback" for p in oc.points)
+        wall = end_ns - oc.start
+        has_compile = sums[4] > 0
+        if events is None and not has_compile and not oc.points and not self._fallback_seen:
+            # A steady call not kept in detail: the fast path ends here.
+            acc = self._phase["steady"]
+            acc.calls += 1
+            acc.wall += wall
+            acc.region += sums[0]
+            acc.island += sums[1]
+            acc.overhead += sums[3]
+            self._call_count += 1
+            return None
+        has_fallback = any(p[2] is not None for p in oc.points)
         recompiled = has_compile and any(
             sp[0] == "c" and compile_frame_index(sp[3])[1] > 0 for sp in oc.spans
         )
@@ -290,14 +353,13 @@ class LedgerBuilder:
             outcome = "compile"
         else:
             outcome = "hit"
-        wall = end_ns - oc.start
         acc = self._phase[phase]
         acc.calls += 1
         acc.wall += wall
-        acc.region += sums["region"]
-        acc.island += sums["island"]
-        acc.compile += sums["compile"]
-        acc.overhead += sums["overhead"]
+        acc.region += sums[0]
+        acc.island += sums[1]
+        acc.compile += sums[2]
+        acc.overhead += sums[3]
         self._call_count += 1
         if events is None:
             return None
@@ -306,7 +368,7 @@ class LedgerBuilder:
             phase=phase,
             outcome=outcome,  # type: ignore[arg-type]
             wall_ns=wall,
-            overhead_ns=sums["overhead"],
+            overhead_ns=sums[3],
             events=events,
             family=oc.family,
             error=error,
@@ -369,28 +431,99 @@ class LedgerBuilder:
             crossings.extend(pre)
             crossings.extend(post)
             steps.append((tuple(pre), gap_site, tuple(post)))
-        return _Plan(steps=steps, final_gap_site=pending, crossings=crossings)
+        site_acc = self._site_acc
+        plan = _Plan(steps=steps, final_gap_site=pending)
+        plan.counts = [
+            (site_acc.setdefault(site, _SiteAcc()), crossings.count(site)) for site in dict.fromkeys(crossings)
+        ]
+        plan.final_acc = site_acc.setdefault(pending, _SiteAcc()) if pending is not None else None
+        regions = self._regions
+        ran = [item for item in key if item not in ("c", "o")]
+        plan.rcounts = [(regions.setdefault(cid, _RegionAcc()), ran.count(cid)) for cid in dict.fromkeys(ran)]
+        if "c" not in key:
+            plan.raccs = [None if item == "o" else regions.setdefault(item, _RegionAcc()) for item in key]
+            plan.gaccs = [None if step[1] is None else site_acc.setdefault(step[1], _SiteAcc()) for step in steps]
+        return plan
 
     def _account(
-        self, oc: _OpenCall, end_ns: int, retain: bool
-    ) -> tuple[list[Event] | None, dict[str, int]]:
-        start = oc.start
+        self, oc: _OpenCall, end_ns: int, detail: bool
+    ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
+        """Sums (region, island, compile, overhead, compilations) and, if ``detail``, the events."""
         spans = oc.spans
         spans.sort(key=_BY_TIME)  # already in order nearly always: linear
         key = tuple([sp[3] if sp[0] == "r" else sp[0] for sp in spans])
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plan(key)
-            if len(self._plans) < 4096:
+            plan.uses = 1
+            if len(self._plans) < self.plan_cap:
                 self._plans[key] = plan
+            else:  # not kept: count its crossings now
+                plan.fold()
+        else:
+            plan.uses += 1
+        if plan.raccs is not None and not detail:
+            return None, self._sum_fast(plan.raccs, plan.gaccs, plan.final_acc, spans, oc.start, end_ns)
+        return self._account_detail(oc, end_ns, plan, detail)
+
+    @staticmethod
+    def _sum_fast(
+        raccs: list[_RegionAcc | None],
+        gaccs: list[_SiteAcc | None],
+        final_acc: _SiteAcc | None,
+        spans: list[_Span],
+        cursor: int,
+        end_ns: int,
+    ) -> tuple[int, int, int, int, int]:
+        """The steady-call hot path: ``_account_detail``'s arithmetic without events, on
+        accumulators the plan resolved once. Spans that overlap or pass the call's end (which
+        capture never produces) are clamped exactly as there."""
+        start = cursor
+        island_sum = overhead_sum = 0
+        for sp, racc, gacc in zip(spans, raccs, gaccs, strict=True):
+            s = sp[1]
+            e = sp[2]
+            if s < cursor or e > end_ns or e < s:
+                s = min(max(s, cursor), end_ns)
+                e = min(max(e, s), end_ns)
+            gap = s - cursor
+            if gap > 0:
+                island_sum += gap
+                if gacc is not None:
+                    gacc.island_after += gap
+            dur = e - s
+            if racc is None:
+                overhead_sum += dur
+                cursor = e
+                continue
+            if dur < racc.min:
+                racc.min = dur
+            if dur > racc.max:
+                racc.max = dur
+            racc.total += dur
+            cursor = sp[7]  # the bookkeeping right after the region
+            if cursor > e:
+                if cursor > end_ns:
+                    cursor = end_ns
+                overhead_sum += cursor - e
+            else:
+                cursor = e
+        gap = end_ns - cursor
+        if gap > 0:
+            island_sum += gap
+            if final_acc is not None:
+                final_acc.island_after += gap
+        # every nanosecond of the call is island, overhead or region (no compile on this path)
+        return end_ns - start - island_sum - overhead_sum, island_sum, 0, overhead_sum, 0
+
+    def _account_detail(
+        self, oc: _OpenCall, end_ns: int, plan: _Plan, detail: bool
+    ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
+        start = oc.start
+        spans = oc.spans
         site_acc = self._site_acc
-        if plan.crossings:
-            for site in plan.crossings:
-                site_acc.setdefault(site, _SiteAcc()).crossings += 1
-            for site in set(plan.crossings):
-                site_acc[site].calls += 1
         region_sum = compile_sum = overhead_sum = island_sum = compile_n = 0
-        events: list[Event] | None = [] if retain else None
+        events: list[Event] | None = [] if detail else None
         cursor = start
         regions = self._regions
         for sp, step in zip(spans, plan.steps, strict=True):
@@ -411,7 +544,7 @@ class LedgerBuilder:
                 island_sum += gap
                 gap_site = step[1]
                 if gap_site is not None:
-                    site_acc.setdefault(gap_site, _SiteAcc()).island_after += gap
+                    site_acc[gap_site].island_after += gap
                 if events is not None:
                     events.append(IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=gap_site))
             dur = e - s
@@ -420,14 +553,9 @@ class LedgerBuilder:
                 overhead_sum += dur
             elif kind == "r":
                 region_sum += dur
-                racc = regions.get(sp[3])
-                if racc is None:
-                    racc = regions[sp[3]] = _RegionAcc(min=dur)
-                elif racc.runs == 0 or dur < racc.min:
-                    racc.min = dur
-                if dur > racc.max:
-                    racc.max = dur
-                racc.runs += 1
+                racc = regions.setdefault(sp[3], _RegionAcc())
+                racc.min = min(racc.min, dur)
+                racc.max = max(racc.max, dur)
                 racc.total += dur
                 if events is not None:
                     events.append(
@@ -456,8 +584,8 @@ class LedgerBuilder:
         gap = end_ns - cursor
         if gap > 0:
             island_sum += gap
-            if plan.final_gap_site is not None:
-                site_acc.setdefault(plan.final_gap_site, _SiteAcc()).island_after += gap
+            if plan.final_acc is not None:
+                plan.final_acc.island_after += gap
             if events is not None:
                 events.append(
                     IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=plan.final_gap_site)
@@ -465,23 +593,16 @@ class LedgerBuilder:
         if events is not None and oc.points:
             timed = [(_at(ev, start), i, ev) for i, ev in enumerate(events)]
             n = len(timed)
-            for j, (at, kind, cid, reason) in enumerate(oc.points):
+            for j, (at, cid, reason) in enumerate(oc.points):
                 point: Event = (
-                    FallbackEvent(compile_id=cid, reason=reason, at_ns=at - start)
-                    if kind == "fallback"
-                    else GuardMissEvent(compile_id=cid, at_ns=at - start)
+                    GuardMissEvent(compile_id=cid, at_ns=at - start)
+                    if reason is None
+                    else FallbackEvent(compile_id=cid, reason=reason, at_ns=at - start)
                 )
                 timed.append((at - start, n + j, point))
             timed.sort(key=lambda t: (t[0], t[1]))
             events = [t[2] for t in timed]
-        sums = {
-            "region": region_sum,
-            "island": island_sum,
-            "compile": compile_sum,
-            "overhead": overhead_sum,
-            "compile_n": compile_n,
-        }
-        return events, sums
+        return events, (region_sum, island_sum, compile_sum, overhead_sum, compile_n)
 
     def _retain(self, call: Call) -> None:
         if call.index < self.first_calls:
@@ -499,6 +620,8 @@ class LedgerBuilder:
     # --- freezing ----------------------------------------------------------------------------
 
     def build(self) -> Ledger:
+        for plan in self._plans.values():
+            plan.fold()
         comps = sorted(self._compilations.values(), key=lambda c: (compile_frame_index(c.compile_id), c.compile_id))
         sites = sorted(self._sites.values(), key=lambda s: (s.file, s.line, s.site_id))
         phases = [
@@ -518,7 +641,7 @@ class LedgerBuilder:
                 compile_id=cid,
                 runs=a.runs,
                 total_ns=a.total,
-                min_ns=a.min,
+                min_ns=a.min if a.runs else 0,
                 max_ns=a.max,
                 outside_runs=a.outside_runs,
                 outside_ns=a.outside,

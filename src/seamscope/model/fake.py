@@ -35,6 +35,8 @@ class FakeStep:
     kind: str  # "region" | "island" | "compile" | "overhead" | "fallback"
     ns: int
     compile_id: str = "0/0"
+    after_ns: int = 0
+    """For a region: seamscope's bookkeeping right after it (capture's ``region_run``)."""
 
 
 @dataclass
@@ -50,6 +52,8 @@ class FakeProgram:
 
     breaks: dict[str, str] = field(default_factory=dict)
     """compile id → site name whose break ends that compile's graph."""
+    resumes: dict[str, str] = field(default_factory=dict)
+    """compile id → site name that compile's frame resumes after (a resume function)."""
     calls: list[FakeCall] = field(default_factory=list)
 
 
@@ -87,7 +91,7 @@ def play(
         first_calls=first_calls,
         call_cap=call_cap,
     )
-    sites = {name: fake_site(name) for name in set(program.breaks.values())}
+    sites = {name: fake_site(name) for name in set(program.breaks.values()) | set(program.resumes.values())}
     for s in sites.values():
         b.set_break_site(s)
     seen: set[str] = set()
@@ -96,10 +100,13 @@ def play(
         for st in call.steps:
             t0 = clock()
             t1 = clock.advance(st.ns)
-            if st.kind == "region":
+            if st.kind == "region" and st.after_ns:
+                b.region_run(st.compile_id, 0, t0, t1, clock.advance(st.after_ns), None, None)
+            elif st.kind == "region":
                 b.region(st.compile_id, 0, t0, t1)
             elif st.kind == "compile":
                 site = program.breaks.get(st.compile_id)
+                resume = program.resumes.get(st.compile_id)
                 b.set_compilation(
                     Compilation(
                         compile_id=st.compile_id,
@@ -112,6 +119,8 @@ def play(
                         graph_count=1,
                         own_break_site_id=sites[site].site_id if site else None,
                         own_break_depth=0,
+                        resume_site_id=sites[resume].site_id if resume else None,
+                        resume_depth=0 if resume else None,
                         break_site_ids=[sites[site].site_id] if site else [],
                     )
                 )
