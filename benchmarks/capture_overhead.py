@@ -53,7 +53,7 @@ def timed(fn, x) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=3000)
-    ap.add_argument("--size", type=int, nargs="+", default=[64, 192],
+    ap.add_argument("--size", type=int, nargs="+", default=[64, 160],
                     help="square tensor sides, one run each (256 gives calls over 1 ms)")
     ap.add_argument("--backend", default="eager",
                     help="torch.compile backend for both sides (aot_eager adds the backward check)")
@@ -67,7 +67,7 @@ def main() -> None:
 def one(size: int, calls: int, backend: str) -> None:
     from seamscope.capture.session import Session
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     x = torch.randn(size, size)
     plain = torch.compile(fresh_function(), backend=backend)
     s = Session(call_cap=256)

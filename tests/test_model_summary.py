@@ -312,7 +312,8 @@ def _feed_steady_and_edge_calls(b: LedgerBuilder) -> str:
     the break, one with more of seamscope's own overhead."""
     site = fake_site("print")
     b.set_break_site(site)
-    b.begin_call(0, None, 5)
+    b.begin_call(0)
+    b.overhead(0, 5)
     b.set_compilation(comp("0/0", site=site.site_id))
     b.compile_span("0/0", 5, 50)
     b.set_compilation(msgspec.structs.replace(comp("1/0"), resume_site_id=site.site_id, resume_depth=0))
@@ -322,18 +323,21 @@ def _feed_steady_and_edge_calls(b: LedgerBuilder) -> str:
     b.end_call(100)
     for k in range(1, 7):
         t = 1000 * k
-        b.begin_call(t, None, t + 2)
+        b.begin_call(t)
+        b.overhead(t, t + 2)
         b.region_run("0/0", 0, t + 3, t + 13, t + 14, None, None)
         b.region_run("1/0", 0, t + 20, t + 25 + k, t + 26 + k, None, None)
         b.end_call(t + 30 + k)
     for t, second in ((7000, (7010, 7020, 7021)), (8000, (8020, 8028, 8040)), (9000, (9020, 9035, 9036)),
                         (10000, (10020, 10025, 10029))):
-        b.begin_call(t, None, t + 2)
+        b.begin_call(t)
+        b.overhead(t, t + 2)
         b.region_run("0/0", 0, t + 3, t + 13, t + 14, None, None)
         b.region_run("1/0", 0, *second, None, None)
         b.end_call(t + 30)
     for t in (11000, 12000):  # the call ends after the break: the last island follows the site
-        b.begin_call(t, None, t + 2)
+        b.begin_call(t)
+        b.overhead(t, t + 2)
         b.region_run("0/0", 0, t + 3, t + 13, t + 14, None, None)
         if t == 11000:
             b.overhead(t + 15, t + 17)
@@ -369,7 +373,8 @@ def test_steady_fast_path_equals_the_detailed_path_and_the_hand_count():
     # build() is repeatable, and crossings keep counting after it
     assert sampled.build().totals == small.totals
     for b in (detailed, sampled):
-        b.begin_call(20000, None, 20002)
+        b.begin_call(20000)
+        b.overhead(20000, 20002)
         b.region_run("0/0", 0, 20003, 20013, 20014, None, None)
         b.end_call(20020)
     again = sampled.build().totals

@@ -239,8 +239,9 @@ class Session:
             if session.interrupted:
                 raise KeyboardInterrupt
             t0 = clock()
+            b.begin_call(t0, session._family)
             session._depth = 1
-            b.begin_call(t0, session._family, clock())
+            b.overhead(t0, clock())  # opening the call is seamscope's time, not an island
             try:
                 out = inner(*args, **kwargs)
             except BaseException as e:

@@ -9,7 +9,8 @@ then a systematic sample whose stride doubles), so 100,000 calls do not grow mem
 Speed: a call's structure (its *plan*: which sites it crosses, which island follows which break)
 depends only on the sequence of compile ids it ran, so it is computed once and cached. A steady
 call that is not kept in detail then only adds its durations into accumulators the plan resolved
-(``_sum_fast``), and its crossings are counted per plan, not per call (``_Plan.fold``).
+(``_sum_fast``), and its crossings and region runs are counted per plan, not per call
+(``_Plan.fold``).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class _Plan:
     rcounts: list[tuple[_RegionAcc, int]] = field(default_factory=list)
     """Each distinct region run, with how often per call."""
     uses: int = 0
-    """Calls that followed this plan whose crossings are not yet folded into the site totals."""
+    """Calls that followed this plan whose crossings and region runs are not yet folded in."""
 
     def fold(self) -> None:
         """Crossings and region runs are counted per plan, not per call: a steady call only
@@ -208,14 +209,11 @@ class LedgerBuilder:
     def compile_count(self) -> int:
         return sum(1 for c in self._compilations.values() if c.status == "ok")
 
-    def begin_call(self, start_ns: int, family: str | None = None, overhead_end: int | None = None) -> None:
-        """Open a call at ``start_ns``; seamscope's own bookkeeping to open it ends at ``overhead_end``."""
+    def begin_call(self, start_ns: int, family: str | None = None) -> None:
         if self._open is not None:
             raise RuntimeError("begin_call inside an open call (nested top-level calls are one call)")
         index = self._call_count
         oc = self._open = _OpenCall(index, start_ns, family)
-        if overhead_end is not None:
-            oc.spans.append(("o", start_ns, overhead_end))
         self.open_spans = oc.spans
         self.detailed = bool(self.call_observers) or index < self.first_calls or index % self._stride == 0
 
@@ -322,20 +320,7 @@ class LedgerBuilder:
         events, sums = self._account(oc, end_ns, retain or bool(self.call_observers))
         wall = end_ns - oc.start
         has_compile = sums[4] > 0
-        if events is None and not has_compile and not oc.points and not self._fallback_seen:
-            # A steady call not kept in detail: the fast path ends here.
-            acc = self._phase["steady"]
-            acc.calls += 1
-            acc.wall += wall
-            acc.region += sums[0]
-            acc.island += sums[1]
-            acc.overhead += sums[3]
-            self._call_count += 1
-            return None
-        has_fallback = any(p[2] is not None for p in oc.points)
-        recompiled = has_compile and any(
-            sp[0] == "c" and compile_frame_index(sp[3])[1] > 0 for sp in oc.spans
-        )
+        has_fallback = bool(oc.points) and any(p[2] is not None for p in oc.points)
         phase: Phase
         if has_compile:
             phase = "cold"
@@ -343,6 +328,19 @@ class LedgerBuilder:
             phase = "fallback"
         else:
             phase = "steady"
+        acc = self._phase[phase]
+        acc.calls += 1
+        acc.wall += wall
+        acc.region += sums[0]
+        acc.island += sums[1]
+        acc.compile += sums[2]
+        acc.overhead += sums[3]
+        self._call_count += 1
+        if events is None:  # a call not kept in detail (the steady hot path) ends here
+            return None
+        recompiled = has_compile and any(
+            sp[0] == "c" and compile_frame_index(sp[3])[1] > 0 for sp in oc.spans
+        )
         if error is not None:
             outcome = "error"
         elif has_fallback:
@@ -353,16 +351,6 @@ class LedgerBuilder:
             outcome = "compile"
         else:
             outcome = "hit"
-        acc = self._phase[phase]
-        acc.calls += 1
-        acc.wall += wall
-        acc.region += sums[0]
-        acc.island += sums[1]
-        acc.compile += sums[2]
-        acc.overhead += sums[3]
-        self._call_count += 1
-        if events is None:
-            return None
         call = Call(
             index=index,
             phase=phase,
