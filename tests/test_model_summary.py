@@ -385,6 +385,46 @@ def test_steady_fast_path_equals_the_detailed_path_and_the_hand_count():
             sampled.begin_call(30000)
 
 
+def test_batched_steady_calls_out_of_order_go_call_by_call():
+    """Steady calls are accounted a batch at a time on columns, which needs every call's timeline
+    in order. Capture always appends spans in order; another source may not. A call whose spans
+    arrive out of order is keyed, before sorting, to another structure's plan: the batch must
+    notice, re-plan it and clamp it exactly as the detailed path does. So must bookkeeping that
+    ends before its region does."""
+    def feed(b: LedgerBuilder) -> None:
+        b.set_compilation(comp("0/0"))
+        b.set_compilation(comp("1/0"))
+        for i, order in enumerate(("01", "01", "10", "10", "01", "01", "01", "01", "10")):
+            t = 100 * i
+            b.begin_call(t)
+            b.overhead(t, t + 2)
+            runs = {"0": ("0/0", t + 3, t + 10, t + 11), "1": ("1/0", t + 20, t + 30 + i, t + 31 + i)}
+            if i == 3:  # ran 0/0 then 1/0, but reported in the other order
+                runs = {"0": ("0/0", t + 20, t + 30, t + 31), "1": ("1/0", t + 3, t + 10, t + 11)}
+            if i == 5:  # bookkeeping "ends" before the region does
+                runs["0"] = ("0/0", t + 3, t + 10, t + 5)
+            for k in order:
+                cid, t0, t1, t2 = runs[k]
+                b.region_run(cid, 0, t0, t1, t2, None, None)
+            b.end_call(t + 50)
+
+    _, full = builder()
+    _, small = builder(first_calls=0, call_cap=1)
+    feed(full)
+    feed(small)
+    kept = {c.index for c in small.build().calls}
+    assert not kept & {3, 5}  # both went through the batched path
+    totals = small.build().totals
+    assert totals == full.build().totals
+    r0, r1 = totals.regions
+    assert (r0.runs, r1.runs) == (9, 9)
+    assert r1.total_ns == sum(10 + i for i in range(9) if i != 3) + 7  # call 3's 1/0 ran 7 ns
+    steady = next(p for p in totals.phases if p.phase == "steady")
+    # 2 ns opening each call, 1 ns after each region, except call 5's 0/0 (none: clamped)
+    assert steady.overhead_ns == 9 * 2 + 9 * 2 - 1
+    assert steady.region_ns + steady.island_ns + steady.overhead_ns == steady.wall_ns == 9 * 50
+
+
 def test_regions_are_listed_in_compile_order_not_string_order():
     _, b = builder()
     b.begin_call(0)

@@ -63,7 +63,7 @@ MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
         [("island_sum += gap", "island_sum += 0", 4),
          ("IslandEvent(start_ns=cursor - start, duration_ns=gap,",
           "IslandEvent(start_ns=cursor - start, duration_ns=0,", 2),
-         (".island_after += gap", ".island_after += 0", 4)],
+         (".island_after += gap", ".island_after += 0", 6)],
     ),
 }
 

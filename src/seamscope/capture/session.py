@@ -23,7 +23,8 @@ from typing import Any
 
 import msgspec
 
-from .. import __version__
+from .. import __version__, _native
+from .._native import NATIVE
 from ..ingest.compile_events import CompileEventAssembler
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
 from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
@@ -67,6 +68,12 @@ class Session:
         KeyboardInterrupt (a ``__del__``, a weakref callback); the next call then raises it."""
         self._live: LedgerBuilder | None = None
         """The builder while active, else None: the one attribute the region wrapper reads."""
+        self.native = NATIVE
+        """The C hot path (``_speedups``), or None: Python wrappers, same figures. Set it to None
+        before ``start()`` to compare."""
+        self._lane: Any = None
+        """The C lane while active: steady calls open and close there, region timers append
+        to its open call."""
         self.warnings: list[str] = []
         self.ledger: Ledger | None = None
         self.receipt_path: str | None = None
@@ -102,6 +109,11 @@ class Session:
         warn = adapter.version_warning()
         if warn:
             self.warnings.append(warn)
+        if self.native is None and _native.WHY_NOT is not None:
+            self.warnings.append(
+                f"captured without the C hot path ({_native.WHY_NOT}): same figures, about 1 µs more "
+                "per region crossing"
+            )
         self.builder = LedgerBuilder(
             RunInfo(
                 source="live",
@@ -122,6 +134,9 @@ class Session:
             first_calls=self.first_calls,
             call_cap=self.call_cap,
         )
+        if self.native is not None:
+            self._lane = self.native.Lane()
+            self.builder.attach_lane(self._lane, self.native.PlanSums)
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
         for install in (self._install_trace, self._install_graphs, self._install_compile):
             try:
@@ -145,6 +160,9 @@ class Session:
         b = self.builder
         if b is not None and b.in_call:  # interrupted inside a call: keep what was measured
             b.end_call(self.clock(), error="interrupted")
+        if self._lane is not None:
+            self._lane.spans = None
+            self._lane.budget = 0
         self.ledger = self.build()
 
     # --- results -----------------------------------------------------------------------------
@@ -238,19 +256,40 @@ class Session:
                 return inner(*args, **kwargs)
             if session.interrupted:
                 raise KeyboardInterrupt
+            lane = session._lane
+            if lane is not None and session._family is None and lane.enter():
+                # A steady call not due in detail: C opens it, times its regions and sums it.
+                session._depth = 1
+                try:
+                    out = inner(*args, **kwargs)
+                except BaseException as e:
+                    lane.exit(_error_text(e))
+                    session._depth = 0
+                    raise
+                lane.exit(None)
+                session._depth = 0
+                for cb in session.on_call_end:
+                    cb(session)
+                return out
             t0 = clock()
             b.begin_call(t0, session._family)
             session._depth = 1
+            if lane is not None and not b.detailed:
+                lane.spans = b.open_spans  # C region timers append there (detailed: Python)
             b.overhead(t0, clock())  # opening the call is seamscope's time, not an island
             try:
                 out = inner(*args, **kwargs)
             except BaseException as e:
                 t2 = clock()
                 session._depth = 0
-                b.end_call(t2, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])
+                if lane is not None:
+                    lane.spans = None
+                b.end_call(t2, error=_error_text(e))
                 raise
             t2 = clock()
             session._depth = 0
+            if lane is not None:
+                lane.spans = None
             b.end_call(t2)
             for cb in session.on_call_end:
                 cb(session)
@@ -275,6 +314,14 @@ class Session:
         is_grad_enabled = torch.is_grad_enabled
         check_backward = adapter.may_have_compiled_backward(compiled_fn)
 
+        def find_backward(out: Any) -> None:
+            if is_grad_enabled():
+                for t in out if isinstance(out, (list, tuple)) else (out,):
+                    node = getattr(t, "grad_fn", None)
+                    if node is not None:
+                        session._hook_backward(node, cid)
+                        break
+
         def region(*args: Any, **kwargs: Any) -> Any:
             b = session._live
             if b is None:
@@ -282,12 +329,8 @@ class Session:
             t0 = clock()
             out = compiled_fn(*args, **kwargs)
             t1 = clock()
-            if check_backward and is_grad_enabled():
-                for t in out if isinstance(out, (list, tuple)) else (out,):
-                    node = getattr(t, "grad_fn", None)
-                    if node is not None:
-                        session._hook_backward(node, cid)
-                        break
+            if check_backward:
+                find_backward(out)
             spans = b.open_spans  # region_run, inlined: this is the per-crossing hot path
             if spans is None:
                 b.outside_region(cid, "forward", t1 - t0, None)
@@ -307,6 +350,12 @@ class Session:
                 spans.append(("r", t0, t1, cid, gi, None, None, clock()))
             return out
 
+        if self.native is not None and self._lane is not None:
+            # Steady calls not kept in detail: the same span, appended by C (``_speedups.c``);
+            # every other case goes to ``region`` above.
+            return self.native.RegionTimer(  # type: ignore[no-any-return]
+                compiled_fn, self._lane, cid, gi, region, find_backward if check_backward else None
+            )
         return region
 
     def _hook_backward(self, node: Any, cid: str) -> None:
@@ -385,6 +434,10 @@ def observe(fn_or_module: Any, **compile_kwargs: Any) -> Any:
     with contextlib.suppress(AttributeError, TypeError):
         object.__setattr__(observed, "seamscope", s)
     return observed
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}".splitlines()[0][:500]
 
 
 def _env_int(name: str) -> int | None:

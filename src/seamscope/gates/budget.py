@@ -405,7 +405,7 @@ class BudgetWindow(contextlib.ContextDecorator):
                 self._calls.append(call)
 
         self._hook = observe
-        b.call_observers.append(observe)
+        b.watch_calls(observe)
         if self.label is not None:
             self._family = s.family(self.label)
             self._family.__enter__()
@@ -416,8 +416,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         s, b = self._session, self._builder
         if self._family is not None:
             self._family.__exit__(None, None, None)
-        if self._hook in b.call_observers:
-            b.call_observers.remove(self._hook)
+        b.unwatch_calls(self._hook)
         if self._own:
             s.stop()
             if self.out is not None:

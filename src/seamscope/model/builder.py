@@ -10,7 +10,10 @@ Speed: a call's structure (its *plan*: which sites it crosses, which island foll
 depends only on the sequence of compile ids it ran, so it is computed once and cached. A steady
 call that is not kept in detail then only adds its durations into accumulators the plan resolved
 (``_sum_fast``), and its crossings and region runs are counted per plan, not per call
-(``_Plan.fold``).
+(``_Plan.fold``). With capture's C lane attached (``attach_lane``, see ``seamscope._speedups``),
+such a call is opened and closed in C and adds its durations per span position into the plan's
+``PlanSums``; anything else that happens during it (a compilation, a guard failure, a fallback)
+makes the builder adopt the call and end it here.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .ledger import (
     SCHEMA_VERSION,
@@ -54,10 +57,13 @@ PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
 # A span is a plain tuple (the hot path builds one per region run):
 # ("r", start, end, compile_id, graph_index, out_tensors, out_bytes, overhead_end) a region, whose
-# bookkeeping that follows it (end .. overhead_end) rides in the same tuple; ("c", start, end,
-# compile_id) a compilation; ("o", start, end) seamscope's own overhead.
+# bookkeeping that follows it (end .. overhead_end) rides in the same tuple; ("c", start, end, "c",
+# compile_id) a compilation; ("o", start, end, "o") seamscope's own overhead. Item 3 is the span's
+# part of the call's structure key, so the key is one C-level ``map``.
 _Span = tuple
-_BY_TIME = operator.itemgetter(1, 2)
+_START = operator.itemgetter(1)
+"""Spans sort by start; spans that start together keep the order they were reported in."""
+_KEY = operator.itemgetter(3)
 
 
 _NEVER = 1 << 62
@@ -98,6 +104,9 @@ class _Plan:
     """Each distinct region run, with how often per call."""
     uses: int = 0
     """Calls that followed this plan whose crossings and region runs are not yet folded in."""
+    sums: Any = None
+    """The C ``PlanSums`` of the steady calls C closed, not yet added to the totals (None: no C
+    lane, a plan with a compilation, or a plan not cached)."""
 
     def fold(self) -> None:
         """Crossings and region runs are counted per plan, not per call: a steady call only
@@ -187,6 +196,9 @@ class LedgerBuilder:
         """Called with every finished call in full detail, retained or not (budgets use it)."""
         self.detailed = False
         """Whether the open call will be kept in full detail (capture samples seam traffic then)."""
+        self._lane: Any = None
+        """Capture's C lane (``attach_lane``), or None."""
+        self._sums_type: Any = None
         self.open_spans: list[_Span] | None = None
         """The open call's span list, or None outside a call. Capture's region wrapper appends
         ``region_run``'s tuple here itself: one Python call fewer per region crossing."""
@@ -195,23 +207,94 @@ class LedgerBuilder:
 
     @property
     def in_call(self) -> bool:
+        self._adopt()
         return self._open is not None
 
     @property
     def current_call_index(self) -> int | None:
-        return self._open.index if self._open else None
+        if self._open is not None:
+            return self._open.index
+        lane = self._lane
+        if lane is not None and lane.open:
+            return self._call_count + lane.fast_calls
+        return None
 
     @property
     def call_count(self) -> int:
-        return self._call_count
+        lane = self._lane
+        return self._call_count + (lane.fast_calls if lane is not None else 0)
+
+    # --- the C lane: steady calls opened and closed in C --------------------------------------
+
+    def attach_lane(self, lane: Any, sums_type: Any) -> None:
+        """Let capture's C lane (``_speedups.Lane``) open and close the steady calls that are not
+        due in detail; ``sums_type`` is ``_speedups.PlanSums``. Same figures, less time per call."""
+        self._lane = lane
+        self._sums_type = sums_type
+        lane.plans = {}
+        lane.slow_end = self._end_lane_call
+        self._lane_budget()
+
+    def watch_calls(self, observe: Callable[[Call], None]) -> None:
+        """Have ``observe`` called with every finished call in full detail (budgets use it)."""
+        self.call_observers.append(observe)
+        self._lane_budget()
+
+    def unwatch_calls(self, observe: Callable[[Call], None]) -> None:
+        if observe in self.call_observers:
+            self.call_observers.remove(observe)
+        self._lane_budget()
+
+    def _absorb(self) -> None:
+        """Count the calls C closed."""
+        lane = self._lane
+        if lane is not None and lane.fast_calls:
+            self._call_count += lane.fast_calls
+            lane.fast_calls = 0
+
+    def _lane_budget(self) -> None:
+        """How many calls C may open before the next one due in detail (0: none)."""
+        lane = self._lane
+        if lane is None:
+            return
+        self._absorb()
+        n = self._call_count
+        if self.call_observers or self._fallback_seen or n < self.first_calls:
+            lane.budget = 0
+        else:
+            stride = self._stride
+            lane.budget = -(-n // stride) * stride - n  # up to the next retained index
+
+    def _adopt(self) -> None:
+        """Take over the call C opened: something it cannot sum (a compilation, a guard
+        failure, a fallback...) happens in it. C's exit then ends it here."""
+        lane = self._lane
+        if self._open is None and lane is not None and lane.open:
+            spans = lane.adopt()
+            if spans is None:
+                return
+            self._absorb()
+            oc = self._open = _OpenCall(self._call_count, lane.start, None)
+            oc.spans = spans  # the lane's list now: region timers go on appending to it
+            self.open_spans = spans
+
+    def _end_lane_call(self, spans: list[_Span], start: int, end_ns: int, error: str | None) -> Call | None:
+        """C's exit for a call it could not sum."""
+        if self._open is None:
+            self._absorb()
+            oc = self._open = _OpenCall(self._call_count, start, None)
+            oc.spans = spans
+        return self.end_call(end_ns, error)
 
     @property
     def compile_count(self) -> int:
         return sum(1 for c in self._compilations.values() if c.status == "ok")
 
     def begin_call(self, start_ns: int, family: str | None = None) -> None:
+        self._adopt()
         if self._open is not None:
             raise RuntimeError("begin_call inside an open call (nested top-level calls are one call)")
+        self._absorb()
         index = self._call_count
         oc = self._open = _OpenCall(index, start_ns, family)
         self.open_spans = oc.spans
@@ -228,6 +311,7 @@ class LedgerBuilder:
         out_bytes: int | None = None,
     ) -> None:
         """A compiled graph ran from ``start_ns`` to ``end_ns`` (absolute clock values)."""
+        self._adopt()
         if self._open is None:
             self.outside_region(compile_id, "forward", end_ns - start_ns, None)
             return
@@ -237,7 +321,8 @@ class LedgerBuilder:
         self, compile_id: str, graph_index: int, t0: int, t1: int, t2: int,
         out_tensors: int | None, out_bytes: int | None,
     ) -> None:
-        """The hot path: a region ran from t0 to t1, then seamscope's bookkeeping until t2."""
+        """A region ran from t0 to t1, then seamscope's bookkeeping until t2."""
+        self._adopt()
         oc = self._open
         if oc is None:
             self.outside_region(compile_id, "forward", t1 - t0, None)
@@ -245,21 +330,26 @@ class LedgerBuilder:
         oc.spans.append(("r", t0, t1, compile_id, graph_index, out_tensors, out_bytes, t2))
 
     def compile_span(self, compile_id: str, start_ns: int, end_ns: int) -> None:
+        self._adopt()
         if self._open is None:
             return
-        self._open.spans.append(("c", start_ns, end_ns, compile_id))
+        self._open.spans.append(("c", start_ns, end_ns, "c", compile_id))
 
     def overhead(self, start_ns: int, end_ns: int) -> None:
         """seamscope's own bookkeeping between ``start_ns`` and ``end_ns``."""
+        self._adopt()
         if self._open is not None:
-            self._open.spans.append(("o", start_ns, end_ns))
+            self._open.spans.append(("o", start_ns, end_ns, "o"))
 
     def guard_miss(self, compile_id: str, at_ns: int) -> None:
+        self._adopt()
         if self._open is not None:
             self._open.points.append((at_ns, compile_id, None))
 
     def fallback(self, compile_id: str, reason: str, at_ns: int) -> None:
+        self._adopt()
         self._fallback_seen = True
+        self._lane_budget()
         if self._open is not None:
             self._open.points.append((at_ns, compile_id, reason))
 
@@ -283,6 +373,7 @@ class LedgerBuilder:
 
     def set_compilation(self, compilation: Compilation) -> None:
         """Add or replace a compilation record (the assembler refines it as events arrive)."""
+        self._adopt()
         if compilation.call_index is None and self._open is not None:
             compilation = _replace(compilation, call_index=self._open.index)
         elif compilation.compile_id in self._compilations and compilation.call_index is None:
@@ -301,9 +392,45 @@ class LedgerBuilder:
 
     def _forget_plans(self) -> None:
         """What a call crosses depends on the compilations and sites known: recompute plans."""
-        for plan in self._plans.values():
-            plan.fold()
+        self._settle()
         self._plans.clear()
+        if self._lane is not None:
+            self._lane.plans.clear()
+
+    def _settle(self) -> None:
+        """Bring every plan's pending counts and sums into the totals."""
+        self._absorb()
+        for plan in self._plans.values():
+            self._add_sums(plan)
+            plan.fold()
+
+    def _add_sums(self, plan: _Plan) -> None:
+        """Add the sums of the steady calls C closed on this plan to the totals (what
+        ``_sum_fast`` adds per call, added per span position for all of them at once). C only
+        opens calls while no fallback was seen, so they are all steady."""
+        if plan.sums is None or not plan.sums.calls or plan.raccs is None:
+            return
+        acc = self._phase["steady"]
+        calls, wall, island, overhead, gaps, dur_sum, dur_min, dur_max = plan.sums.take()
+        plan.uses += calls
+        positions = zip(plan.raccs, plan.gaccs, gaps[:-1], dur_sum, dur_min, dur_max, strict=True)
+        for racc, gacc, gap, total, low, high in positions:
+            if gacc is not None:
+                gacc.island_after += gap
+            if racc is not None:
+                racc.total += total
+                if low < racc.min:
+                    racc.min = low
+                if high > racc.max:
+                    racc.max = high
+        gap = gaps[-1]
+        if plan.final_acc is not None:
+            plan.final_acc.island_after += gap
+        acc.calls += calls
+        acc.wall += wall
+        acc.region += wall - island - overhead
+        acc.island += island
+        acc.overhead += overhead
 
     def end_call(self, end_ns: int, error: str | None = None) -> Call | None:
         """Close the open call: derive islands and crossings, update totals, maybe retain.
@@ -317,7 +444,11 @@ class LedgerBuilder:
         self.detailed = False
         index = oc.index
         retain = index < self.first_calls or index % self._stride == 0
-        events, sums = self._account(oc, end_ns, retain or bool(self.call_observers))
+        detail = retain or bool(self.call_observers)
+        spans = oc.spans
+        spans.sort(key=_START)  # in order nearly always: linear
+        plan = self._use_plan(tuple(map(_KEY, spans)))
+        events, sums = self._account(oc, end_ns, plan, detail)
         wall = end_ns - oc.start
         has_compile = sums[4] > 0
         has_fallback = bool(oc.points) and any(p[2] is not None for p in oc.points)
@@ -336,10 +467,12 @@ class LedgerBuilder:
         acc.compile += sums[2]
         acc.overhead += sums[3]
         self._call_count += 1
+        if self._lane is not None:
+            self._lane_budget()
         if events is None:  # a call not kept in detail (the steady hot path) ends here
             return None
         recompiled = has_compile and any(
-            sp[0] == "c" and compile_frame_index(sp[3])[1] > 0 for sp in oc.spans
+            sp[0] == "c" and compile_frame_index(sp[4])[1] > 0 for sp in oc.spans
         )
         if error is not None:
             outcome = "error"
@@ -365,6 +498,8 @@ class LedgerBuilder:
             observe(call)
         if retain:
             self._retain(call)
+            if self._lane is not None:
+                self._lane_budget()  # the stride may have grown
             return call
         return None
 
@@ -433,25 +568,29 @@ class LedgerBuilder:
             plan.gaccs = [None if step[1] is None else site_acc.setdefault(step[1], _SiteAcc()) for step in steps]
         return plan
 
-    def _account(
-        self, oc: _OpenCall, end_ns: int, detail: bool
-    ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
-        """Sums (region, island, compile, overhead, compilations) and, if ``detail``, the events."""
-        spans = oc.spans
-        spans.sort(key=_BY_TIME)  # already in order nearly always: linear
-        key = tuple([sp[3] if sp[0] == "r" else sp[0] for sp in spans])
+    def _use_plan(self, key: tuple[str, ...]) -> _Plan:
+        """The cached plan for ``key`` (made if new), with this call counted in its uses."""
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plan(key)
             plan.uses = 1
             if len(self._plans) < self.plan_cap:
                 self._plans[key] = plan
+                if plan.raccs is not None and self._lane is not None:
+                    plan.sums = self._sums_type("".join(["o" if k == "o" else "r" for k in key]))
+                    self._lane.plans[key] = plan.sums
             else:  # not kept: count its crossings now
                 plan.fold()
         else:
             plan.uses += 1
+        return plan
+
+    def _account(
+        self, oc: _OpenCall, end_ns: int, plan: _Plan, detail: bool
+    ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
+        """Sums (region, island, compile, overhead, compilations) and, if ``detail``, the events."""
         if plan.raccs is not None and not detail:
-            return None, self._sum_fast(plan.raccs, plan.gaccs, plan.final_acc, spans, oc.start, end_ns)
+            return None, self._sum_fast(plan.raccs, plan.gaccs, plan.final_acc, oc.spans, oc.start, end_ns)
         return self._account_detail(oc, end_ns, plan, detail)
 
     @staticmethod
@@ -568,7 +707,7 @@ class LedgerBuilder:
                 compile_sum += dur
                 compile_n += 1
                 if events is not None:
-                    events.append(CompileEvent(compile_id=sp[3], start_ns=s - start, duration_ns=dur))
+                    events.append(CompileEvent(compile_id=sp[4], start_ns=s - start, duration_ns=dur))
         gap = end_ns - cursor
         if gap > 0:
             island_sum += gap
@@ -608,8 +747,7 @@ class LedgerBuilder:
     # --- freezing ----------------------------------------------------------------------------
 
     def build(self) -> Ledger:
-        for plan in self._plans.values():
-            plan.fold()
+        self._settle()
         comps = sorted(self._compilations.values(), key=lambda c: (compile_frame_index(c.compile_id), c.compile_id))
         sites = sorted(self._sites.values(), key=lambda s: (s.file, s.line, s.site_id))
         phases = [

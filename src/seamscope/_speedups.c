@@ -1,0 +1,826 @@
+/* seamscope's hot path in C: steady calls opened, timed and summed without Python objects.
+ *
+ * Optional. Without this module (no compiler at install time, another clock) capture and the
+ * builder use their pure-Python path (capture/session.py's wrappers, LedgerBuilder._sum_fast),
+ * and tests/test_native.py checks both give the same figures.
+ *
+ * Why it exists: the Python path costs about 1 microsecond per region crossing plus 5-10 per call
+ * on a slow 2-core machine, mostly cache misses in Python code that runs once between two long
+ * stretches of torch's own work; that is 5-8% of a 0.25 ms call with 8 regions. Here a steady call
+ * allocates nothing per crossing: C records (start, end, bookkeeping end, compile id) into a
+ * buffer and, when the call ends, adds them to the sums of the call's structure (its plan).
+ *
+ * Who does what:
+ * - Lane: one per session. enter() opens a call if none is open and no call is due in detail
+ *   (``budget``, kept by the builder); exit() closes it. A call whose structure is known and whose
+ *   records are in order is summed into its PlanSums; any other (an error, a new structure, one the
+ *   builder adopted because it compiled or fell back) goes to ``slow_end`` as a list of span
+ *   tuples, the builder's own format.
+ * - RegionTimer: one per compiled graph. Records into the lane's buffer during a call C opened,
+ *   appends a span tuple to ``lane.spans`` during a call the builder opened and does not keep in
+ *   detail, else calls the Python wrapper (``slow``).
+ * - PlanSums: per span position, the sums, minimum and maximum of the durations, the islands
+ *   before each position, and the call totals, until the builder takes them.
+ *
+ * Every clock read is CLOCK_MONOTONIC, the clock time.perf_counter_ns() reads on Linux; the Python
+ * side uses this module only after checking that (seamscope/_native.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <limits.h>
+#include <stddef.h>
+#include <time.h>
+
+static PyObject *str_r; /* "r", the kind of a region span */
+static PyObject *str_o; /* "o", seamscope's own overhead */
+
+static inline long long
+now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec;
+}
+
+static PyObject *
+clock_ns(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromLongLong(now_ns());
+}
+
+/* A time as a C integer; 0 on anything else (the call then takes the exact Python path). */
+static inline int
+as_ns(PyObject *v, long long *out)
+{
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* One span of a call C opened. cid NULL: seamscope's own overhead (s..e); else a region that ran
+ * s..e, followed by seamscope's bookkeeping until c. */
+typedef struct {
+    long long s, e, c;
+    PyObject *cid; /* owned */
+    PyObject *gi;  /* owned */
+} Rec;
+
+/* --- PlanSums ------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;
+    char *region;      /* per position: 1 a region, 0 seamscope's overhead */
+    long long calls, wall, island, overhead;
+    long long *gap;    /* n + 1: the island before each position, then the one after the last */
+    long long *dsum, *dmin, *dmax;
+    long long *stage;  /* 3n + 1 scratch: a call is checked in full before anything is added */
+} PlanSums;
+
+static PyTypeObject PlanSumsType;
+
+static void
+sums_reset(PlanSums *self)
+{
+    self->calls = self->wall = self->island = self->overhead = 0;
+    for (Py_ssize_t i = 0; i <= self->n; i++) {
+        self->gap[i] = 0;
+    }
+    for (Py_ssize_t i = 0; i < self->n; i++) {
+        self->dsum[i] = 0;
+        self->dmin[i] = LLONG_MAX;
+        self->dmax[i] = 0;
+    }
+}
+
+/* Add one call (1), or nothing when any span would need clamping (0): a span starting before
+ * the previous one's bookkeeping ended, ending before it starts, bookkeeping ending before its
+ * region, or anything ending after the call. Then the sums are exactly LedgerBuilder._sum_fast's. */
+static int
+plan_add(PlanSums *self, const Rec *rec, Py_ssize_t n, long long start, long long end)
+{
+    if (n != self->n) {
+        return 0;
+    }
+    long long *dur = self->stage, *book = self->stage + n, *gap = self->stage + 2 * n;
+    long long cursor = start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Rec *r = &rec[i];
+        if ((r->cid != NULL) != self->region[i]) {
+            return 0;
+        }
+        long long c = self->region[i] ? r->c : r->e;
+        if (r->s < cursor || r->e < r->s || c < r->e) {
+            return 0;
+        }
+        gap[i] = r->s - cursor;
+        dur[i] = r->e - r->s;
+        book[i] = c - r->e;
+        cursor = c;
+    }
+    if (end < cursor) {
+        return 0;
+    }
+    gap[n] = end - cursor;
+    long long island = 0, overhead = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        island += gap[i];
+        self->gap[i] += gap[i];
+        if (self->region[i]) {
+            long long d = dur[i];
+            self->dsum[i] += d;
+            if (d < self->dmin[i]) {
+                self->dmin[i] = d;
+            }
+            if (d > self->dmax[i]) {
+                self->dmax[i] = d;
+            }
+            overhead += book[i];
+        }
+        else {
+            overhead += dur[i];
+        }
+    }
+    island += gap[n];
+    self->gap[n] += gap[n];
+    self->calls += 1;
+    self->wall += end - start;
+    self->island += island;
+    self->overhead += overhead;
+    return 1;
+}
+
+static void
+sums_dealloc(PlanSums *self)
+{
+    PyMem_Free(self->region);
+    PyMem_Free(self->gap);
+    PyMem_Free(self->dsum);
+    PyMem_Free(self->dmin);
+    PyMem_Free(self->dmax);
+    PyMem_Free(self->stage);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+sums_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"kinds", NULL};
+    const char *kinds;
+    Py_ssize_t n;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#:PlanSums", kwlist, &kinds, &n)) {
+        return NULL;
+    }
+    PlanSums *self = (PlanSums *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->n = n;
+    self->region = PyMem_Malloc(n + 1);
+    self->gap = PyMem_Malloc(sizeof(long long) * (n + 1));
+    self->dsum = PyMem_Malloc(sizeof(long long) * (n + 1));
+    self->dmin = PyMem_Malloc(sizeof(long long) * (n + 1));
+    self->dmax = PyMem_Malloc(sizeof(long long) * (n + 1));
+    self->stage = PyMem_Malloc(sizeof(long long) * (3 * n + 2));
+    if (!self->region || !self->gap || !self->dsum || !self->dmin || !self->dmax || !self->stage) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kinds[i] != 'r' && kinds[i] != 'o') {
+            Py_DECREF(self);
+            PyErr_SetString(PyExc_ValueError, "PlanSums: kinds are 'r' (region) or 'o' (overhead)");
+            return NULL;
+        }
+        self->region[i] = kinds[i] == 'r';
+    }
+    sums_reset(self);
+    return (PyObject *)self;
+}
+
+/* Span tuples (the builder's format) to records; 0 when any is not of the expected shape. The
+ * records borrow their cid and gi (the list outlives them). */
+static int
+recs_from_list(PyObject *spans, Rec *rec, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *sp = PyList_GET_ITEM(spans, i);
+        if (!PyTuple_CheckExact(sp) || PyTuple_GET_SIZE(sp) < 4) {
+            return 0;
+        }
+        int region = PyTuple_GET_ITEM(sp, 0) != str_o
+                     && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(sp, 0), "o") != 0;
+        if (region && PyTuple_GET_SIZE(sp) < 8) {
+            return 0;
+        }
+        if (!as_ns(PyTuple_GET_ITEM(sp, 1), &rec[i].s) || !as_ns(PyTuple_GET_ITEM(sp, 2), &rec[i].e)) {
+            return 0;
+        }
+        if (region) {
+            if (!as_ns(PyTuple_GET_ITEM(sp, 7), &rec[i].c)) {
+                return 0;
+            }
+            rec[i].cid = PyTuple_GET_ITEM(sp, 3);
+        }
+        else {
+            rec[i].c = rec[i].e;
+            rec[i].cid = NULL;
+        }
+        rec[i].gi = NULL;
+    }
+    return 1;
+}
+
+static PyObject *
+sums_add(PlanSums *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long start, end;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add(spans, start, end)");
+        return NULL;
+    }
+    PyObject *spans = args[0];
+    if (!PyList_CheckExact(spans) || !as_ns(args[1], &start) || !as_ns(args[2], &end)) {
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(spans);
+    Rec *rec = PyMem_Malloc(sizeof(Rec) * (n + 1));
+    if (rec == NULL) {
+        return PyErr_NoMemory();
+    }
+    int ok = recs_from_list(spans, rec, n) && plan_add(self, rec, n, start, end);
+    PyMem_Free(rec);
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *
+list_of(const long long *v, Py_ssize_t n)
+{
+    PyObject *list = PyList_New(n);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, x);
+    }
+    return list;
+}
+
+static PyObject *
+sums_take(PlanSums *self, PyObject *unused)
+{
+    (void)unused;
+    Py_ssize_t n = self->n;
+    PyObject *gaps = list_of(self->gap, n + 1);
+    PyObject *dsum = list_of(self->dsum, n);
+    PyObject *dmin = list_of(self->dmin, n);
+    PyObject *dmax = list_of(self->dmax, n);
+    PyObject *res = NULL;
+    if (gaps && dsum && dmin && dmax) {
+        res = Py_BuildValue("(LLLLOOOO)", self->calls, self->wall, self->island, self->overhead, gaps,
+                            dsum, dmin, dmax);
+    }
+    Py_XDECREF(gaps);
+    Py_XDECREF(dsum);
+    Py_XDECREF(dmin);
+    Py_XDECREF(dmax);
+    if (res != NULL) {
+        sums_reset(self);
+    }
+    return res;
+}
+
+static PyObject *
+sums_get_calls(PlanSums *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(self->calls);
+}
+
+static PyMethodDef sums_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))sums_add, METH_FASTCALL,
+     "add(spans, start, end) -> bool: add one call given as span tuples; False (nothing added) "
+     "when a span would need clamping, a time is not an int64, or the shape differs."},
+    {"take", (PyCFunction)sums_take, METH_NOARGS,
+     "take() -> (calls, wall, island, overhead, gaps[n+1], dur_sum[n], dur_min[n], dur_max[n]), "
+     "and start again from zero."},
+    {NULL},
+};
+
+static PyGetSetDef sums_getset[] = {
+    {"calls", (getter)sums_get_calls, NULL, "calls added since the last take()", NULL},
+    {NULL},
+};
+
+static PyTypeObject PlanSumsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "seamscope._speedups.PlanSums",
+    .tp_basicsize = sizeof(PlanSums),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "PlanSums(kinds): the durations of steady calls of one structure, per span position.",
+    .tp_new = sums_new,
+    .tp_dealloc = (destructor)sums_dealloc,
+    .tp_methods = sums_methods,
+    .tp_getset = sums_getset,
+};
+
+/* --- Lane ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *spans;    /* a call the builder opened and does not keep in detail: its span list */
+    PyObject *plans;    /* dict: a call's structure key -> PlanSums (the builder fills it) */
+    PyObject *slow_end; /* slow_end(spans, start, end, error): the builder ends the call */
+    long long start;    /* the start of the call C opened */
+    Py_ssize_t budget;  /* calls C may still open before one is due in detail */
+    Py_ssize_t fast_calls; /* calls C summed that the builder has not counted yet */
+    char open;          /* a call C opened is open (recording, or adopted) */
+    char recording;     /* ... and its regions go to rec (else to spans: adopted) */
+    Rec *rec;
+    Py_ssize_t n_rec, cap_rec;
+} Lane;
+
+static void
+lane_drop_recs(Lane *self)
+{
+    for (Py_ssize_t i = 0; i < self->n_rec; i++) {
+        Py_XDECREF(self->rec[i].cid);
+        Py_XDECREF(self->rec[i].gi);
+    }
+    self->n_rec = 0;
+}
+
+static Rec *
+lane_next_rec(Lane *self)
+{
+    if (self->n_rec == self->cap_rec) {
+        Py_ssize_t cap = self->cap_rec ? 2 * self->cap_rec : 32;
+        Rec *grown = PyMem_Realloc(self->rec, sizeof(Rec) * cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        self->rec = grown;
+        self->cap_rec = cap;
+    }
+    return &self->rec[self->n_rec++];
+}
+
+/* The records as the builder's span tuples. */
+static PyObject *
+lane_spans_of_recs(Lane *self)
+{
+    PyObject *list = PyList_New(self->n_rec);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->n_rec; i++) {
+        Rec *r = &self->rec[i];
+        PyObject *sp;
+        if (r->cid == NULL) {
+            sp = Py_BuildValue("(OLLO)", str_o, r->s, r->e, str_o);
+        }
+        else {
+            sp = Py_BuildValue("(OLLOOOOL)", str_r, r->s, r->e, r->cid, r->gi, Py_None, Py_None, r->c);
+        }
+        if (sp == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, sp);
+    }
+    return list;
+}
+
+static int
+lane_traverse(Lane *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->spans);
+    Py_VISIT(self->plans);
+    Py_VISIT(self->slow_end);
+    for (Py_ssize_t i = 0; i < self->n_rec; i++) {
+        Py_VISIT(self->rec[i].cid);
+        Py_VISIT(self->rec[i].gi);
+    }
+    return 0;
+}
+
+static int
+lane_clear(Lane *self)
+{
+    Py_CLEAR(self->spans);
+    Py_CLEAR(self->plans);
+    Py_CLEAR(self->slow_end);
+    lane_drop_recs(self);
+    self->open = self->recording = 0;
+    return 0;
+}
+
+static void
+lane_dealloc(Lane *self)
+{
+    PyObject_GC_UnTrack(self);
+    lane_clear(self);
+    PyMem_Free(self->rec);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+lane_enter(Lane *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->open || (self->spans != NULL && self->spans != Py_None) || self->budget <= 0
+        || self->plans == NULL || !PyDict_CheckExact(self->plans) || self->slow_end == NULL) {
+        Py_RETURN_FALSE;
+    }
+    long long t0 = now_ns();
+    lane_drop_recs(self);
+    Rec *r = lane_next_rec(self);
+    if (r == NULL) {
+        return NULL;
+    }
+    self->start = t0;
+    self->budget -= 1;
+    self->open = self->recording = 1;
+    r->s = t0;
+    r->cid = r->gi = NULL;
+    r->e = r->c = now_ns(); /* opening the call is seamscope's time, not an island */
+    Py_RETURN_TRUE;
+}
+
+/* The builder takes over the call C opened: the records become its span list, and the regions
+ * still to run append to it. Returns that list, or None when C has no call open to give. */
+static PyObject *
+lane_adopt(Lane *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->open || !self->recording) {
+        Py_RETURN_NONE;
+    }
+    PyObject *list = lane_spans_of_recs(self);
+    if (list == NULL) {
+        return NULL;
+    }
+    lane_drop_recs(self);
+    self->recording = 0;
+    Py_INCREF(list);
+    Py_XSETREF(self->spans, list);
+    return list;
+}
+
+static PyObject *
+lane_exit(Lane *self, PyObject *error)
+{
+    long long end = now_ns();
+    if (!self->open) {
+        Py_RETURN_NONE; /* nothing C opened is open: the builder ended it already (interrupted) */
+    }
+    self->open = 0;
+    PyObject *spans;
+    if (self->recording) {
+        self->recording = 0;
+        if (error == Py_None) {
+            Py_ssize_t n = self->n_rec;
+            PyObject *key = PyTuple_New(n);
+            if (key == NULL) {
+                lane_drop_recs(self);
+                return NULL;
+            }
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *k = self->rec[i].cid ? self->rec[i].cid : str_o;
+                Py_INCREF(k);
+                PyTuple_SET_ITEM(key, i, k);
+            }
+            PyObject *plan = PyDict_GetItemWithError(self->plans, key);
+            Py_DECREF(key);
+            if (plan == NULL && PyErr_Occurred()) {
+                lane_drop_recs(self);
+                return NULL;
+            }
+            if (plan != NULL && Py_IS_TYPE(plan, &PlanSumsType)
+                && plan_add((PlanSums *)plan, self->rec, n, self->start, end)) {
+                self->fast_calls += 1;
+                lane_drop_recs(self);
+                Py_RETURN_NONE;
+            }
+        }
+        spans = lane_spans_of_recs(self); /* a new structure, out of order, or an error */
+        lane_drop_recs(self);
+        if (spans == NULL) {
+            return NULL;
+        }
+    }
+    else { /* adopted: the builder's list */
+        spans = self->spans;
+        Py_INCREF(Py_None);
+        self->spans = Py_None;
+        if (spans == NULL || !PyList_CheckExact(spans)) {
+            Py_XDECREF(spans);
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *r = PyObject_CallFunction(self->slow_end, "OLLO", spans, self->start, end, error);
+    Py_DECREF(spans);
+    return r;
+}
+
+static PyObject *
+lane_get_open(Lane *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->open);
+}
+
+static PyMethodDef lane_methods[] = {
+    {"enter", (PyCFunction)lane_enter, METH_NOARGS,
+     "enter() -> bool: open a steady call here (False: the builder must open this one)."},
+    {"exit", (PyCFunction)lane_exit, METH_O,
+     "exit(error: str | None): close the call enter() opened; sum it, or hand it to slow_end."},
+    {"adopt", (PyCFunction)lane_adopt, METH_NOARGS,
+     "adopt() -> list | None: the open call's spans, from now on the builder's."},
+    {NULL},
+};
+
+static PyMemberDef lane_members[] = {
+    {"spans", T_OBJECT, offsetof(Lane, spans), 0,
+     "The span list of a call the builder opened and does not keep in detail, or None."},
+    {"plans", T_OBJECT, offsetof(Lane, plans), 0, "Structure key -> PlanSums, filled by the builder."},
+    {"slow_end", T_OBJECT, offsetof(Lane, slow_end), 0, "slow_end(spans, start, end, error)."},
+    {"start", T_LONGLONG, offsetof(Lane, start), READONLY, "Start of the call C opened."},
+    {"budget", T_PYSSIZET, offsetof(Lane, budget), 0, "Calls C may still open."},
+    {"fast_calls", T_PYSSIZET, offsetof(Lane, fast_calls), 0, "Calls C summed, not yet counted."},
+    {NULL},
+};
+
+static PyGetSetDef lane_getset[] = {
+    {"open", (getter)lane_get_open, NULL, "Whether a call C opened is open.", NULL},
+    {NULL},
+};
+
+static PyTypeObject LaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "seamscope._speedups.Lane",
+    .tp_basicsize = sizeof(Lane),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Steady calls opened, timed and summed in C (one per session).",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)lane_traverse,
+    .tp_clear = (inquiry)lane_clear,
+    .tp_dealloc = (destructor)lane_dealloc,
+    .tp_members = lane_members,
+    .tp_methods = lane_methods,
+    .tp_getset = lane_getset,
+};
+
+/* --- RegionTimer --------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *fn;    /* the compiled graph */
+    Lane *lane;
+    PyObject *cid;   /* compile id (str) */
+    PyObject *gi;    /* graph index (int) */
+    PyObject *slow;  /* the Python wrapper: detailed calls, runs outside a call, no session */
+    PyObject *after; /* None, or called with the outputs before the bookkeeping ends */
+    PyObject *dict;
+} RegionTimer;
+
+static PyObject *
+timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RegionTimer *self = (RegionTimer *)op;
+    Lane *lane = self->lane;
+    PyObject *spans = NULL;
+    if (!lane->recording) {
+        spans = lane->spans;
+        if (spans == NULL || !PyList_CheckExact(spans)) {
+            return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+        }
+        Py_INCREF(spans);
+    }
+    long long t0 = now_ns();
+    PyObject *out = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    long long t1 = now_ns();
+    if (out == NULL) {
+        Py_XDECREF(spans);
+        return NULL;
+    }
+    if (self->after != Py_None) {
+        PyObject *r = PyObject_CallOneArg(self->after, out);
+        if (r == NULL) {
+            goto fail;
+        }
+        Py_DECREF(r);
+    }
+    if (spans == NULL) {
+        if (!lane->recording) { /* adopted meanwhile (a compilation inside this region) */
+            spans = lane->spans;
+            if (spans == NULL || !PyList_CheckExact(spans)) {
+                return out;
+            }
+            Py_INCREF(spans);
+        }
+        else {
+            Rec *r = lane_next_rec(lane);
+            if (r == NULL) {
+                goto fail;
+            }
+            Py_INCREF(self->cid);
+            Py_INCREF(self->gi);
+            r->s = t0;
+            r->e = t1;
+            r->cid = self->cid;
+            r->gi = self->gi;
+            r->c = now_ns(); /* the bookkeeping ends here */
+            return out;
+        }
+    }
+    PyObject *span = PyTuple_New(8);
+    PyObject *a = PyLong_FromLongLong(t0);
+    PyObject *b = PyLong_FromLongLong(t1);
+    if (span == NULL || a == NULL || b == NULL) {
+        Py_XDECREF(span);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        goto fail;
+    }
+    Py_INCREF(str_r);
+    PyTuple_SET_ITEM(span, 0, str_r);
+    PyTuple_SET_ITEM(span, 1, a);
+    PyTuple_SET_ITEM(span, 2, b);
+    Py_INCREF(self->cid);
+    PyTuple_SET_ITEM(span, 3, self->cid);
+    Py_INCREF(self->gi);
+    PyTuple_SET_ITEM(span, 4, self->gi);
+    Py_INCREF(Py_None);
+    PyTuple_SET_ITEM(span, 5, Py_None);
+    Py_INCREF(Py_None);
+    PyTuple_SET_ITEM(span, 6, Py_None);
+    PyObject *c = PyLong_FromLongLong(now_ns()); /* the bookkeeping ends here */
+    if (c == NULL) {
+        Py_DECREF(span);
+        goto fail;
+    }
+    PyTuple_SET_ITEM(span, 7, c);
+    int rc = PyList_Append(spans, span);
+    Py_DECREF(span);
+    Py_DECREF(spans);
+    if (rc < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    Py_XDECREF(spans);
+    return NULL;
+}
+
+static PyObject *
+timer_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fn", "lane", "compile_id", "graph_index", "slow", "after", NULL};
+    PyObject *fn, *lane, *cid, *gi, *slow, *after;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!UO!OO:RegionTimer", kwlist, &fn, &LaneType,
+                                     &lane, &cid, &PyLong_Type, &gi, &slow, &after)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(fn) || !PyCallable_Check(slow) || (after != Py_None && !PyCallable_Check(after))) {
+        PyErr_SetString(PyExc_TypeError, "RegionTimer: fn, slow and after (unless None) must be callable");
+        return NULL;
+    }
+    RegionTimer *self = (RegionTimer *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = timer_vectorcall;
+    Py_INCREF(fn);
+    self->fn = fn;
+    Py_INCREF(lane);
+    self->lane = (Lane *)lane;
+    Py_INCREF(cid);
+    self->cid = cid;
+    Py_INCREF(gi);
+    self->gi = gi;
+    Py_INCREF(slow);
+    self->slow = slow;
+    Py_INCREF(after);
+    self->after = after;
+    return (PyObject *)self;
+}
+
+static int
+timer_traverse(RegionTimer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fn);
+    Py_VISIT(self->lane);
+    Py_VISIT(self->cid);
+    Py_VISIT(self->gi);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->after);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+timer_clear(RegionTimer *self)
+{
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->cid);
+    Py_CLEAR(self->gi);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->after);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+timer_dealloc(RegionTimer *self)
+{
+    PyObject_GC_UnTrack(self);
+    timer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef timer_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(RegionTimer, fn), READONLY, "The compiled graph."},
+    {"compile_id", T_OBJECT, offsetof(RegionTimer, cid), READONLY, NULL},
+    {NULL},
+};
+
+static PyTypeObject RegionTimerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "seamscope._speedups.RegionTimer",
+    .tp_basicsize = sizeof(RegionTimer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A compiled graph, timed at every run inside a call the lane knows of.",
+    .tp_new = timer_new,
+    .tp_traverse = (traverseproc)timer_traverse,
+    .tp_clear = (inquiry)timer_clear,
+    .tp_dealloc = (destructor)timer_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(RegionTimer, vectorcall),
+    .tp_dictoffset = offsetof(RegionTimer, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_members = timer_members,
+};
+
+/* --- module -------------------------------------------------------------------------------- */
+
+static PyMethodDef module_methods[] = {
+    {"clock_ns", clock_ns, METH_NOARGS, "CLOCK_MONOTONIC in nanoseconds (the clock the timers read)."},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "seamscope._speedups",
+    .m_doc = "seamscope's hot path in C (optional: the pure-Python path gives the same figures).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    str_r = PyUnicode_InternFromString("r");
+    str_o = PyUnicode_InternFromString("o");
+    if (str_r == NULL || str_o == NULL) {
+        return NULL;
+    }
+    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&RegionTimerType) < 0 || PyType_Ready(&PlanSumsType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&LaneType);
+    Py_INCREF(&RegionTimerType);
+    Py_INCREF(&PlanSumsType);
+    if (PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0
+        || PyModule_AddObject(m, "RegionTimer", (PyObject *)&RegionTimerType) < 0
+        || PyModule_AddObject(m, "PlanSums", (PyObject *)&PlanSumsType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,37 @@
+from collections.abc import Callable
+from typing import Any
+
+def clock_ns() -> int: ...
+
+class Lane:
+    spans: list[tuple[Any, ...]] | None
+    plans: dict[tuple[str, ...], PlanSums] | None
+    slow_end: Callable[[list[tuple[Any, ...]], int, int, str | None], object] | None
+    start: int
+    budget: int
+    fast_calls: int
+    @property
+    def open(self) -> bool: ...
+    def enter(self) -> bool: ...
+    def exit(self, error: str | None, /) -> object: ...
+    def adopt(self) -> list[tuple[Any, ...]] | None: ...
+
+class RegionTimer:
+    __wrapped__: Callable[..., Any]
+    compile_id: str
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        lane: Lane,
+        compile_id: str,
+        graph_index: int,
+        slow: Callable[..., Any],
+        after: Callable[[Any], object] | None,
+    ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+class PlanSums:
+    calls: int
+    def __init__(self, kinds: str) -> None: ...
+    def add(self, spans: list[tuple[Any, ...]], start: int, end: int, /) -> bool: ...
+    def take(self) -> tuple[int, int, int, int, list[int], list[int], list[int], list[int]]: ...

@@ -1,0 +1,353 @@
+"""The optional C hot path (``seamscope._speedups``) against the pure-Python path.
+
+C must change what capture costs, never what it reports: the same arithmetic as
+``LedgerBuilder._sum_fast`` (property-tested), the same counts on real torch workloads (steady
+calls summed in C, calls the builder adopts because they compiled or fell back, errors), and the
+same clock as ``time.perf_counter_ns``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+from conftest import examples
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seamscope import _native
+from seamscope.model.builder import LedgerBuilder, _RegionAcc, _SiteAcc
+from seamscope.model.fake import fake_environment
+from seamscope.model.ledger import RunInfo
+from seamscope.model.selfcheck import self_check
+
+speedups = _native.NATIVE
+needs_c = pytest.mark.skipif(speedups is None, reason=f"no C hot path: {_native.WHY_NOT}")
+
+
+def test_the_c_path_is_built_here_or_says_why():
+    # CI builds it (setup.py); where it cannot be, capture says so instead of silently slowing.
+    assert speedups is not None or _native.WHY_NOT
+
+
+@needs_c
+def test_c_clock_is_perf_counter_ns():
+    assert speedups is not None
+    for _ in range(100):
+        a = time.perf_counter_ns()
+        b = speedups.clock_ns()
+        c = time.perf_counter_ns()
+        assert a <= b <= c
+
+
+# --- PlanSums: the arithmetic ---------------------------------------------------------------
+
+@st.composite
+def call_spans(draw):  # type: ignore[no-untyped-def]
+    """A call's spans: the opening overhead then regions, as capture appends them; sometimes
+    disordered (overlaps, bookkeeping before its region's end, past the call's end)."""
+    start = draw(st.integers(0, 10**12))
+    t = start + draw(st.integers(0, 5))
+    spans = [("o", start, t, "o")]
+    for i in range(draw(st.integers(0, 6))):
+        s = t + draw(st.integers(-3, 50))
+        e = s + draw(st.integers(-2, 500))
+        c = e + draw(st.integers(-2, 5))
+        spans.append(("r", s, e, f"{i}/0", 0, None, None, c))
+        t = max(c, e)
+    end = t + draw(st.integers(-5, 100))
+    return spans, start, end
+
+
+@needs_c
+@given(st.lists(call_spans(), min_size=1, max_size=8))
+def test_plan_sums_equal_sum_fast_or_refuse(calls):
+    """Per call: C adds exactly what ``_sum_fast`` adds, or refuses (adds nothing) when any span
+    would need clamping; then ``_sum_fast`` handles it."""
+    assert speedups is not None
+    by_shape: dict[int, object] = {}
+    for spans, start, end in calls:
+        n = len(spans)
+        sums = by_shape.setdefault(n, speedups.PlanSums("o" + "r" * (n - 1)))
+        raccs: list[_RegionAcc | None] = [None] + [_RegionAcc() for _ in range(n - 1)]
+        gaccs: list[_SiteAcc | None] = [_SiteAcc() for _ in range(n)]
+        final = _SiteAcc()
+        ref = LedgerBuilder._sum_fast(raccs, gaccs, final, spans, start, end)
+        ordered = all(
+            (s[1] >= (spans[i - 1][7] if spans[i - 1][0] == "r" else spans[i - 1][2]) if i else s[1] >= start)
+            and s[2] >= s[1] and (s[0] == "o" or s[7] >= s[2])
+            for i, s in enumerate(spans)
+        ) and end >= (spans[-1][7] if spans[-1][0] == "r" else spans[-1][2])
+        added = sums.add(spans, start, end)  # type: ignore[attr-defined]
+        assert added == ordered
+        took = sums.take()  # type: ignore[attr-defined]
+        if not added:
+            assert took[0] == 0
+            continue
+        calls_n, wall, island, overhead, gaps, dsum, dmin, dmax = took
+        assert calls_n == 1 and wall == end - start
+        assert (wall - island - overhead, island, overhead) == (ref[0], ref[1], ref[3])
+        assert gaps[:-1] == [g.island_after for g in gaccs] and gaps[-1] == final.island_after
+        for i, racc in enumerate(raccs):
+            if racc is not None:
+                assert (dsum[i], dmin[i], dmax[i]) == (racc.total, racc.min, racc.max)
+
+
+@needs_c
+def test_plan_sums_refuse_what_they_cannot_add():
+    assert speedups is not None
+    sums = speedups.PlanSums("or")
+    ok = [("o", 0, 2, "o"), ("r", 3, 10, "0/0", 0, None, None, 11)]
+    assert sums.add(ok, 0, 20) is True
+    assert sums.add(ok, 0, 10) is False  # the bookkeeping ends after the call
+    assert sums.add(ok[:1], 0, 20) is False  # another shape
+    assert sums.add([ok[0], ("r", 3, 10, "0/0", 0, None, None, 2**70)], 0, 20) is False  # not int64
+    assert sums.add([ok[0], ("c", 3, 10, "c", "0/0")], 0, 20) is False  # a compilation
+    assert sums.calls == 1
+    with pytest.raises(ValueError, match="kinds"):
+        speedups.PlanSums("ox")
+
+
+# --- the lane protocol, without torch ---------------------------------------------------------
+
+def lane_builder(first_calls: int = 0, call_cap: int = 4):  # type: ignore[no-untyped-def]
+    assert speedups is not None
+    b = LedgerBuilder(RunInfo(source="fake"), fake_environment(), first_calls=first_calls, call_cap=call_cap)
+    lane = speedups.Lane()
+    b.attach_lane(lane, speedups.PlanSums)
+    return b, lane
+
+
+def timers(lane, n: int):  # type: ignore[no-untyped-def]
+    assert speedups is not None
+
+    def slow(*args, **kwargs):  # the Python wrapper's place: never reached in these calls
+        raise AssertionError("slow path taken")
+
+    return [speedups.RegionTimer(lambda x: x, lane, f"{i}/0", 0, slow, None) for i in range(n)]
+
+
+def drive(b: LedgerBuilder, lane, regions, calls: int) -> int:  # type: ignore[no-untyped-def]
+    """What capture's call wrapper does; returns how many calls C opened."""
+    opened = 0
+    for _ in range(calls):
+        if lane.enter():
+            opened += 1
+            for r in regions:
+                r(1)
+            lane.exit(None)
+        else:
+            t0 = time.perf_counter_ns()
+            b.begin_call(t0)
+            if not b.detailed:
+                lane.spans = b.open_spans
+            b.overhead(t0, time.perf_counter_ns())
+            for i, _ in enumerate(regions):
+                t = time.perf_counter_ns()
+                b.region(f"{i}/0", 0, t, time.perf_counter_ns())
+            lane.spans = None
+            b.end_call(time.perf_counter_ns())
+    return opened
+
+
+@needs_c
+def test_lane_sums_steady_calls_and_leaves_sampled_ones_to_the_builder():
+    b, lane = lane_builder(first_calls=3, call_cap=8)
+    regions = timers(lane, 4)
+    opened = drive(b, lane, regions, 200)
+    led = b.build()
+    assert 150 < opened < 200  # the first calls and the sampled ones went to the builder
+    assert led.totals.calls == 200 == b.call_count
+    steady = next(p for p in led.totals.phases if p.phase == "steady")
+    assert steady.calls == 200
+    assert [r.runs for r in led.totals.regions] == [200] * 4
+    assert all(0 <= r.min_ns <= r.max_ns and r.total_ns >= r.min_ns * r.runs for r in led.totals.regions)
+    assert len(led.calls) <= 8 and led.retention.dropped == 200 - len(led.calls)
+    self_check(led)
+
+
+@needs_c
+def test_a_call_c_opened_is_adopted_when_it_compiles_and_errors_go_to_the_builder():
+    from test_model_summary import comp
+
+    b, lane = lane_builder()
+    regions = timers(lane, 2)
+    drive(b, lane, regions, 40)
+    assert lane.budget > 0 and lane.enter()
+    regions[0](1)
+    b.set_compilation(comp("2/0", ns=10))  # a compilation inside the call C opened
+    t = time.perf_counter_ns()
+    b.compile_span("2/0", t, t + 5)
+    assert b.in_call and b.current_call_index == 40  # adopted: the builder's call now
+    regions[1](1)
+    lane.exit(None)
+    assert lane.enter()
+    regions[0](1)
+    lane.exit("ValueError: bad")  # an error: the builder ends it
+    led = b.build()
+    by = {p.phase: p.calls for p in led.totals.phases}
+    assert by["cold"] == 1 and by["steady"] == 41 and led.totals.calls == 42
+    assert [r.runs for r in led.totals.regions[:2]] == [42, 41]
+    self_check(led)
+
+
+@needs_c
+def test_stop_inside_a_call_c_opened_ends_it_once():
+    b, lane = lane_builder()
+    regions = timers(lane, 1)
+    drive(b, lane, regions, 20)
+    assert lane.enter()
+    assert b.in_call  # what Session.stop() asks: the builder adopts the call
+    b.end_call(time.perf_counter_ns(), error="interrupted")
+    lane.spans = None
+    assert lane.exit(None) is None  # the wrapper unwinding: nothing left to end
+    assert b.build().totals.calls == 21
+
+
+@needs_c
+def test_region_timer_passes_everything_through():
+    assert speedups is not None
+    lane = speedups.Lane()
+    seen = []
+
+    def fn(*args, **kwargs):
+        return args, kwargs
+
+    def slow(*args, **kwargs):
+        seen.append("slow")
+        return fn(*args, **kwargs)
+
+    t = speedups.RegionTimer(fn, lane, "0/0", 3, slow, seen.append)
+    assert t(1, k=2) == ((1,), {"k": 2}) and seen == ["slow"]  # no call open: the Python wrapper
+    lane.spans = []
+    assert t(5) == ((5,), {}) and seen == ["slow", ((5,), {})]  # `after` saw the outputs
+    (span,) = lane.spans
+    assert span[0] == "r" and span[3:7] == ("0/0", 3, None, None) and span[1] <= span[2] <= span[7]
+    t.note = "attributes can be set, as Dynamo and functools.wraps do"
+    assert t.__wrapped__ is fn and t.compile_id == "0/0" and t.note.startswith("attributes")
+
+    def boom(x):
+        raise RuntimeError("in the graph")
+
+    bad = speedups.RegionTimer(boom, lane, "1/0", 0, slow, None)
+    with pytest.raises(RuntimeError, match="in the graph"):
+        bad(1)
+    assert len(lane.spans) == 1  # a region that raised records nothing
+
+
+# --- real torch: the same counts both ways ----------------------------------------------------
+
+def counts(led):  # type: ignore[no-untyped-def]
+    t = led.totals
+    return (
+        t.calls,
+        {p.phase: p.calls for p in t.phases},
+        {r.compile_id: r.runs for r in t.regions},
+        {s.site_id: (s.crossings, s.calls_crossing) for s in t.sites},
+        sorted(c.compile_id for c in led.compilations),
+    )
+
+
+@needs_c
+@pytest.mark.usefixtures("dynamo_reset")
+def test_capture_counts_the_same_with_and_without_c():
+    """A workload with every kind of break, a shape change (a recompile inside a call C would
+    sum: adopted) and a model error, captured with C and in pure Python."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workloads"))
+    import contextlib
+
+    import breaks
+
+    from seamscope.capture.session import Session
+
+    def run(native: object) -> object:
+        torch._dynamo.reset()
+        s = Session(first_calls=2, call_cap=8)
+        s.native = native
+        with contextlib.redirect_stdout(open(os.devnull, "w")):  # noqa: SIM115
+            s.start()
+            try:
+                g = torch.compile(breaks.f, backend="eager")
+                for size in (8, 16):
+                    for _ in range(30):
+                        g(torch.ones(size))
+                with pytest.raises(TypeError):
+                    g(torch.ones(16, dtype=torch.complex64))  # complex > float: the user's code raises
+                for _ in range(10):
+                    g(torch.ones(16))
+            finally:
+                s.stop()
+        assert s.ledger is not None
+        self_check(s.ledger)
+        return s.ledger
+
+    with_c = run(speedups)
+    pure = run(None)
+    assert counts(with_c) == counts(pure)
+    steady = next(p for p in with_c.totals.phases if p.phase == "steady")  # type: ignore[attr-defined]
+    assert steady.calls > 50
+    # the disabled function's 2 ms island is measured in every steady call, C or not
+    slow_site = [s for s in with_c.totals.sites if s.island_after_ns >= 2_000_000 * s.calls_crossing]  # type: ignore[attr-defined]
+    assert slow_site
+
+
+def test_pure_python_is_chosen_when_asked(tmp_path):
+    import subprocess
+
+    env = dict(os.environ, SEAMSCOPE_PURE_PYTHON="1")
+    out = subprocess.run(
+        [sys.executable, "-c", "from seamscope import _native; print(_native.NATIVE, _native.WHY_NOT)"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout
+    assert out.strip() == "None SEAMSCOPE_PURE_PYTHON is set"
+
+
+_ = examples  # the hypothesis profile for mutation runs lives in conftest
+
+
+@needs_c
+@pytest.mark.usefixtures("dynamo_reset")
+def test_training_backward_is_attributed_the_same_with_and_without_c():
+    """aot_eager: C calls the backward finder after each region, and a backward run later is
+    attributed to the call C opened."""
+    torch = pytest.importorskip("torch")
+    from seamscope.capture.session import Session
+
+    def run(native: object) -> tuple[object, list[int | None]]:
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        s = Session(first_calls=2, call_cap=4)
+        s.native = native
+        s.start()
+        try:
+            m = torch.compile(model, backend="aot_eager")
+            for _ in range(40):
+                m(torch.randn(4, 8)).sum().backward()
+        finally:
+            s.stop()
+        assert s.ledger is not None
+        self_check(s.ledger)
+        return s.ledger, [o.attributed_call for o in s.ledger.outside]
+
+    (with_c, attributed_c), (pure, attributed_pure) = run(speedups), run(None)
+    assert counts(with_c) == counts(pure)
+    assert with_c.totals.outside_runs == pure.totals.outside_runs == 40  # type: ignore[attr-defined]
+    assert attributed_c == attributed_pure == list(range(40))
+
+
+def test_capture_without_c_says_so(monkeypatch):
+    pytest.importorskip("torch")
+    from seamscope.capture.session import Session
+
+    monkeypatch.setattr(_native, "WHY_NOT", "seamscope._speedups was not built (test)")
+    s = Session()
+    s.native = None
+    s.start()
+    s.stop()
+    assert s.ledger is not None
+    assert any(w.startswith("captured without the C hot path (seamscope._speedups was not built")
+               for w in s.ledger.run.warnings)
