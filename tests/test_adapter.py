@@ -63,8 +63,9 @@ def test_wrap_compiled_graphs_sees_every_graph_with_its_compile_id():
     seen = []
     runs = []
 
-    def wrap(fn, cid):
+    def wrap(fn, cid, autograd):
         seen.append(cid)
+        assert autograd is False  # no input requires grad
 
         def run(*a, **k):
             runs.append(cid)
@@ -91,7 +92,8 @@ def test_only_non_graph_module_backends_may_have_a_compiled_backward():
     a CompiledFunctionBackward node. The region wrapper looks for that node only in the latter."""
     seen = {}
 
-    def wrap(fn, cid):
+    def wrap(fn, cid, autograd):
+        assert autograd is True  # an input requires grad
         seen[backend] = adapter.may_have_compiled_backward(fn)
         return fn
 
@@ -109,6 +111,25 @@ def test_only_non_graph_module_backends_may_have_a_compiled_backward():
         torch._dynamo.reset()
     assert seen == {"eager": False, "aot_eager": True}
     assert adapter.may_have_compiled_backward(lambda *a: a)
+
+
+def test_graphs_compiled_without_autograd_are_told_so():
+    """Only a graph compiled with autograd on and something requiring grad can get a compiled
+    backward: the wrapper skips the per-run check for the others."""
+    seen = []
+    undo = adapter.wrap_compiled_graphs(lambda fn, cid, autograd: seen.append(autograd) or fn)
+    try:
+        model = torch.nn.Linear(3, 3)
+        torch.compile(model, backend="aot_eager")(torch.ones(3))  # a parameter requires grad
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.compile(model, backend="aot_eager")(torch.ones(3))
+        torch._dynamo.reset()
+        torch.compile(lambda x: x.cos(), backend="aot_eager")(torch.ones(3))
+    finally:
+        undo()
+        torch._dynamo.reset()
+    assert seen == [True, False, False]
 
 
 def test_current_compile_id_outside_compilation_is_none():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import types
 
 import pytest
 from conftest import examples
@@ -222,7 +223,12 @@ def test_region_timer_passes_everything_through():
     t = speedups.RegionTimer(fn, lane, "0/0", 3, slow, seen.append)
     assert t(1, k=2) == ((1,), {"k": 2}) and seen == ["slow"]  # no call open: the Python wrapper
     lane.spans = []
-    assert t(5) == ((5,), {}) and seen == ["slow", ((5,), {})]  # `after` saw the outputs
+    assert t(5) == ((5,), {}) and seen == ["slow"]  # no output with a grad_fn: `after` not called
+    node = types.SimpleNamespace(grad_fn="node")
+    same = speedups.RegionTimer(lambda *xs: xs, lane, "0/0", 3, slow, seen.append)
+    out = same(1, node)
+    assert seen == ["slow", out]  # an output carries an autograd node: `after` sees the outputs
+    del lane.spans[1:]
     (span,) = lane.spans
     assert span[0] == "r" and span[3:7] == ("0/0", 3, None, None) and span[1] <= span[2] <= span[7]
     t.note = "attributes can be set, as Dynamo and functools.wraps do"

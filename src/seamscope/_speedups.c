@@ -34,6 +34,7 @@
 
 static PyObject *str_r; /* "r", the kind of a region span */
 static PyObject *str_o; /* "o", seamscope's own overhead */
+static PyObject *str_grad_fn;
 
 static inline long long
 now_ns(void)
@@ -597,9 +598,44 @@ typedef struct {
     PyObject *cid;   /* compile id (str) */
     PyObject *gi;    /* graph index (int) */
     PyObject *slow;  /* the Python wrapper: detailed calls, runs outside a call, no session */
-    PyObject *after; /* None, or called with the outputs before the bookkeeping ends */
+    PyObject *after; /* None, or called with the outputs when one has a grad_fn: set only for
+                        graphs compiled with autograd on (Dynamo guards the grad mode) */
     PyObject *dict;
 } RegionTimer;
+
+/* Whether an output carries an autograd node: then `after` looks for a compiled backward. Cheap
+ * enough to ask on every run; calling into Python for each is not. */
+static int
+has_grad_fn(PyObject *out)
+{
+    PyObject *single[1] = {out};
+    PyObject **items = single;
+    Py_ssize_t n = 1;
+    if (PyTuple_Check(out)) {
+        items = &PyTuple_GET_ITEM(out, 0);
+        n = PyTuple_GET_SIZE(out);
+    }
+    else if (PyList_Check(out)) {
+        items = &PyList_GET_ITEM(out, 0);
+        n = PyList_GET_SIZE(out);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == Py_None || PyLong_CheckExact(items[i]) || PyFloat_CheckExact(items[i])) {
+            continue;
+        }
+        PyObject *g = PyObject_GetAttr(items[i], str_grad_fn);
+        if (g == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        int found = g != Py_None;
+        Py_DECREF(g);
+        if (found) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static PyObject *
 timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -622,11 +658,13 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         return NULL;
     }
     if (self->after != Py_None) {
-        PyObject *r = PyObject_CallOneArg(self->after, out);
-        if (r == NULL) {
-            goto fail;
+        if (has_grad_fn(out)) {
+            PyObject *r = PyObject_CallOneArg(self->after, out);
+            if (r == NULL) {
+                goto fail;
+            }
+            Py_DECREF(r);
         }
-        Py_DECREF(r);
     }
     if (spans == NULL) {
         if (!lane->recording) { /* adopted meanwhile (a compilation inside this region) */
@@ -803,7 +841,8 @@ PyInit__speedups(void)
 {
     str_r = PyUnicode_InternFromString("r");
     str_o = PyUnicode_InternFromString("o");
-    if (str_r == NULL || str_o == NULL) {
+    str_grad_fn = PyUnicode_InternFromString("grad_fn");
+    if (str_r == NULL || str_o == NULL || str_grad_fn == NULL) {
         return NULL;
     }
     if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&RegionTimerType) < 0 || PyType_Ready(&PlanSumsType) < 0) {

@@ -122,11 +122,14 @@ def _realize_lazy(compiled_fn: Any) -> Any:
 
 
 def wrap_compiled_graphs(
-    wrap: Callable[[Callable[..., Any], str | None], Callable[..., Any]],
+    wrap: Callable[[Callable[..., Any], str | None, bool], Callable[..., Any]],
 ) -> Callable[[], None]:
-    """Make ``wrap(compiled_fn, compile_id)`` see every graph any backend compiles.
+    """Make ``wrap(compiled_fn, compile_id, autograd)`` see every graph any backend compiles.
 
-    Returns the function that undoes it. Raises :class:`AdapterProblem` when the hook point is gone.
+    ``autograd``: whether the graph was compiled with autograd on and an input (or parameter)
+    requiring grad, the only case where a backend can attach a compiled backward to its outputs.
+    Dynamo guards on both, so a run of this graph never differs. Returns the function that undoes
+    it. Raises :class:`AdapterProblem` when the hook point is gone.
     """
     try:
         from torch._dynamo.output_graph import OutputGraph
@@ -139,7 +142,7 @@ def wrap_compiled_graphs(
     def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
         compiled = original(self, gm, example_inputs)
         try:
-            return wrap(_realize_lazy(compiled), current_compile_id())
+            return wrap(_realize_lazy(compiled), current_compile_id(), _needs_autograd(gm, example_inputs))
         except Exception:
             logging.getLogger("seamscope").debug("wrapping a compiled graph failed", exc_info=True)
             return compiled
@@ -151,6 +154,19 @@ def wrap_compiled_graphs(
         OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
 
     return undo
+
+
+def _needs_autograd(gm: Any, example_inputs: Any) -> bool:
+    import torch
+
+    if not torch.is_grad_enabled():
+        return False
+    try:
+        if any(getattr(t, "requires_grad", False) for t in example_inputs):
+            return True
+        return any(p.requires_grad for p in gm.parameters())
+    except Exception:  # pragma: no cover - an unexpected graph: assume it may
+        return True
 
 
 def may_have_compiled_backward(compiled_fn: Callable[..., Any]) -> bool:

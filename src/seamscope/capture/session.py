@@ -302,7 +302,9 @@ class Session:
     def _install_graphs(self) -> Callable[[], None]:
         return adapter.wrap_compiled_graphs(self._wrap_graph)
 
-    def _wrap_graph(self, compiled_fn: Callable[..., Any], compile_id: str | None) -> Callable[..., Any]:
+    def _wrap_graph(
+        self, compiled_fn: Callable[..., Any], compile_id: str | None, autograd: bool = True
+    ) -> Callable[..., Any]:
         import torch
 
         cid = compile_id or "?"
@@ -312,7 +314,9 @@ class Session:
         clock = self.clock
         Tensor = torch.Tensor
         is_grad_enabled = torch.is_grad_enabled
-        check_backward = adapter.may_have_compiled_backward(compiled_fn)
+        # a compiled backward to time: only from a backend that returns more than the FX graph
+        # (aot_eager, inductor), for a graph compiled with autograd (checking costs ~1 µs a run)
+        check_backward = autograd and adapter.may_have_compiled_backward(compiled_fn)
 
         def find_backward(out: Any) -> None:
             if is_grad_enabled():
@@ -354,7 +358,8 @@ class Session:
             # Steady calls not kept in detail: the same span, appended by C (``_speedups.c``);
             # every other case goes to ``region`` above.
             return self.native.RegionTimer(  # type: ignore[no-any-return]
-                compiled_fn, self._lane, cid, gi, region, find_backward if check_backward else None
+                compiled_fn, self._lane, cid, gi, region,
+                find_backward if check_backward else None,
             )
         return region
 
