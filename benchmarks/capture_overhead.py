@@ -22,6 +22,7 @@ Run: ``.venv/bin/python benchmarks/capture_overhead.py [--calls N] [--size N ...
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -121,8 +122,10 @@ def pass_through_wrappers() -> None:
 
     def wrap_graph(self, fn, compile_id, autograd=True):
         if _native.NATIVE is not None:  # a C pass-through: never-open lane, "slow" is the graph
-            return _native.NATIVE.RegionTimer(fn, _native.NATIVE.Lane(), compile_id or "?", 0, fn, None)
-        return lambda *args, **kwargs: fn(*args, **kwargs)
+            timer = _native.NATIVE.RegionTimer(fn, _native.NATIVE.Lane(), compile_id or "?", 0, fn, None)
+            timer.__name__ = getattr(fn, "__name__", "compiled_graph")  # as seamscope's own
+            return timer
+        return functools.wraps(fn)(lambda *args, **kwargs: fn(*args, **kwargs))
 
     Session._tracked = tracked
     Session._wrap_graph = wrap_graph

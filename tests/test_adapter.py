@@ -94,6 +94,7 @@ def test_only_non_graph_module_backends_may_have_a_compiled_backward():
 
     def wrap(fn, cid, autograd):
         assert autograd is True  # an input requires grad
+        assert not hasattr(fn, "_torchdynamo_disable")  # Dynamo adds its own around the wrapper
         seen[backend] = adapter.may_have_compiled_backward(fn)
         return fn
 

@@ -355,12 +355,16 @@ class Session:
             return out
 
         if self.native is not None and self._lane is not None:
-            # Steady calls not kept in detail: the same span, appended by C (``_speedups.c``);
+            # Steady calls not kept in detail: the same span, recorded by C (``_speedups.c``);
             # every other case goes to ``region`` above.
-            return self.native.RegionTimer(  # type: ignore[no-any-return]
-                compiled_fn, self._lane, cid, gi, region,
-                find_backward if check_backward else None,
+            timer = self.native.RegionTimer(
+                compiled_fn, self._lane, cid, gi, region, find_backward if check_backward else None
             )
+            # Dynamo's disable() wrapper asks every run for ``__name__``: a missing one costs a
+            # raised and caught AttributeError per region crossing
+            timer.__name__ = getattr(compiled_fn, "__name__", "compiled_graph")
+            timer.__qualname__ = getattr(compiled_fn, "__qualname__", timer.__name__)
+            return timer  # type: ignore[no-any-return]
         return region
 
     def _hook_backward(self, node: Any, cid: str) -> None:
