@@ -38,6 +38,7 @@ TESTS = [
     "tests/test_model_receipt.py",
     "tests/test_verify.py",
     "tests/test_diff.py",
+    "tests/test_native.py",
 ]
 # (tests/test_mutations.py rewrites the real source of these modules; under mutmut that source is
 # its trampolined copy, so the five seed mutations are tested by ``make test``, not here.)

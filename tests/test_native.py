@@ -15,7 +15,7 @@ import types
 
 import pytest
 from conftest import examples
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seamscope import _native
@@ -63,6 +63,7 @@ def call_spans(draw):  # type: ignore[no-untyped-def]
 
 
 @needs_c
+@settings(max_examples=examples(300))
 @given(st.lists(call_spans(), min_size=1, max_size=8))
 def test_plan_sums_equal_sum_fast_or_refuse(calls):
     """Per call: C adds exactly what ``_sum_fast`` adds, or refuses (adds nothing) when any span
@@ -259,6 +260,7 @@ def counts(led):  # type: ignore[no-untyped-def]
 
 
 @needs_c
+@pytest.mark.torch
 @pytest.mark.usefixtures("dynamo_reset")
 def test_capture_counts_the_same_with_and_without_c():
     """A workload with every kind of break, a shape change (a recompile inside a call C would
@@ -302,7 +304,7 @@ def test_capture_counts_the_same_with_and_without_c():
     assert slow_site
 
 
-def test_pure_python_is_chosen_when_asked(tmp_path):
+def test_pure_python_is_chosen_when_asked_in_a_subprocess():
     import subprocess
 
     env = dict(os.environ, SEAMSCOPE_PURE_PYTHON="1")
@@ -313,10 +315,9 @@ def test_pure_python_is_chosen_when_asked(tmp_path):
     assert out.strip() == "None SEAMSCOPE_PURE_PYTHON is set"
 
 
-_ = examples  # the hypothesis profile for mutation runs lives in conftest
-
 
 @needs_c
+@pytest.mark.torch
 @pytest.mark.usefixtures("dynamo_reset")
 def test_training_backward_is_attributed_the_same_with_and_without_c():
     """aot_eager: C calls the backward finder after each region, and a backward run later is
@@ -347,6 +348,7 @@ def test_training_backward_is_attributed_the_same_with_and_without_c():
     assert attributed_c == attributed_pure == list(range(40))
 
 
+@pytest.mark.torch
 def test_capture_without_c_says_so(monkeypatch):
     pytest.importorskip("torch")
     from seamscope.capture.session import Session
