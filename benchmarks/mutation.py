@@ -69,6 +69,9 @@ def main() -> int:
             shutil.copytree(ROOT / "docs", work / "docs")
         if (ROOT / "tests" / "workloads").is_dir():
             shutil.copytree(ROOT / "tests" / "workloads", work / "tests" / "workloads")
+        # the C hot path, built by `pip install -e .`: without it the tests of the builder's C
+        # lane side skip, and its mutants survive
+        native = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src" / "seamscope").glob("_speedups*.so"))
         modules = [m for m in MODULES if not args.only or any(n in m for n in args.only)]
         only = "\n".join("    " + m for m in modules)
         (work / "setup.cfg").write_text(
@@ -78,7 +81,7 @@ def main() -> int:
             "pytest_add_cli_args =\n    -p\n    no:seamscope\n    -p\n    no:cacheprovider\n"
             f"    -q\n    -k\n    {DESELECT}\n"
             "pytest_add_cli_args_test_selection = tests/\n"
-            "also_copy =\n    docs\n"
+            "also_copy =\n    docs\n" + "".join(f"    {p}\n" for p in native) +
             "\n[tool:pytest]\ntestpaths = tests\ntimeout = 60\n"
             "markers =\n    torch: needs torch\n    inductor: inductor\n"
         )

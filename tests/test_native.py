@@ -196,6 +196,59 @@ def test_a_call_c_opened_is_adopted_when_it_compiles_and_errors_go_to_the_builde
 
 
 @needs_c
+def test_sums_c_took_fold_into_the_totals_exactly_as_the_python_path():
+    """The same calls, summed by C between the builder's detailed ones, or by ``_sum_fast``:
+    identical totals (regions' sums, minima and maxima, the island after the break, phases)."""
+    import msgspec
+    from test_model_summary import comp
+
+    from seamscope.model.fake import fake_site
+
+    site = fake_site("print")
+
+    def setup(b: LedgerBuilder) -> None:
+        b.set_break_site(site)
+        b.set_compilation(comp("0/0", site=site.site_id))
+        b.set_compilation(msgspec.structs.replace(comp("1/0"), resume_site_id=site.site_id, resume_depth=0))
+
+    def call(i: int) -> tuple[list[tuple], int, int]:
+        t, k = 1000 * i, (7 * i) % 5
+        spans = [("o", t, t + 2, "o"), ("r", t + 3, t + 13 + k, "0/0", 0, None, None, t + 14 + k),
+                 ("r", t + 20 + k, t + 25 + 2 * k, "1/0", 0, None, None, t + 26 + 2 * k)]
+        return spans, t, t + 30 + 3 * k + i % 2
+
+    def through_builder(b: LedgerBuilder, i: int) -> None:
+        spans, start, end = call(i)
+        b.begin_call(start)
+        b.overhead(spans[0][1], spans[0][2])
+        for sp in spans[1:]:
+            b.region_run(sp[3], 0, sp[1], sp[2], sp[7], None, None)
+        b.end_call(end)
+
+    ref = LedgerBuilder(RunInfo(source="fake"), fake_environment(), first_calls=2, call_cap=2)
+    setup(ref)
+    b, lane = lane_builder(first_calls=2, call_cap=2)
+    setup(b)
+    summed_in_c = 0
+    for i in range(40):
+        through_builder(ref, i)
+        if lane.budget > 0:  # what C does with a steady call not due in detail
+            spans, start, end = call(i)
+            assert lane.plans[("o", "0/0", "1/0")].add(spans, start, end)
+            lane.fast_calls += 1
+            lane.budget -= 1
+            summed_in_c += 1
+        else:
+            through_builder(b, i)
+    assert summed_in_c > 20
+    assert b.build().totals == ref.build().totals
+    # C never took a call due in detail: the same calls are kept, with the same figures
+    assert b.build().calls == ref.build().calls and b.build().retention == ref.build().retention
+    (st,) = ref.build().totals.sites
+    assert (st.crossings, st.calls_crossing) == (40, 40) and st.island_after_ns > 0
+
+
+@needs_c
 def test_stop_inside_a_call_c_opened_ends_it_once():
     b, lane = lane_builder()
     regions = timers(lane, 1)
