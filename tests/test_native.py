@@ -215,6 +215,8 @@ def test_sums_c_took_fold_into_the_totals_exactly_as_the_python_path():
         t, k = 1000 * i, (7 * i) % 5
         spans = [("o", t, t + 2, "o"), ("r", t + 3, t + 13 + k, "0/0", 0, None, None, t + 14 + k),
                  ("r", t + 20 + k, t + 25 + 2 * k, "1/0", 0, None, None, t + 26 + 2 * k)]
+        if i % 3 == 0:  # ends right after the break: its last island follows the site
+            return spans[:2], t, t + 18 + k + i % 4
         return spans, t, t + 30 + 3 * k + i % 2
 
     def through_builder(b: LedgerBuilder, i: int) -> None:
@@ -234,7 +236,7 @@ def test_sums_c_took_fold_into_the_totals_exactly_as_the_python_path():
         through_builder(ref, i)
         if lane.budget > 0:  # what C does with a steady call not due in detail
             spans, start, end = call(i)
-            assert lane.plans[("o", "0/0", "1/0")].add(spans, start, end)
+            assert lane.plans[tuple(sp[3] for sp in spans)].add(spans, start, end)
             lane.fast_calls += 1
             lane.budget -= 1
             summed_in_c += 1
@@ -246,6 +248,7 @@ def test_sums_c_took_fold_into_the_totals_exactly_as_the_python_path():
     assert b.build().calls == ref.build().calls and b.build().retention == ref.build().retention
     (st,) = ref.build().totals.sites
     assert (st.crossings, st.calls_crossing) == (40, 40) and st.island_after_ns > 0
+    assert [r.runs for r in ref.build().totals.regions] == [40, 40 - 14]
 
 
 @needs_c

@@ -253,13 +253,14 @@ class LedgerBuilder:
             lane.fast_calls = 0
 
     def _lane_budget(self) -> None:
-        """How many calls C may open before the next one due in detail (0: none)."""
+        """How many calls C may open before the next one due in detail (0: none). The stride is
+        1 while the first calls are kept (``call_cap >= first_calls``), so none goes to C then."""
         lane = self._lane
         if lane is None:
             return
         self._absorb()
         n = self._call_count
-        if self.call_observers or self._fallback_seen or n < self.first_calls:
+        if self.call_observers or self._fallback_seen:
             lane.budget = 0
         else:
             stride = self._stride
