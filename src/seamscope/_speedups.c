@@ -219,8 +219,11 @@ recs_from_list(PyObject *spans, Rec *rec, Py_ssize_t n)
         if (!PyTuple_CheckExact(sp) || PyTuple_GET_SIZE(sp) < 4) {
             return 0;
         }
-        int region = PyTuple_GET_ITEM(sp, 0) != str_o
-                     && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(sp, 0), "o") != 0;
+        PyObject *kind = PyTuple_GET_ITEM(sp, 0);
+        if (!PyUnicode_Check(kind)) {
+            return 0;
+        }
+        int region = kind != str_o && PyUnicode_CompareWithASCIIString(kind, "o") != 0;
         if (region && PyTuple_GET_SIZE(sp) < 8) {
             return 0;
         }

@@ -24,7 +24,6 @@ from typing import Any
 import msgspec
 
 from .. import __version__, _native
-from .._native import NATIVE
 from ..ingest.compile_events import CompileEventAssembler
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
 from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
@@ -68,7 +67,7 @@ class Session:
         KeyboardInterrupt (a ``__del__``, a weakref callback); the next call then raises it."""
         self._live: LedgerBuilder | None = None
         """The builder while active, else None: the one attribute the region wrapper reads."""
-        self.native = NATIVE
+        self.native = _native.NATIVE
         """The C hot path (``_speedups``), or None: Python wrappers, same figures. Set it to None
         before ``start()`` to compare."""
         self._lane: Any = None

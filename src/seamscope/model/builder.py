@@ -272,20 +272,21 @@ class LedgerBuilder:
         lane = self._lane
         if self._open is None and lane is not None and lane.open:
             spans = lane.adopt()
-            if spans is None:
-                return
-            self._absorb()
-            oc = self._open = _OpenCall(self._call_count, lane.start, None)
-            oc.spans = spans  # the lane's list now: region timers go on appending to it
-            self.open_spans = spans
+            if spans is not None:  # the lane's list now: region timers go on appending to it
+                self._open_lane_call(spans, lane.start)
 
     def _end_lane_call(self, spans: list[_Span], start: int, end_ns: int, error: str | None) -> Call | None:
         """C's exit for a call it could not sum."""
         if self._open is None:
-            self._absorb()
-            oc = self._open = _OpenCall(self._call_count, start, None)
-            oc.spans = spans
+            self._open_lane_call(spans, start)
         return self.end_call(end_ns, error)
+
+    def _open_lane_call(self, spans: list[_Span], start: int) -> None:
+        """Make the call C opened the builder's open call (index: after the calls C closed)."""
+        self._absorb()
+        oc = self._open = _OpenCall(self._call_count, start, None)
+        oc.spans = spans
+        self.open_spans = spans
 
     @property
     def compile_count(self) -> int:
