@@ -2,18 +2,23 @@
 
 Same process, same workload (copies of one function with distinct code objects, so each has its
 own Dynamo cache), calls A/B interleaved, medians. The workload's steady call crosses 8 compiled
-regions; two tensor sizes give calls of roughly 0.25 ms and 0.45 ms on a 2-core CI machine (the
-target: at most 1 ms per call, ratio <= 1.03). torch.profiler's ratio on the same workload is
+regions; two tensor sizes give calls of roughly 0.25-0.5 ms and 0.4-0.7 ms on a 2-core CI machine
+(the target: at most 1 ms per call, ratio <= 1.03). torch.profiler's ratio on the same workload is
 printed beside it.
+
+Two figures for seamscope. *Steady*: the calls a long run is made of, opened, timed and summed
+in C. *Kept in full detail*: by default a run's first 1,024 calls, then about 400 more each time
+its length doubles (3,454 of 65,536), whose every region, island and seam is kept; the bench
+measures them as a run's first calls, right after the warm-up.
 
 Traps this avoids, all measured here. The first function compiled in a process runs 1-4% slower
 than the next ones: one is compiled and set aside. Later copies still come out about 1% faster
-than earlier ones (``--null`` runs the comparison with neither copy observed and prints that
-bias): the observed copy is compiled before the plain one, so the bias counts against seamscope.
-A function compiled while a session is active has its graphs timed too, even when its calls are
-not observed: the plain copy is compiled with the hooks set aside, and the run fails if any of
-its regions was observed. The machine's speed drifts by tens of percent over seconds: the ratio
-is taken within blocks of 100 interleaved pairs, and the quartiles over blocks are printed.
+than earlier ones (``--null`` prints that bias): the rounds alternate which copy is compiled
+first, so it cancels. A function compiled while a session is active has its graphs timed too,
+even when its calls are not observed: the plain copy is compiled with the hooks set aside, and
+the run fails if any of its regions was observed. The machine's speed drifts by tens of percent
+over seconds: the ratio is taken within blocks of 100 interleaved pairs, and the quartiles over
+blocks are printed.
 
 Run: ``.venv/bin/python benchmarks/capture_overhead.py [--calls N] [--size N ...] [--backend B]``;
 ``SEAMSCOPE_PURE_PYTHON=1`` measures the pure-Python path.
@@ -22,7 +27,9 @@ Run: ``.venv/bin/python benchmarks/capture_overhead.py [--calls N] [--size N ...
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import os
 import statistics
 import sys
 import time
@@ -75,6 +82,8 @@ def main() -> None:
     ap.add_argument("--floor", action="store_true",
                     help="wrappers that do nothing in seamscope's place (a Python call wrapper, a C or Python "
                          "pass-through per graph): what any observer in that position costs")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="fresh pairs of copies, compiled in alternating order (the order bias cancels)")
     args = ap.parse_args()
     if args.floor:
         pass_through_wrappers()
@@ -84,9 +93,9 @@ def main() -> None:
     print("capture path:", "C (seamscope._speedups)" if _native.NATIVE else f"pure Python ({_native.WHY_NOT})")
     for size in args.size:
         if args.null:
-            null(size, args.calls, args.backend)
+            null(size, args.calls, args.backend, args.rounds)
         else:
-            one(size, args.calls, args.backend)
+            one(size, args.calls, args.backend, args.rounds)
         print()
 
 
@@ -146,71 +155,134 @@ def compiled_unobserved(x, backend: str):
     return plain
 
 
-def null(size: int, calls: int, backend: str) -> None:
+def pair(x, backend: str, observed_first: bool):
+    """A fresh observed copy (compiled under the session) and a fresh plain one (hooks set
+    aside), compiled in the order asked: later copies run about 1% faster (``--null``), so the
+    rounds alternate the order and the bias cancels."""
+    if observed_first:
+        observed = torch.compile(fresh_function(), backend=backend)
+        observed(x)
+        plain = compiled_unobserved(x, backend)
+    else:
+        plain = compiled_unobserved(x, backend)
+        observed = torch.compile(fresh_function(), backend=backend)
+        observed(x)
+    return observed, plain
+
+
+def null(size: int, calls: int, backend: str, rounds: int) -> None:
     torch.compiler.reset()
     x = torch.randn(size, size)
     first_compiled_aside(x, backend)
-    first = torch.compile(fresh_function(), backend=backend)
-    second = torch.compile(fresh_function(), backend=backend)
-    for _ in range(50):
-        first(x)
-        second(x)
-    a, b = interleaved(first, second, x, calls)
+    a: list[int] = []
+    b: list[int] = []
+    for _ in range(rounds):
+        first = torch.compile(fresh_function(), backend=backend)
+        second = torch.compile(fresh_function(), backend=backend)
+        for _ in range(50):
+            first(x)
+            second(x)
+        ra, rb = interleaved(first, second, x, calls // rounds)
+        a += ra
+        b += rb
     lo, mid, hi = block_ratios(a, b)
-    print(f"A/A: {size}x{size}, backend {backend}: first {statistics.median(a) / 1e3:.1f} µs, second "
-          f"{statistics.median(b) / 1e3:.1f} µs, ratio {mid:.3f} (quartiles {lo:.3f}-{hi:.3f}; "
-          f"ratio of means {statistics.fmean(b) / statistics.fmean(a):.3f})")
+    print(f"A/A: {size}x{size}, backend {backend}: first compiled {statistics.median(a) / 1e3:.1f} µs, "
+          f"second {statistics.median(b) / 1e3:.1f} µs, ratio {mid:.3f} (quartiles {lo:.3f}-{hi:.3f}): "
+          "the order bias that alternating rounds cancel")
 
 
-def one(size: int, calls: int, backend: str) -> None:
+def one(size: int, calls: int, backend: str, rounds: int) -> None:
     from seamscope.capture.session import Session
 
     torch.compiler.reset()
     x = torch.randn(size, size)
     first_compiled_aside(x, backend)
-    s = Session(call_cap=256)
-    s.start()
-    try:
-        observed = torch.compile(fresh_function(), backend=backend)
-        observed(x)  # compiled first: the order effect counts against seamscope
-        plain = compiled_unobserved(x, backend)
-        for _ in range(50):  # warm both, then settle
-            plain(x)
-            observed(x)
-        a, b = interleaved(plain, observed, x, calls)
-    finally:
-        s.stop()
-    ledger = s.ledger
-    assert ledger is not None
-    assert ledger.totals.outside_runs == 0, "the plain side's graphs were observed: not a fair comparison"
-    regions = statistics.median(
-        [sum(1 for e in c.events if type(e).__name__ == "RegionEvent") for c in ledger.calls if c.phase == "steady"]
-        or [0]  # --floor: nothing observed
-    )
+    a: list[int] = []  # plain
+    b: list[int] = []  # observed, steady calls (what C sums)
+    da: list[int] = []
+    db: list[int] = []  # observed, calls kept in full detail (a run's first calls)
+    detailed_in_window = 0
+    overhead_ns = steady_calls = 0
+    regions: list[int] = []
+    per_round = min(calls, 1000) // rounds
+    for r in range(rounds):
+        # a run keeps its first calls in detail (default 256, then a sample): here the warm-up
+        # and the detail window, after which the stride jumps past the rest of the round
+        s = Session(first_calls=50 + per_round, call_cap=50 + per_round)
+        s.start()
+        try:
+            builder = s.builder
+            assert builder is not None
+            observed, plain = pair(x, backend, observed_first=r % 2 == 0)
+            for _ in range(50):  # warm both
+                plain(x)
+                observed(x)
+            ra, rb = interleaved(plain, observed, x, per_round)
+            da += ra
+            db += rb
+            while builder._call_count < builder.first_calls and Session._tracked.__name__ != "tracked":
+                observed(x)  # (--floor: no call is counted)
+            ra, rb = interleaved(plain, observed, x, calls // rounds)
+            a += ra
+            b += rb
+            detailed_in_window += sum(1 for c in builder._calls if c.index >= builder.first_calls)
+        finally:
+            s.stop()
+        ledger = s.ledger
+        assert ledger is not None
+        assert ledger.totals.outside_runs == 0, "the plain side's graphs were observed: not a fair comparison"
+        steady = next(p for p in ledger.totals.phases if p.phase == "steady")
+        overhead_ns += steady.overhead_ns
+        steady_calls += steady.calls
+        regions += [sum(1 for e in c.events if type(e).__name__ == "RegionEvent")
+                    for c in ledger.calls if c.phase == "steady"]
+    floor = Session._tracked.__name__ == "tracked"
     ma, mb = statistics.median(a), statistics.median(b)
-    steady = next(p for p in ledger.totals.phases if p.phase == "steady")
     # torch.profiler on the plain function: blocks of calls inside and outside a profiling
     # context, alternating, each call timed on its own
     prof_t: list[int] = []
     base_t: list[int] = []
     for _ in range(max(2, min(calls, 1000) // BLOCK)):
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        with quiet_stderr(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
             prof_t += [timed(plain, x) for _ in range(BLOCK)]
         base_t += [timed(plain, x) for _ in range(BLOCK)]
     mp, mbase = statistics.median(prof_t), statistics.median(base_t)
     lo, mid, hi = block_ratios(a, b)
-    print(f"workload: {size}x{size} tensors, backend {backend}, {REGIONS} regions per call (observed median {regions:g}), "
-          f"{calls} calls each, A/B interleaved")
+    print(f"workload: {size}x{size} tensors, backend {backend}, {REGIONS} regions per call (observed median "
+          f"{statistics.median(regions or [0]):g}), "
+          f"{calls} calls each in {rounds} rounds (compile order alternating), A/B interleaved")
     print(f"plain torch.compile   median {ma / 1e3:8.1f} µs")
-    label = "pass-through wrappers" if Session._tracked.__name__ == "tracked" else "seamscope observed   "
+    label = "pass-through wrappers" if floor else "seamscope observed   "
     print(f"{label} median {mb / 1e3:8.1f} µs   ratio {mid:.3f} (blocks of {BLOCK} pairs: "
           f"quartiles {lo:.3f}-{hi:.3f}; all calls: ratio of medians {mb / ma:.3f}, "
           f"of means {statistics.fmean(b) / statistics.fmean(a):.3f})")
-    print(f"  µs added per region crossing: {(mid - 1) * ma / 1e3 / REGIONS:.2f}")
-    print(f"  seamscope's own measured overhead per steady call: {steady.overhead_ns / max(steady.calls, 1) / 1e3:.1f} µs")
+    if not floor:
+        print(f"  µs added per region crossing: {(mid - 1) * ma / 1e3 / REGIONS:.2f}")
+        print(f"  seamscope's own measured overhead per steady call: "
+              f"{overhead_ns / max(steady_calls, 1) / 1e3:.1f} µs")
+        print(f"  calls kept in detail among the timed ones: {detailed_in_window} of {len(b)}")
+        dlo, dmid, dhi = block_ratios(da, db)
+        print(f"calls kept in full detail   ratio {dmid:.3f} (quartiles {dlo:.3f}-{dhi:.3f}; {len(db)} calls, "
+              f"{(statistics.median(db) - statistics.median(da)) / 1e3:+.1f} µs a call; by default a run keeps "
+              "its first 1,024 calls so, then about 400 more each time its length doubles)")
     print(f"torch.profiler        median {mp / 1e3:8.1f} µs   ratio {mp / mbase:.3f} (blocks of {BLOCK} calls "
           "in and out of a profiling context, alternating)")
     sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """torch.profiler's C++ side prints two lines per profiling context to fd 2."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 BLOCK = 100

@@ -82,6 +82,28 @@ def test_totals_exact_even_when_detail_is_bounded(cs, breaks, resumes):
     assert kept[:2] == list(range(min(2, len(cs))))
 
 
+fallback = st.builds(FakeStep, st.just("fallback"), st.integers(0, 100), st.sampled_from(["0/0", "1/0"]))
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(st.one_of(repeated_calls(), st.lists(st.builds(FakeCall, st.lists(st.one_of(step, timed_region, fallback),
+                                                                         max_size=12),
+                                                      error=st.sampled_from([None, "RuntimeError: boom"])),
+                                            max_size=30)),
+       sites, sites, st.integers(0, 7))
+def test_retained_calls_made_at_build_equal_those_made_at_once(cs, breaks, resumes, build_every):
+    """A retained call's events are made in build() unless something watches every call: the
+    ledger must not tell which (nor depend on builds made along the way)."""
+    seen: list[int] = []
+    at_once = play(FakeProgram(breaks=breaks, resumes=resumes, calls=cs), first_calls=3, call_cap=6,
+                   observe=lambda call: seen.append(call.index)).build()
+    late = play(FakeProgram(breaks=breaks, resumes=resumes, calls=cs), first_calls=3, call_cap=6,
+                build_every=build_every).build()
+    assert seen == list(range(len(cs)))
+    assert late == at_once
+    self_check(late)
+
+
 def test_long_run_memory_is_bounded():
     n = 20_000 if MUTATION else 100_000
     cs = [FakeCall([FakeStep("region", 5, "0/0"), FakeStep("island", 3)]) for _ in range(n)]

@@ -140,7 +140,7 @@ def test_call_parts_match_the_events():
     b.overhead(80, 85)
     b.region("1/0", 0, 90, 95)
     call = b.end_call(100)
-    assert call is not None
+    assert call is not None  # compiled: made at once
     assert call_parts(call) == {"region_ns": 25, "island_ns": 20, "compile_ns": 50, "regions": 2, "breaks_crossed": 1}
     assert call.overhead_ns == 5 and call.wall_ns == 100
 
@@ -165,8 +165,9 @@ def test_outside_calls_and_edge_paths():
     b.begin_call(100)
     b.overhead(110, 110)  # empty: no time
     b.region("0/0", 0, 120, 130)
-    call = b.end_call(140)
-    assert call is not None and call.phase == "fallback" and call.overhead_ns == 0
+    b.end_call(140)
+    call = b.build().calls[-1]
+    assert call.index == 0 and call.phase == "fallback" and call.overhead_ns == 0
     assert (led := b.build()).totals.regions[0].runs == 1 and led.totals.regions[0].min_ns == 10
 
 
@@ -244,8 +245,8 @@ def test_region_run_is_a_region_then_its_bookkeeping():
     b.begin_call(100)
     b.region_run("0/0", 2, 110, 130, 134, 3, 48)
     b.region_run("1/0", 0, 140, 150, 151, None, None)
-    call = b.end_call(160)
-    assert call is not None
+    b.end_call(160)
+    call = b.build().calls[-1]
     regions = [e for e in call.events if type(e).__name__ == "RegionEvent"]
     assert [(r.compile_id, r.graph_index, r.start_ns, r.duration_ns, r.out_tensors, r.out_bytes) for r in regions] == [
         ("0/0", 2, 10, 20, 3, 48),
@@ -445,9 +446,9 @@ def test_detail_flag_and_open_spans_follow_the_sampling():
         assert b.open_spans == [] and b.current_call_index == i
         seen.append(b.detailed)
         b.region("0/0", 0, 100 * i + 1, 100 * i + 2)
-        kept = b.end_call(100 * i + 5)
-        assert (kept is not None) == seen[-1]
+        b.end_call(100 * i + 5)  # a retained steady call's record is made in build()
     assert seen == [True, True, True, False, True, False]
+    assert [c.index for c in b.build().calls] == [0, 1]  # 2 and 4 were kept, then thinned out
     observed = []
     b.call_observers.append(observed.append)
     b.begin_call(1000)
@@ -461,8 +462,9 @@ def test_a_call_that_raised_is_an_error_outcome_with_its_message():
     _, b = builder()
     b.begin_call(0)
     b.region("0/0", 0, 1, 2)
-    call = b.end_call(10, error="ValueError: bad input")
-    assert call is not None and (call.outcome, call.error, call.phase) == ("error", "ValueError: bad input", "steady")
+    b.end_call(10, error="ValueError: bad input")
+    call = b.build().calls[-1]
+    assert (call.outcome, call.error, call.phase) == ("error", "ValueError: bad input", "steady")
 
 
 def test_late_compiles_and_fallbacks_on_sampled_calls_keep_their_phase():

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from seamscope import _native
 from seamscope.model.builder import LedgerBuilder, _RegionAcc, _SiteAcc
 from seamscope.model.fake import fake_environment
-from seamscope.model.ledger import RunInfo
+from seamscope.model.ledger import RegionEvent, RunInfo
 from seamscope.model.selfcheck import self_check
 
 speedups = _native.NATIVE
@@ -160,12 +160,19 @@ def drive(b: LedgerBuilder, lane, regions, calls: int) -> int:  # type: ignore[n
 
 
 @needs_c
-def test_lane_sums_steady_calls_and_leaves_sampled_ones_to_the_builder():
+@pytest.mark.parametrize("keep_detail", [True, False])
+def test_lane_sums_steady_calls_and_hands_sampled_ones_to_the_builder(keep_detail):
     b, lane = lane_builder(first_calls=3, call_cap=8)
+    lane.keep_detail = keep_detail
     regions = timers(lane, 4)
     opened = drive(b, lane, regions, 200)
     led = b.build()
-    assert 150 < opened < 200  # the first calls and the sampled ones went to the builder
+    if keep_detail:  # C opened every call, and handed the first and the sampled ones over whole
+        assert opened == 200
+    else:  # the first calls and the sampled ones were the builder's from the start
+        assert 150 < opened < 200
+    assert [c.index for c in led.calls[:3]] == [0, 1, 2]
+    assert all(sum(isinstance(e, RegionEvent) for e in c.events) == 4 for c in led.calls)
     assert led.totals.calls == 200 == b.call_count
     steady = next(p for p in led.totals.phases if p.phase == "steady")
     assert steady.calls == 200
@@ -254,6 +261,48 @@ def test_sums_c_took_fold_into_the_totals_exactly_as_the_python_path():
     (st,) = ref.build().totals.sites
     assert (st.crossings, st.calls_crossing) == (40, 40) and st.island_after_ns > 0
     assert [r.runs for r in ref.build().totals.regions] == [40, 40 - 14]
+
+
+@needs_c
+def test_calls_due_in_detail_carry_seam_traffic_from_c():
+    """The call due in detail is C's too: each region's outputs of the tensor type are counted
+    with their bytes; the calls C sums carry none (as the Python path's)."""
+    assert speedups is not None
+
+    class T:  # stands for torch.Tensor
+        def __init__(self, nbytes: int) -> None:
+            self.nbytes = nbytes
+
+    b, lane = lane_builder(first_calls=2, call_cap=4)
+    lane.tensor_type = T
+
+    def slow(*args, **kwargs):
+        raise AssertionError("slow path taken")
+
+    outs = [lambda: (T(8), 3, T(4)), lambda: T(16), lambda: [None, 1.5], lambda: 7]
+    regions = [speedups.RegionTimer(lambda f: f(), lane, f"{i}/0", 0, slow, None) for i in range(4)]
+    detailed = []
+    for i in range(10):
+        assert lane.enter()
+        if lane.detail:
+            detailed.append(i)
+        for r, out in zip(regions, outs, strict=True):
+            r(out)
+        lane.exit(None)
+    led = b.build()
+    assert detailed[:2] == [0, 1] and len(detailed) < 10
+    assert {c.index for c in led.calls} <= set(detailed)
+    for call in led.calls:
+        traffic = [(e.out_tensors, e.out_bytes) for e in call.events if isinstance(e, RegionEvent)]
+        assert traffic == [(2, 12), (1, 16), (0, 0), (0, 0)]
+    b, lane = lane_builder(first_calls=1, call_cap=1)  # no tensor type given: not sampled
+    regions = [speedups.RegionTimer(lambda f: f(), lane, f"{i}/0", 0, slow, None) for i in range(4)]
+    assert lane.enter() and lane.detail
+    for r, out in zip(regions, outs, strict=True):
+        r(out)
+    lane.exit(None)
+    (call,) = b.build().calls
+    assert [(e.out_tensors, e.out_bytes) for e in call.events if isinstance(e, RegionEvent)] == [(None, None)] * 4
 
 
 @needs_c
@@ -358,6 +407,17 @@ def test_capture_counts_the_same_with_and_without_c():
     with_c = run(speedups)
     pure = run(None)
     assert counts(with_c) == counts(pure)
+
+    def kept(led):  # type: ignore[no-untyped-def]
+        """The calls kept in detail: which, their outcome, and each region's seam traffic."""
+        return [
+            (c.index, c.outcome, [(e.compile_id, e.out_tensors, e.out_bytes) for e in c.events
+                                  if isinstance(e, RegionEvent)])
+            for c in led.calls
+        ]
+
+    assert kept(with_c) == kept(pure)
+    assert any(e.out_bytes for c in with_c.calls for e in c.events if isinstance(e, RegionEvent))  # type: ignore[attr-defined]
     steady = next(p for p in with_c.totals.phases if p.phase == "steady")  # type: ignore[attr-defined]
     assert steady.calls > 50
     # the disabled function's 2 ms island is measured in every steady call, C or not

@@ -11,11 +11,11 @@
  * buffer and, when the call ends, adds them to the sums of the call's structure (its plan).
  *
  * Who does what:
- * - Lane: one per session. enter() opens a call if none is open and no call is due in detail
- *   (``budget``, kept by the builder); exit() closes it. A call whose structure is known and whose
- *   records are in order is summed into its PlanSums; any other (an error, a new structure, one the
- *   builder adopted because it compiled or fell back) goes to ``slow_end`` as a list of span
- *   tuples, the builder's own format.
+ * - Lane: one per session. enter() opens a call if none is open; exit() closes it. While the
+ *   builder's ``budget`` lasts, a call whose structure is known and whose records are in order is
+ *   summed into its PlanSums. Any other (the call due in detail, with seam traffic sampled; an
+ *   error; a new structure; one the builder adopted because it compiled or fell back) goes to
+ *   ``slow_end`` as a list of span tuples, the builder's own format.
  * - RegionTimer: one per compiled graph. Records into the lane's buffer during a call C opened,
  *   appends a span tuple to ``lane.spans`` during a call the builder opened and does not keep in
  *   detail, else calls the Python wrapper (``slow``).
@@ -35,6 +35,7 @@
 static PyObject *str_r; /* "r", the kind of a region span */
 static PyObject *str_o; /* "o", seamscope's own overhead */
 static PyObject *str_grad_fn;
+static PyObject *str_nbytes;
 
 static inline long long
 now_ns(void)
@@ -72,6 +73,7 @@ as_ns(PyObject *v, long long *out)
  * s..e, followed by seamscope's bookkeeping until c. */
 typedef struct {
     long long s, e, c;
+    long long n, nb; /* seam traffic: tensors and bytes the region handed back (-1: not sampled) */
     PyObject *cid; /* owned */
     PyObject *gi;  /* owned */
 } Rec;
@@ -241,6 +243,7 @@ recs_from_list(PyObject *spans, Rec *rec, Py_ssize_t n)
             rec[i].cid = NULL;
         }
         rec[i].gi = NULL;
+        rec[i].n = rec[i].nb = -1;
     }
     return 1;
 }
@@ -350,11 +353,14 @@ typedef struct {
     PyObject *spans;    /* a call the builder opened and does not keep in detail: its span list */
     PyObject *plans;    /* dict: a call's structure key -> PlanSums (the builder fills it) */
     PyObject *slow_end; /* slow_end(spans, start, end, error): the builder ends the call */
+    PyObject *tensor_type; /* the type whose instances count as seam traffic (torch.Tensor), or None */
     long long start;    /* the start of the call C opened */
-    Py_ssize_t budget;  /* calls C may still open before one is due in detail */
+    Py_ssize_t budget;  /* calls C may still sum before one is due in detail */
     Py_ssize_t fast_calls; /* calls C summed that the builder has not counted yet */
+    char keep_detail;   /* with no budget left, C opens the call due in detail and hands it over whole */
     char open;          /* a call C opened is open (recording, or adopted) */
     char recording;     /* ... and its regions go to rec (else to spans: adopted) */
+    char detail;        /* ... and it is due in detail: seam traffic sampled, never summed here */
     Rec *rec;
     Py_ssize_t n_rec, cap_rec;
 } Lane;
@@ -399,8 +405,11 @@ lane_spans_of_recs(Lane *self)
         if (r->cid == NULL) {
             sp = Py_BuildValue("(OLLO)", str_o, r->s, r->e, str_o);
         }
-        else {
+        else if (r->n < 0) {
             sp = Py_BuildValue("(OLLOOOOL)", str_r, r->s, r->e, r->cid, r->gi, Py_None, Py_None, r->c);
+        }
+        else {
+            sp = Py_BuildValue("(OLLOOLLL)", str_r, r->s, r->e, r->cid, r->gi, r->n, r->nb, r->c);
         }
         if (sp == NULL) {
             Py_DECREF(list);
@@ -417,6 +426,7 @@ lane_traverse(Lane *self, visitproc visit, void *arg)
     Py_VISIT(self->spans);
     Py_VISIT(self->plans);
     Py_VISIT(self->slow_end);
+    Py_VISIT(self->tensor_type);
     for (Py_ssize_t i = 0; i < self->n_rec; i++) {
         Py_VISIT(self->rec[i].cid);
         Py_VISIT(self->rec[i].gi);
@@ -430,8 +440,9 @@ lane_clear(Lane *self)
     Py_CLEAR(self->spans);
     Py_CLEAR(self->plans);
     Py_CLEAR(self->slow_end);
+    Py_CLEAR(self->tensor_type);
     lane_drop_recs(self);
-    self->open = self->recording = 0;
+    self->open = self->recording = self->detail = 0;
     return 0;
 }
 
@@ -448,7 +459,7 @@ static PyObject *
 lane_enter(Lane *self, PyObject *unused)
 {
     (void)unused;
-    if (self->open || (self->spans != NULL && self->spans != Py_None) || self->budget <= 0
+    if (self->open || (self->spans != NULL && self->spans != Py_None) || (self->budget <= 0 && !self->keep_detail)
         || self->plans == NULL || !PyDict_CheckExact(self->plans) || self->slow_end == NULL) {
         Py_RETURN_FALSE;
     }
@@ -459,9 +470,13 @@ lane_enter(Lane *self, PyObject *unused)
         return NULL;
     }
     self->start = t0;
-    self->budget -= 1;
+    self->detail = self->budget <= 0;
+    if (!self->detail) {
+        self->budget -= 1;
+    }
     self->open = self->recording = 1;
     r->s = t0;
+    r->n = r->nb = -1;
     r->cid = r->gi = NULL;
     r->e = r->c = now_ns(); /* opening the call is seamscope's time, not an island */
     Py_RETURN_TRUE;
@@ -498,7 +513,7 @@ lane_exit(Lane *self, PyObject *error)
     PyObject *spans;
     if (self->recording) {
         self->recording = 0;
-        if (error == Py_None) {
+        if (error == Py_None && !self->detail) {
             Py_ssize_t n = self->n_rec;
             PyObject *key = PyTuple_New(n);
             if (key == NULL) {
@@ -566,7 +581,12 @@ static PyMemberDef lane_members[] = {
     {"plans", T_OBJECT, offsetof(Lane, plans), 0, "Structure key -> PlanSums, filled by the builder."},
     {"slow_end", T_OBJECT, offsetof(Lane, slow_end), 0, "slow_end(spans, start, end, error)."},
     {"start", T_LONGLONG, offsetof(Lane, start), READONLY, "Start of the call C opened."},
-    {"budget", T_PYSSIZET, offsetof(Lane, budget), 0, "Calls C may still open."},
+    {"budget", T_PYSSIZET, offsetof(Lane, budget), 0, "Calls C may still sum before one is due in detail."},
+    {"keep_detail", T_BOOL, offsetof(Lane, keep_detail), 0,
+     "With no budget left, open the call due in detail too, and hand it to slow_end whole."},
+    {"tensor_type", T_OBJECT, offsetof(Lane, tensor_type), 0,
+     "Outputs of this type are seam traffic, counted in calls due in detail (None: not sampled)."},
+    {"detail", T_BOOL, offsetof(Lane, detail), READONLY, "The open call is due in detail."},
     {"fast_calls", T_PYSSIZET, offsetof(Lane, fast_calls), 0, "Calls C summed, not yet counted."},
     {NULL},
 };
@@ -606,22 +626,31 @@ typedef struct {
     PyObject *dict;
 } RegionTimer;
 
+/* A graph run's outputs as an array: a tuple's or a list's items, else the one object. */
+static Py_ssize_t
+output_items(PyObject *out, PyObject **single, PyObject ***items)
+{
+    if (PyTuple_Check(out)) {
+        *items = &PyTuple_GET_ITEM(out, 0);
+        return PyTuple_GET_SIZE(out);
+    }
+    if (PyList_Check(out)) {
+        *items = &PyList_GET_ITEM(out, 0);
+        return PyList_GET_SIZE(out);
+    }
+    single[0] = out;
+    *items = single;
+    return 1;
+}
+
 /* Whether an output carries an autograd node: then `after` looks for a compiled backward. Cheap
  * enough to ask on every run; calling into Python for each is not. */
 static int
 has_grad_fn(PyObject *out)
 {
-    PyObject *single[1] = {out};
-    PyObject **items = single;
-    Py_ssize_t n = 1;
-    if (PyTuple_Check(out)) {
-        items = &PyTuple_GET_ITEM(out, 0);
-        n = PyTuple_GET_SIZE(out);
-    }
-    else if (PyList_Check(out)) {
-        items = &PyList_GET_ITEM(out, 0);
-        n = PyList_GET_SIZE(out);
-    }
+    PyObject *single[1];
+    PyObject **items;
+    Py_ssize_t n = output_items(out, single, &items);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (items[i] == Py_None || PyLong_CheckExact(items[i]) || PyFloat_CheckExact(items[i])) {
             continue;
@@ -638,6 +667,37 @@ has_grad_fn(PyObject *out)
         }
     }
     return 0;
+}
+
+/* Seam traffic: how many of the outputs are tensors, and their bytes. -1 when it cannot be told
+ * (no tensor type given, or nbytes failed). */
+static void
+seam_traffic(PyObject *out, PyObject *tensor_type, long long *n_out, long long *nb_out)
+{
+    *n_out = *nb_out = -1;
+    if (tensor_type == NULL || !PyType_Check(tensor_type)) {
+        return;
+    }
+    PyObject *single[1];
+    PyObject **items;
+    Py_ssize_t k = output_items(out, single, &items);
+    long long n = 0, nb = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (!PyObject_TypeCheck(items[i], (PyTypeObject *)tensor_type)) {
+            continue;
+        }
+        PyObject *b = PyObject_GetAttr(items[i], str_nbytes);
+        long long v = b != NULL ? PyLong_AsLongLong(b) : -1;
+        Py_XDECREF(b);
+        if (v < 0) {
+            PyErr_Clear();
+            return;
+        }
+        n += 1;
+        nb += v;
+    }
+    *n_out = n;
+    *nb_out = nb;
 }
 
 static PyObject *
@@ -688,6 +748,12 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
             r->e = t1;
             r->cid = self->cid;
             r->gi = self->gi;
+            if (lane->detail) {
+                seam_traffic(out, lane->tensor_type, &r->n, &r->nb);
+            }
+            else {
+                r->n = r->nb = -1;
+            }
             r->c = now_ns(); /* the bookkeeping ends here */
             return out;
         }
@@ -709,10 +775,20 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
     PyTuple_SET_ITEM(span, 3, self->cid);
     Py_INCREF(self->gi);
     PyTuple_SET_ITEM(span, 4, self->gi);
-    Py_INCREF(Py_None);
-    PyTuple_SET_ITEM(span, 5, Py_None);
-    Py_INCREF(Py_None);
-    PyTuple_SET_ITEM(span, 6, Py_None);
+    long long n = -1, nb = -1;
+    if (lane->detail && lane->open) { /* adopted, due in detail: seam traffic still sampled */
+        seam_traffic(out, lane->tensor_type, &n, &nb);
+    }
+    PyObject *pn = n < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(n);
+    PyObject *pnb = n < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(nb);
+    if (pn == NULL || pnb == NULL) {
+        Py_XDECREF(pn);
+        Py_XDECREF(pnb);
+        Py_DECREF(span);
+        goto fail;
+    }
+    PyTuple_SET_ITEM(span, 5, pn);
+    PyTuple_SET_ITEM(span, 6, pnb);
     PyObject *c = PyLong_FromLongLong(now_ns()); /* the bookkeeping ends here */
     if (c == NULL) {
         Py_DECREF(span);
@@ -845,7 +921,8 @@ PyInit__speedups(void)
     str_r = PyUnicode_InternFromString("r");
     str_o = PyUnicode_InternFromString("o");
     str_grad_fn = PyUnicode_InternFromString("grad_fn");
-    if (str_r == NULL || str_o == NULL || str_grad_fn == NULL) {
+    str_nbytes = PyUnicode_InternFromString("nbytes");
+    if (str_r == NULL || str_o == NULL || str_grad_fn == NULL || str_nbytes == NULL) {
         return NULL;
     }
     if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&RegionTimerType) < 0 || PyType_Ready(&PlanSumsType) < 0) {

@@ -10,6 +10,10 @@ class Lane:
     start: int
     budget: int
     fast_calls: int
+    keep_detail: bool
+    tensor_type: type | None
+    @property
+    def detail(self) -> bool: ...
     @property
     def open(self) -> bool: ...
     def enter(self) -> bool: ...

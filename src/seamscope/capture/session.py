@@ -135,6 +135,7 @@ class Session:
         )
         if self.native is not None:
             self._lane = self.native.Lane()
+            self._lane.tensor_type = torch.Tensor  # seam traffic, in the calls kept in detail
             self.builder.attach_lane(self._lane, self.native.PlanSums)
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
         for install in (self._install_trace, self._install_graphs, self._install_compile):
@@ -162,6 +163,7 @@ class Session:
         if self._lane is not None:
             self._lane.spans = None
             self._lane.budget = 0
+            self._lane.keep_detail = False
         self.ledger = self.build()
 
     # --- results -----------------------------------------------------------------------------
@@ -257,7 +259,8 @@ class Session:
                 raise KeyboardInterrupt
             lane = session._lane
             if lane is not None and session._family is None and lane.enter():
-                # A steady call not due in detail: C opens it, times its regions and sums it.
+                # C opens the call and times its regions: it sums a steady one, and hands one
+                # due in detail (or that compiled, failed, fell back) to the builder whole.
                 session._depth = 1
                 try:
                     out = inner(*args, **kwargs)

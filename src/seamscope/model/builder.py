@@ -19,6 +19,7 @@ makes the builder adopt the call and end it here.
 from __future__ import annotations
 
 import operator
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -142,6 +143,26 @@ class _OpenCall:
         """Point events: (time, compile id, reason). A fallback has its reason; a guard miss None."""
 
 
+class _Kept:
+    """A retained call whose events are not made yet: most retained calls are dropped again
+    when the stride doubles, and making a call's events costs tens of µs inside the call (more
+    than everything else seamscope does there). ``build()`` makes them, once."""
+
+    __slots__ = ("index", "phase", "outcome", "wall", "oc", "end", "plan", "error")
+
+    def __init__(
+        self, oc: _OpenCall, end: int, plan: _Plan, phase: Phase, outcome: str, wall: int, error: str | None
+    ) -> None:
+        self.index = oc.index
+        self.oc = oc
+        self.end = end
+        self.plan = plan
+        self.phase = phase
+        self.outcome = outcome
+        self.wall = wall
+        self.error = error
+
+
 @dataclass
 class _PhaseAcc:
     calls: int = 0
@@ -178,7 +199,7 @@ class LedgerBuilder:
         self.call_cap = call_cap
         self.outside_cap = outside_cap
         self._stride = 1
-        self._calls: list[Call] = []
+        self._calls: list[Call | _Kept] = []
         self._call_count = 0
         self._open: _OpenCall | None = None
         self._compilations: dict[str, Compilation] = {}
@@ -227,12 +248,15 @@ class LedgerBuilder:
     # --- the C lane: steady calls opened and closed in C --------------------------------------
 
     def attach_lane(self, lane: Any, sums_type: Any) -> None:
-        """Let capture's C lane (``_speedups.Lane``) open and close the steady calls that are not
-        due in detail; ``sums_type`` is ``_speedups.PlanSums``. Same figures, less time per call."""
+        """Let capture's C lane (``_speedups.Lane``) open and close calls: it sums the steady
+        ones not due in detail, and hands the others over whole (``_end_lane_call``), spans and
+        seam traffic recorded; ``sums_type`` is ``_speedups.PlanSums``. Same figures, less time
+        per call."""
         self._lane = lane
         self._sums_type = sums_type
         lane.plans = {}
         lane.slow_end = self._end_lane_call
+        lane.keep_detail = True
         self._lane_budget()
 
     def watch_calls(self, observe: Callable[[Call], None]) -> None:
@@ -253,8 +277,9 @@ class LedgerBuilder:
             lane.fast_calls = 0
 
     def _lane_budget(self) -> None:
-        """How many calls C may open before the next one due in detail (0: none). The stride is
-        1 while the first calls are kept (``call_cap >= first_calls``), so none goes to C then."""
+        """How many calls C may sum before the next one due in detail (0: the next is due, or
+        every call is: observers watch, or a fallback was seen). The stride is 1 while the first
+        calls are kept (``call_cap >= first_calls``), so C sums none then."""
         lane = self._lane
         if lane is None:
             return
@@ -437,7 +462,9 @@ class LedgerBuilder:
     def end_call(self, end_ns: int, error: str | None = None) -> Call | None:
         """Close the open call: derive islands and crossings, update totals, maybe retain.
 
-        Returns the call's record when it is retained (kept in full detail), else None."""
+        Returns the call's record when it is made now: kept in full detail or watched, and it
+        compiled, hit a guard failure or fallback, or an observer watches. Other retained calls
+        are made in ``build()``; None then, and for calls not kept."""
         oc = self._open
         if oc is None:
             raise RuntimeError("end_call without begin_call")
@@ -446,12 +473,23 @@ class LedgerBuilder:
         self.detailed = False
         index = oc.index
         retain = index < self.first_calls or index % self._stride == 0
-        detail = retain or bool(self.call_observers)
         spans = oc.spans
         spans.sort(key=_START)  # in order nearly always: linear
         plan = self._use_plan(tuple(map(_KEY, spans)))
-        events, sums = self._account(oc, end_ns, plan, detail)
+        # a retained call that compiled nothing and hit no point event: its events are made
+        # in build() (only if it is still retained then)
+        defer = retain and not self.call_observers and plan.raccs is not None and not oc.points
         wall = end_ns - oc.start
+        if (
+            defer and error is None and not self._fallback_seen and plan.sums is not None
+            and plan.sums.add(spans, oc.start, end_ns)
+        ):  # a steady call C handed over to be kept: C sums it too, as the ones it closes
+            plan.uses -= 1  # counted when the sums are taken
+            self._call_count += 1
+            self._retain(_Kept(oc, end_ns, plan, "steady", "hit", wall, None))
+            self._lane_budget()
+            return None
+        events, sums = self._account(oc, end_ns, plan, (retain or bool(self.call_observers)) and not defer)
         has_compile = sums[4] > 0
         has_fallback = bool(oc.points) and any(p[2] is not None for p in oc.points)
         phase: Phase
@@ -471,6 +509,12 @@ class LedgerBuilder:
         self._call_count += 1
         if self._lane is not None:
             self._lane_budget()
+        if defer:
+            kept = _Kept(oc, end_ns, plan, phase, "error" if error is not None else "hit", wall, error)
+            self._retain(kept)
+            if self._lane is not None:
+                self._lane_budget()  # the stride may have grown
+            return None
         if events is None:  # a call not kept in detail (the steady hot path) ends here
             return None
         recompiled = has_compile and any(
@@ -646,15 +690,18 @@ class LedgerBuilder:
         return end_ns - start - island_sum - overhead_sum, island_sum, 0, overhead_sum, 0
 
     def _account_detail(
-        self, oc: _OpenCall, end_ns: int, plan: _Plan, detail: bool
+        self, oc: _OpenCall, end_ns: int, plan: _Plan, detail: bool, accumulate: bool = True
     ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
+        """``accumulate=False``: the events only, the totals left alone (a ``_Kept`` call,
+        whose sums were added when it ended)."""
         start = oc.start
         spans = oc.spans
-        site_acc = self._site_acc
+        site_acc: dict[str, _SiteAcc] = self._site_acc if accumulate else defaultdict(_SiteAcc)
+        regions: dict[str, _RegionAcc] = self._regions if accumulate else defaultdict(_RegionAcc)
+        final_acc = plan.final_acc if accumulate else _SiteAcc()
         region_sum = compile_sum = overhead_sum = island_sum = compile_n = 0
         events: list[Event] | None = [] if detail else None
         cursor = start
-        regions = self._regions
         for sp, step in zip(spans, plan.steps, strict=True):
             kind, s, e = sp[0], sp[1], sp[2]
             if s < cursor:
@@ -713,8 +760,8 @@ class LedgerBuilder:
         gap = end_ns - cursor
         if gap > 0:
             island_sum += gap
-            if plan.final_acc is not None:
-                plan.final_acc.island_after += gap
+            if final_acc is not None:
+                final_acc.island_after += gap
             if events is not None:
                 events.append(
                     IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=plan.final_gap_site)
@@ -733,7 +780,22 @@ class LedgerBuilder:
             events = [t[2] for t in timed]
         return events, (region_sum, island_sum, compile_sum, overhead_sum, compile_n)
 
-    def _retain(self, call: Call) -> None:
+    def _made(self, kept: Call | _Kept) -> Call:
+        if isinstance(kept, Call):
+            return kept
+        events, sums = self._account_detail(kept.oc, kept.end, kept.plan, True, accumulate=False)
+        return Call(
+            index=kept.index,
+            phase=kept.phase,
+            outcome=kept.outcome,  # type: ignore[arg-type]
+            wall_ns=kept.wall,
+            overhead_ns=sums[3],
+            events=events or [],
+            family=kept.oc.family,
+            error=kept.error,
+        )
+
+    def _retain(self, call: Call | _Kept) -> None:
         if call.index < self.first_calls:
             self._calls.append(call)
             return
@@ -750,6 +812,8 @@ class LedgerBuilder:
 
     def build(self) -> Ledger:
         self._settle()
+        calls = [self._made(c) for c in self._calls]
+        self._calls = list(calls)
         comps = sorted(self._compilations.values(), key=lambda c: (compile_frame_index(c.compile_id), c.compile_id))
         sites = sorted(self._sites.values(), key=lambda s: (s.file, s.line, s.site_id))
         phases = [
@@ -803,7 +867,7 @@ class LedgerBuilder:
             environment=self.environment,
             compilations=comps,
             break_sites=sites,
-            calls=list(self._calls),
+            calls=calls,
             outside=list(self._outside),
             totals=totals,
             retention=retention,

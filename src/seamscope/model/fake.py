@@ -8,10 +8,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .builder import LedgerBuilder
-from .ledger import BreakSite, Compilation, Environment, Frame, RunInfo
+from .ledger import BreakSite, Call, Compilation, Environment, Frame, RunInfo
 
 
 class FakeClock:
@@ -82,7 +83,11 @@ def play(
     clock: FakeClock | None = None,
     first_calls: int = 256,
     call_cap: int = 1024,
+    observe: Callable[[Call], None] | None = None,
+    build_every: int = 0,
 ) -> LedgerBuilder:
+    """``observe``: watch every call (as a compile budget does); ``build_every``: also build
+    after every that many calls (as an interrupted or watched run does)."""
     clock = clock or FakeClock()
     b = LedgerBuilder(
         RunInfo(source="fake", command=["fake"]),
@@ -91,6 +96,8 @@ def play(
         first_calls=first_calls,
         call_cap=call_cap,
     )
+    if observe is not None:
+        b.watch_calls(observe)
     sites = {name: fake_site(name) for name in set(program.breaks.values()) | set(program.resumes.values())}
     for s in sites.values():
         b.set_break_site(s)
@@ -133,4 +140,6 @@ def play(
             elif st.kind == "fallback":
                 b.fallback(st.compile_id, "recompile limit", t0)
         b.end_call(clock(), call.error)
+        if build_every and b._call_count % build_every == 0:
+            b.build()
     return b
