@@ -462,9 +462,9 @@ class LedgerBuilder:
     def end_call(self, end_ns: int, error: str | None = None) -> Call | None:
         """Close the open call: derive islands and crossings, update totals, maybe retain.
 
-        Returns the call's record when it is made now: kept in full detail or watched, and it
-        compiled, hit a guard failure or fallback, or an observer watches. Other retained calls
-        are made in ``build()``; None then, and for calls not kept."""
+        Returns the call's record if it was made now: a retained call that compiled, failed a
+        guard or fell back, or any call while an observer watches. A retained steady call is
+        made in ``build()``: None then, as for a call not kept."""
         oc = self._open
         if oc is None:
             raise RuntimeError("end_call without begin_call")
