@@ -567,7 +567,7 @@ lane_get_open(Lane *self, void *closure)
 
 static PyMethodDef lane_methods[] = {
     {"enter", (PyCFunction)lane_enter, METH_NOARGS,
-     "enter() -> bool: open a steady call here (False: the builder must open this one)."},
+     "enter() -> bool: open a call here, summed or due in detail (False: the builder must open this one)."},
     {"exit", (PyCFunction)lane_exit, METH_O,
      "exit(error: str | None): close the call enter() opened; sum it, or hand it to slow_end."},
     {"adopt", (PyCFunction)lane_adopt, METH_NOARGS,

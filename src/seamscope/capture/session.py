@@ -71,8 +71,8 @@ class Session:
         """The C hot path (``_speedups``), or None: Python wrappers, same figures. Set it to None
         before ``start()`` to compare."""
         self._lane: Any = None
-        """The C lane while active: steady calls open and close there, region timers append
-        to its open call."""
+        """The C lane while active: calls open and close there (those of a family excepted), and
+        region timers record into its open call."""
         self.warnings: list[str] = []
         self.ledger: Ledger | None = None
         self.receipt_path: str | None = None

@@ -507,15 +507,11 @@ class LedgerBuilder:
         acc.compile += sums[2]
         acc.overhead += sums[3]
         self._call_count += 1
-        if self._lane is not None:
-            self._lane_budget()
         if defer:
-            kept = _Kept(oc, end_ns, plan, phase, "error" if error is not None else "hit", wall, error)
-            self._retain(kept)
-            if self._lane is not None:
-                self._lane_budget()  # the stride may have grown
-            return None
-        if events is None:  # a call not kept in detail (the steady hot path) ends here
+            self._retain(_Kept(oc, end_ns, plan, phase, "error" if error is not None else "hit", wall, error))
+        if self._lane is not None:
+            self._lane_budget()  # after retaining: the stride may have grown
+        if events is None:  # not kept, or kept with its events made in build()
             return None
         recompiled = has_compile and any(
             sp[0] == "c" and compile_frame_index(sp[4])[1] > 0 for sp in oc.spans

@@ -140,6 +140,6 @@ def play(
             elif st.kind == "fallback":
                 b.fallback(st.compile_id, "recompile limit", t0)
         b.end_call(clock(), call.error)
-        if build_every and b._call_count % build_every == 0:
+        if build_every and b.call_count % build_every == 0:
             b.build()
     return b
