@@ -235,3 +235,45 @@ def test_a_swallowed_ctrl_c_stops_the_run_at_the_next_call():
         with pytest.raises(KeyboardInterrupt):
             g(torch.ones(2))
     assert s.ledger is not None and s.ledger.totals.calls == 1
+
+
+@pytest.mark.parametrize("kind", ["function", "module"])
+def test_a_compiled_callable_called_from_a_compiled_caller_is_traced_through(kind):
+    """The call wrapper must not break the caller's graph: Dynamo, tracing the caller, inlines
+    the inner compiled function (or module) as it does without seamscope, and the inner calls at
+    run time are part of the caller's calls."""
+
+    def run(observed: bool) -> tuple[int, int, object]:
+        torch._dynamo.reset()
+        adapter.clear_counters()
+        with contextlib.ExitStack() as stack:
+            s = stack.enter_context(session()) if observed else None
+            fn = (lambda x: x.sin() * 2) if kind == "function" else torch.nn.Linear(4, 4)
+            inner = torch.compile(fn, backend="eager")
+            outer = torch.compile(lambda x: inner(x + 1).cos(), backend="eager")
+            for _ in range(6):
+                outer(torch.ones(4))
+        c = counters()
+        return sum(c.get("graph_break", {}).values()), c["stats"]["unique_graphs"], s
+
+    breaks_plain, graphs_plain, _ = run(False)
+    breaks_obs, graphs_obs, s = run(True)
+    assert (breaks_obs, graphs_obs) == (breaks_plain, graphs_plain) == (0, 1)
+    assert s is not None and s.ledger is not None
+    assert s.ledger.totals.calls == 6  # the outer calls only: the inner one is in their graph
+    self_check(s.ledger)
+
+
+def test_callbacks_and_family_labels_on_the_c_path_and_off_it():
+    seen = []
+    with session() as s:
+        s.on_call_end.append(lambda sess: seen.append(sess is s))
+        g = torch.compile(lambda x: x * 2, backend="eager")
+        for _ in range(5):
+            g(torch.ones(2))
+        with s.family("labelled"):
+            g(torch.ones(2))
+        g(torch.ones(2))
+    assert seen == [True] * 7
+    assert s.ledger is not None
+    assert [c.family for c in s.ledger.calls] == [None] * 5 + ["labelled", None]

@@ -47,6 +47,116 @@ def test_c_clock_is_perf_counter_ns():
         assert a <= b <= c
 
 
+@pytest.fixture(params=["ticks", "clock_gettime"])
+def clock_kind(request):  # type: ignore[no-untyped-def]
+    """Both ways C may time a call's inside: the time stamp counter (where _native chose it)
+    mapped between two clock_gettime reads, or clock_gettime throughout."""
+    if speedups is None:
+        pytest.skip(f"no C hot path: {_native.WHY_NOT}")
+    if request.param == "ticks" and _native.TICKS is None:
+        pytest.skip("the time stamp counter is not used on this machine")
+    speedups.set_ticks(request.param == "ticks")
+    yield request.param
+    speedups.set_ticks(_native.TICKS is not None)
+
+
+def sleeper_regions(lane, n: int, inside: list[tuple[int, int]], ms: float = 1.0):  # type: ignore[no-untyped-def]
+    """Regions that sleep, noting perf_counter_ns just inside their start and end."""
+    assert speedups is not None
+
+    def slow(*args, **kwargs):
+        raise AssertionError("slow path taken")
+
+    def graph(x):
+        a = time.perf_counter_ns()
+        time.sleep(ms / 1000)
+        inside.append((a, time.perf_counter_ns()))
+        return x
+
+    return [speedups.RegionTimer(graph, lane, f"{i}/0", 0, slow, None) for i in range(n)]
+
+
+def test_spans_c_times_lie_on_the_perf_counter_timeline(clock_kind):
+    """A call handed over whole: each region's span contains what the region itself read of
+    perf_counter_ns, and the call contains its spans (ticks mapped onto that timeline exactly)."""
+    b, lane = lane_builder(first_calls=5, call_cap=8)
+    inside: list[tuple[int, int]] = []
+    regions = sleeper_regions(lane, 3, inside)
+    outer = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        assert lane.enter()
+        start = lane.start  # the call's start, as C read it: its spans are relative to it
+        for r in regions:
+            r(1)
+            time.sleep(0.0005)  # an island
+        lane.exit(None)
+        outer.append((t0, start, time.perf_counter_ns()))
+    led = b.build()
+    assert len(led.calls) == 5
+    for call, (t0, start, t1), ins in zip(led.calls, outer, [inside[i:i + 3] for i in range(0, 15, 3)], strict=True):
+        spans = [e for e in call.events if isinstance(e, RegionEvent)]
+        assert len(spans) == 3
+        assert t0 <= start and start + call.wall_ns <= t1
+        for e, (a, z) in zip(spans, ins, strict=True):
+            assert start + e.start_ns <= a and z <= start + e.start_ns + e.duration_ns
+    self_check(led)
+
+
+def test_steady_sums_from_ticks_match_the_calls_measured_outside(clock_kind):
+    b, lane = lane_builder(first_calls=0, call_cap=2)
+    inside: list[tuple[int, int]] = []
+    regions = sleeper_regions(lane, 2, inside, ms=0.2)
+    outer = 0
+    for _ in range(40):
+        t0 = time.perf_counter_ns()
+        assert lane.enter()
+        for r in regions:
+            r(1)
+        lane.exit(None)
+        outer += time.perf_counter_ns() - t0
+    led = b.build()
+    steady = next(p for p in led.totals.phases if p.phase == "steady")
+    assert steady.calls == 40
+    assert sum(z - a for a, z in inside) <= sum(r.total_ns for r in led.totals.regions) <= steady.wall_ns <= outer
+    self_check(led)
+
+
+def test_a_region_running_when_its_call_is_adopted_is_put_on_the_builders_timeline(clock_kind):
+    """A compilation inside a region (Dynamo compiling a nested frame) makes the builder adopt
+    the call mid-region; that region's start was read by C before."""
+    from test_model_summary import comp
+
+    b, lane = lane_builder(first_calls=11, call_cap=16)  # the call is kept: its events can be read
+    drive(b, lane, timers(lane, 1), 10)
+    inside: list[tuple[int, int]] = []
+
+    def slow(*args, **kwargs):
+        raise AssertionError("slow path taken")
+
+    def compiling_graph(x):
+        a = time.perf_counter_ns()
+        b.set_compilation(comp("9/0", ns=10))
+        b.compile_span("9/0", a, time.perf_counter_ns())
+        time.sleep(0.001)
+        inside.append((a, time.perf_counter_ns()))
+        return x
+
+    r = speedups.RegionTimer(compiling_graph, lane, "0/0", 0, slow, None)  # type: ignore[union-attr]
+    t0 = time.perf_counter_ns()
+    assert lane.enter()
+    start = lane.start
+    r(1)
+    assert b.in_call
+    lane.exit(None)
+    t1 = time.perf_counter_ns()
+    (call,) = [c for c in b.build().calls if c.index == 10]
+    (e,) = [e for e in call.events if isinstance(e, RegionEvent)]
+    ((a, z),) = inside
+    assert t0 <= start <= start + e.start_ns <= a
+    assert z <= start + e.start_ns + e.duration_ns <= start + call.wall_ns <= t1
+
+
 # --- PlanSums: the arithmetic ---------------------------------------------------------------
 
 @st.composite
@@ -306,6 +416,25 @@ def test_calls_due_in_detail_carry_seam_traffic_from_c():
 
 
 @needs_c
+def test_steady_sums_survive_the_builder_forgetting_its_plans():
+    """C keeps the last plan it found; a compilation record (outside any call) makes the
+    builder forget every plan, and the next steady calls must go to the new ones."""
+    from test_model_summary import comp
+
+    b, lane = lane_builder(first_calls=0, call_cap=4)
+    regions = timers(lane, 2)
+    for round_ in range(3):
+        drive(b, lane, regions, 50)
+        b.set_compilation(comp(f"{round_}/0", ns=10))  # between calls: plans forgotten
+    led = b.build()
+    assert led.totals.calls == 150
+    assert [r.runs for r in led.totals.regions] == [150, 150]
+    steady = next(p for p in led.totals.phases if p.phase == "steady")
+    assert steady.calls == 150
+    self_check(led)
+
+
+@needs_c
 def test_stop_inside_a_call_c_opened_ends_it_once():
     b, lane = lane_builder()
     regions = timers(lane, 1)
@@ -354,6 +483,95 @@ def test_region_timer_passes_everything_through():
     with pytest.raises(RuntimeError, match="in the graph"):
         bad(1)
     assert len(lane.spans) == 1  # a region that raised records nothing
+
+
+def tracker_lane(first_calls: int = 0):  # type: ignore[no-untyped-def]
+    """A lane ready for CallTrackers, as an active session sets it up."""
+    b, lane = lane_builder(first_calls=first_calls, call_cap=4)
+    lane.ready = True
+    lane.owner = "session"
+    lane.callbacks = []
+    lane.error_text = lambda e: f"{type(e).__name__}: {e}"
+    return b, lane
+
+
+@needs_c
+def test_call_tracker_opens_calls_runs_callbacks_and_hands_the_rest_to_slow():
+    assert speedups is not None
+    b, lane = tracker_lane(first_calls=2)
+    regions = timers(lane, 2)
+    slow_calls: list[tuple[object, ...]] = []
+
+    def inner(x, *, k=0):
+        for r in regions:
+            r(x)
+        return x + k
+
+    def slow(x, *, k=0):  # the Python wrapper's place (it would open the call in the builder)
+        slow_calls.append((x,))
+        return x + k
+
+    t = speedups.CallTracker(inner, lane, slow)
+    seen: list[object] = []
+    lane.callbacks.append(seen.append)
+    assert [t(i, k=1) for i in range(30)] == list(range(1, 31))
+    assert slow_calls == [] and seen == ["session"] * 30  # C opened all 30, then ran the callbacks
+    assert t.__wrapped__ is inner
+    led = b.build()
+    assert led.totals.calls == 30 == b.call_count
+    assert [r.runs for r in led.totals.regions] == [30, 30]
+    assert [c.index for c in led.calls[:2]] == [0, 1]  # the first calls, handed over whole
+    lane.ready = False  # a family label, a stopped or interrupted session: the Python wrapper
+    assert t(5) == 5 and slow_calls == [(5,)] and len(seen) == 30
+    lane.ready = True
+    lane.spans = []  # a call the builder opened is in progress: slow decides (nested: inner only)
+    assert t(6) == 6 and slow_calls == [(5,), (6,)]
+    lane.spans = None
+    self_check(b.build())
+
+
+@needs_c
+def test_call_tracker_nested_calls_are_part_of_the_outer_one():
+    assert speedups is not None
+    b, lane = tracker_lane()
+    regions = timers(lane, 3)
+
+    def slow(*args, **kwargs):
+        raise AssertionError("slow path taken")
+
+    leaf = speedups.CallTracker(lambda x: regions[1](x), lane, slow)
+    outer = speedups.CallTracker(lambda x: regions[2](leaf(regions[0](x))), lane, slow)
+    for _ in range(10):
+        assert outer(1) == 1
+    led = b.build()
+    assert led.totals.calls == 10 and [r.runs for r in led.totals.regions] == [10, 10, 10]
+
+
+@needs_c
+def test_call_tracker_records_the_error_and_keeps_the_users_exception():
+    assert speedups is not None
+    b, lane = tracker_lane()
+
+    def slow(*args, **kwargs):
+        raise AssertionError("slow path taken")
+
+    def boom(x):
+        raise ValueError(f"bad {x}")
+
+    t = speedups.CallTracker(boom, lane, slow)
+    with pytest.raises(ValueError, match="bad 1"):
+        t(1)
+
+    def broken_text(e):
+        raise RuntimeError("seamscope's own bug")
+
+    lane.error_text = broken_text  # describing it fails: the user still gets their exception
+    with pytest.raises(ValueError, match="bad 2"):
+        t(2)
+    assert not lane.open
+    led = b.build()
+    assert [c.error for c in led.calls] == ["ValueError: bad 1", "ValueError"]
+    self_check(led)
 
 
 # --- real torch: the same counts both ways ----------------------------------------------------

@@ -9,6 +9,7 @@ same clock (Linux). ``SEAMSCOPE_PURE_PYTHON=1`` turns it off, to compare or to r
 from __future__ import annotations
 
 import os
+import platform
 import time
 from types import ModuleType
 
@@ -34,3 +35,25 @@ def _load() -> ModuleType | None:
 
 
 NATIVE: ModuleType | None = _load()
+
+
+def _ticks(native: ModuleType | None) -> str | None:
+    """The time stamp counter, where the kernel keeps CLOCK_MONOTONIC on it (so it is stable and
+    the same on every core): C then reads it inside a call, and clock_gettime only at the call's
+    two ends, onto whose timeline it maps every tick. ``SEAMSCOPE_NO_TSC=1`` turns it off."""
+    if native is None or os.environ.get("SEAMSCOPE_NO_TSC", "") not in ("", "0"):
+        return None
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            source = f.read().strip()
+    except OSError:
+        return None
+    if source != "tsc":
+        return None
+    return "tsc" if native.set_ticks(True) else None
+
+
+TICKS: str | None = _ticks(NATIVE)
+"""What C reads inside a call: "tsc", or None (clock_gettime throughout)."""

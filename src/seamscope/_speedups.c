@@ -11,6 +11,9 @@
  * buffer and, when the call ends, adds them to the sums of the call's structure (its plan).
  *
  * Who does what:
+ * - CallTracker: one per compiled callable, behind a two-line Python shim (Dynamo must see a
+ *   Python function). Opens the call in the lane, calls the compiled callable, closes the call and
+ *   runs the session's callbacks; hands every call it cannot open to the Python wrapper.
  * - Lane: one per session. enter() opens a call if none is open; exit() closes it. While the
  *   builder's ``budget`` lasts, a call whose structure is known and whose records are in order is
  *   summed into its PlanSums. Any other (the call due in detail, with seam traffic sampled; an
@@ -22,8 +25,11 @@
  * - PlanSums: per span position, the sums, minimum and maximum of the durations, the islands
  *   before each position, and the call totals, until the builder takes them.
  *
- * Every clock read is CLOCK_MONOTONIC, the clock time.perf_counter_ns() reads on Linux; the Python
- * side uses this module only after checking that (seamscope/_native.py).
+ * Every time is on CLOCK_MONOTONIC's timeline, the clock time.perf_counter_ns() reads on Linux; the
+ * Python side uses this module only after checking that (seamscope/_native.py). Inside a call C
+ * opened, C may read the time stamp counter instead (set_ticks, where the kernel's clocksource is
+ * the TSC) and maps those ticks onto CLOCK_MONOTONIC between two reads of it: the call's start and
+ * its end (or the moment the builder adopts it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,6 +37,12 @@
 #include <limits.h>
 #include <stddef.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#define HAVE_TICKS 1
+#else
+#define HAVE_TICKS 0
+#endif
 
 static PyObject *str_r; /* "r", the kind of a region span */
 static PyObject *str_o; /* "o", seamscope's own overhead */
@@ -43,6 +55,43 @@ now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + (long long)ts.tv_nsec;
+}
+
+/* The time stamp counter: a third of clock_gettime's cost, read up to 27 times a steady call.
+ * Used only where the kernel itself keeps CLOCK_MONOTONIC on it (_native checks), and only
+ * between two clock_gettime anchors per call, onto whose timeline every tick is mapped. */
+static int use_ticks = 0;
+
+static inline long long
+now_ticks(void)
+{
+#if HAVE_TICKS
+    return (long long)__rdtsc();
+#else
+    return now_ns();
+#endif
+}
+
+/* t (ticks) on the line through (t0, n0) and (t1, n1), ticks to nanoseconds. */
+static inline long long
+tick_to_ns(long long t, long long t0, long long n0, long long t1, long long n1)
+{
+    if (t <= t0 || t1 <= t0) {
+        return n0;
+    }
+    return n0 + (long long)((double)(t - t0) * ((double)(n1 - n0) / (double)(t1 - t0)) + 0.5);
+}
+
+static PyObject *
+set_ticks(PyObject *module, PyObject *flag)
+{
+    (void)module;
+    int on = PyObject_IsTrue(flag);
+    if (on < 0) {
+        return NULL;
+    }
+    use_ticks = on && HAVE_TICKS;
+    return PyBool_FromLong(use_ticks);
 }
 
 static PyObject *
@@ -358,6 +407,16 @@ typedef struct {
     Py_ssize_t budget;  /* calls C may still sum before one is due in detail */
     Py_ssize_t fast_calls; /* calls C summed that the builder has not counted yet */
     char keep_detail;   /* with no budget left, C opens the call due in detail and hands it over whole */
+    char ready;         /* CallTracker may open calls here (the session is active, no family label) */
+    char ticks;         /* the open call's records are in ticks (start_tick .. ), not nanoseconds */
+    long long start_tick; /* the tick read right after start */
+    long long adopt_tick, adopt_ns; /* the anchor at adoption: a region running then converts with it */
+    PyObject *last_key;  /* the structure key of the last call summed here, and its PlanSums: */
+    PyObject *last_plan; /* the next call with the same spans skips building and looking up a key */
+    PyObject *last_plans; /* ... valid while plans is this dict (the builder replaces, never clears it) */
+    PyObject *owner;    /* the session: what on_call_end callbacks are called with */
+    PyObject *callbacks; /* list: called after each call a CallTracker closed, or NULL */
+    PyObject *error_text; /* error_text(exception) -> str: the error of a call that raised */
     char open;          /* a call C opened is open (recording, or adopted) */
     char recording;     /* ... and its regions go to rec (else to spans: adopted) */
     char detail;        /* ... and it is due in detail: seam traffic sampled, never summed here */
@@ -389,6 +448,24 @@ lane_next_rec(Lane *self)
         self->cap_rec = cap;
     }
     return &self->rec[self->n_rec++];
+}
+
+/* The open call's records from ticks to nanoseconds, on the line through the call's start and
+ * (tick, ns) read now. */
+static void
+lane_recs_to_ns(Lane *self, long long tick, long long ns)
+{
+    if (!self->ticks) {
+        return;
+    }
+    long long t0 = self->start_tick, n0 = self->start;
+    for (Py_ssize_t i = 0; i < self->n_rec; i++) {
+        Rec *r = &self->rec[i];
+        r->s = tick_to_ns(r->s, t0, n0, tick, ns);
+        r->e = tick_to_ns(r->e, t0, n0, tick, ns);
+        r->c = tick_to_ns(r->c, t0, n0, tick, ns);
+    }
+    self->ticks = 0;
 }
 
 /* The records as the builder's span tuples. */
@@ -427,6 +504,12 @@ lane_traverse(Lane *self, visitproc visit, void *arg)
     Py_VISIT(self->plans);
     Py_VISIT(self->slow_end);
     Py_VISIT(self->tensor_type);
+    Py_VISIT(self->owner);
+    Py_VISIT(self->callbacks);
+    Py_VISIT(self->error_text);
+    Py_VISIT(self->last_key);
+    Py_VISIT(self->last_plan);
+    Py_VISIT(self->last_plans);
     for (Py_ssize_t i = 0; i < self->n_rec; i++) {
         Py_VISIT(self->rec[i].cid);
         Py_VISIT(self->rec[i].gi);
@@ -441,8 +524,14 @@ lane_clear(Lane *self)
     Py_CLEAR(self->plans);
     Py_CLEAR(self->slow_end);
     Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->owner);
+    Py_CLEAR(self->callbacks);
+    Py_CLEAR(self->error_text);
+    Py_CLEAR(self->last_key);
+    Py_CLEAR(self->last_plan);
+    Py_CLEAR(self->last_plans);
     lane_drop_recs(self);
-    self->open = self->recording = self->detail = 0;
+    self->open = self->recording = self->detail = self->ready = 0;
     return 0;
 }
 
@@ -455,31 +544,49 @@ lane_dealloc(Lane *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *
-lane_enter(Lane *self, PyObject *unused)
+/* Open a call here: 1, or 0 when the builder must open this one, or -1 on error. */
+static int
+lane_open_call(Lane *self)
 {
-    (void)unused;
     if (self->open || (self->spans != NULL && self->spans != Py_None) || (self->budget <= 0 && !self->keep_detail)
         || self->plans == NULL || !PyDict_CheckExact(self->plans) || self->slow_end == NULL) {
-        Py_RETURN_FALSE;
+        return 0;
     }
     long long t0 = now_ns();
     lane_drop_recs(self);
     Rec *r = lane_next_rec(self);
     if (r == NULL) {
-        return NULL;
+        return -1;
     }
     self->start = t0;
+    self->ticks = (char)use_ticks;
     self->detail = self->budget <= 0;
     if (!self->detail) {
         self->budget -= 1;
     }
     self->open = self->recording = 1;
-    r->s = t0;
     r->n = r->nb = -1;
     r->cid = r->gi = NULL;
-    r->e = r->c = now_ns(); /* opening the call is seamscope's time, not an island */
-    Py_RETURN_TRUE;
+    if (self->ticks) {
+        self->start_tick = r->s = now_ticks();
+        r->e = r->c = now_ticks(); /* opening the call is seamscope's time, not an island */
+    }
+    else {
+        r->s = t0;
+        r->e = r->c = now_ns();
+    }
+    return 1;
+}
+
+static PyObject *
+lane_enter(Lane *self, PyObject *unused)
+{
+    (void)unused;
+    int opened = lane_open_call(self);
+    if (opened < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(opened);
 }
 
 /* The builder takes over the call C opened: the records become its span list, and the regions
@@ -490,6 +597,12 @@ lane_adopt(Lane *self, PyObject *unused)
     (void)unused;
     if (!self->open || !self->recording) {
         Py_RETURN_NONE;
+    }
+    if (self->ticks) {
+        self->adopt_tick = now_ticks();
+        self->adopt_ns = now_ns();
+        lane_recs_to_ns(self, self->adopt_tick, self->adopt_ns);
+        self->ticks = 1; /* kept for the region running now: it converts with the adopt anchor */
     }
     PyObject *list = lane_spans_of_recs(self);
     if (list == NULL) {
@@ -502,9 +615,52 @@ lane_adopt(Lane *self, PyObject *unused)
     return list;
 }
 
+/* The PlanSums of the open call's structure (borrowed), or NULL (none, or an error set). The last
+ * one found is kept with its key: a steady loop repeats one structure, whose key then needs no
+ * tuple, hash or lookup, only a comparison of the region ids by identity. */
+static PyObject *
+lane_plan(Lane *self)
+{
+    Py_ssize_t n = self->n_rec;
+    PyObject *key = self->last_key;
+    if (key != NULL && self->last_plans == self->plans && PyTuple_GET_SIZE(key) == n) {
+        Py_ssize_t i = 0;
+        for (; i < n; i++) {
+            PyObject *k = self->rec[i].cid ? self->rec[i].cid : str_o;
+            if (PyTuple_GET_ITEM(key, i) != k) {
+                break;
+            }
+        }
+        if (i == n) {
+            return self->last_plan;
+        }
+    }
+    key = PyTuple_New(n);
+    if (key == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = self->rec[i].cid ? self->rec[i].cid : str_o;
+        Py_INCREF(k);
+        PyTuple_SET_ITEM(key, i, k);
+    }
+    PyObject *plan = PyDict_GetItemWithError(self->plans, key);
+    if (plan == NULL || !Py_IS_TYPE(plan, &PlanSumsType)) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    Py_XSETREF(self->last_key, key);
+    Py_INCREF(plan);
+    Py_XSETREF(self->last_plan, plan);
+    Py_INCREF(self->plans);
+    Py_XSETREF(self->last_plans, self->plans);
+    return plan;
+}
+
 static PyObject *
 lane_exit(Lane *self, PyObject *error)
 {
+    long long end_tick = self->open && self->recording && self->ticks ? now_ticks() : 0;
     long long end = now_ns();
     if (!self->open) {
         Py_RETURN_NONE; /* nothing C opened is open: the builder ended it already (interrupted) */
@@ -513,26 +669,14 @@ lane_exit(Lane *self, PyObject *error)
     PyObject *spans;
     if (self->recording) {
         self->recording = 0;
+        lane_recs_to_ns(self, end_tick, end);
         if (error == Py_None && !self->detail) {
-            Py_ssize_t n = self->n_rec;
-            PyObject *key = PyTuple_New(n);
-            if (key == NULL) {
-                lane_drop_recs(self);
-                return NULL;
-            }
-            for (Py_ssize_t i = 0; i < n; i++) {
-                PyObject *k = self->rec[i].cid ? self->rec[i].cid : str_o;
-                Py_INCREF(k);
-                PyTuple_SET_ITEM(key, i, k);
-            }
-            PyObject *plan = PyDict_GetItemWithError(self->plans, key);
-            Py_DECREF(key);
+            PyObject *plan = lane_plan(self);
             if (plan == NULL && PyErr_Occurred()) {
                 lane_drop_recs(self);
                 return NULL;
             }
-            if (plan != NULL && Py_IS_TYPE(plan, &PlanSumsType)
-                && plan_add((PlanSums *)plan, self->rec, n, self->start, end)) {
+            if (plan != NULL && plan_add((PlanSums *)plan, self->rec, self->n_rec, self->start, end)) {
                 self->fast_calls += 1;
                 lane_drop_recs(self);
                 Py_RETURN_NONE;
@@ -588,6 +732,13 @@ static PyMemberDef lane_members[] = {
      "Outputs of this type are seam traffic, counted in calls due in detail (None: not sampled)."},
     {"detail", T_BOOL, offsetof(Lane, detail), READONLY, "The open call is due in detail."},
     {"fast_calls", T_PYSSIZET, offsetof(Lane, fast_calls), 0, "Calls C summed, not yet counted."},
+    {"ready", T_BOOL, offsetof(Lane, ready), 0,
+     "CallTrackers may open calls here (else they hand every call to their slow wrapper)."},
+    {"owner", T_OBJECT, offsetof(Lane, owner), 0, "What callbacks are called with (the session)."},
+    {"callbacks", T_OBJECT, offsetof(Lane, callbacks), 0,
+     "A list of callables, each called with owner after every call a CallTracker closed."},
+    {"error_text", T_OBJECT, offsetof(Lane, error_text), 0,
+     "error_text(exception) -> str: how a call that raised is described (None: its type's name)."},
     {NULL},
 };
 
@@ -713,12 +864,18 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         }
         Py_INCREF(spans);
     }
-    long long t0 = now_ns();
+    int in_ticks = spans == NULL && lane->ticks;
+    long long t0 = in_ticks ? now_ticks() : now_ns();
     PyObject *out = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
-    long long t1 = now_ns();
+    long long t1 = in_ticks ? now_ticks() : now_ns();
     if (out == NULL) {
         Py_XDECREF(spans);
         return NULL;
+    }
+    if (in_ticks && !lane->recording) { /* adopted while it ran: onto the builder's timeline */
+        t0 = tick_to_ns(t0, lane->start_tick, lane->start, lane->adopt_tick, lane->adopt_ns);
+        t1 = now_ns();
+        in_ticks = 0;
     }
     if (self->after != Py_None) {
         if (has_grad_fn(out)) {
@@ -754,7 +911,7 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
             else {
                 r->n = r->nb = -1;
             }
-            r->c = now_ns(); /* the bookkeeping ends here */
+            r->c = in_ticks ? now_ticks() : now_ns(); /* the bookkeeping ends here */
             return out;
         }
     }
@@ -900,10 +1057,177 @@ static PyTypeObject RegionTimerType = {
     .tp_members = timer_members,
 };
 
+/* --- CallTracker --------------------------------------------------------------------------- */
+
+/* A compiled callable whose top-level calls the lane opens and closes. Everything else (no
+ * session, a family label, a call nested in one the builder opened, one the builder must open)
+ * goes to `slow`, the Python wrapper, which does the same in Python. The Python shim in front of
+ * this asks Dynamo first whether it is tracing (then only `inner` is traced). */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *inner; /* the compiled callable */
+    Lane *lane;
+    PyObject *slow;  /* the Python wrapper */
+} CallTracker;
+
+static int
+lane_call_callbacks(Lane *lane)
+{
+    PyObject *snapshot = PySequence_Tuple(lane->callbacks); /* a callback may edit the list */
+    if (snapshot == NULL) {
+        return -1;
+    }
+    PyObject *owner = lane->owner != NULL ? lane->owner : Py_None;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(snapshot); i++) {
+        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(snapshot, i), owner);
+        if (r == NULL) {
+            Py_DECREF(snapshot);
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(snapshot);
+    return 0;
+}
+
+/* Close the call with the error of the exception being raised, which stays raised. */
+static void
+lane_exit_raising(Lane *lane, PyObject *tracker)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = NULL;
+    if (lane->error_text != NULL && lane->error_text != Py_None && value != NULL) {
+        text = PyObject_CallOneArg(lane->error_text, value);
+        if (text != NULL && !PyUnicode_Check(text)) {
+            Py_CLEAR(text);
+        }
+        PyErr_Clear();
+    }
+    if (text == NULL) {
+        text = PyUnicode_FromString(type != NULL ? ((PyTypeObject *)type)->tp_name : "error");
+    }
+    PyObject *r = text != NULL ? lane_exit(lane, text) : NULL;
+    if (r == NULL && PyErr_Occurred()) {
+        PyErr_WriteUnraisable(tracker); /* seamscope's failure must not replace the user's error */
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(text);
+    PyErr_Restore(type, value, tb);
+}
+
+static PyObject *
+tracker_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    CallTracker *self = (CallTracker *)op;
+    Lane *lane = self->lane;
+    if (!lane->ready) {
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    if (lane->open) { /* nested in a call the lane opened: part of that call */
+        return PyObject_Vectorcall(self->inner, args, nargsf, kwnames);
+    }
+    int opened = lane_open_call(lane);
+    if (opened <= 0) {
+        return opened < 0 ? NULL : PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    PyObject *out = PyObject_Vectorcall(self->inner, args, nargsf, kwnames);
+    if (out == NULL) {
+        lane_exit_raising(lane, op);
+        return NULL;
+    }
+    PyObject *r = lane_exit(lane, Py_None);
+    if (r == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyObject *cbs = lane->callbacks;
+    if (cbs != NULL && PyList_Check(cbs) && PyList_GET_SIZE(cbs) > 0 && lane_call_callbacks(lane) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *
+tracker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"inner", "lane", "slow", NULL};
+    PyObject *inner, *lane, *slow;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!O:CallTracker", kwlist, &inner, &LaneType, &lane, &slow)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(inner) || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "CallTracker: inner and slow must be callable");
+        return NULL;
+    }
+    CallTracker *self = (CallTracker *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = tracker_vectorcall;
+    self->inner = Py_NewRef(inner);
+    self->lane = (Lane *)Py_NewRef(lane);
+    self->slow = Py_NewRef(slow);
+    return (PyObject *)self;
+}
+
+static int
+tracker_traverse(CallTracker *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->inner);
+    Py_VISIT(self->lane);
+    Py_VISIT(self->slow);
+    return 0;
+}
+
+static int
+tracker_clear(CallTracker *self)
+{
+    Py_CLEAR(self->inner);
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->slow);
+    return 0;
+}
+
+static void
+tracker_dealloc(CallTracker *self)
+{
+    PyObject_GC_UnTrack(self);
+    tracker_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef tracker_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(CallTracker, inner), READONLY, "The compiled callable."},
+    {NULL},
+};
+
+static PyTypeObject CallTrackerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "seamscope._speedups.CallTracker",
+    .tp_basicsize = sizeof(CallTracker),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "CallTracker(inner, lane, slow): each top-level call of inner, opened and closed by the lane.",
+    .tp_new = tracker_new,
+    .tp_traverse = (traverseproc)tracker_traverse,
+    .tp_clear = (inquiry)tracker_clear,
+    .tp_dealloc = (destructor)tracker_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(CallTracker, vectorcall),
+    .tp_members = tracker_members,
+};
+
 /* --- module -------------------------------------------------------------------------------- */
 
 static PyMethodDef module_methods[] = {
     {"clock_ns", clock_ns, METH_NOARGS, "CLOCK_MONOTONIC in nanoseconds (the clock the timers read)."},
+    {"set_ticks", set_ticks, METH_O,
+     "set_ticks(on) -> bool: time the spans of calls C opens with the time stamp counter, mapped onto "
+     "CLOCK_MONOTONIC between two reads of it per call. Returns whether it is in use (x86-64 only)."},
     {NULL},
 };
 
@@ -925,7 +1249,8 @@ PyInit__speedups(void)
     if (str_r == NULL || str_o == NULL || str_grad_fn == NULL || str_nbytes == NULL) {
         return NULL;
     }
-    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&RegionTimerType) < 0 || PyType_Ready(&PlanSumsType) < 0) {
+    if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&RegionTimerType) < 0 || PyType_Ready(&PlanSumsType) < 0
+        || PyType_Ready(&CallTrackerType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
@@ -935,9 +1260,11 @@ PyInit__speedups(void)
     Py_INCREF(&LaneType);
     Py_INCREF(&RegionTimerType);
     Py_INCREF(&PlanSumsType);
+    Py_INCREF(&CallTrackerType);
     if (PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0
         || PyModule_AddObject(m, "RegionTimer", (PyObject *)&RegionTimerType) < 0
-        || PyModule_AddObject(m, "PlanSums", (PyObject *)&PlanSumsType) < 0) {
+        || PyModule_AddObject(m, "PlanSums", (PyObject *)&PlanSumsType) < 0
+        || PyModule_AddObject(m, "CallTracker", (PyObject *)&CallTrackerType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

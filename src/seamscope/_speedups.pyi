@@ -2,6 +2,7 @@ from collections.abc import Callable
 from typing import Any
 
 def clock_ns() -> int: ...
+def set_ticks(on: bool, /) -> bool: ...
 
 class Lane:
     spans: list[tuple[Any, ...]] | None
@@ -12,6 +13,10 @@ class Lane:
     fast_calls: int
     keep_detail: bool
     tensor_type: type | None
+    ready: bool
+    owner: object
+    callbacks: list[Callable[[Any], object]] | None
+    error_text: Callable[[BaseException], str] | None
     @property
     def detail(self) -> bool: ...
     @property
@@ -32,6 +37,11 @@ class RegionTimer:
         slow: Callable[..., Any],
         after: Callable[[Any], object] | None,
     ) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+class CallTracker:
+    __wrapped__: Callable[..., Any]
+    def __init__(self, inner: Callable[..., Any], lane: Lane, slow: Callable[..., Any]) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 class PlanSums:

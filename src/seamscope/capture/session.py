@@ -62,9 +62,7 @@ class Session:
         self.write_html = write_html
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.active = False
-        self.interrupted = False
-        """Set by ``seamscope run``'s Ctrl-C handler. Library code can swallow the first
-        KeyboardInterrupt (a ``__del__``, a weakref callback); the next call then raises it."""
+        self._interrupted = False
         self._live: LedgerBuilder | None = None
         """The builder while active, else None: the one attribute the region wrapper reads."""
         self.native = _native.NATIVE
@@ -89,6 +87,25 @@ class Session:
         self.assembler: CompileEventAssembler | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def interrupted(self) -> bool:
+        """Set by ``seamscope run``'s Ctrl-C handler. Library code can swallow the first
+        KeyboardInterrupt (a ``__del__``, a weakref callback); the next call then raises it."""
+        return self._interrupted
+
+    @interrupted.setter
+    def interrupted(self, value: bool) -> None:
+        self._interrupted = value
+        self._sync_lane()
+
+    def _sync_lane(self) -> None:
+        """Whether C may open calls: only in an active session, outside a family label, not
+        interrupted (the Python path raises then)."""
+        if self._lane is not None:
+            self._lane.ready = (
+                self.active and self.builder is not None and self._family is None and not self._interrupted
+            )
 
     def __enter__(self) -> Session:
         self.start()
@@ -136,6 +153,9 @@ class Session:
         if self.native is not None:
             self._lane = self.native.Lane()
             self._lane.tensor_type = torch.Tensor  # seam traffic, in the calls kept in detail
+            self._lane.owner = self
+            self._lane.callbacks = self.on_call_end
+            self._lane.error_text = _error_text
             self.builder.attach_lane(self._lane, self.native.PlanSums)
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
         for install in (self._install_trace, self._install_graphs, self._install_compile):
@@ -146,6 +166,7 @@ class Session:
         self.active = True
         self._live = self.builder
         _ACTIVE = self
+        self._sync_lane()
 
     def stop(self) -> None:
         global _ACTIVE
@@ -153,6 +174,7 @@ class Session:
             return
         self.active = False
         self._live = None
+        self._sync_lane()
         while self._undo:
             self._undo.pop()()
         if _ACTIVE is self:
@@ -164,6 +186,7 @@ class Session:
             self._lane.spans = None
             self._lane.budget = 0
             self._lane.keep_detail = False
+            self._lane.owner = self._lane.callbacks = None
         self.ledger = self.build()
 
     # --- results -----------------------------------------------------------------------------
@@ -194,10 +217,12 @@ class Session:
     def family(self, label: str | None) -> Iterator[None]:
         """Label the calls made inside (an input family, a probe phase, a length)."""
         old, self._family = self._family, label
+        self._sync_lane()
         try:
             yield
         finally:
             self._family = old
+            self._sync_lane()
 
     # --- hook 1: compiled callables, one call per top-level entry -------------------------------
 
@@ -251,28 +276,18 @@ class Session:
         clock = self.clock
         is_compiling = adapter.is_compiling_fn()
 
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            """The Python path: calls the C tracker cannot open (a family label, a call nested in
+            one the builder opened, one due in detail while budgets watch...), or every call
+            without the C hot path."""
+            if is_compiling():  # first: Dynamo tracing this must not read (and guard on) the session
+                return inner(*args, **kwargs)
             b = session.builder
-            if session._depth or not session.active or b is None or is_compiling():
+            if session._depth or not session.active or b is None:
                 return inner(*args, **kwargs)
             if session.interrupted:
                 raise KeyboardInterrupt
             lane = session._lane
-            if lane is not None and session._family is None and lane.enter():
-                # C opens the call and times its regions: it sums a steady one, and hands one
-                # due in detail (or that compiled, failed, fell back) to the builder whole.
-                session._depth = 1
-                try:
-                    out = inner(*args, **kwargs)
-                except BaseException as e:
-                    lane.exit(_error_text(e))
-                    session._depth = 0
-                    raise
-                lane.exit(None)
-                session._depth = 0
-                for cb in session.on_call_end:
-                    cb(session)
-                return out
             t0 = clock()
             b.begin_call(t0, session._family)
             session._depth = 1
@@ -296,6 +311,18 @@ class Session:
             for cb in session.on_call_end:
                 cb(session)
             return out
+
+        if self.native is None or self._lane is None:
+            return slow
+        # C opens and closes the call (``_speedups.CallTracker``): it sums a steady one and hands
+        # one due in detail (or that compiled, failed, fell back) to the builder whole. This shim
+        # stays Python so that Dynamo, tracing a compiled caller, sees only ``inner``.
+        tracker = self.native.CallTracker(inner, self._lane, slow)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if is_compiling():
+                return inner(*args, **kwargs)
+            return tracker(*args, **kwargs)
 
         return call
 

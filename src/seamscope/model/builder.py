@@ -422,7 +422,7 @@ class LedgerBuilder:
         self._settle()
         self._plans.clear()
         if self._lane is not None:
-            self._lane.plans.clear()
+            self._lane.plans = {}  # a new dict, never cleared in place: C caches the last plan it found in it
 
     def _settle(self) -> None:
         """Bring every plan's pending counts and sums into the totals."""

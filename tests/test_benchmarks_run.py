@@ -1,0 +1,35 @@
+"""The capture benchmarks still run (they are not timed here: no threshold in a unit test)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+
+
+def run(script: str, *args: str) -> str:
+    out = subprocess.run(
+        [sys.executable, os.path.join(BENCH, script), *args],
+        capture_output=True, text=True, timeout=600, check=True,
+    )
+    return out.stdout
+
+
+@pytest.mark.torch
+def test_capture_micro_prints_the_cost_per_call_and_per_crossing():
+    out = run("capture_micro.py", "--calls", "2000", "--rounds", "1", "--regions", "3")
+    assert "a call:" in out and "a region crossing:" in out and "capture path:" in out
+
+
+@pytest.mark.torch
+def test_capture_overhead_prints_both_ratios_and_the_profilers():
+    out = run("capture_overhead.py", "--calls", "200", "--rounds", "2", "--size", "8")
+    assert "seamscope observed" in out and "calls kept in full detail" in out
+    assert "torch.profiler" in out and "µs added per region crossing" in out
+    assert "regions per call (observed median 8)" in out  # every steady call crossed all 8
