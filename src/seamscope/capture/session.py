@@ -76,6 +76,8 @@ class Session:
         self.receipt_path: str | None = None
         self.last_receipt: Receipt | None = None
         self.on_call_end: list[Callable[[Session], None]] = []
+        """Called with the session after every call it closes. Append to this list, do not
+        replace it: the C lane holds this very list."""
         self._undo: list[Callable[[], None]] = []
         self._family: str | None = None
         self._depth = 0
