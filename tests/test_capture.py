@@ -277,3 +277,54 @@ def test_callbacks_and_family_labels_on_the_c_path_and_off_it():
     assert seen == [True] * 7
     assert s.ledger is not None
     assert [c.family for c in s.ledger.calls] == [None] * 5 + ["labelled", None]
+
+
+@pytest.mark.parametrize("with_c", [True, False])
+def test_calls_on_other_threads_while_one_is_open_are_counted_apart(with_c):
+    """One call is observed at a time: a call another thread makes meanwhile runs unobserved and
+    is counted, and its graphs are runs outside any call, never mixed into the open call."""
+    import threading
+    import time
+
+    from seamscope import _native
+    from seamscope.capture.session import Session
+
+    @torch.compiler.disable
+    def pause():
+        time.sleep(0.001)  # releases the GIL: the threads' calls overlap
+
+    def f(x):
+        x = x.sin()
+        pause()
+        return x.cos()
+
+    s = Session()
+    s.native = _native.NATIVE if with_c else None
+    threads_calls = 4 * 25
+    with quiet():
+        s.start()
+        try:
+            g = torch.compile(f, backend="eager")
+            g(torch.ones(8))
+
+            def work():
+                for _ in range(25):
+                    g(torch.ones(8))
+
+            threads = [threading.Thread(target=work) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            s.stop()
+    led = s.ledger
+    assert led is not None
+    self_check(led)
+    (warning,) = [w for w in led.run.warnings if "another thread" in w]
+    foreign = int(warning.split()[0])
+    assert 0 < foreign < threads_calls
+    assert led.totals.calls + foreign == 1 + threads_calls
+    # every observed call ran both graphs once; the other threads' runs are outside any call
+    assert sorted(r.runs for r in led.totals.regions) == [led.totals.calls] * 2
+    assert led.totals.outside_runs == 2 * foreign

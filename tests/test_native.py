@@ -531,6 +531,18 @@ def test_call_tracker_opens_calls_runs_callbacks_and_hands_the_rest_to_slow():
 
 
 @needs_c
+def test_the_python_path_claims_the_lane_in_one_step():
+    b, lane = tracker_lane()
+    assert lane.claim() and not lane.claim()  # taken: a second thread would find it busy
+    assert not lane.enter()  # nor can C open a call meanwhile
+    lane.release()
+    assert lane.enter() and not lane.claim()
+    lane.exit(None)
+    assert lane.claim()
+    lane.release()
+
+
+@needs_c
 def test_call_tracker_nested_calls_are_part_of_the_outer_one():
     assert speedups is not None
     b, lane = tracker_lane()

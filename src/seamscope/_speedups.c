@@ -409,11 +409,15 @@ typedef struct {
     char keep_detail;   /* with no budget left, C opens the call due in detail and hands it over whole */
     char ready;         /* CallTracker may open calls here (the session is active, no family label) */
     char ticks;         /* the open call's records are in ticks (start_tick .. ), not nanoseconds */
+    char claimed;       /* the builder's (Python) path holds the lane for a call on tstate */
     long long start_tick; /* the tick read right after start */
     long long adopt_tick, adopt_ns; /* the anchor at adoption: a region running then converts with it */
     PyObject *last_key;  /* the structure key of the last call summed here, and its PlanSums: */
     PyObject *last_plan; /* the next call with the same spans skips building and looking up a key */
     PyObject *last_plans; /* ... valid while plans is this dict (the builder replaces, never clears it) */
+    PyThreadState *tstate; /* the thread whose call is open (C's, or the builder's with spans set) */
+    Py_ssize_t foreign_calls; /* calls made on another thread while one was open: not observed */
+    PyObject *outside_run; /* outside_run(compile_id, ns): a graph run on another thread, or NULL */
     PyObject *owner;    /* the session: what on_call_end callbacks are called with */
     PyObject *callbacks; /* list: called after each call a CallTracker closed, or NULL */
     PyObject *error_text; /* error_text(exception) -> str: the error of a call that raised */
@@ -510,6 +514,7 @@ lane_traverse(Lane *self, visitproc visit, void *arg)
     Py_VISIT(self->last_key);
     Py_VISIT(self->last_plan);
     Py_VISIT(self->last_plans);
+    Py_VISIT(self->outside_run);
     for (Py_ssize_t i = 0; i < self->n_rec; i++) {
         Py_VISIT(self->rec[i].cid);
         Py_VISIT(self->rec[i].gi);
@@ -530,6 +535,7 @@ lane_clear(Lane *self)
     Py_CLEAR(self->last_key);
     Py_CLEAR(self->last_plan);
     Py_CLEAR(self->last_plans);
+    Py_CLEAR(self->outside_run);
     lane_drop_recs(self);
     self->open = self->recording = self->detail = self->ready = 0;
     return 0;
@@ -548,7 +554,8 @@ lane_dealloc(Lane *self)
 static int
 lane_open_call(Lane *self)
 {
-    if (self->open || (self->spans != NULL && self->spans != Py_None) || (self->budget <= 0 && !self->keep_detail)
+    if (self->open || self->claimed || (self->spans != NULL && self->spans != Py_None)
+        || (self->budget <= 0 && !self->keep_detail)
         || self->plans == NULL || !PyDict_CheckExact(self->plans) || self->slow_end == NULL) {
         return 0;
     }
@@ -559,6 +566,7 @@ lane_open_call(Lane *self)
         return -1;
     }
     self->start = t0;
+    self->tstate = PyThreadState_Get();
     self->ticks = (char)use_ticks;
     self->detail = self->budget <= 0;
     if (!self->detail) {
@@ -709,7 +717,32 @@ lane_get_open(Lane *self, void *closure)
     return PyBool_FromLong(self->open);
 }
 
+/* The Python path's open-call slot: taken in one C call, so that two threads cannot both find the
+ * lane free and open a call. */
+static PyObject *
+lane_claim(Lane *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->open || self->claimed || (self->spans != NULL && self->spans != Py_None)) {
+        Py_RETURN_FALSE;
+    }
+    self->claimed = 1;
+    self->tstate = PyThreadState_Get();
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+lane_release(Lane *self, PyObject *unused)
+{
+    (void)unused;
+    self->claimed = 0;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef lane_methods[] = {
+    {"claim", (PyCFunction)lane_claim, METH_NOARGS,
+     "claim() -> bool: hold the lane for a call the builder opens on this thread (False: busy)."},
+    {"release", (PyCFunction)lane_release, METH_NOARGS, "release(): the builder's call ended."},
     {"enter", (PyCFunction)lane_enter, METH_NOARGS,
      "enter() -> bool: open a call here, summed or due in detail (False: the builder must open this one)."},
     {"exit", (PyCFunction)lane_exit, METH_O,
@@ -720,8 +753,10 @@ static PyMethodDef lane_methods[] = {
 };
 
 static PyMemberDef lane_members[] = {
-    {"spans", T_OBJECT, offsetof(Lane, spans), 0,
-     "The span list of a call the builder opened and does not keep in detail, or None."},
+    {"foreign_calls", T_PYSSIZET, offsetof(Lane, foreign_calls), 0,
+     "Calls made on another thread while a call was open here: run, not observed."},
+    {"outside_run", T_OBJECT, offsetof(Lane, outside_run), 0,
+     "outside_run(compile_id, ns): a graph that ran on another thread than the open call's."},
     {"plans", T_OBJECT, offsetof(Lane, plans), 0, "Structure key -> PlanSums, filled by the builder."},
     {"slow_end", T_OBJECT, offsetof(Lane, slow_end), 0, "slow_end(spans, start, end, error)."},
     {"start", T_LONGLONG, offsetof(Lane, start), READONLY, "Start of the call C opened."},
@@ -742,8 +777,30 @@ static PyMemberDef lane_members[] = {
     {NULL},
 };
 
+static PyObject *
+lane_get_spans(Lane *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(self->spans != NULL ? self->spans : Py_None);
+}
+
+/* The builder opened a call and hands its span list over: the calling thread owns it. */
+static int
+lane_set_spans(Lane *self, PyObject *value, void *closure)
+{
+    (void)closure;
+    if (value != NULL && value != Py_None) {
+        self->tstate = PyThreadState_Get();
+    }
+    Py_XINCREF(value);
+    Py_XSETREF(self->spans, value);
+    return 0;
+}
+
 static PyGetSetDef lane_getset[] = {
     {"open", (getter)lane_get_open, NULL, "Whether a call C opened is open.", NULL},
+    {"spans", (getter)lane_get_spans, (setter)lane_set_spans,
+     "The span list of a call the builder opened and does not keep in detail, or None.", NULL},
     {NULL},
 };
 
@@ -851,11 +908,34 @@ seam_traffic(PyObject *out, PyObject *tensor_type, long long *n_out, long long *
     *nb_out = nb;
 }
 
+/* A graph run on another thread than the open call's: timed, reported as a run outside any call
+ * (never mixed into that call). */
+static PyObject *
+timer_foreign(RegionTimer *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    long long t0 = now_ns();
+    PyObject *out = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    long long t1 = now_ns();
+    PyObject *report = self->lane->outside_run;
+    if (out != NULL && report != NULL && report != Py_None) {
+        PyObject *r = PyObject_CallFunction(report, "OL", self->cid, t1 - t0);
+        if (r == NULL) {
+            PyErr_WriteUnraisable(report); /* seamscope's failure must not fail the user's call */
+        }
+        Py_XDECREF(r);
+    }
+    return out;
+}
+
 static PyObject *
 timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     RegionTimer *self = (RegionTimer *)op;
     Lane *lane = self->lane;
+    if ((lane->open || lane->claimed || (lane->spans != NULL && lane->spans != Py_None))
+        && PyThreadState_Get() != lane->tstate) {
+        return timer_foreign(self, args, nargsf, kwnames);
+    }
     PyObject *spans = NULL;
     if (!lane->recording) {
         spans = lane->spans;
@@ -1127,6 +1207,9 @@ tracker_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
         return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
     }
     if (lane->open) { /* nested in a call the lane opened: part of that call */
+        if (PyThreadState_Get() != lane->tstate) { /* ... or another thread's: not observed */
+            lane->foreign_calls += 1;
+        }
         return PyObject_Vectorcall(self->inner, args, nargsf, kwnames);
     }
     int opened = lane_open_call(lane);

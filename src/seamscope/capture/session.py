@@ -17,6 +17,7 @@ import contextlib
 import functools
 import os
 import platform
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -81,6 +82,12 @@ class Session:
         self._undo: list[Callable[[], None]] = []
         self._family: str | None = None
         self._depth = 0
+        self._call_thread = 0
+        """The thread of the call the Python path opened (``_depth`` 1)."""
+        self._foreign_calls = 0
+        self._slot = [True]
+        """The pure-Python path's open-call slot (``_claim``): a list, as its pop is atomic."""
+        """Calls made on another thread while one was open: run, not observed (see ``build``)."""
         self._graph_index: dict[str, int] = {}
         self._compile_start: dict[str, int] = {}
         self._compile_options: dict[str, str] = {}
@@ -158,6 +165,7 @@ class Session:
             self._lane.owner = self
             self._lane.callbacks = self.on_call_end
             self._lane.error_text = _error_text
+            self._lane.outside_run = self._foreign_run
             self.builder.attach_lane(self._lane, self.native.PlanSums)
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
         for install in (self._install_trace, self._install_graphs, self._install_compile):
@@ -199,7 +207,15 @@ class Session:
         env = msgspec.structs.replace(
             ledger.environment, backend=self._backend, compile_options=dict(self._compile_options)
         )
-        run = msgspec.structs.replace(ledger.run, warnings=list(self.warnings))
+        warnings = list(self.warnings)
+        foreign = self._foreign_calls + (self._lane.foreign_calls if self._lane is not None else 0)
+        if foreign:
+            warnings.append(
+                f"{foreign} call(s) made on another thread while a call was open were run but not "
+                "observed (one call is observed at a time per process); their graphs count as runs "
+                "outside any call"
+            )
+        run = msgspec.structs.replace(ledger.run, warnings=warnings)
         return msgspec.structs.replace(ledger, environment=env, run=run)
 
     def receipt(self, **sections: Any) -> Receipt:
@@ -285,31 +301,41 @@ class Session:
             if is_compiling():  # first: Dynamo tracing this must not read (and guard on) the session
                 return inner(*args, **kwargs)
             b = session.builder
-            if session._depth or not session.active or b is None:
+            if session._depth:  # nested in the open call, or made on another thread meanwhile
+                if session._call_thread != threading.get_ident():
+                    session._foreign_calls += 1
+                return inner(*args, **kwargs)
+            if not session.active or b is None:
                 return inner(*args, **kwargs)
             if session.interrupted:
                 raise KeyboardInterrupt
             lane = session._lane
-            t0 = clock()
-            b.begin_call(t0, session._family)
-            session._depth = 1
-            if lane is not None and not b.detailed:
-                lane.spans = b.open_spans  # C region timers append there (detailed: Python)
-            b.overhead(t0, clock())  # opening the call is seamscope's time, not an island
+            if not session._claim():  # another thread's call is open (checked and taken at once)
+                session._foreign_calls += 1
+                return inner(*args, **kwargs)
             try:
-                out = inner(*args, **kwargs)
-            except BaseException as e:
+                session._depth = 1
+                session._call_thread = threading.get_ident()
+                t0 = clock()
+                b.begin_call(t0, session._family)
+                if lane is not None and not b.detailed:
+                    lane.spans = b.open_spans  # C region timers append there (detailed: Python)
+                b.overhead(t0, clock())  # opening the call is seamscope's time, not an island
+                try:
+                    out = inner(*args, **kwargs)
+                except BaseException as e:
+                    t2 = clock()
+                    if lane is not None:
+                        lane.spans = None
+                    b.end_call(t2, error=_error_text(e))
+                    raise
                 t2 = clock()
-                session._depth = 0
                 if lane is not None:
                     lane.spans = None
-                b.end_call(t2, error=_error_text(e))
-                raise
-            t2 = clock()
-            session._depth = 0
-            if lane is not None:
-                lane.spans = None
-            b.end_call(t2)
+                b.end_call(t2)
+            finally:
+                session._depth = 0
+                session._release()
             for cb in session.on_call_end:
                 cb(session)
             return out
@@ -367,8 +393,8 @@ class Session:
             if check_backward:
                 find_backward(out)
             spans = b.open_spans  # region_run, inlined: this is the per-crossing hot path
-            if spans is None:
-                b.outside_region(cid, "forward", t1 - t0, None)
+            if spans is None or (session._depth and session._call_thread != threading.get_ident()):
+                b.outside_region(cid, "forward", t1 - t0, None)  # no call open, or another thread's
             elif b.detailed:
                 # Seam traffic (what this region hands back to eager code), sampled: measured
                 # in the calls kept in full detail, where it is reported.
@@ -397,6 +423,29 @@ class Session:
             timer.__qualname__ = getattr(compiled_fn, "__qualname__", timer.__name__)
             return timer  # type: ignore[no-any-return]
         return region
+
+    def _claim(self) -> bool:
+        """Take the one open-call slot for this thread, atomically under the GIL (a check then a
+        set in Python would let two threads open calls at once)."""
+        if self._lane is not None:
+            return bool(self._lane.claim())
+        try:
+            self._slot.pop()
+        except IndexError:
+            return False
+        return True
+
+    def _release(self) -> None:
+        if self._lane is not None:
+            self._lane.release()
+        elif not self._slot:
+            self._slot.append(True)
+
+    def _foreign_run(self, compile_id: str, duration_ns: int) -> None:
+        """C's report of a graph run on another thread than the open call's."""
+        b = self._live
+        if b is not None:
+            b.outside_region(compile_id, "forward", duration_ns, None)
 
     def _hook_backward(self, node: Any, cid: str) -> None:
         """Time the compiled backward of this region when autograd runs it (outside the call)."""
