@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor-cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test venv browser lint mutation bench clean
+.PHONY: demo test venv browser lint mutation bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(STAMP) browser
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+
+# Fresh Hypothesis draws (make test is derandomized): pin any failure found here as an @example.
+fuzz: $(STAMP)
+	SEAMSCOPE_FUZZ=1 $(BIN)/python -m pytest -m "not torch or not inductor" -p no:randomly -q $(shell grep -l "@given" tests/*.py)
 
 mutation: $(STAMP)
 	$(BIN)/python benchmarks/mutation.py

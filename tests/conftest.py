@@ -13,11 +13,24 @@ PYTHON = sys.executable
 MUTATION = os.environ.get("SEAMSCOPE_MUTATION") == "1"
 """Set by ``make mutation``: every mutant reruns the tests, so property tests run fewer,
 reproducible examples and do not shrink a failure (a mutant only needs to fail)."""
-if MUTATION:
-    from hypothesis import Phase, settings
+FUZZ = os.environ.get("SEAMSCOPE_FUZZ") == "1"
+"""Set by ``make fuzz``: fresh random draws on every run, to look for new counterexamples. A
+failure found that way is pinned as an ``@example`` on the test, so ``make test`` keeps it."""
 
-    settings.register_profile("mutation", derandomize=True, database=None, phases=[Phase.explicit, Phase.generate])
-    settings.load_profile("mutation")
+try:
+    from hypothesis import Phase, settings
+except ImportError:  # the torch-free core job may run without the dev extras
+    settings = None  # type: ignore[assignment]
+if settings is not None:
+    # ``make test`` draws the same examples on every run, whether or not ``CI`` is set (Hypothesis
+    # would load its own derandomized ``ci`` profile only when it is): a commit that changed nothing
+    # related cannot fail by chance. No example database, so no run depends on an earlier one.
+    settings.register_profile("seamscope", derandomize=True, database=None, max_examples=100, deadline=None)
+    settings.register_profile("fuzz", derandomize=False, max_examples=500, deadline=None)
+    settings.register_profile(
+        "mutation", derandomize=True, database=None, phases=[Phase.explicit, Phase.generate], deadline=None
+    )
+    settings.load_profile("mutation" if MUTATION else "fuzz" if FUZZ else "seamscope")
 
 
 def examples(n: int) -> int:
