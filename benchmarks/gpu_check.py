@@ -1,8 +1,8 @@
-"""The probe on a small transformer on CUDA, in one short run (issue 5's device check).
+"""The probe on a small transformer on CUDA, in one short run.
 
 What it shows that CPU cannot: synchronized timings (the probe synchronizes around every timed
 call on CUDA), allocator peaks per configuration, and the number of device-to-host syncs per call
-(``torch.cuda.set_sync_debug_mode("warn")`` warns once per implicit sync), which seed 000 names the
+(``torch.cuda.set_sync_debug_mode("warn")`` warns once per implicit sync), which is the
 dominant cost of a graph break: the bundled decoder's ``.item()`` branch is one per call.
 
     python benchmarks/gpu_check.py --out "$OUT"            # on the device machine

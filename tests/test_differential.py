@@ -1,4 +1,4 @@
-"""The differential test's classes and their boundaries (seed 000), without torch.compile.
+"""The differential test's classes and their boundaries, without torch.compile.
 
 GIVEN eager and "compiled" values built to sit at a known distance, WHEN compared, THEN the class
 is the one the distance implies; every class boundary has a property test.

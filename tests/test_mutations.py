@@ -1,4 +1,4 @@
-"""Seed 001's five mutations of the production accounting must die.
+"""Five mutations of the production accounting must die.
 
 Each test rewrites one line (or three) of the real source of ``model/builder.py``,
 ``analyze/summary.py`` or ``analyze/diff.py``, swaps the mutated functions and classes in wherever

@@ -1,4 +1,4 @@
-"""The report's rank × call view of a merged receipt (issue 11, item 3), and ``check``/``diff`` on it.
+"""The report's rank × call view of a merged receipt, and ``check``/``diff`` on it.
 
 GIVEN per-rank receipts built from fake ledgers and merged like ``seamscope merge``, WHEN the report
 is rendered, THEN each rank's row has one cell per call it made, the cells where a divergence starts

@@ -1,4 +1,4 @@
-"""The shape study in the HTML report (issue 6, item 4): seed 002's plot drawn as inline SVG.
+"""The shape study in the HTML report : the shape study's plot drawn as inline SVG.
 
 GIVEN a hand-built ``ShapeStudy`` section, WHEN the report is rendered, THEN each chart has one
 polyline per policy with one point per call (one per first-seen length for memory), latency dots

@@ -19,7 +19,7 @@ from seamscope.experiments.shapes import parse_policy, run_study
 pytestmark = pytest.mark.torch
 
 TINY = "tests/workloads/shapes_tiny.py"
-SEED_TRACE = [128, 129, 256, 257, 512, 513]  # seed 002's trace
+SEED_TRACE = [128, 129, 256, 257, 512, 513]  # lengths just past powers of two
 SLOW_NS = 1_000_000_000
 
 
@@ -131,7 +131,7 @@ def test_bad_dim_and_too_long_length_are_unusable_before_any_policy(tmp_path):
 
 
 def test_decoder_seed_trace_cli(tmp_path):
-    """The bundled example on seed 002's trace, twice; mark_dynamic's range excludes 513."""
+    """The bundled example on that length trace, twice; mark_dynamic's range excludes 513."""
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "seamscope", "shapes", "src/seamscope/examples/decoder.py:workload",

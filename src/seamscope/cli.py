@@ -1,7 +1,7 @@
 """The command line: a thin layer over the Python API.
 
 Each subcommand lives in ``seamscope/commands/<name>.py`` and exposes ``command`` (a click
-command); this module only finds them, and turns errors into one line and CONVENTIONS.md's exit
+command); this module only finds them, and turns errors into one line and the exit
 codes (0 ok, 1 the answer is no, 2 unusable input, 130 interrupted).
 """
 

@@ -1,4 +1,4 @@
-"""Errors a user can cause, each with the exit code of CONVENTIONS.md. The CLI prints one line."""
+"""Errors a user can cause, each with its exit code (docs/conventions.md, "Exit codes"). The CLI prints one line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Why a graph break happened: seed 000's classes, from ``gb_code``, ``gb_type`` and reason text.
+"""Why a graph break happened: the four classes of break causes, from ``gb_code``, ``gb_type`` and reason text.
 
 A table in code, not torch: the analysis must run on receipts without torch installed. The codes
 and names are copied from ``torch/_dynamo/graph_break_registry.json`` (torch 2.13, 517 codes);

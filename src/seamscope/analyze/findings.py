@@ -1,10 +1,10 @@
 """From a ledger to ranked, explained findings: what each break and recompile costs, why it
-happens, and what to do (issue 7).
+happens, and what to do.
 
 A pure function over a :class:`~seamscope.model.ledger.Ledger`; the ledger is never edited.
 Fragmentation (regions per call, island time) and churn (compiles, recompiles, variants, compile
 time) are ranked on separate axes: a frequent cheap break and a recompile storm are different
-problems with different fixes (seed 001).
+problems with different fixes.
 
 A break's measured cost is the eager island that follows each crossing of its site, summed over
 steady calls: the time the program spends outside compiled code because capture stopped there.

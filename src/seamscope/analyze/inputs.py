@@ -1,6 +1,6 @@
 """Input trace hashes: a digest of what a run was fed, so two receipts can prove the same inputs.
 
-CONVENTIONS.md: the probe hashes its workload's input families (shapes, dtypes and a digest of
+The probe hashes its workload's input families (shapes, dtypes and a digest of
 the values), ``run`` the script's bytes and its arguments, ``import`` the log's bytes. Torch-free:
 a tensor is anything with ``.shape`` and ``.dtype``; its values are read (``.detach().cpu()``)
 only when torch is already imported, so hashing never pulls torch in.

@@ -1280,7 +1280,7 @@ def _steps(xy: list[tuple[float, float]]) -> str:
 
 
 def build_shapes(receipt: Receipt) -> ShapesView:
-    """Seed 002's plot: compiled variants and memory over calls, per-call latency coloured
+    """The shape study's plot: compiled variants and memory over calls, per-call latency coloured
     cold/warm, one line per policy; plus the recommendation and the per-policy totals."""
     import math
 

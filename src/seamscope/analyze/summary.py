@@ -1,4 +1,4 @@
-"""The receipt's ``summary``: CONVENTIONS.md's counts and per-phase timing, from a ledger."""
+"""The receipt's ``summary``: the counts of docs/conventions.md and per-phase timing, from a ledger."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .stats import median_float, quantile
 
 def call_parts(call: Call) -> dict[str, int]:
     """One call's wall time split into its parts, and its region and crossing counts (the
-    per-call ledger of seed 001, as ``calls.csv`` lists it)."""
+    per-call ledger, as ``calls.csv`` lists it)."""
     parts = {"region_ns": 0, "island_ns": 0, "compile_ns": 0, "regions": 0, "breaks_crossed": 0}
     for e in call.events:
         if isinstance(e, RegionEvent):

@@ -2,7 +2,7 @@
 
 A directory gives one ledger per log (one per rank), written to ``OUT/rank-N/`` when there are
 several. Problems in the input are listed (file and line) and counted; the command still writes
-what was readable and exits 0, or 2 under ``--strict`` (CONVENTIONS.md).
+what was readable and exits 0, or 2 under ``--strict``.
 """
 
 from __future__ import annotations

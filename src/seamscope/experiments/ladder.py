@@ -1,4 +1,4 @@
-"""The backend ladder of seed 004: eager → aot_eager → inductor, the first layer that fails.
+"""The backend ladder: eager → aot_eager → inductor, the first layer that fails.
 
 Each layer compiles the workload with one backend and runs every distinct input, compared with
 eager: compiled? ran? matches? The answer is the first layer that fails or mismatches. With

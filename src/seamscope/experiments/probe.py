@@ -1,4 +1,4 @@
-"""The compile probe: seed 004's discipline as one run.
+"""The compile probe: eager first, then cold, warm and changed-input compiled calls, as one run.
 
 1. prove eager works (``eager``: the control; a model that fails here is the user's to fix);
 2. time the compiled callable's phases apart: ``cold`` (first call: capture + compile + run),

@@ -1,4 +1,4 @@
-"""The shape study (seed 002): every shape policy measured on the user's own length trace.
+"""The shape study: every shape policy measured on the user's own length trace.
 
 Each policy runs in a fresh process, so no Dynamo or inductor cache carries over between them.
 Start-up is paid once: a *zygote* process (``shapes_worker --serve``) imports torch and the

@@ -4,7 +4,7 @@
 A budget says what is allowed, where and in which phase, lets the code run to the end, and then
 lists every offending break site and recompile with its evidence.
 
-Definitions (the words of CONVENTIONS.md):
+Definitions (the words of docs/conventions.md):
 
 - ``breaks=N``: at most N distinct break *sites* (a site crossed a thousand times counts once) that
   are not allow-listed. A site counts when a call in scope crossed it, or when a compilation made

@@ -12,7 +12,7 @@ MD5). Why this parser is fast and small:
 - a payload is joined and decoded only for the two artifacts whose text is needed (break reasons
   and recompile reasons); every other payload line costs one byte comparison.
 
-Tolerance (CONVENTIONS.md): a bad line, a cut payload, an unknown event kind or a log from an
+Tolerance: a bad line, a cut payload, an unknown event kind or a log from an
 untested PyTorch version becomes an :class:`Issue` with the file and line, counted per kind; what is
 readable is kept. Nothing from a file is ever executed (JSON only: no eval, no pickle), and torch is
 never imported.

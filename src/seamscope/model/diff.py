@@ -1,6 +1,6 @@
 """The receipt's ``comparison`` section: a before/after diff, kept with the candidate receipt.
 
-Seed 001 keeps the before and after receipts together. ``seamscope diff BEFORE AFTER --out DIR``
+A before/after comparison keeps both receipts together. ``seamscope diff BEFORE AFTER --out DIR``
 writes the candidate (AFTER) receipt with this section attached, so that the comparison itself is
 hashed and ``seamscope verify`` can recompute it: the candidate side from the receipt's own raw
 calls, the baseline side from ``--against BEFORE``. Every side carries its sample count, total and

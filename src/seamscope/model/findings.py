@@ -1,6 +1,6 @@
 """The receipt's ``findings`` section: what each break and recompile costs, why, and what to do.
 
-Two axes are kept apart on purpose (seed 001): *fragmentation* (how many regions a call is cut
+Two axes are kept apart on purpose: *fragmentation* (how many regions a call is cut
 into and the eager time between them) and *churn* (how often frames compile again, and what that
 costs). A program can be bad on one and fine on the other, and the fixes differ.
 
@@ -21,7 +21,7 @@ BreakClass = Literal[
     "explicit_boundary",
     "other",
 ]
-"""Seed 000's four classes of break causes, plus explicit boundaries and the rest."""
+"""The four classes of break causes (data-dependent control flow, host-side effects, unsupported operations, mutation of Python state), plus explicit boundaries and the rest."""
 
 ChurnPattern = Literal["shape", "value", "flag", "stride", "dtype_device", "recompile_limit", "other"]
 """What changed between calls to make a frame compile again, named from its failed guards."""

@@ -1,4 +1,4 @@
-"""The two hashes of CONVENTIONS.md.
+"""The two hashes of every receipt (docs/conventions.md, "Hashes and determinism").
 
 ``structure_sha256`` covers what must not change between two runs of the same program: counts,
 sites, compile ids, guard texts, outcomes, the order of regions in each call; never a timing.

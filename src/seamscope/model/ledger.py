@@ -19,7 +19,7 @@ import msgspec
 SCHEMA_VERSION = 1
 
 Phase = Literal["cold", "steady", "fallback"]
-"""A ``run`` call's phase (CONVENTIONS.md): something compiled in it, cache hits only, or the call
+"""A ``run`` call's phase (docs/conventions.md, "Phases"): something compiled in it, cache hits only, or the call
 ran after a recompile-limit fallback."""
 
 Outcome = Literal["hit", "compile", "recompile", "fallback", "error"]
@@ -66,7 +66,7 @@ class RunInfo(Struct, frozen=True):
     command: list[str] = []
     """The script and its arguments (``run``), the log path (``import``), the workload (probe)."""
     input_trace_sha256: str | None = None
-    """Digest of what was fed in (CONVENTIONS: the script and args, the log's bytes, the inputs)."""
+    """Digest of what was fed in (the script and args, the log's bytes, the inputs)."""
     rank: int | None = None
     world_size: int | None = None
     has_runtime: bool = True

@@ -1,7 +1,7 @@
 """Run-specific text made comparable: addresses, absolute paths, object ids and process ids.
 
 Applied where text enters the ledger (capture and import), so that two runs of the same program
-produce the same sites, guard texts and hashes (CONVENTIONS.md, "Hashes and determinism").
+produce the same sites, guard texts and hashes (docs/conventions.md, "Hashes and determinism").
 """
 
 from __future__ import annotations

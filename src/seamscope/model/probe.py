@@ -12,7 +12,7 @@ from typing import Literal
 from .ledger import Struct
 
 LeafClass = Literal["within_tolerance", "above_tolerance", "boundary_bug"]
-"""Seed 000's classes: arithmetic drift; a suspect difference (a large reduction in a new order
+"""The differential test's classes: arithmetic drift; a suspect difference (a large reduction in a new order
 can reach the 4th-5th digit); a structural mistake (>= 100x the tolerance, wrong shape, dtype,
 aliasing, NaN placement or side effect)."""
 
@@ -148,7 +148,7 @@ class MemoryPoint(Struct, frozen=True):
 
 
 class EvidenceRow(Struct, frozen=True):
-    """Seed 004's compiler evidence table, one row per configuration."""
+    """The compiler evidence table (first call, steady time, recompiles, peak memory), one row per configuration."""
 
     configuration: str
     first_call_ns: int | None

@@ -47,7 +47,7 @@ class PhaseStats(Struct, frozen=True):
 
 
 class SiteSummary(Struct, frozen=True):
-    """A break site as CONVENTIONS.md lists it, with how often it was crossed."""
+    """A break site (docs/conventions.md, "Counts"), with how often it was crossed."""
 
     site_id: str
     file: str
@@ -82,7 +82,7 @@ class FallbackSummary(Struct, frozen=True):
 
 
 class Summary(Struct, frozen=True):
-    """The counts of CONVENTIONS.md, each equal to one PyTorch source of truth."""
+    """The counts of docs/conventions.md, each equal to one PyTorch source of truth."""
 
     call_count: int
     compile_count: int
@@ -102,7 +102,7 @@ class Summary(Struct, frozen=True):
 
 
 class Decision(Struct, frozen=True):
-    """The decision record of seed 001: what was chosen, when to roll back, what is not shown."""
+    """The decision record: what was chosen, when to roll back, what is not shown."""
 
     note: str | None = None
     intervention: str | None = None

@@ -1,6 +1,6 @@
 """The shape study's receipt section: one measured run per shape policy over the same length trace.
 
-Seed 002: variable sequence lengths cause recompilation storms, and the fix (static, automatic,
+Variable sequence lengths cause recompilation storms, and the fix (static, automatic,
 dynamic, marked, padded buckets) is chosen by name. This section keeps, per policy, what PyTorch
 did (compilations with their reasons, fallbacks, its own counters read in the policy's process),
 every call's latency with its phase, memory after each first-seen length, padding work and the
@@ -102,7 +102,7 @@ class PolicyResult(Struct, frozen=True):
     calls: list[ShapeCall] = []
     compilations: list[ShapeCompile] = []
     compile_count: int = 0
-    """From the live capture's ledger (CONVENTIONS ``compile_count``)."""
+    """From the live capture's ledger (``compile_count`` as docs/conventions.md defines it)."""
     recompile_count: int = 0
     fallback_count: int = 0
     """Recompile-limit hits and failed compilations: frames that ran eager instead."""

@@ -1,4 +1,4 @@
-"""The probe in the terminal: seed 004's evidence table, the phase pairs, the differential test
+"""The probe in the terminal: the compiler evidence table, the phase pairs, the differential test
 and the ladder. Formatting only: every figure comes from the receipt's ``probe`` section."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class ReceiptJsonRenderer:
 
 
 class CallsCsvRenderer:
-    """The per-call ledger of seed 001: call identity, graph identity, breaks, cache outcome, phase."""
+    """The per-call ledger: call identity, graph identity, breaks, cache outcome, phase."""
 
     extension = ".csv"
 

@@ -1,4 +1,4 @@
-"""The plot seed 002 asks for: compiled variants and memory over time, and per-call latency
+"""The shape study's plot: compiled variants and memory over time, and per-call latency
 coloured cold/warm, one line per policy. Renders a ``ShapeStudy`` section; computes nothing."""
 
 from __future__ import annotations
