@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from seamscope.capture import adapter  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("dynamo_reset")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("dynamo_reset")]
 
 
 def test_version_is_in_the_tested_range():

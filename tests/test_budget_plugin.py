@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.torch
 
 CONFTEST = """
 import pytest, torch

@@ -20,7 +20,7 @@ from seamscope.model.selfcheck import self_check  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workloads"))
 import breaks  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("dynamo_reset")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("dynamo_reset")]
 
 
 def counters():

@@ -14,7 +14,7 @@ from seamscope.capture import adapter  # noqa: E402
 from seamscope.capture.session import session  # noqa: E402
 from seamscope.model.selfcheck import self_check  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("dynamo_reset")
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("dynamo_reset")]
 
 
 def tiny_bert():

@@ -11,11 +11,12 @@ import math
 import sys
 
 import pytest
-import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from seamscope.experiments.differential import (
+torch = pytest.importorskip("torch")
+
+from seamscope.experiments.differential import (  # noqa: E402
     BUG_FACTOR,
     aliasing,
     classify_ratio,
@@ -30,6 +31,8 @@ from seamscope.experiments.differential import (
     tolerance_for,
     ulp_distance,
 )
+
+pytestmark = pytest.mark.torch
 
 FAST = settings(max_examples=60, deadline=None)
 RTOL, ATOL = 1e-4, 1e-5

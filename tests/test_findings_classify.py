@@ -12,6 +12,8 @@ from seamscope.analyze.classify import CODE_TABLE, classify, gb_code_from_text, 
 
 torch = pytest.importorskip("torch")
 
+pytestmark = pytest.mark.torch
+
 
 def _registry() -> dict[str, str]:
     path = os.path.join(os.path.dirname(torch._dynamo.__file__), "graph_break_registry.json")

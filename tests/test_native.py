@@ -9,7 +9,9 @@ same clock as ``time.perf_counter_ns``.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import sysconfig
 import time
 import types
 
@@ -28,13 +30,27 @@ speedups = _native.NATIVE
 needs_c = pytest.mark.skipif(speedups is None, reason=f"no C hot path: {_native.WHY_NOT}")
 
 
+def _cannot_build_c() -> str | None:
+    """Why this machine cannot build the extension (no compiler, no Python headers), or None."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        return f"no C compiler ({cc}) on this machine"
+    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        return "no Python headers (Python.h) on this machine"
+    return None
+
+
 def test_the_c_path_is_built_unless_turned_off():
     """`make test` installs with setup.py, which builds it: a build that silently failed would
-    leave capture 2-3x costlier while every figure still looked right."""
+    leave capture 2-3x costlier while every figure still looked right. Where the machine cannot
+    build C at all, capture runs in pure Python (and says so); that is not this test's failure."""
     if os.environ.get("SEAMSCOPE_PURE_PYTHON", "") not in ("", "0"):
         assert speedups is None and _native.WHY_NOT == "SEAMSCOPE_PURE_PYTHON is set"
-    else:
-        assert speedups is not None, f"capture's C hot path is not used: {_native.WHY_NOT}"
+        return
+    why = _cannot_build_c() if speedups is None else None
+    if why is not None:
+        pytest.skip(f"the C hot path cannot be built here: {why}")
+    assert speedups is not None, f"capture's C hot path is not used: {_native.WHY_NOT}"
 
 
 @needs_c

@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
-from seamscope.cli import main
+torch = pytest.importorskip("torch")
+
+from seamscope.cli import main  # noqa: E402
+
+pytestmark = pytest.mark.torch
 
 HEADER = """
 import os
@@ -282,7 +285,6 @@ def test_receipt_loads_back(tmp_path: Path, capsys: Any) -> None:
     assert code == 0
     r = load_receipt(str(tmp_path / "o" / "receipt.json"))
     assert r.probe is not None and r.probe.spec.warm_calls == 1
-    assert torch is not None
 
 
 ITEM = """

@@ -20,6 +20,7 @@ def _gpu_check() -> Any:
     return mod
 
 
+@pytest.mark.torch
 def test_count_syncs_counts_sync_warnings_only_while_in_warn_mode() -> None:
     gc = _gpu_check()
     mode = {"v": "default"}
@@ -48,6 +49,7 @@ def _reset() -> Any:
     torch._dynamo.reset()
 
 
+@pytest.mark.torch
 def test_cpu_path_writes_figures_from_the_receipt(tmp_path: Path, _reset: Any) -> None:
     gc = _gpu_check()
     assert gc.main(["--device", "cpu", "--backend", "eager", "--warm", "1", "--only", "tiny", "--out", str(tmp_path)]) == 0

@@ -21,7 +21,7 @@ from seamscope.ingest.receipt import load_receipt
 
 pytest.importorskip("torch")
 
-pytestmark = [pytest.mark.distributed, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.timeout(600)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join("tests", "workloads", "ranks_job.py")

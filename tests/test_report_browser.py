@@ -13,7 +13,7 @@ from seamscope.analyze.receipt import make_receipt
 from seamscope.model.ledger import RegionEvent
 from seamscope.render.html import write_html_report
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.torch]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

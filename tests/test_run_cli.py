@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+pytestmark = pytest.mark.torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "workloads", "breaks.py")
 SEAMSCOPE = [sys.executable, "-m", "seamscope"]

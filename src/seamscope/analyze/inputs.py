@@ -1,9 +1,11 @@
-"""Input trace hashes: a digest of what a run was fed, so two receipts can prove the same inputs.
+"""Input trace hashes: a digest of what a run was fed, so two receipts can prove the same inputs
+(``diff`` and ``check`` refuse to compare receipts whose input traces differ).
 
-The probe hashes its workload's input families (shapes, dtypes and a digest of
-the values), ``run`` the script's bytes and its arguments, ``import`` the log's bytes. Torch-free:
-a tensor is anything with ``.shape`` and ``.dtype``; its values are read (``.detach().cpu()``)
-only when torch is already imported, so hashing never pulls torch in.
+``run`` hashes the script's bytes and its arguments (:func:`script_sha256`); ``import`` the log's
+bytes as it reads them; a Python-API user hashes the inputs of each call with :class:`InputTrace`
+and hands the digest to ``seamscope.session(input_trace_sha256=...)``. Torch-free: a tensor is
+anything with ``.shape`` and ``.dtype``; its values are read (``.detach().cpu()``) only when torch
+is already imported, so hashing never pulls torch in.
 """
 
 from __future__ import annotations
@@ -54,13 +56,6 @@ def _walk(obj: Any, h: Any, values: bool) -> None:
         h.update(f"<{type(obj).__qualname__}>;".encode())
 
 
-def family_key(args: Any) -> str:
-    """The input family: structure, shapes and dtypes, no values (``T(2, 8):torch.float32``)."""
-    h = hashlib.sha256()
-    _walk(args, h, values=False)
-    return h.hexdigest()[:16]
-
-
 def inputs_sha256(args: Any) -> str:
     """Structure, shapes, dtypes and a digest of the values of one call's inputs."""
     h = hashlib.sha256()
@@ -83,40 +78,14 @@ class InputTrace:
         return self._h.hexdigest()
 
 
-def families_sha256(families: Iterable[tuple[str, Any]]) -> str:
-    """The probe's trace: each named input family and its inputs, in the order given."""
-    t = InputTrace()
-    for name, args in families:
-        t.add(args, family=name)
-    return t.hexdigest()
-
-
-def script_sha256(script: str | os.PathLike[str], args: Iterable[str] = ()) -> str:
-    """``run``'s trace: the script's bytes and its arguments."""
-    with open(script, "rb") as f:
-        data = f.read()
+def script_sha256(script: str | os.PathLike[str], args: Iterable[str] = (), module: bool = False) -> str:
+    """``run``'s trace: the script's bytes (the module's name, for ``run -m``) and its arguments."""
     h = hashlib.sha256(b"seamscope.script.v1\n")
-    h.update(hashlib.sha256(data).digest())
+    if not module and os.path.isfile(script):
+        with open(script, "rb") as f:
+            h.update(hashlib.sha256(f.read()).digest())
+    else:
+        h.update(b"module:" + os.fspath(script).encode())
     for a in args:
         h.update(b"\0" + str(a).encode())
-    return h.hexdigest()
-
-
-def log_sha256(path_or_bytes: str | os.PathLike[str] | bytes) -> str:
-    """``import``'s trace: the log's bytes (a file, or a folder of ``TORCH_TRACE`` files)."""
-    h = hashlib.sha256(b"seamscope.log.v1\n")
-    if isinstance(path_or_bytes, bytes):
-        h.update(path_or_bytes)
-        return h.hexdigest()
-    p = os.fspath(path_or_bytes)
-    files = (
-        sorted(os.path.join(d, f) for d, _, fs in os.walk(p) for f in fs)
-        if os.path.isdir(p)
-        else [p]
-    )
-    for fp in files:
-        h.update(os.path.relpath(fp, p).encode() + b"\0" if fp != p else b"")
-        with open(fp, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):  # noqa: B023
-                h.update(chunk)
     return h.hexdigest()

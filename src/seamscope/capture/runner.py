@@ -6,7 +6,6 @@ is written before seamscope returns.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import runpy
 import sys
@@ -15,6 +14,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from ..analyze.inputs import script_sha256
 from ..errors import UnusableInput
 from ..model.receipt import Decision
 
@@ -26,19 +26,6 @@ class RunResult:
     """0 ok; 1 the user's script raised or exited non-zero; 130 interrupted."""
     session: Any
     message: str | None = None
-
-
-def input_digest(target: str, args: list[str], module: bool) -> str:
-    """What was fed in, for ``run``: the script's bytes (or the module name) and its arguments."""
-    h = hashlib.sha256()
-    if not module and os.path.isfile(target):
-        with open(target, "rb") as f:
-            h.update(f.read())
-    else:
-        h.update(target.encode())
-    for a in args:
-        h.update(b"\0" + a.encode())
-    return h.hexdigest()
 
 
 class _Progress:
@@ -137,7 +124,7 @@ def run_target(
     session = Session(
         None,
         command=[("-m " if module else "") + target, *args],
-        input_trace_sha256=input_digest(target, args, module),
+        input_trace_sha256=script_sha256(target, args, module=module),
         decision=decision,
         **kwargs,
     )
