@@ -17,16 +17,10 @@ from typing import Any
 
 import msgspec
 
+from ..analyze.shapes import CallRecord, PolicyRecords, policy_result
 from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
 from ..model.canonical import round_float
-from ..model.shapes import (
-    LengthStat,
-    MemoryStep,
-    Mismatch,
-    PolicyResult,
-    ShapeCall,
-    ShapeCompile,
-)
+from ..model.shapes import MemoryStep, Mismatch, PolicyResult
 from .shapes import Policy, Preflight, WorkerSpec, parse_policy
 
 
@@ -227,13 +221,12 @@ def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, An
 
 
 def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None = None) -> tuple[PolicyResult, bytes | None]:
+    """The torch loop: runs the trace under a session and keeps raw records; every figure of the
+    result comes from :func:`seamscope.analyze.shapes.policy_result`."""
     import torch
 
-    from ..analyze.stats import quantile
-    from ..analyze.summary import summarize
     from ..capture import adapter
     from ..capture.session import Session
-    from ..model.ledger import CompileEvent
     from .ladder import compile_kwargs, resolve_backend
     from .probe import rss_bytes
     from .workload import as_call
@@ -270,7 +263,7 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
         k = sum(1 for m in trace if m > pol.sizes[-1])
         warnings.append(f"{k} calls longer than the largest bucket ({pol.sizes[-1]}) ran unpadded")
     cuda = str(wl.device).startswith("cuda") and torch.cuda.is_available()
-    recs: list[tuple[int, int, int, int, int, int]] = []  # length, padded, latency, numel padded, numel real, variants
+    recs: list[CallRecord] = []
     firsts: dict[int, list[tuple[str, Any]]] = {}
     memory: list[MemoryStep] = []
     sess = Session(first_calls=max(n + 1, 256), call_cap=max(n + 1, 1024), write_html=False)
@@ -309,7 +302,9 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
                 if delay:
                     time.sleep(delay)
                 t1 = time.perf_counter_ns()
-                recs.append((length, target, t1 - t0, int(v.numel()), real, adapter.frames_ok()))
+                recs.append(CallRecord(length=length, padded_length=target, latency_ns=t1 - t0,
+                                       numel_padded=int(v.numel()), numel_real=real,
+                                       compiled_variants=adapter.frames_ok()))
                 if length not in firsts:
                     firsts[length] = _leaves(out)
                     memory.append(MemoryStep(
@@ -321,61 +316,18 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
         status, error = "failed", _first_line(ex)
     finally:
         sess.stop()
-    frames_ok = adapter.frames_ok()
     ctr = adapter.dynamo_counters()
-    frames_total = int(ctr.get("frames", {}).get("total", 0))
-    unique_graphs = int(ctr.get("stats", {}).get("unique_graphs", 0))
     ledger = sess.ledger
     assert ledger is not None
-    summary = summarize(ledger)
-    by_index = {c.index: c for c in ledger.calls}
-    calls: list[ShapeCall] = []
-    for i, (length, target, lat, _, _, variants) in enumerate(recs):
-        c = by_index.get(i)
-        comp = sum(ev.duration_ns for ev in c.events if isinstance(ev, CompileEvent)) if c else 0
-        calls.append(ShapeCall(index=i, length=length, padded_length=target, phase=c.phase if c else "steady",
-                               outcome=c.outcome if c else "hit", latency_ns=lat, compile_ns=int(comp),
-                               compiled_variants=variants))
-    compilations = [
-        ShapeCompile(compile_id=cp.compile_id, frame_name=cp.frame_name, status=cp.status, call_index=cp.call_index,
-                     length=trace[cp.call_index] if cp.call_index is not None and cp.call_index < n else None,
-                     duration_ns=cp.duration_ns, failed_guards=list(cp.failed_guards), fail_reason=cp.fail_reason)
-        for cp in ledger.compilations
-    ]
-    stats: list[LengthStat] = []
-    steady_med: dict[int, int] = {}
-    for length in sorted({c.length for c in calls}):
-        mine = [c for c in calls if c.length == length]
-        warm = [c.latency_ns for c in mine if c.phase != "cold"]
-        med = quantile(warm, 0.5) if warm else None
-        if med is not None:
-            steady_med[length] = int(med)
-        stats.append(LengthStat(length=length, padded_length=mine[0].padded_length, calls=len(mine),
-                                steady_calls=len(warm), steady_median_ns=int(med) if med is not None else None,
-                                first_ns=mine[0].latency_ns))
-    total = sum(c.latency_ns for c in calls)
-    steady_per_call = one_time = None
-    if steady_med and calls and status == "ok":
-        keys = sorted(steady_med)
-        est = [steady_med.get(c.length) or steady_med[min(keys, key=lambda k: (abs(k - c.length), k))] for c in calls]
-        steady_per_call = int(round(sum(est) / len(est)))
-        one_time = max(0, total - sum(est))
-    padded = sum(r[3] for r in recs)
-    real = sum(r[4] for r in recs)
     correctness, worst = _compare(refs or {}, firsts, wl.tolerance)
-    res = PolicyResult(
-        policy=pol.name, kind=pol.kind, compile_options={k: repr(v) for k, v in opts.items()},  # type: ignore[arg-type]
-        status=status, error=error, calls=calls, compilations=compilations,  # type: ignore[arg-type]
-        compile_count=summary.compile_count, recompile_count=summary.recompile_count,
-        fallback_count=summary.fallback_count, graph_count=summary.graph_count,
-        torch_frames_ok=frames_ok, torch_frames_total=frames_total, torch_unique_graphs=unique_graphs,
-        compile_ns=sum(cp.duration_ns or 0 for cp in ledger.compilations), total_ns=total,
-        cold_ns=sum(c.latency_ns for c in calls if c.phase == "cold"),
-        steady_per_call_ns=steady_per_call, one_time_ns=one_time,
-        padding_fraction=round_float((padded - real) / padded) if padded else 0.0,
-        lengths=stats, memory=memory, correctness=correctness, worst=worst,  # type: ignore[arg-type]
-        run_ns=time.perf_counter_ns() - t_start, warnings=warnings + list(ledger.run.warnings),
-    )
+    res = policy_result(PolicyRecords(
+        policy=pol.name, kind=pol.kind, compile_options=opts, status=status, error=error, trace=trace,
+        calls=recs, ledger=ledger, frames_ok=adapter.frames_ok(),
+        frames_total=int(ctr.get("frames", {}).get("total", 0)),
+        unique_graphs=int(ctr.get("stats", {}).get("unique_graphs", 0)),
+        memory=memory, correctness=correctness, worst=worst, warnings=warnings,
+        run_ns=time.perf_counter_ns() - t_start,
+    ))
     receipt = sess.receipt()
     return res, msgspec.json.encode(receipt)
 
