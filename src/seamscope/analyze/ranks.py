@@ -130,10 +130,8 @@ def gather(directory: str) -> Gathered:
 
 
 def _torch_trace_logs(directory: str) -> list[str]:
-    try:
-        from ..ingest.torch_trace import find_logs
-    except ImportError:
-        return []
+    from ..ingest.torch_trace import find_logs
+
     return find_logs(directory)
 
 

@@ -911,12 +911,9 @@ def build_comparison(before: Receipt, after: Receipt) -> Comparison:
 
 
 def _diff_verdict(before: Receipt, after: Receipt) -> tuple[list[str], str]:
-    """The verdict lines of ``seamscope diff`` (``analyze.diff.compare``), or its refusal; ([], "")
-    when that module is not installed."""
-    try:
-        from .diff import compare
-    except ImportError:
-        return [], ""
+    """The verdict lines of ``seamscope diff`` (``analyze.diff.compare``), or its refusal."""
+    from .diff import compare
+
     try:
         result = compare(before, after)
     except Exception as e:  # a refusal (unequal samples, other inputs) is the answer to show

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import runpy
 import sys
-import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,32 +26,6 @@ class RunResult:
     """0 ok; 1 the user's script raised or exited non-zero; 130 interrupted."""
     session: Any
     message: str | None = None
-
-
-class _Progress:
-    """One line on stderr, updated at most every 0.25 s, only on a terminal."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self.last = 0.0
-        self.shown = False
-
-    def __call__(self, session: Any) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self.last < 0.25:
-            return
-        self.last = now
-        b = session.builder
-        sys.stderr.write(f"\rseamscope: {b.call_count} calls · {b.compile_count} compiles ")
-        sys.stderr.flush()
-        self.shown = True
-
-    def clear(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * 60 + "\r")
-            sys.stderr.flush()
 
 
 def _is_launcher(filename: str) -> bool:
@@ -107,7 +81,7 @@ def run_target(
     module: bool = False,
     out: str = "seamscope-out",
     decision: Decision | None = None,
-    progress: bool = True,
+    on_call_end: Callable[[Any], None] | None = None,
     first_calls: int | None = None,
     call_cap: int | None = None,
 ) -> RunResult:
@@ -128,9 +102,8 @@ def run_target(
         decision=decision,
         **kwargs,
     )
-    prog = _Progress(progress)
-    if prog.enabled:  # nothing added to the observed call path when there is no terminal
-        session.on_call_end.append(prog)
+    if on_call_end is not None:  # the CLI's progress line; nothing on the call path otherwise
+        session.on_call_end.append(on_call_end)
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     exit_code, message = 0, None
     previous_handler = _watch_sigint(session)
@@ -162,7 +135,6 @@ def run_target(
         sys.argv = old_argv
         if old_path0 is not None and sys.path:
             sys.path[0] = old_path0
-        prog.clear()
         # A second Ctrl-C must not lose what was measured: finish writing first.
         _ignore_sigint()
         try:

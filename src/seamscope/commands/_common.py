@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 from typing import Any
 
 import click
@@ -29,8 +31,33 @@ def finish_run(result: Any, quiet: bool = False) -> int:
 
 
 def write_report_if_available(receipt: Any, out_dir: str) -> str | None:
-    try:
-        from ..render.html import write_html_report
-    except ImportError:
-        return None
+    from ..render.html import write_html_report
+
     return str(write_html_report(receipt, out_dir))
+
+
+class ProgressLine:
+    """One line on stderr while a capturing command runs, updated at most every 0.25 s, only on a
+    terminal. It is called at the end of each observed call, so when it is off nothing is added to
+    the call path (``enabled`` is False and the command does not register it)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, session: Any) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.25:
+            return
+        self.last = now
+        b = session.builder
+        sys.stderr.write(f"\rseamscope: {b.call_count} calls · {b.compile_count} compiles ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
+            self.shown = False

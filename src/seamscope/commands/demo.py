@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import finish_run
+from ._common import ProgressLine, finish_run
 
 
 @click.command()
@@ -15,7 +15,8 @@ def command(out: str, backend: str, quiet: bool) -> int:
     """Observe the bundled example workload and write seamscope-out/."""
     from ..capture.runner import run_target
 
-    result = run_target(
-        "seamscope.examples.decoder", ["--backend", backend], module=True, out=out, progress=not quiet
-    )
+    progress = ProgressLine(not quiet)
+    result = run_target("seamscope.examples.decoder", ["--backend", backend], module=True, out=out,
+                        on_call_end=progress if progress.enabled else None)
+    progress.clear()
     return finish_run(result, quiet=quiet)

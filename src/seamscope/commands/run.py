@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..capture.runner import run_target
-from ._common import finish_run
+from ._common import ProgressLine, finish_run
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -41,7 +41,10 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
         return run_ranks(nproc, target, args_l, module=module, out=out, quiet=quiet,
                          decision_args={"--note": note, "--intervention": intervention,
                                         "--rollback-trigger": rollback_trigger})
-    result = run_target(target, args_l, module=module, out=out, decision=decision, progress=not quiet)
+    progress = ProgressLine(not quiet)
+    result = run_target(target, args_l, module=module, out=out, decision=decision,
+                        on_call_end=progress if progress.enabled else None)
+    progress.clear()
     if trace_out is not None and result.session is not None and result.session.ledger is not None:
         from ..render.seamscope_trace import write_trace
 

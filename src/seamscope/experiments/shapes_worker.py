@@ -385,7 +385,11 @@ def _compare(refs: dict[int, list[tuple[str, Any]]], firsts: dict[int, list[tupl
 
 
 def job(spec: WorkerSpec) -> int:
-    """Run one job in this process and write its result file; the exit code says how it went."""
+    """Run one job in this process and write its result file; the exit code says how it went.
+
+    A library function that writes, on purpose: this runs in a child process (a fork of the
+    zygote, or a fresh interpreter), and a file is its only channel back to the study. The write is
+    atomic, so a child killed mid-way (timeout, crash in the user's code) leaves no half result."""
     import torch
 
     from ..render.files import write_atomic
