@@ -35,6 +35,7 @@ from ..model.ranks import (
 )
 from ..model.receipt import Receipt
 from .stats import median, quantile
+from .units import fmt_ns
 
 #: Steady calls each rank needs before its steady time is compared: fewer give no usable spread.
 MIN_STEADY_CALLS = 5
@@ -494,8 +495,8 @@ def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
         pct = (m - m_ref) / m_ref if m_ref else 0.0
         out.append(Divergence(
             kind="steady_time", ranks=[e.rank], reference_ranks=[ref.rank], first_call=first,
-            detail=f"rank {e.rank} steady median {_ms(m)} vs {_ms(m_ref)} on rank {ref.rank} "
-            f"({pct:+.0%}; noise band ±{_ms(band)})"))
+            detail=f"rank {e.rank} steady median {fmt_ns(m)} vs {fmt_ns(m_ref)} on rank {ref.rank} "
+            f"({pct:+.0%}; noise band ±{fmt_ns(band)})"))
     return out
 
 
@@ -519,10 +520,6 @@ def _recompile_list(e: RankEntry) -> str:
 
 def _site(s: RankSite) -> str:
     return f"{s.file}:{s.line} in {s.function} ({s.origin})"
-
-
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.3f} ms"
 
 
 # --- the merged receipt ---------------------------------------------------------------------------

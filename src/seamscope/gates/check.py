@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..analyze.units import fmt_ns
 from ..errors import UnusableInput
 from ..model.receipt import Receipt, SiteSummary
 from .budget import reason_text
@@ -64,10 +65,6 @@ def site_line(s: SiteSummary) -> str:
 
 def _pct(x: float) -> str:
     return f"{'+' if x >= 0 else '-'}{abs(x):.1f}%"
-
-
-def _ms(ns: int | None) -> str:
-    return "n/a" if ns is None else f"{ns / 1e6:.3f} ms"
 
 
 def check(receipt: Receipt, limits: Limits, baseline: Receipt | None = None) -> CheckReport:
@@ -161,7 +158,7 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
     if limits.max_steady_regression is None:
         if steady is not None and steady.median_pct is not None and not why:
             rep.lines.append(
-                f"steady median {_ms(steady.before.median_ns)} -> {_ms(steady.after.median_ns)} "
+                f"steady median {fmt_ns(steady.before.median_ns)} -> {fmt_ns(steady.after.median_ns)} "
                 f"({_pct(steady.median_pct)}; not checked: no --max-steady-regression)"
             )
         return
@@ -173,7 +170,7 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
             "both sides"
         )
     rep.lines.append(
-        f"steady median {_ms(steady.before.median_ns)} -> {_ms(steady.after.median_ns)} "
+        f"steady median {fmt_ns(steady.before.median_ns)} -> {fmt_ns(steady.after.median_ns)} "
         f"({_pct(steady.median_pct)}, limit +{limits.max_steady_regression:g}%; "
         f"{steady.before.calls} vs {steady.after.calls} steady calls)"
     )
