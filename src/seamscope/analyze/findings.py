@@ -78,16 +78,26 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
 
     breaks = _break_findings(ledger, basis_name, basis)
     churn = _churn_findings(ledger)
+    from .causes import recompile_causes
+    from .headline import build_headline, rank_across
+
+    causes = recompile_causes(ledger, churn)
+    ranked = rank_across(ledger, breaks, causes)
     return FindingsSection(
         fragmentation=_fragmentation(ledger, basis_name, basis),
         churn=_churn_axis(ledger),
         findings=breaks + churn,
         ranked_by=(
-            "breaks: estimated island time after the site over steady calls; churn: compile time"
+            "breaks: estimated island time after the site over steady calls; churn: compile time; "
+            "across axes (ranked): time spent in this run"
             if has_rt
-            else "breaks: compilations in which the site broke (no runtime data); churn: compile time"
+            else "breaks: compile time of the compilations in which the site broke (no runtime data); "
+            "churn: compile time; across axes (ranked): compile time"
         ),
         missing=missing,
+        headline=build_headline(ledger, ranked, causes),
+        ranked=ranked,
+        causes=causes,
     )
 
 
@@ -270,8 +280,12 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
             cost=cost,
             missing=missing,
         )
+        cost_ns, cost_basis = _site_cost(site, ledger, cost)
+        f = _with(f, cost_ns=cost_ns, basis=cost_basis)
         if cost is not None:
             key: tuple[object, ...] = (-cost.estimated_ns, -cost.crossings, f.finding_id)
+        elif not has_rt:
+            key = (-(cost_ns or 0), -len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
         else:
             key = (-len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
         rows.append((key, f))
@@ -281,6 +295,25 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         f = _with(f, rank=rank)
         out.append(_with(f, sentence=_break_sentence(f)))
     return out
+
+
+def _site_cost(site: BreakSite, ledger: Ledger, cost: BreakCost | None) -> tuple[int | None, str]:
+    """A break's cost in this run and what it measures: the islands after it over every call;
+    without runtime data, the compile time of the compilations it broke in."""
+    if ledger.run.has_runtime:
+        tot = next((t for t in ledger.totals.sites if t.site_id == site.site_id), None)
+        if tot is not None:
+            return tot.island_after_ns, f"eager islands after the site over every call ({ledger.totals.calls})"
+        if cost is not None and cost.all_calls_island_ns is not None:
+            return cost.all_calls_island_ns, f"eager islands after the site over every call ({ledger.totals.calls})"
+        return None, "not measured: the site was never crossed in an observed call"
+    ids = {cid.split("_", 1)[0] for cid in site.compile_ids}
+    durations = [c.duration_ns for c in ledger.compilations if c.compile_id.split("_", 1)[0] in ids]
+    n = len(ids)
+    basis = f"compile time of the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data)"
+    if not durations or any(d is None for d in durations):
+        return None, f"the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data, compile time not recorded)"
+    return sum(d for d in durations if d is not None), basis
 
 
 def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
@@ -542,6 +575,8 @@ def _churn_finding(
         remedies=_churn_remedies(ev),
         churn=ev,
         missing=missing,
+        cost_ns=ev.compile_ns,
+        basis="compile time of these recompiles of the frame",
     )
     return _with(f, sentence=_churn_sentence(fid, ev))
 
