@@ -155,6 +155,23 @@ class _Cause:
     groups: list[_Group] = field(default_factory=list)
     reached: set[int] = field(default_factory=set)
     new_frames: list[Compilation] = field(default_factory=list)
+    roots: dict[int, set[tuple[str, int | None]]] = field(default_factory=dict)
+    """Frames that named an occurrence of this cause, and the properties they named."""
+
+    def takes(self, g: _Group) -> bool:
+        """Is ``g`` this cause again? Same family, and either the same property of the same root
+        frame, or a frame this cause reached before, unless that frame named another property
+        for this cause (a second input of the same kind changing)."""
+        if g.family != self.family:
+            return False
+        root, ch = g.root
+        if self.key == (g.family, root.file, _stable_frame(root.frame_name), ch.subject, ch.dim):
+            return True
+        x = compile_frame_index(root.compile_id)[0]
+        named = self.roots.get(x)
+        if named is not None and (ch.subject, ch.dim) not in named:
+            return False
+        return bool(self.reached & g.frames)
 
     @property
     def key(self) -> tuple[str, str, str, str, int | None]:
@@ -204,19 +221,13 @@ def group_recompiles(ledger: Ledger) -> list[_Cause]:
         firsts = firsts_by_call.get(call, []) if call is not None else []
         for g in groups:
             root, ch = g.root
-            target = None
-            for cause in causes:
-                if cause.family != g.family:
-                    continue
-                same_root = cause.key == (g.family, root.file, _stable_frame(root.frame_name), ch.subject, ch.dim)
-                if same_root or cause.reached & g.frames:
-                    target = cause
-                    break
+            target = next((cause for cause in causes if cause.takes(g)), None)
             if target is None:
                 target = _Cause(family=g.family, root=root, change=ch)
                 causes.append(target)
             target.groups.append(g)
             target.reached |= g.frames
+            target.roots.setdefault(compile_frame_index(root.compile_id)[0], set()).add((ch.subject, ch.dim))
             if len(groups) == 1 and firsts:
                 target.new_frames.extend(firsts)
                 target.reached |= {compile_frame_index(c.compile_id)[0] for c in firsts}
