@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 import msgspec
-import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -21,8 +21,6 @@ from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, fake_site, pla
 from seamscope.model.ledger import Compilation, Ledger, RunInfo
 from seamscope.render.markdown import MarkdownRenderer
 from seamscope.render.terminal import TerminalRenderer
-
-from conftest import examples
 
 R = lambda cid, ns: FakeStep("region", ns, cid)  # noqa: E731
 ISL = lambda ns: FakeStep("island", ns)  # noqa: E731
