@@ -87,6 +87,23 @@ def test_guard_changes_in_the_users_words():
     assert describe(parse_change(["0/0: tensor 'x' stride mismatch at index 0. expected 4, actual 1"])) == (
         "x stride 0: 4 → 1")
     assert describe(parse_change([], "fallback")) == "the frame hit the recompile limit"
+    # names that hold quotes or an index stay whole
+    assert describe(parse_change(["0/0: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 8, actual 12"])) == (
+        "input_ids dim 1: 8 → 12")
+    assert describe(parse_change(["3/0: tensor '___stack0[1]' size mismatch at index 1. expected 24, actual 32"])) == (
+        "___stack0[1] dim 1: 24 → 32")
+    # an optional argument given or left out
+    ch = parse_change(["0/0: len(kwargs) == 1  # in forward"])
+    assert ch.family == "flag" and describe(ch) == (
+        "kwargs: 1 → another count (an optional argument given or left out)")
+
+
+def test_the_change_is_named_against_the_first_variant():
+    # after a call that passed an extra argument (variant 0/1), a new length fails 0/1 on the
+    # argument and 0/0 on the length: the length is what is new
+    ch = parse_change(["0/1: len(kwargs) == 2  # in forward",
+                       "0/0: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 8, actual 12"])
+    assert (ch.family, ch.subject, ch.dim) == ("size", "input_ids", 1)
 
 
 def test_a_length_sweep_groups_into_one_cause_per_changed_input_property():

@@ -37,7 +37,9 @@ _SIZE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual (\S
 _STRIDE = re.compile(r"stride mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
 _RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_\d+$")
-_SOURCE = re.compile(r"^L\['([^']+)'\]$")
+_SOURCE = re.compile(r"^(?:L|kwargs)(?:\['[^']+'\])*\['([^']+)'\]$")
+_DIM_SUFFIX = re.compile(r"\[\d+\]$")
+_TENSOR = re.compile(r"tensor '(.+?)' (?:size|stride|dtype|device|requires_grad|dispatch)")
 
 _FAMILY: dict[ChurnPattern, CauseFamily] = {
     "shape": "size",
@@ -63,28 +65,42 @@ class GuardChange:
 
 
 def parse_change(guards: list[str], status: str = "ok") -> GuardChange:
-    """The change behind one recompile, from its first failed guard (PyTorch lists the guard of
-    the most recent variant first)."""
-    first = next((g for g in guards if g.strip()), "")
+    """The change behind one recompile, from the guard that failed on the frame's first variant.
+
+    PyTorch lists one failed guard per cached variant, the most recent first. Against the most
+    recent variant, a call that changes a length after a call that passed an extra argument fails
+    on the argument; against the first variant, on the length, which is what is new. The first
+    variant is what the run started from, so the change is named against it (the last listed)."""
+    listed = [g for g in guards if g.strip()]
+    first = listed[-1] if listed else ""
     line = _PREFIX.sub("", first.strip().splitlines()[0] if first.strip() else "").strip()
     if not line:
         fam: CauseFamily = "recompile_limit" if status == "fallback" else "other"
         return GuardChange(fam, "", None, None, None, "")
     pattern, subject, value = guard_pattern(first)
     family = _FAMILY[pattern]
-    subject = _user_name(subject.split("[", 1)[0] if pattern in ("shape", "stride") else subject)
+    named = _TENSOR.search(line)
+    if named and pattern in ("shape", "stride", "dtype_device"):
+        # the name may itself hold quotes (``kwargs['input_ids']``)
+        subject = _user_name(named.group(1)) + (subject[subject.rfind("."):] if pattern == "dtype_device" else "")
+    else:
+        subject = _user_name(_DIM_SUFFIX.sub("", subject) if pattern in ("shape", "stride") else subject)
     m = _SIZE.search(line) or _STRIDE.search(line)
     if m and family == "size":
         return GuardChange(family, subject, int(m.group(1)), m.group(2), m.group(3), line)
     if family == "flag" and value is not None:
         return GuardChange(family, subject, None, value, None, line)
+    if family == "value" and subject.startswith("len(") and value is not None:
+        # len(kwargs) == 1: an optional argument given or left out
+        return GuardChange("flag", subject, None, f"== {value}", None, line)
     if family == "value":
         return GuardChange(family, subject, None, value, None, line)
     return GuardChange(family, subject, None, None, None, line)
 
 
 def _user_name(subject: str) -> str:
-    """``L['x']`` → ``x``; guard texts of 2.13 already name a tensor ``x``."""
+    """``L['x']``, ``kwargs['x']``, ``L['kwargs']['x']`` → ``x``; other sources stay as PyTorch
+    wrote them (``args[0]``, ``___stack0[1]``)."""
     s = subject.strip()
     m = _SOURCE.match(s)
     return m.group(1) if m else s
@@ -96,6 +112,9 @@ def describe(ch: GuardChange) -> str:
         what = "stride" if "stride" in ch.guard else "dim"
         arrow = f": {ch.expected} → {ch.actual}" if ch.expected is not None and ch.actual is not None else ""
         return f"{ch.subject} {what} {ch.dim}{arrow}"
+    if ch.family == "flag" and ch.subject.startswith("len("):
+        what = ch.subject[4:-1] if ch.subject.endswith(")") else ch.subject
+        return f"{what}: {(ch.expected or '').removeprefix('== ')} → another count (an optional argument given or left out)"
     if ch.family == "flag":
         exp = ch.expected or ""
         if exp == "is None":
@@ -327,6 +346,12 @@ def _remedy(cause: _Cause) -> Remedy:
             f"(torch._dynamo.mark_dynamic({ch.subject}{dim})) or pad it to a few fixed sizes; "
             "`seamscope shapes` measures these policies on your sizes",
             try_with="seamscope shapes FILE.py:FUNC --lengths LENGTHS",
+        )
+    if cause.family == "flag" and ch.subject.startswith("len("):
+        return Remedy(
+            action="split_by_flag",
+            text="calls pass different sets of optional arguments, and each set is its own compiled variant: "
+            "pass the same arguments every call (an all-ones mask rather than none)",
         )
     if cause.family == "flag":
         return Remedy(
