@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 import msgspec
+import pytest
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -266,3 +267,55 @@ def test_imported_ledger_findings_carry_their_basis():
     assert all(f.basis for f in sec.findings)
     assert all(i.basis and i.cost_ns is not None and i.share is None for i in sec.ranked)
     assert sec.headline.sentence.startswith("No runtime data")
+
+
+# --- diff and check by cause -----------------------------------------------------------------------
+
+
+def _without_length_change() -> Ledger:
+    led = sweep_ledger()
+    keep = [c for c in led.compilations if c.call_index in (0, 1)]
+    return msgspec.structs.replace(led, compilations=keep)
+
+
+def test_a_fix_that_removes_one_cause_is_one_removed_row_in_diff():
+    from seamscope.analyze.diff import compare
+
+    before, after = make_receipt(sweep_ledger()), make_receipt(_without_length_change())
+    cmp = compare(before, after)
+    size = before.findings.causes[0]
+    assert [(c.change, c.cause_id) for c in cmp.causes if c.change != "kept"] == [("removed", size.cause_id)]
+    (gone,) = [c for c in cmp.causes if c.change == "removed"]
+    assert (gone.recompiles_before, gone.recompiles_after, gone.compile_ns_before) == (6, 0, size.compile_ns)
+    assert any(v.startswith("recompile causes: 1 removed, 0 added; − " + size.cause_id) for v in cmp.verdict)
+    # six recompiles of six frames are still one row
+    assert sum(1 for c in cmp.causes if c.change == "removed") == 1
+
+
+def test_check_budgets_name_a_cause_and_fail_on_a_new_one(tmp_path):
+    from seamscope.cli import main
+    from seamscope.errors import UnusableInput
+    from seamscope.gates.check import Limits, check
+    from seamscope.render.receipt_json import write_receipt_files
+
+    full, fixed = make_receipt(sweep_ledger()), make_receipt(_without_length_change())
+    size, flag = full.findings.causes
+    assert check(full, Limits(cause_recompiles={size.cause_id: 6})).ok
+    rep = check(full, Limits(cause_recompiles={size.cause_id: 5, flag.cause_id: 2}))
+    assert rep.problems == [f"recompile cause {size.cause_id} set off 6 recompile(s), over its limit 5"]
+    assert check(fixed, Limits(cause_recompiles={size.cause_id: 0})).ok  # absent: 0 recompiles
+    # against a baseline without it, the cause is new and fails, named
+    rep = check(full, Limits(), fixed)
+    assert "1 new recompile cause(s), not in the baseline" in rep.problems
+    assert any(size.cause_id in line and "input_ids dim 1: 20 → 28" in line for line in rep.lines)
+    assert check(fixed, Limits(), full).ok  # a cause gone is reported, never failed
+    with pytest.raises(UnusableInput):
+        Limits(cause_recompiles={"B12345678": 0})
+    # the command line: 1 over budget, 2 for a limit it cannot read
+    write_receipt_files(full, str(tmp_path / "r"))
+    for args, code in (([f"--max-cause-recompiles={size.cause_id}=0"], 1),
+                       ([f"--max-cause-recompiles={size.cause_id}=6"], 0),
+                       (["--max-cause-recompiles", "nonsense"], 2)):
+        with pytest.raises(SystemExit) as e:
+            main(["check", str(tmp_path / "r"), *args])
+        assert e.value.code == code, args
