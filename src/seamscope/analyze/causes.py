@@ -14,7 +14,10 @@ back together:
    reached: ``input_ids dim 1: 100 → 128``.
 3. A group in a later call is the same cause again when it has the same family and names the same
    property of the same frame, or when it recompiles a frame the cause's earlier calls compiled
-   or recompiled (the change reaching further code on its next occurrence).
+   or recompiled (the change reaching further code on its next occurrence), unless that frame
+   named another property for the cause (a second input of the same kind).
+4. The first compilations of other frames in a call with one cause are that cause's too (code
+   the change reached for the first time); with several causes in a call they are left unsplit.
 
 Every compilation with a recompile id (``x/y``, y > 0) lands in exactly one cause, so the causes'
 compile times add up to the run's recompile compile time.
@@ -247,9 +250,13 @@ def group_recompiles(ledger: Ledger) -> list[_Cause]:
             target.groups.append(g)
             target.reached |= g.frames
             target.roots.setdefault(compile_frame_index(root.compile_id)[0], set()).add((ch.subject, ch.dim))
-            if len(groups) == 1 and firsts:
-                target.new_frames.extend(firsts)
+            if firsts:
+                # Frames first compiled in this call were reached by its change; with two changes
+                # in one call their compile time is not split, but either change recurring on
+                # them later is still recognised.
                 target.reached |= {compile_frame_index(c.compile_id)[0] for c in firsts}
+                if len(groups) == 1:
+                    target.new_frames.extend(firsts)
     return causes
 
 

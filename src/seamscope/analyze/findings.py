@@ -431,7 +431,10 @@ def _break_sentence(f: Finding) -> str:
             what += f", reached from {_short(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
     head = f"break {f.finding_id} at {loc} ({what})"
     if cost is None:
-        return head + " was seen at compile time; its cost is unknown without runtime data"
+        took = ""
+        if f.cost_ns is not None and f.basis and "compilation" in f.basis:
+            took = f" (the compilations it broke in took {_ms(f.cost_ns)} to compile)"
+        return head + " was seen at compile time; its cost is unknown without runtime data" + took
     basis = "steady" if cost.basis == "steady" else ""
     if cost.crossings == 0:
         return f"{head} was not crossed in {cost.calls} {basis} calls".replace("  ", " ")
