@@ -319,3 +319,22 @@ def test_check_budgets_name_a_cause_and_fail_on_a_new_one(tmp_path):
         with pytest.raises(SystemExit) as e:
             main(["check", str(tmp_path / "r"), *args])
         assert e.value.code == code, args
+
+
+def test_a_frame_first_reached_in_a_call_with_two_changes_is_recognised_later():
+    led = sweep_ledger()
+    comps = [
+        comp("0/0", "forward", 0, 100),
+        # call 1: two changes at once, and a new frame 4 reached
+        comp("0/1", "forward", 1, 100, ("0/0: tensor 'input_ids' size mismatch at index 1. expected 8, actual 12",)),
+        comp("2/0", "forward", 1, 100),
+        comp("2/1", "forward", 1, 100, ("2/0: flag == True  # if flag:",)),
+        comp("4/0", "inner", 1, 100),
+        # call 2: the length again, seen by frame 4 under another name
+        comp("4/1", "inner", 2, 100, ("4/0: tensor 'hidden' size mismatch at index 1. expected 12, actual 16",)),
+    ]
+    causes = recompile_causes(msgspec.structs.replace(led, compilations=comps))
+    size = next(c for c in causes if c.family == "size")
+    assert size.compile_ids == ["0/1", "4/1"] and size.calls == [1, 2]
+    # the new frame's compile time is not split between the two changes of call 1
+    assert all(c.new_frame_ids == [] for c in causes)
