@@ -30,7 +30,7 @@ def _run(model, inputs):
 
 def test_bert_sweep_mostly_recompilation_groups_by_changed_input():
     cfg = transformers.BertConfig(
-        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+        vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
     )
     torch.manual_seed(0)
     model = transformers.BertModel(cfg).eval()
