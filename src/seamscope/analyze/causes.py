@@ -333,7 +333,7 @@ def cause_sentence(r: RecompileCause) -> str:
     recur = f" (recurs {n_calls}×)" if n_calls > 1 else ""
     frames = f"{len(r.frames)} frame{'s' if len(r.frames) != 1 else ''}"
     text = (
-        f"recompiles {r.cause_id}: {r.change} {where}{recur} recompiled {frames} "
+        f"recompile cause {r.cause_id}: {r.change} {where}{recur} recompiled {frames} "
         f"({r.recompiles} compilation{'s' if r.recompiles != 1 else ''}) and cost {fmt_ns(r.compile_ns)} of compile time"
     )
     if r.new_frame_ids:
