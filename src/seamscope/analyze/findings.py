@@ -40,6 +40,7 @@ from ..model.ledger import (
     IslandEvent,
     Ledger,
     RegionEvent,
+    SiteTotal,
     compile_frame_index,
 )
 from ..model.normalize import normalize_text
@@ -257,6 +258,8 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
     has_rt = ledger.run.has_runtime
     crossings = [_crossings(c) for c in basis] if has_rt else []
     rows: list[tuple[tuple[object, ...], Finding]] = []
+    site_totals = {t.site_id: t for t in ledger.totals.sites}
+    durations = {c.compile_id.split("_", 1)[0]: c.duration_ns for c in ledger.compilations}
     for site in ledger.break_sites:
         cause = classify(site.gb_code, site.gb_type, site.reason)
         where = _where(site)
@@ -280,7 +283,7 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
             cost=cost,
             missing=missing,
         )
-        cost_ns, cost_basis = _site_cost(site, ledger, cost)
+        cost_ns, cost_basis = _site_cost(site, ledger, cost, site_totals, durations)
         f = _with(f, cost_ns=cost_ns, basis=cost_basis)
         if cost is not None:
             key: tuple[object, ...] = (-cost.estimated_ns, -cost.crossings, f.finding_id)
@@ -297,18 +300,24 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
     return out
 
 
-def _site_cost(site: BreakSite, ledger: Ledger, cost: BreakCost | None) -> tuple[int | None, str]:
+def _site_cost(
+    site: BreakSite,
+    ledger: Ledger,
+    cost: BreakCost | None,
+    site_totals: dict[str, SiteTotal],
+    compile_durations: dict[str, int | None],
+) -> tuple[int | None, str]:
     """A break's cost in this run and what it measures: the islands after it over every call;
     without runtime data, the compile time of the compilations it broke in."""
     if ledger.run.has_runtime:
-        tot = next((t for t in ledger.totals.sites if t.site_id == site.site_id), None)
+        tot = site_totals.get(site.site_id)
         if tot is not None:
             return tot.island_after_ns, f"eager islands after the site over every call ({ledger.totals.calls})"
         if cost is not None and cost.all_calls_island_ns is not None:
             return cost.all_calls_island_ns, f"eager islands after the site over every call ({ledger.totals.calls})"
         return None, "not measured: the site was never crossed in an observed call"
     ids = {cid.split("_", 1)[0] for cid in site.compile_ids}
-    durations = [c.duration_ns for c in ledger.compilations if c.compile_id.split("_", 1)[0] in ids]
+    durations = [compile_durations[i] for i in ids if i in compile_durations]
     n = len(ids)
     basis = f"compile time of the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data)"
     if not durations or any(d is None for d in durations):
