@@ -351,13 +351,18 @@ def test_comparison_fields_in_full() -> None:
         site.file, site.line, site.function, site.gb_code, site.reason, site.crossings, None)
     rc = cmp.recompiles[0]
     assert (rc.change, rc.frame_name, rc.failed_guards, rc.key) == ("removed", "forward", [], "forward | ")
-    assert cmp.verdict[1:] == ["break sites: 1 removed, 0 added", "recompiles: 2 before, 0 after"]
+    assert cmp.verdict[1:3] == ["break sites: 1 removed, 0 added", "recompiles: 2 before, 0 after"]
+    # the two recompiles (no guard recorded) are one cause, removed as one
+    (cause,) = cmp.causes
+    assert (cause.change, cause.recompiles_before, cause.recompiles_after) == ("removed", 2, 0)
+    assert cmp.verdict[3:] == [f"recompile causes: 1 removed, 0 added; − {cause.cause_id} guards failed (not recorded)"]
     assert cmp.notes == [] and cmp.forced_over == [] and cmp.forced is False
     back = compare(after, before)  # the site comes back, the recompiles too
     assert [(x.change, x.crossings_before, x.crossings_after) for x in back.sites] == [
         ("added", None, site.crossings)]
     assert [(x.change, x.count_before, x.count_after) for x in back.recompiles] == [("added", 0, 2)]
-    assert back.verdict[1:] == ["break sites: 0 removed, 1 added", "recompiles: 0 before, 2 after"]
+    assert back.verdict[1:3] == ["break sites: 0 removed, 1 added", "recompiles: 0 before, 2 after"]
+    assert [(x.change, x.cause_id) for x in back.causes] == [("added", cause.cause_id)]
     same = compare(before, before)
     assert [x.change for x in same.sites] == ["kept"] and [x.change for x in same.recompiles] == ["kept"]
     env = msgspec.structs.replace(after.ledger.environment, torch_version="2.99", backend="inductor")

@@ -193,6 +193,28 @@ def test_log_matches_tlparse_and_counters(basic, tmp_path):
     assert imp.ledger.run.input_trace_sha256 and imp.ledger.run.absent
 
 
+def test_imported_findings_are_ranked_by_compile_time_and_carry_their_basis(basic, tmp_path):
+    tmp, log, counters = basic
+    imp = import_torch_trace(log, cwd=str(tmp))
+    sec = make_receipt(imp.ledger).findings
+    assert sec is not None and sec.headline is not None
+    comps = {c.compile_id: c for c in imp.ledger.compilations}
+    breaks = [f for f in sec.findings if f.axis == "fragmentation"]
+    assert breaks and all(f.basis and "no runtime data" in f.basis for f in breaks)
+    for f in breaks:
+        site = next(s for s in imp.ledger.break_sites if s.site_id == f.finding_id)
+        ids = {cid.split("_", 1)[0] for cid in site.compile_ids}
+        assert f.cost_ns == sum(comps[i].duration_ns for i in ids)
+    # ranked by what the log measures, in one unit across axes, and said so
+    assert [f.cost_ns for f in breaks] == sorted((f.cost_ns for f in breaks), reverse=True)
+    assert sec.ranked and all(i.cost_ns is not None and i.basis for i in sec.ranked)
+    assert [i.cost_ns for i in sec.ranked] == sorted((i.cost_ns for i in sec.ranked), reverse=True)
+    assert "compile time" in sec.ranked_by and sec.headline.sentence.startswith("No runtime data")
+    # every recompile of the log (tlparse's ids were checked against these above) is in one cause
+    recompiles = [c for c in imp.ledger.compilations if c.is_recompile]
+    assert sorted(i for c in sec.causes for i in c.compile_ids) == sorted(c.compile_id for c in recompiles)
+
+
 def test_cli_writes_receipt(basic, tmp_path):
     tmp, log, counters = basic
     with pytest.raises(SystemExit) as e:

@@ -87,6 +87,19 @@ def test_report_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_path):
             el = driver.find_element(By.ID, sid)
             assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text
         assert "Not in this receipt." in driver.find_element(By.ID, "section-shapes").text
+        # the headline leads the overview, and the first finding shown is the costliest in the receipt
+        sec = receipt.findings
+        assert sec is not None and sec.headline is not None and sec.ranked
+        overview = driver.find_element(By.ID, "overview")
+        assert overview.find_element(By.CSS_SELECTOR, "#headline .headline-sentence").text == sec.headline.sentence
+        shown = driver.find_elements(By.CSS_SELECTOR, "#ranked > li.finding")
+        assert shown and shown[0].is_displayed()
+        costs = [it.cost_ns or 0 for it in sec.ranked] + [c.cost_ns for c in sec.causes] + [
+            f.cost_ns or 0 for f in sec.findings]
+        assert shown[0].get_attribute("data-id") == sec.ranked[0].item_id
+        assert int(shown[0].get_attribute("data-cost-ns")) == max(costs)
+        top = driver.find_element(By.ID, "top-findings")
+        assert top.location["y"] <= shown[0].location["y"]
         # the timeline of the call with the most regions has exactly that many region bars
         chosen = max(led.calls, key=lambda c: (sum(isinstance(e, RegionEvent) for e in c.events), -c.index))
         want = sum(isinstance(e, RegionEvent) for e in chosen.events)

@@ -14,7 +14,7 @@ from collections import Counter
 import msgspec
 
 from ..errors import UnusableInput
-from ..model.diff import Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
+from ..model.diff import CauseChange, Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
 from ..model.receipt import PhaseStats, Receipt
 from .receipt import rehash
 
@@ -226,6 +226,7 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
             )
         )
 
+    causes = cause_changes(before, after)
     verdict = _verdict(rows, cold_extra, saving, n)
     added = sum(1 for s in sites if s.change == "added")
     removed = sum(1 for s in sites if s.change == "removed")
@@ -235,6 +236,14 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
     ra = sum(r.count_after for r in recompiles)
     if rb or ra:
         verdict.append(f"recompiles: {rb} before, {ra} after")
+    gone = [c for c in causes if c.change == "removed"]
+    new = [c for c in causes if c.change == "added"]
+    if gone or new:
+        verdict.append(
+            f"recompile causes: {len(gone)} removed, {len(new)} added"
+            + "".join(f"; − {c.cause_id} {c.description}" for c in gone)
+            + "".join(f"; + {c.cause_id} {c.description}" for c in new)
+        )
     notes = []
     eb, ea = before.ledger.environment, after.ledger.environment
     for field in ("torch_version", "backend", "device", "python_version"):
@@ -271,7 +280,35 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
         forced=bool(why),
         forced_over=why,
         notes=notes,
+        causes=causes,
     )
+
+
+def cause_changes(before: Receipt, after: Receipt) -> list[CauseChange]:
+    """Recompile causes of both sides, matched by id (computed from each ledger, so receipts
+    written before causes existed compare too)."""
+    from .causes import recompile_causes
+
+    bc = {c.cause_id: c for c in recompile_causes(before.ledger)}
+    ac = {c.cause_id: c for c in recompile_causes(after.ledger)}
+    out = []
+    for cid in sorted(set(bc) | set(ac)):
+        b, a = bc.get(cid), ac.get(cid)
+        either = a or b
+        assert either is not None
+        out.append(
+            CauseChange(
+                cause_id=cid,
+                change="kept" if b and a else ("added" if a else "removed"),
+                family=either.family,
+                description=either.change,
+                recompiles_before=b.recompiles if b else 0,
+                recompiles_after=a.recompiles if a else 0,
+                compile_ns_before=b.compile_ns if b else 0,
+                compile_ns_after=a.compile_ns if a else 0,
+            )
+        )
+    return out
 
 
 def attach_comparison(before: Receipt, after: Receipt, *, force: bool = False) -> Receipt:

@@ -40,6 +40,7 @@ from ..model.ledger import (
     IslandEvent,
     Ledger,
     RegionEvent,
+    SiteTotal,
     compile_frame_index,
 )
 from ..model.normalize import normalize_text
@@ -78,16 +79,26 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
 
     breaks = _break_findings(ledger, basis_name, basis)
     churn = _churn_findings(ledger)
+    from .causes import recompile_causes
+    from .headline import build_headline, rank_across
+
+    causes = recompile_causes(ledger, churn)
+    ranked = rank_across(ledger, breaks, causes)
     return FindingsSection(
         fragmentation=_fragmentation(ledger, basis_name, basis),
         churn=_churn_axis(ledger),
         findings=breaks + churn,
         ranked_by=(
-            "breaks: estimated island time after the site over steady calls; churn: compile time"
+            "breaks: estimated island time after the site over steady calls; churn: compile time; "
+            "across axes (ranked): time spent in this run"
             if has_rt
-            else "breaks: compilations in which the site broke (no runtime data); churn: compile time"
+            else "breaks: compile time of the compilations in which the site broke (no runtime data); "
+            "churn: compile time; across axes (ranked): compile time"
         ),
         missing=missing,
+        headline=build_headline(ledger, ranked, causes),
+        ranked=ranked,
+        causes=causes,
     )
 
 
@@ -247,6 +258,8 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
     has_rt = ledger.run.has_runtime
     crossings = [_crossings(c) for c in basis] if has_rt else []
     rows: list[tuple[tuple[object, ...], Finding]] = []
+    site_totals = {t.site_id: t for t in ledger.totals.sites}
+    durations = {c.compile_id.split("_", 1)[0]: c.duration_ns for c in ledger.compilations}
     for site in ledger.break_sites:
         cause = classify(site.gb_code, site.gb_type, site.reason)
         where = _where(site)
@@ -270,8 +283,12 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
             cost=cost,
             missing=missing,
         )
+        cost_ns, cost_basis = _site_cost(site, ledger, cost, site_totals, durations)
+        f = _with(f, cost_ns=cost_ns, basis=cost_basis)
         if cost is not None:
             key: tuple[object, ...] = (-cost.estimated_ns, -cost.crossings, f.finding_id)
+        elif not has_rt:
+            key = (-(cost_ns or 0), -len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
         else:
             key = (-len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
         rows.append((key, f))
@@ -281,6 +298,31 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         f = _with(f, rank=rank)
         out.append(_with(f, sentence=_break_sentence(f)))
     return out
+
+
+def _site_cost(
+    site: BreakSite,
+    ledger: Ledger,
+    cost: BreakCost | None,
+    site_totals: dict[str, SiteTotal],
+    compile_durations: dict[str, int | None],
+) -> tuple[int | None, str]:
+    """A break's cost in this run and what it measures: the islands after it over every call;
+    without runtime data, the compile time of the compilations it broke in."""
+    if ledger.run.has_runtime:
+        tot = site_totals.get(site.site_id)
+        if tot is not None:
+            return tot.island_after_ns, f"eager islands after the site over every call ({ledger.totals.calls})"
+        if cost is not None and cost.all_calls_island_ns is not None:
+            return cost.all_calls_island_ns, f"eager islands after the site over every call ({ledger.totals.calls})"
+        return None, "not measured: the site was never crossed in an observed call"
+    ids = {cid.split("_", 1)[0] for cid in site.compile_ids}
+    durations = [compile_durations[i] for i in ids if i in compile_durations]
+    n = len(ids)
+    basis = f"compile time of the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data)"
+    if not durations or any(d is None for d in durations):
+        return None, f"the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data, compile time not recorded)"
+    return sum(d for d in durations if d is not None), basis
 
 
 def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
@@ -398,7 +440,10 @@ def _break_sentence(f: Finding) -> str:
             what += f", reached from {_short(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
     head = f"break {f.finding_id} at {loc} ({what})"
     if cost is None:
-        return head + " was seen at compile time; its cost is unknown without runtime data"
+        took = ""
+        if f.cost_ns is not None and f.basis and "compilation" in f.basis:
+            took = f" (the compilations it broke in took {_ms(f.cost_ns)} to compile)"
+        return head + " was seen at compile time; its cost is unknown without runtime data" + took
     basis = "steady" if cost.basis == "steady" else ""
     if cost.crossings == 0:
         return f"{head} was not crossed in {cost.calls} {basis} calls".replace("  ", " ")
@@ -542,6 +587,8 @@ def _churn_finding(
         remedies=_churn_remedies(ev),
         churn=ev,
         missing=missing,
+        cost_ns=ev.compile_ns,
+        basis="compile time of these recompiles of the frame",
     )
     return _with(f, sentence=_churn_sentence(fid, ev))
 

@@ -110,6 +110,12 @@ class FindingRow:
     detail: str
     context: list[SourceLine] = field(default_factory=list)
     context_note: str = ""
+    item_id: str = ""
+    """The finding's id (``B…``, ``FR…``) or the recompile cause's (``RC…``)."""
+    basis: str = ""
+    """What ``cost_ns`` measures, in words."""
+    beneath: list[str] = field(default_factory=list)
+    """The per-frame details under a grouped item (the frames and calls a recompile cause covers)."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +275,10 @@ class ReportView:
     does_not_establish: list[str]
     ranks: RanksView
     shapes: ShapesView
+    headline: HeadlineView | None = None
+    axis_findings: list[FindingRow] = field(default_factory=list)
+    """The per-axis findings (breaks by island time, then recompiles per frame), below the list
+    ranked across axes."""
 
 
 # --- building ------------------------------------------------------------------------------------
@@ -306,6 +316,8 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
             f"per-call detail kept for {ret.retained} of {s.call_count} calls (the first "
             f"{ret.first}, then every {ret.stride}th); totals are exact"
         )
+    hl_parts = headline_parts(receipt, root)
+    ranked = hl_parts.pop("top_findings", None)
     return ReportView(
         title=_title(receipt),
         source=led.run.source,
@@ -337,7 +349,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
             if p.calls
         ],
         retention_note=retention_note,
-        top_findings=top_findings(receipt, root),
+        top_findings=ranked or top_findings(receipt, root),
         timeline=build_timeline(receipt, colours),
         calls_chart=build_calls_chart(led.calls),
         variants=build_variants(receipt),
@@ -380,6 +392,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         does_not_establish=list(receipt.decision.does_not_establish),
         ranks=build_ranks(receipt),
         shapes=build_shapes(receipt),
+        **hl_parts,
     )
 
 
@@ -708,6 +721,110 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
         )
     cands.sort(key=lambda t: (-t[0], t[1]))
     return [replace(row, rank=k) for k, (_, _, row) in enumerate(cands[:limit], 1)]
+
+
+# --- the headline and the list ranked across axes ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitRow:
+    phase: str
+    calls: int
+    wall_ns: int
+    parts: list[tuple[str, int, float]]
+    """(part, ns, percent of the row's wall time): compilation, compiled regions, eager islands,
+    seamscope's overhead."""
+
+
+@dataclass(frozen=True)
+class HeadlineView:
+    sentence: str
+    split: list[SplitRow]
+    notes: list[str]
+    no_steady_calls: bool
+    top_item_id: str | None
+
+
+def headline_parts(receipt: Receipt, root: str) -> dict[str, Any]:
+    """``headline``, ``top_findings`` (ranked across axes) and ``axis_findings`` for a receipt
+    whose findings have a headline; nothing for an older receipt (its findings stay per axis)."""
+    section = getattr(receipt, "findings", None)
+    hl = getattr(section, "headline", None)
+    if section is None or hl is None:
+        return {}
+    split = [
+        SplitRow(
+            phase=t.phase,
+            calls=t.calls,
+            wall_ns=t.wall_ns,
+            parts=[
+                (name, ns, _pct(ns, t.wall_ns))
+                for name, ns in (
+                    ("compilation", t.compile_ns),
+                    ("compiled regions", t.region_ns),
+                    ("eager islands", t.island_ns),
+                    ("seamscope overhead", t.overhead_ns),
+                )
+            ],
+        )
+        for t in hl.split
+    ]
+    view = HeadlineView(
+        sentence=hl.sentence, split=split, notes=list(hl.notes), no_steady_calls=hl.no_steady_calls,
+        top_item_id=hl.top_item_id,
+    )
+    return {
+        "headline": view,
+        "top_findings": ranked_rows(receipt, root),
+        "axis_findings": top_findings(receipt, root),
+    }
+
+
+def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> list[FindingRow]:
+    """The receipt's list ranked across axes: breaks and recompile causes by time in this run."""
+    section = receipt.findings
+    if section is None:
+        return []
+    breaks = {f.finding_id: f for f in section.findings}
+    causes = {c.cause_id: c for c in section.causes}
+    rows: list[FindingRow] = []
+    for item in section.ranked[:limit]:
+        beneath: list[str] = []
+        if item.axis == "recompile_cause" and item.item_id in causes:
+            c = causes[item.item_id]
+            kind = "recompiles"
+            file, line = c.root_file, c.root_line
+            detail = c.remedy.text if c.remedy is not None else ""
+            beneath = [
+                f"call {'–' if o.call_index is None else o.call_index}: {o.change}, "
+                f"{len(o.compile_ids)} compilation{'s' if len(o.compile_ids) != 1 else ''} "
+                f"({', '.join(o.compile_ids[:12])}{', …' if len(o.compile_ids) > 12 else ''}), {_ns(o.compile_ns)}"
+                for o in c.occurrences
+            ]
+            beneath.append("frames: " + "; ".join(c.frames[:12]) + ("; …" if len(c.frames) > 12 else ""))
+        else:
+            f = breaks.get(item.item_id)
+            kind = "break"
+            file = f.where.file if f is not None and f.where is not None else ""
+            line = f.where.line if f is not None and f.where is not None else 0
+            detail = "; ".join(r.text for r in f.remedies) if f is not None else ""
+        ctx, note = read_context(file, line, root) if file else ([], "")
+        rows.append(
+            FindingRow(
+                rank=item.rank,
+                kind=kind,
+                headline=item.sentence,
+                cost_ns=item.cost_ns,
+                where=f"{file}:{line}" if file else "",
+                detail=detail,
+                context=ctx,
+                context_note=note,
+                item_id=item.item_id,
+                basis=item.basis,
+                beneath=beneath,
+            )
+        )
+    return rows
 
 
 def first_line(text: str, limit: int = 240) -> str:

@@ -13,6 +13,17 @@ from ..gates.check import Limits, check
 from ..ingest.receipt import load_receipt
 
 
+def parse_cause_limits(items: tuple[str, ...]) -> dict[str, int]:
+    """``("RC1a2b3c4d=0", ...)`` → ``{"RC1a2b3c4d": 0}``; one clear line for anything else."""
+    out: dict[str, int] = {}
+    for item in items:
+        cid, sep, n = item.partition("=")
+        if not sep or not n.strip().isdigit():
+            raise UnusableInput(f"--max-cause-recompiles {item}: expected CAUSE=N (RC1a2b3c4d=0)")
+        out[cid.strip()] = int(n)
+    return out
+
+
 @click.command()
 @click.argument("receipt", type=click.Path())
 @click.option("--baseline", type=click.Path(), default=None,
@@ -28,11 +39,15 @@ from ..ingest.receipt import load_receipt
               metavar="PCT",
               help="With --baseline: the steady median may be at most PCT percent slower (the two "
                    "receipts must have measured the same number of calls).")
+@click.option("--max-cause-recompiles", "cause_limits", multiple=True, metavar="CAUSE=N",
+              help="At most N recompiles set off by one recompile cause (its RC… id in the findings); "
+                   "repeatable. With --baseline, a cause the baseline lacks fails anyway.")
 def command(receipt: str, baseline: str | None, max_breaks: int | None, max_recompiles: int | None,
-            max_fallbacks: int | None, max_steady: float | None) -> int:
+            max_fallbacks: int | None, max_steady: float | None, cause_limits: tuple[str, ...]) -> int:
     """Check RECEIPT (a receipt.json or its folder) against limits and/or a baseline receipt."""
     limits = Limits(max_breaks=max_breaks, max_recompiles=max_recompiles,
-                    max_fallbacks=max_fallbacks, max_steady_regression=max_steady)
+                    max_fallbacks=max_fallbacks, max_steady_regression=max_steady,
+                    cause_recompiles=parse_cause_limits(cause_limits))
     r = load_receipt(receipt)
     b = None
     if baseline is not None:

@@ -61,6 +61,15 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         for rc in cmp.recompiles:
             t.add_row(str(rc.count_before), str(rc.count_after), rc.key[:100])
         c.print(t)
+    if cmp.causes:
+        t = Table(title="recompile causes (the recompiles one input change set off)", title_justify="left")
+        for col in ("", "cause", "change", "recompiles", "compile time"):
+            t.add_column(col, justify="right" if col in ("recompiles", "compile time") else "left")
+        for cc in cmp.causes:
+            mark = {"added": "+", "removed": "−"}.get(cc.change, "")
+            t.add_row(mark, cc.cause_id, cc.description[:80], f"{cc.recompiles_before} → {cc.recompiles_after}",
+                      f"{fmt_ns(cc.compile_ns_before)} → {fmt_ns(cc.compile_ns_after)}")
+        c.print(t)
     for line in cmp.verdict:
         c.print(f"[bold]→[/bold] {line}")
     for n in cmp.notes:

@@ -5,9 +5,11 @@ version or of another workload (a different input trace), or a timing limit on r
 not measure the same number of calls, is unusable input (exit 2), not a pass.
 
 Against a baseline, the gate fails on what a code change can add: a break site the baseline
-lacks (matched by site id, robust to line shifts), more recompiles, more fallbacks, and, when
-asked, a steady-phase median slower by more than a percentage. Removed sites and fewer
-recompiles are reported, never failed.
+lacks (matched by site id, robust to line shifts), more recompiles, a recompile cause it lacks
+(the recompiles one input change set off, matched by cause id), more fallbacks, and, when asked,
+a steady-phase median slower by more than a percentage. Removed sites and causes and fewer
+recompiles are reported, never failed. A limit can name a cause: ``--max-cause-recompiles
+RC1a2b3c4d=0``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..analyze.units import fmt_ns
 from ..errors import UnusableInput
+from ..model.headline import RecompileCause
 from ..model.receipt import Receipt, SiteSummary
 from .budget import reason_text
 
@@ -27,12 +30,20 @@ class Limits:
     max_fallbacks: int | None = None
     max_steady_regression: float | None = None
     """Percent: the candidate's steady median may be at most this much slower than the baseline's."""
+    cause_recompiles: dict[str, int] = field(default_factory=dict)
+    """Recompile cause id (``RC…``) → the most recompiles it may set off (0: it must not occur)."""
 
     def __post_init__(self) -> None:
         for name in ("max_breaks", "max_recompiles", "max_fallbacks"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise UnusableInput(f"--{name.replace('_', '-')} {v}: must be >= 0")
+        for cid, v in self.cause_recompiles.items():
+            if not (cid.startswith("RC") and len(cid) == 10) or v < 0:
+                raise UnusableInput(
+                    f"--max-cause-recompiles {cid}={v}: expected CAUSE=N with a cause id such as "
+                    "RC1a2b3c4d (see the receipt's findings) and N >= 0"
+                )
         if self.max_steady_regression is not None and not self.max_steady_regression >= 0:
             raise UnusableInput(
                 f"--max-steady-regression {self.max_steady_regression}: a percentage >= 0"
@@ -40,8 +51,9 @@ class Limits:
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.max_breaks, self.max_recompiles,
-                                           self.max_fallbacks, self.max_steady_regression))
+        return bool(self.cause_recompiles) or any(
+            v is not None for v in (self.max_breaks, self.max_recompiles, self.max_fallbacks, self.max_steady_regression)
+        )
 
 
 @dataclass
@@ -72,7 +84,7 @@ def check(receipt: Receipt, limits: Limits, baseline: Receipt | None = None) -> 
     if not limits.any and baseline is None:
         raise UnusableInput(
             "nothing to check: give --baseline BASELINE.json and/or a --max-breaks, "
-            "--max-recompiles or --max-fallbacks limit"
+            "--max-recompiles, --max-fallbacks or --max-cause-recompiles limit"
         )
     if limits.max_steady_regression is not None and baseline is None:
         raise UnusableInput("--max-steady-regression needs --baseline (a steady median to compare to)")
@@ -88,7 +100,29 @@ def check(receipt: Receipt, limits: Limits, baseline: Receipt | None = None) -> 
     return rep
 
 
+def cause_line(c: RecompileCause) -> str:
+    calls = ", ".join(map(str, c.calls)) or "outside calls"
+    return (f"{c.cause_id}  {c.change}: {c.recompiles} recompile(s) over {len(c.frames)} frame(s) "
+            f"in call(s) {calls}")
+
+
+def _causes(limits: Limits, causes: dict[str, RecompileCause], rep: CheckReport) -> None:
+    for cid, most in sorted(limits.cause_recompiles.items()):
+        c = causes.get(cid)
+        n = c.recompiles if c is not None else 0
+        if n > most:
+            assert c is not None
+            rep.problems.append(f"recompile cause {cid} set off {n} recompile(s), over its limit {most}")
+            rep.lines.append(f"  {cause_line(c)}")
+        else:
+            rep.lines.append(f"recompile cause {cid}: {n} recompile(s), limit {most}")
+
+
 def _absolute(receipt: Receipt, limits: Limits, rep: CheckReport) -> None:
+    from ..analyze.causes import recompile_causes
+
+    if limits.cause_recompiles:
+        _causes(limits, {c.cause_id: c for c in recompile_causes(receipt.ledger)}, rep)
     s = receipt.summary
     if limits.max_breaks is not None and s.break_site_count > limits.max_breaks:
         rep.problems.append(f"{s.break_site_count} break site(s), over --max-breaks {limits.max_breaks}")
@@ -148,6 +182,15 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
         )
     elif s.recompile_count < bs.recompile_count:
         rep.lines.append(f"fewer recompiles than the baseline: {bs.recompile_count} -> {s.recompile_count}")
+    new_causes = [c for c in cmp.causes if c.change == "added"]
+    gone_causes = [c for c in cmp.causes if c.change == "removed"]
+    if new_causes:
+        rep.problems.append(f"{len(new_causes)} new recompile cause(s), not in the baseline")
+        rep.lines.append("new recompile causes (the recompiles one input change set off):")
+        rep.lines.extend(f"  + {c.cause_id}  {c.description}: {c.recompiles_after} recompile(s)" for c in new_causes)
+    if gone_causes:
+        rep.lines.append("recompile causes gone since the baseline:")
+        rep.lines.extend(f"  - {c.cause_id}  {c.description}: {c.recompiles_before} recompile(s)" for c in gone_causes)
     if s.fallback_count > bs.fallback_count:
         rep.problems.append(f"more fallbacks than the baseline: {bs.fallback_count} -> {s.fallback_count}")
         rep.lines.append("fallbacks:")
@@ -181,4 +224,4 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
         )
 
 
-__all__ = ["Limits", "CheckReport", "check", "site_line"]
+__all__ = ["Limits", "CheckReport", "check", "site_line", "cause_line"]

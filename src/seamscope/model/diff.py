@@ -68,6 +68,20 @@ class RecompileChange(Struct, frozen=True):
     count_after: int
 
 
+class CauseChange(Struct, frozen=True):
+    """A recompile cause (the recompiles one input change set off) matched by its stable id."""
+
+    cause_id: str
+    change: Change
+    family: str
+    description: str
+    """The change in the user's words (``input_ids dim 1: 100 → 128``), from the side that has it."""
+    recompiles_before: int
+    recompiles_after: int
+    compile_ns_before: int
+    compile_ns_after: int
+
+
 class Comparison(Struct, frozen=True):
     before_receipt_sha256: str
     after_receipt_sha256: str
@@ -99,3 +113,5 @@ class Comparison(Struct, frozen=True):
     forced_over: list[str] = []
     """The refusals that ``--force`` overrode, said plainly."""
     notes: list[str] = []
+    causes: list[CauseChange] = []
+    """Recompiles grouped by cause on each side: a fix that removes one cause is one removed row."""

@@ -169,6 +169,11 @@ class Finding(Struct, frozen=True):
     churn: ChurnEvidence | None = None
     missing: list[str] = []
     """What this finding cannot say, and why."""
+    cost_ns: int | None = None
+    """The figure this finding was ranked by, in nanoseconds (see ``basis``)."""
+    basis: str | None = None
+    """What ``cost_ns`` measures: island time over calls, or, without runtime data, the compile
+    time of the compilations the break appears in."""
 
 
 class FragmentationAxis(Struct, frozen=True):
@@ -204,3 +209,14 @@ class FindingsSection(Struct, frozen=True):
     """Break findings by measured cost, then churn findings by compile time."""
     ranked_by: str
     missing: list[str] = []
+    headline: Headline | None = None
+    """Where the run's time went and its costliest finding: what to read first."""
+    ranked: list[RankedItem] = []
+    """Break findings and recompile causes in one list, by cost in this run."""
+    causes: list[RecompileCause] = []
+    """Recompiles grouped by the input change that set them off (the churn findings are per frame)."""
+
+
+# The headline types refer to Remedy and FindingsSection refers to them: imported last so that
+# either module can be imported first.
+from .headline import Headline, RankedItem, RecompileCause  # noqa: E402

@@ -34,7 +34,14 @@ def environment() -> jinja2.Environment:
     )
     env.filters["ns"] = fmt_ns
     env.filters["num"] = _num
+    env.filters["pct"] = _pct
     return env
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
 
 
 class HtmlRenderer:

@@ -36,7 +36,10 @@ class MarkdownRenderer:
     def render(self, view: ReportView, comparison: Comparison | None = None) -> str:
         lines: list[str] = []
         counts = " · ".join(f"{c.value} {c.label}" for c in view.counts)
-        lines += [f"### {esc(view.title)}", "", counts, ""]
+        lines += [f"### {esc(view.title)}", ""]
+        if view.headline is not None:
+            lines += [f"**{esc(view.headline.sentence, 1200)}**", ""]
+        lines += [counts, ""]
         if not view.has_runtime:
             lines += [f"> no runtime data: {esc('; '.join(view.absent), 400)}", ""]
         if comparison is not None:
@@ -62,12 +65,15 @@ class MarkdownRenderer:
                 )
             lines.append("")
         if view.top_findings:
-            lines += ["**Top findings** (by measured cost)", ""]
+            basis = "breaks and recompile causes, by time spent in this run" if view.headline else "by measured cost"
+            lines += [f"**Top findings** ({basis})", ""]
             for f in view.top_findings[: self.max_rows]:
                 where = f" `{f.where}`" if f.where and "`" not in f.where else (f" {esc(f.where)}" if f.where else "")
                 lines.append(f"{f.rank}. **{esc(f.kind)}**{where}: {esc(f.headline)} ({fmt_ns(f.cost_ns)})")
                 if f.detail:
                     lines.append(f"   {esc(f.detail, 240)}")
+                for b in f.beneath[:3]:
+                    lines.append(f"   - {esc(b, 240)}")
             lines.append("")
         if view.recompiles:
             lines += ["**Recompiles**", "", "| compile id | frame | call | failed guard |", "|---|---|---:|---|"]

@@ -24,6 +24,7 @@ class TerminalRenderer:
             f"({s.recompile_count} recompiles) · {s.graph_count} graphs · "
             f"{s.break_site_count} break sites · {s.fallback_count} fallbacks"
         )
+        self.print_headline(receipt)
         if not s.has_runtime:
             c.print("[yellow]no runtime data[/yellow]: " + "; ".join(led.run.absent))
         if s.phases:
@@ -82,13 +83,41 @@ class TerminalRenderer:
                 f"(first {led.retention.first}, then every {led.retention.stride}th); totals are exact[/dim]"
             )
 
+    def print_headline(self, receipt: Receipt) -> None:
+        """Where the time went and the costliest finding (the analysis wrote the sentence)."""
+        sec = receipt.findings
+        hl = sec.headline if sec is not None else None
+        if hl is None:
+            return
+        self.console.print(f"[bold]{escape(hl.sentence)}[/bold]")
+
+    def print_ranked(self, receipt: Receipt) -> None:
+        """Breaks and recompile causes in one list, by time spent in this run."""
+        sec = receipt.findings
+        if sec is None or not sec.ranked:
+            return
+        c = self.console
+        causes = {x.cause_id: x for x in sec.causes}
+        breaks = {f.finding_id: f for f in sec.findings}
+        c.print("[bold]findings ranked by time in this run[/bold] (breaks and recompile causes)")
+        for it in sec.ranked[: self.max_rows]:
+            c.print(f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] {escape(it.sentence)}")
+            cause = causes.get(it.item_id)
+            remedy = cause.remedy if cause is not None else None
+            if remedy is None and it.item_id in breaks and breaks[it.item_id].remedies:
+                remedy = breaks[it.item_id].remedies[0]
+            if remedy is not None:
+                tail = f" [dim](try: {escape(remedy.try_with)})[/dim]" if remedy.try_with else ""
+                c.print(f"     [green]→[/green] {escape(remedy.text)}{tail}")
+
     def print_findings(self, receipt: Receipt) -> None:
         """One sentence per finding (the analysis wrote it), its first remedy, and what is unknown."""
         sec = receipt.findings
         if sec is None:
             return
         c = self.console
-        for axis, title in (("fragmentation", "breaks by measured cost"), ("churn", "recompiles by compile time")):
+        self.print_ranked(receipt)
+        for axis, title in (("fragmentation", "breaks by measured cost"), ("churn", "recompiles per frame, by compile time")):
             rows = [f for f in sec.findings if f.axis == axis]
             if not rows:
                 continue

@@ -1,0 +1,396 @@
+"""Recompiles grouped by the input change that set them off.
+
+One changed input property (a length, a flag, an optional argument now given) makes every frame
+it reaches compile again: the top-level function, the submodules it inlines into separate frames,
+the resume functions after each break. Each of those recompiles fails a guard of its own, on its
+own name for the tensor (``input_ids`` at the top, ``hidden_states`` below, ``___stack0[1]`` in a
+resume function), and the per-frame churn findings list them one by one. This module puts them
+back together:
+
+1. Within one call, the recompiles are split by family (size, value, flag, dtype/device, other).
+   A value guard on a number that another recompile of the same call had as a size
+   (``seq_len == 32`` next to ``size ... expected 32``) belongs to the size change.
+2. Each group is named by its first recompile in compile order, the outermost frame the change
+   reached: ``input_ids dim 1: 100 → 128``.
+3. A group in a later call is the same cause again when it has the same family and names the same
+   property of the same frame, or when it recompiles a frame the cause's earlier calls compiled
+   or recompiled (the change reaching further code on its next occurrence), unless that frame
+   named another property for the cause (a second input of the same kind).
+4. The first compilations of other frames in a call with one cause are that cause's too (code
+   the change reached for the first time); with several causes in a call they are left unsplit.
+
+Every compilation with a recompile id (``x/y``, y > 0) lands in exactly one cause, so the causes'
+compile times add up to the run's recompile compile time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..model.findings import ChurnPattern, Finding, Remedy
+from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
+from ..model.ledger import Compilation, Ledger, compile_frame_index
+from .findings import PROBE, guard_pattern
+from .units import fmt_ns
+
+_SIZE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
+_STRIDE = re.compile(r"stride mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
+_PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
+_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_\d+$")
+_SOURCE = re.compile(r"^(?:L|kwargs)(?:\['[^']+'\])*\['([^']+)'\]$")
+_DIM_SUFFIX = re.compile(r"\[\d+\]$")
+_TENSOR = re.compile(r"tensor '(.+?)' (?:size|stride|dtype|device|requires_grad|dispatch)")
+
+_FAMILY: dict[ChurnPattern, CauseFamily] = {
+    "shape": "size",
+    "stride": "size",
+    "value": "value",
+    "flag": "flag",
+    "dtype_device": "dtype_device",
+    "recompile_limit": "recompile_limit",
+    "other": "other",
+}
+
+
+@dataclass(frozen=True)
+class GuardChange:
+    """What the first failed guard of one recompile says changed."""
+
+    family: CauseFamily
+    subject: str
+    dim: int | None
+    expected: str | None
+    actual: str | None
+    guard: str
+
+
+def parse_change(guards: list[str], status: str = "ok") -> GuardChange:
+    """The change behind one recompile, from the guard that failed on the frame's first variant.
+
+    PyTorch lists one failed guard per cached variant, the most recent first. Against the most
+    recent variant, a call that changes a length after a call that passed an extra argument fails
+    on the argument; against the first variant, on the length, which is what is new. The first
+    variant is what the run started from, so the change is named against it (the last listed)."""
+    listed = [g for g in guards if g.strip()]
+    first = listed[-1] if listed else ""
+    line = _PREFIX.sub("", first.strip().splitlines()[0] if first.strip() else "").strip()
+    if not line:
+        fam: CauseFamily = "recompile_limit" if status == "fallback" else "other"
+        return GuardChange(fam, "", None, None, None, "")
+    pattern, subject, value = guard_pattern(first)
+    family = _FAMILY[pattern]
+    named = _TENSOR.search(line)
+    if named and pattern in ("shape", "stride", "dtype_device"):
+        # the name may itself hold quotes (``kwargs['input_ids']``)
+        subject = _user_name(named.group(1)) + (subject[subject.rfind("."):] if pattern == "dtype_device" else "")
+    else:
+        subject = _user_name(_DIM_SUFFIX.sub("", subject) if pattern in ("shape", "stride") else subject)
+    m = _SIZE.search(line) or _STRIDE.search(line)
+    if m and family == "size":
+        return GuardChange(family, subject, int(m.group(1)), m.group(2), m.group(3), line)
+    if family == "flag" and value is not None:
+        return GuardChange(family, subject, None, value, None, line)
+    if family == "value" and subject.startswith("len(") and value is not None:
+        # len(kwargs) == 1: an optional argument given or left out
+        return GuardChange("flag", subject, None, f"== {value}", None, line)
+    if family == "value":
+        return GuardChange(family, subject, None, value, None, line)
+    return GuardChange(family, subject, None, None, None, line)
+
+
+def _user_name(subject: str) -> str:
+    """``L['x']``, ``kwargs['x']``, ``L['kwargs']['x']`` → ``x``; other sources stay as PyTorch
+    wrote them (``args[0]``, ``___stack0[1]``)."""
+    s = subject.strip()
+    m = _SOURCE.match(s)
+    return m.group(1) if m else s
+
+
+def describe(ch: GuardChange) -> str:
+    """The change in the user's words."""
+    if ch.family == "size":
+        what = "stride" if "stride" in ch.guard else "dim"
+        arrow = f": {ch.expected} → {ch.actual}" if ch.expected is not None and ch.actual is not None else ""
+        return f"{ch.subject} {what} {ch.dim}{arrow}"
+    if ch.family == "flag" and ch.subject.startswith("len("):
+        what = ch.subject[4:-1] if ch.subject.endswith(")") else ch.subject
+        return f"{what}: {(ch.expected or '').removeprefix('== ')} → another count (an optional argument given or left out)"
+    if ch.family == "flag":
+        exp = ch.expected or ""
+        if exp == "is None":
+            return f"{ch.subject} was None, now given"
+        if exp == "is not None":
+            return f"{ch.subject} was given, now None"
+        if exp.endswith("True") or exp.endswith("False"):
+            was = exp.split()[-1]
+            now = "False" if was == "True" else "True"
+            if exp.startswith("!=") or exp.startswith("is not"):
+                was, now = now, was
+            return f"{ch.subject}: {was} → {now}"
+        return f"{ch.subject} {exp} no longer holds"
+    if ch.family == "value":
+        return f"{ch.subject}: {ch.expected} → another value"
+    if ch.family == "dtype_device":
+        return f"{ch.subject} changed"
+    if ch.family == "recompile_limit":
+        return "the frame hit the recompile limit"
+    return ch.guard[:120] or "guards failed (not recorded)"
+
+
+def _stable_frame(name: str) -> str:
+    return _RESUME.sub(lambda m: f"torch_dynamo_resume_in_{m.group(1)}", name)
+
+
+def _cause_id(family: str, root: Compilation, ch: GuardChange) -> str:
+    parts = (family, root.file, _stable_frame(root.frame_name), ch.subject, "" if ch.dim is None else ch.dim)
+    return "RC" + hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:8]
+
+
+def _order(c: Compilation) -> tuple[int, int, int, str]:
+    x, y = compile_frame_index(c.compile_id)
+    return (c.start_ns if c.start_ns is not None else 1 << 62, x, y, c.compile_id)
+
+
+@dataclass
+class _Group:
+    call: int | None
+    family: CauseFamily
+    members: list[tuple[Compilation, GuardChange]]
+
+    @property
+    def root(self) -> tuple[Compilation, GuardChange]:
+        return self.members[0]
+
+    @property
+    def frames(self) -> set[int]:
+        return {compile_frame_index(c.compile_id)[0] for c, _ in self.members}
+
+
+@dataclass
+class _Cause:
+    family: CauseFamily
+    root: Compilation
+    change: GuardChange
+    groups: list[_Group] = field(default_factory=list)
+    reached: set[int] = field(default_factory=set)
+    new_frames: list[Compilation] = field(default_factory=list)
+    roots: dict[int, set[tuple[str, int | None]]] = field(default_factory=dict)
+    """Frames that named an occurrence of this cause, and the properties they named."""
+
+    def takes(self, g: _Group) -> bool:
+        """Is ``g`` this cause again? Same family, and either the same property of the same root
+        frame, or a frame this cause reached before, unless that frame named another property
+        for this cause (a second input of the same kind changing)."""
+        if g.family != self.family:
+            return False
+        root, ch = g.root
+        if self.key == (g.family, root.file, _stable_frame(root.frame_name), ch.subject, ch.dim):
+            return True
+        x = compile_frame_index(root.compile_id)[0]
+        named = self.roots.get(x)
+        if named is not None and (ch.subject, ch.dim) not in named:
+            return False
+        return bool(self.reached & g.frames)
+
+    @property
+    def key(self) -> tuple[str, str, str, str, int | None]:
+        return (self.family, self.root.file, _stable_frame(self.root.frame_name), self.change.subject, self.change.dim)
+
+
+def _call_groups(comps: list[Compilation]) -> list[_Group]:
+    """One call's recompiles split by family, the value guards on a former size joined to the
+    size change."""
+    parsed = [(c, parse_change(c.failed_guards, c.status)) for c in sorted(comps, key=_order)]
+    sizes = {ch.expected for _, ch in parsed if ch.family == "size" and ch.expected is not None}
+    by_family: dict[CauseFamily, list[tuple[Compilation, GuardChange]]] = defaultdict(list)
+    for c, ch in parsed:
+        fam = ch.family
+        if fam == "value" and ch.expected in sizes:
+            fam = "size"
+        if fam == "recompile_limit" and by_family:
+            # A frame that gave up without a recorded guard in a call with a named change: the
+            # change filled its cache.
+            fam = next(iter(by_family))
+        by_family[fam].append((c, ch))
+    groups = []
+    for fam, members in by_family.items():
+        # Name the group by a member whose own guard is of the group's family (a joined value
+        # guard or a bare fallback never names a size change).
+        named = [m for m in members if m[1].family == fam]
+        first = named[0] if named else members[0]
+        rest = [m for m in members if m is not first]
+        groups.append(_Group(call=members[0][0].call_index, family=fam, members=[first, *rest]))
+    return groups
+
+
+def group_recompiles(ledger: Ledger) -> list[_Cause]:
+    """Every recompile of ``ledger`` in exactly one cause, causes in order of first occurrence."""
+    recompiles = [c for c in ledger.compilations if c.is_recompile]
+    by_call: dict[int | None, list[Compilation]] = defaultdict(list)
+    for c in recompiles:
+        by_call[c.call_index].append(c)
+    firsts_by_call: dict[int | None, list[Compilation]] = defaultdict(list)
+    for c in ledger.compilations:
+        if not c.is_recompile:
+            firsts_by_call[c.call_index].append(c)
+    calls = sorted(by_call, key=lambda k: (k is None, k if k is not None else 0))
+    causes: list[_Cause] = []
+    for call in calls:
+        groups = _call_groups(by_call[call])
+        firsts = firsts_by_call.get(call, []) if call is not None else []
+        for g in groups:
+            root, ch = g.root
+            target = next((cause for cause in causes if cause.takes(g)), None)
+            if target is None:
+                target = _Cause(family=g.family, root=root, change=ch)
+                causes.append(target)
+            target.groups.append(g)
+            target.reached |= g.frames
+            target.roots.setdefault(compile_frame_index(root.compile_id)[0], set()).add((ch.subject, ch.dim))
+            if firsts:
+                # Frames first compiled in this call were reached by its change; with two changes
+                # in one call their compile time is not split, but either change recurring on
+                # them later is still recognised.
+                target.reached |= {compile_frame_index(c.compile_id)[0] for c in firsts}
+                if len(groups) == 1:
+                    target.new_frames.extend(firsts)
+    return causes
+
+
+def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list[RecompileCause]:
+    """The ranked causes of ``ledger``'s recompiles (costliest first), each tied to the per-frame
+    churn findings that hold its compilations."""
+    by_compile: dict[str, str] = {}
+    for f in churn or []:
+        if f.churn is not None:
+            for cid in f.churn.compile_ids:
+                by_compile.setdefault(cid, f.finding_id)
+    out: list[RecompileCause] = []
+    for cause in group_recompiles(ledger):
+        members = [c for g in cause.groups for c, _ in g.members]
+        frames: list[str] = []
+        for c in members:
+            label = f"{c.frame_name} ({_short(c.file)}:{c.line})"
+            if label not in frames:
+                frames.append(label)
+        occurrences = [
+            CauseOccurrence(
+                call_index=g.call,
+                change=describe(g.root[1]),
+                compile_ids=[c.compile_id for c, _ in g.members],
+                compile_ns=sum(c.duration_ns or 0 for c, _ in g.members),
+            )
+            for g in cause.groups
+        ]
+        compile_ns = sum(o.compile_ns for o in occurrences)
+        new_ns = sum(c.duration_ns or 0 for c in cause.new_frames)
+        missing = []
+        if any(c.duration_ns is None for c in members):
+            missing.append("compile time: not recorded for some compilations")
+        ids = [c.compile_id for c in members]
+        rc = RecompileCause(
+            cause_id=_cause_id(cause.family, cause.root, cause.change),
+            rank=0,
+            family=cause.family,
+            subject=cause.change.subject,
+            dim=cause.change.dim,
+            change=describe(cause.change),
+            root_frame=cause.root.frame_name,
+            root_file=cause.root.file,
+            root_line=cause.root.line,
+            occurrences=occurrences,
+            calls=sorted({g.call for g in cause.groups if g.call is not None}),
+            frames=frames,
+            compile_ids=ids,
+            recompiles=len(members),
+            compile_ns=compile_ns,
+            fallbacks=sum(1 for c in members if c.status == "fallback"),
+            new_frame_ids=[c.compile_id for c in cause.new_frames],
+            new_frame_ns=new_ns,
+            cost_ns=compile_ns + new_ns,
+            churn_finding_ids=sorted({by_compile[i] for i in ids if i in by_compile}),
+            remedy=_remedy(cause),
+            missing=missing,
+        )
+        out.append(rc)
+    out.sort(key=lambda r: (-r.cost_ns, -r.recompiles, r.cause_id))
+    return [_finish(r, rank) for rank, r in enumerate(out, 1)]
+
+
+def _finish(r: RecompileCause, rank: int) -> RecompileCause:
+    import msgspec
+
+    return msgspec.structs.replace(r, rank=rank, sentence=cause_sentence(r))
+
+
+def cause_sentence(r: RecompileCause) -> str:
+    n_calls = len(r.occurrences)
+    calls = ", ".join("outside calls" if o.call_index is None else str(o.call_index) for o in r.occurrences)
+    where = f"in call{'s' if n_calls != 1 else ''} {calls}"
+    recur = f" (recurs {n_calls}×)" if n_calls > 1 else ""
+    frames = f"{len(r.frames)} frame{'s' if len(r.frames) != 1 else ''}"
+    text = (
+        f"recompile cause {r.cause_id}: {r.change} {where}{recur} recompiled {frames} "
+        f"({r.recompiles} compilation{'s' if r.recompiles != 1 else ''}) and cost {fmt_ns(r.compile_ns)} of compile time"
+    )
+    if r.new_frame_ids:
+        text += f", plus {fmt_ns(r.new_frame_ns)} compiling {len(r.new_frame_ids)} frame{'s' if len(r.new_frame_ids) != 1 else ''} it reached for the first time"
+    if r.fallbacks:
+        text += f"; {r.fallbacks} frame{'s' if r.fallbacks != 1 else ''} hit the recompile limit and run eagerly"
+    return text
+
+
+def _remedy(cause: _Cause) -> Remedy:
+    ch = cause.change
+    if cause.family == "size":
+        dim = "" if ch.dim is None else f", {ch.dim}"
+        return Remedy(
+            action="mark_dynamic_or_bucket",
+            text=f"{ch.subject} changes size between calls: mark it dynamic before the first call "
+            f"(torch._dynamo.mark_dynamic({ch.subject}{dim})) or pad it to a few fixed sizes; "
+            "`seamscope shapes` measures these policies on your sizes",
+            try_with="seamscope shapes FILE.py:FUNC --lengths LENGTHS",
+        )
+    if cause.family == "flag" and ch.subject.startswith("len("):
+        return Remedy(
+            action="split_by_flag",
+            text="calls pass different sets of optional arguments, and each set is its own compiled variant: "
+            "pass the same arguments every call (an all-ones mask rather than none)",
+        )
+    if cause.family == "flag":
+        return Remedy(
+            action="split_by_flag",
+            text=f"each setting of {ch.subject} is its own compiled variant, paid once per setting: keep it fixed, "
+            "or hoist the branch out of the compiled function",
+        )
+    if cause.family == "value":
+        if ch.subject.startswith("___stack"):
+            return Remedy(
+                action="capture_scalar_outputs",
+                text="a value read with .item() is passed to the code after the break and guarded by value: keep it "
+                "a tensor, or let Dynamo capture it symbolically",
+                config={"capture_scalar_outputs": "True"},
+                try_with=f"{PROBE} --dynamo-config capture_scalar_outputs=True",
+            )
+        return Remedy(
+            action="pass_as_tensor",
+            text=f"{ch.subject} is a Python number specialised as a constant: pass it as a 0-d tensor, or hoist it out",
+        )
+    if cause.family == "dtype_device":
+        return Remedy(action="cast_inputs", text=f"cast {ch.subject} to one dtype and device before the compiled call")
+    if cause.family == "recompile_limit":
+        return Remedy(
+            action="fix_churn_or_raise_limit",
+            text="frames gave up compiling and run eagerly: fix what fills their cache, or raise the limit to measure it",
+            config={"recompile_limit": "64"},
+            try_with=f"{PROBE} --dynamo-config recompile_limit=64",
+        )
+    return Remedy(action="read_hints", text="read the failed guard: it names what changed between calls")
+
+
+def _short(path: str) -> str:
+    i = path.find("site-packages/")
+    return path[i + len("site-packages/") :] if i >= 0 else path
