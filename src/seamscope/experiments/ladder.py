@@ -33,7 +33,7 @@ from .differential import (
     random_ops,
     worst_leaf,
 )
-from .workload import Workload, as_call, load_object, load_workload
+from .workload import Workload, as_call, load_object, load_workload, prepare
 
 
 def backend_label(b: Any) -> str:
@@ -351,10 +351,7 @@ def child_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result", required=True)
     ap.add_argument("--backends", default="")
     a = ap.parse_args(argv)
-    wl = load_workload(a.spec)
-    from .probe import prepare
-
-    wl = prepare(wl)
+    wl = prepare(load_workload(a.spec))
     names = [b for b in a.backends.split(",") if b]
     layers = list(wl.ladder)
     b: Any = layers[a.index] if a.index < len(layers) and backend_label(layers[a.index]) == names[a.index] else names[a.index]
