@@ -43,7 +43,7 @@ class ProbeTableRenderer:
             c.print(t)
         if p.differential:
             t = Table(title="differential test (eager vs compiled)", title_justify="left")
-            for col in ("input", "class", "worst leaf", "max abs", "ulp", "× tol", "why"):
+            for col in ("input", "class", "worst leaf", "max abs", "ulp", "× tol", "× rounding", "why"):
                 t.add_column(col)
             for d in p.differential:
                 w = d.worst
@@ -51,6 +51,7 @@ class ProbeTableRenderer:
                           w.path if w else "–", "–" if not w or w.max_abs is None else f"{w.max_abs:.3g}",
                           "–" if not w or w.max_ulp is None else str(w.max_ulp),
                           "–" if not w or w.tolerance_ratio is None else f"{w.tolerance_ratio:.3g}",
+                          "–" if not w or w.rounding_ratio is None else f"{w.rounding_ratio:.3g}",
                           w.reason if w else "")
             c.print(t)
         if p.ladder:
