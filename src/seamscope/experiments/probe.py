@@ -336,6 +336,10 @@ class ProbeRun:
             worst = worst_leaf(d.worst for d in self.diffs if d.worst is not None)
             head = (f"boundary bug: {worst.path} ({worst.reason})" if worst and worst.klass == "boundary_bug"
                     else "compiled matches eager for the probed backend")
+            if (self.ladder is not None and self.ladder.meaning and worst is not None
+                    and worst.klass == "boundary_bug" and self.ladder.first_bug == self.ladder.first_failing):
+                # The leaf's figures are in the head already: the ladder adds the layer and its meaning.
+                lad = f"first failing layer: {self.ladder.first_bug}. {self.ladder.meaning}"
             return "boundary_bug", head + (f"; {lad}" if lad else "")
         if klass == "above_tolerance":
             worst = worst_leaf(d.worst for d in self.diffs if d.worst is not None)
