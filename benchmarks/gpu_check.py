@@ -101,6 +101,14 @@ def figures(name: str, receipt: Any, syncs_eager: float | None, syncs_compiled: 
         ],
         "phases": {pr.phase: {"eager_median_ms": _ms(pr.baseline.median_ns), "compiled_median_ms": _ms(pr.candidate.median_ns),
                               "n": len(pr.candidate.samples_ns)} for pr in p.pairs},
+        "differential": [
+            {"input": f"{d.family}[{d.index}]", "class": d.klass,
+             "worst_leaf": d.worst.path if d.worst else None,
+             "tolerance_ratio": d.worst.tolerance_ratio if d.worst else None,
+             "rounding_ratio": d.worst.rounding_ratio if d.worst else None,
+             "judged_by": d.worst.judged_by if d.worst else None}
+            for d in p.differential
+        ],
         "syncs_per_call": {"eager": syncs_eager, "compiled": syncs_compiled},
         "break_sites": receipt.summary.break_site_count,
     }

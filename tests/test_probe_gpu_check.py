@@ -58,4 +58,5 @@ def test_cpu_path_writes_figures_from_the_receipt(tmp_path: Path, _reset: Any) -
     assert res["workload"] == "tiny" and res["syncs_per_call"] == {"eager": None, "compiled": None}
     assert [r["configuration"] for r in res["evidence"]] == ["eager", "compile eager"]
     assert res["evidence"][1]["peak_source"] == "rss"
+    assert [(d["input"], d["class"]) for d in res["differential"]] == [("steady[0]", "within_tolerance")]
     assert (tmp_path / "tiny" / "receipt.json").exists()

@@ -26,6 +26,7 @@ from ..capture import adapter
 from ..errors import UnusableInput
 from ..model.probe import Ladder, LayerResult, LeafDiff, RandomOp
 from .differential import (
+    Rounding,
     aliasing,
     clone_tree,
     compare_aliasing,
@@ -33,7 +34,7 @@ from .differential import (
     random_ops,
     worst_leaf,
 )
-from .workload import Workload, as_call, load_object, load_workload
+from .workload import Workload, as_call, load_object, load_workload, prepare
 
 
 def backend_label(b: Any) -> str:
@@ -140,6 +141,8 @@ class Reference:
     state_after: dict[str, torch.Tensor]
     aliases: dict[str, str | None]
     reductions: dict[str, int]
+    rounding: Rounding | None = None
+    """Eager in float64 on the same inputs: what rounding can explain per leaf."""
 
 
 def is_compile_error(e: BaseException) -> bool:
@@ -161,23 +164,25 @@ def compare_to_reference(
         after = module_state(module)
     finally:
         restore_state(module, ref.state_before)
-    leaves = compare_trees(ref.out, out, "out", override, ref.reductions)
+    leaves = compare_trees(ref.out, out, "out", override, ref.reductions, ref.rounding)
     leaves += compare_aliasing(ref.aliases, aliasing(out, inputs))
-    leaves += compare_side_effects(clone_tree(ref.entry), ref.inputs_after, inputs, "input", override)
-    leaves += compare_side_effects(ref.state_before, ref.state_after, after, "module", override)
+    leaves += compare_side_effects(clone_tree(ref.entry), ref.inputs_after, inputs, "input", override, ref.rounding)
+    leaves += compare_side_effects(ref.state_before, ref.state_after, after, "module", override, ref.rounding)
     return leaves
 
 
 def eager_reference(wl: Workload, fam: str, idx: int, entry: Any, sig: str) -> Reference:
-    """Eager on a fresh copy (under the reduction-tracking mode when it works)."""
-    from .differential import module_state, reduction_provenance, restore_state
+    """Eager on a fresh copy (under the reduction-tracking mode when it works), then eager in
+    float64 on another copy: what rounding can explain for each leaf."""
+    from .differential import float64_run, module_state, reduction_trace, restore_state
 
     module = wl.fn_or_module
     before = module_state(module)
     inputs = clone_tree(entry)
     args, kwargs = as_call(inputs)
+    allowances: dict[str, float] = {}
     try:
-        out, red = reduction_provenance(module, args, kwargs)
+        out, red, allowances = reduction_trace(module, args, kwargs)
     except Exception:
         restore_state(module, before)
         inputs = clone_tree(entry)
@@ -185,7 +190,9 @@ def eager_reference(wl: Workload, fam: str, idx: int, entry: Any, sig: str) -> R
         out, red = module(*args, **kwargs), {}
     after = module_state(module)
     restore_state(module, before)
-    return Reference(fam, idx, entry, sig, out, inputs, before, after, aliasing(out, inputs), red)
+    rounding = float64_run(module, entry, as_call)
+    rounding.allowances = allowances
+    return Reference(fam, idx, entry, sig, out, inputs, before, after, aliasing(out, inputs), red, rounding)
 
 
 def run_layer(wl: Workload, backend: Any, refs: Sequence[Reference]) -> LayerResult:
@@ -236,6 +243,42 @@ def _msg(e: BaseException) -> str:
     return (text[0] if text else "")[:300]
 
 
+_WHERE = {
+    "eager": "already at eager (Dynamo's capture alone, no compiler): the capture or the code's own compiled-only path",
+    "aot_eager": "first at aot_eager (eager matched): AOTAutograd or the decompositions",
+    "inductor": "first at inductor (aot_eager matched): inductor's code generation",
+}
+
+
+def bug_meaning(layers: Sequence[LayerResult]) -> tuple[str | None, str | None]:
+    """(The first layer whose worst leaf is a boundary bug, one sentence on where the bug starts)."""
+    for i, lr in enumerate(layers):
+        if not (lr.verdict == "mismatch" and lr.worst is not None and lr.worst.klass == "boundary_bug"):
+            continue
+        before = layers[:i]
+        if any(b.verdict not in ("ok", "suspect") for b in before):
+            return lr.backend, (f"The first boundary bug is at {lr.backend}, but a layer before it did not run"
+                                " to a comparison, so where the bug starts is not known.")
+        names = [b.backend for b in before]
+        if lr.backend == "eager":
+            where = _WHERE["eager"]
+        elif lr.backend == "aot_eager" and "eager" not in names:
+            where = "first at aot_eager (eager not tried): Dynamo's capture, AOTAutograd or the decompositions"
+        elif lr.backend == "inductor" and "aot_eager" not in names:
+            where = ("first at inductor (aot_eager not tried): Dynamo's capture, AOTAutograd, the decompositions"
+                     " or inductor's code generation" if "eager" not in names else
+                     "first at inductor (eager matched, aot_eager not tried): AOTAutograd, the decompositions"
+                     " or inductor's code generation")
+        elif lr.backend in _WHERE:
+            where = _WHERE[lr.backend]
+        elif names:
+            where = f"first at {lr.backend} ({', '.join(names)} matched): what {lr.backend} does beyond them"
+        else:
+            where = f"at {lr.backend}, the only layer tried: Dynamo's capture or what {lr.backend} does"
+        return lr.backend, f"The boundary bug starts {where}."
+    return None, None
+
+
 def answer(layers: Sequence[LayerResult]) -> tuple[str | None, str]:
     for lr in layers:
         if lr.verdict in ("ok", "suspect", "not_run"):
@@ -254,10 +297,12 @@ def answer(layers: Sequence[LayerResult]) -> tuple[str | None, str]:
             detail = f": {lr.signal}"
         elif lr.worst is not None:
             detail = f": worst leaf {lr.worst.path} is a {lr.worst.klass.replace('_', ' ')} ({lr.worst.reason})"
-        return lr.backend, f"first failing layer: {lr.backend} {what}{detail}"
+        text = f"first failing layer: {lr.backend} {what}{detail}"
+        _, meaning = bug_meaning(layers)
+        return lr.backend, text + (f". {meaning}" if meaning else "")
     sus = [lr.backend for lr in layers if lr.verdict == "suspect"]
     if sus:
-        return None, "every layer ran; above tolerance (suspect, not a bug) on: " + ", ".join(sus)
+        return None, "every layer ran; over the tolerance, not called a bug (suspect; each leaf says why) on: " + ", ".join(sus)
     return None, "every layer compiled, ran and matched eager"
 
 
@@ -290,7 +335,8 @@ def run_ladder(
         if on_layer:
             on_layer(lr)
     first, text = answer(results)
-    return Ladder(layers=results, first_failing=first, answer=text)
+    bug, meaning = bug_meaning(results)
+    return Ladder(layers=results, first_failing=first, answer=text, first_bug=bug, meaning=meaning)
 
 
 # --- isolation: one child process per layer ------------------------------------------------------
@@ -351,10 +397,7 @@ def child_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result", required=True)
     ap.add_argument("--backends", default="")
     a = ap.parse_args(argv)
-    wl = load_workload(a.spec)
-    from .probe import prepare
-
-    wl = prepare(wl)
+    wl = prepare(load_workload(a.spec))
     names = [b for b in a.backends.split(",") if b]
     layers = list(wl.ladder)
     b: Any = layers[a.index] if a.index < len(layers) and backend_label(layers[a.index]) == names[a.index] else names[a.index]

@@ -54,42 +54,15 @@ from .ladder import (
     run_ladder,
     signature,
 )
-from .workload import Workload, as_call
+from .workload import Workload, as_call, prepare
+from .workload import _move as _move  # the shape study imports it from here
+
+__all__ = ["ProbeRun", "prepare", "probe"]
 
 MIB = 1 << 20
 
 
 # --- preparation and measurement helpers ---------------------------------------------------------
-
-
-def _move(obj: Any, device: str, dtype: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        t = obj.to(device)
-        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
-    if isinstance(obj, dict):
-        return {k: _move(v, device, dtype) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_move(v, device, dtype) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_move(v, device, dtype) for v in obj)
-    return obj
-
-
-def prepare(wl: Workload) -> Workload:
-    """Move the module and the inputs to the workload's device and dtype."""
-    m = wl.fn_or_module
-    if isinstance(m, torch.nn.Module):
-        m.to(wl.device)
-        if wl.dtype is not None:
-            m.to(wl.dtype)
-    inputs = {k: [_move(e, wl.device, wl.dtype) for e in v] for k, v in wl.families().items()}
-    return msgspec_free_replace(wl, inputs=inputs)
-
-
-def msgspec_free_replace(wl: Workload, **kw: Any) -> Workload:
-    import dataclasses
-
-    return dataclasses.replace(wl, **kw)
 
 
 def rss_bytes() -> int | None:
@@ -363,6 +336,10 @@ class ProbeRun:
             worst = worst_leaf(d.worst for d in self.diffs if d.worst is not None)
             head = (f"boundary bug: {worst.path} ({worst.reason})" if worst and worst.klass == "boundary_bug"
                     else "compiled matches eager for the probed backend")
+            if (self.ladder is not None and self.ladder.meaning and worst is not None
+                    and worst.klass == "boundary_bug" and self.ladder.first_bug == self.ladder.first_failing):
+                # The leaf's figures are in the head already: the ladder adds the layer and its meaning.
+                lad = f"first failing layer: {self.ladder.first_bug}. {self.ladder.meaning}"
             return "boundary_bug", head + (f"; {lad}" if lad else "")
         if klass == "above_tolerance":
             worst = worst_leaf(d.worst for d in self.diffs if d.worst is not None)

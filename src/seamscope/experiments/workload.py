@@ -89,6 +89,37 @@ def as_call(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (entry,), {}
 
 
+def _move(obj: Any, device: str, dtype: Any) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        t = obj.to(device)
+        return t.to(dtype) if dtype is not None and t.is_floating_point() else t
+    if isinstance(obj, dict):
+        return {k: _move(v, device, dtype) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_move(v, device, dtype) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_move(v, device, dtype) for v in obj)
+    return obj
+
+
+def prepare(wl: Workload) -> Workload:
+    """Move the module and the inputs to the workload's device and dtype (the probe, the ladder
+    and its isolated children all run a prepared workload)."""
+    import dataclasses
+
+    import torch
+
+    m = wl.fn_or_module
+    if isinstance(m, torch.nn.Module):
+        m.to(wl.device)
+        if wl.dtype is not None:
+            m.to(wl.dtype)
+    inputs = {k: [_move(e, wl.device, wl.dtype) for e in v] for k, v in wl.families().items()}
+    return dataclasses.replace(wl, inputs=inputs)
+
+
 def split_spec(spec: str) -> tuple[str, str]:
     """``path/to/file.py:func`` or ``pkg.mod:func`` → (where, name)."""
     where, sep, name = spec.rpartition(":")

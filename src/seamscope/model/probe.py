@@ -12,9 +12,14 @@ from typing import Literal
 from .ledger import Struct
 
 LeafClass = Literal["within_tolerance", "above_tolerance", "boundary_bug"]
-"""The differential test's classes: arithmetic drift; a suspect difference (a large reduction in a new order
-can reach the 4th-5th digit); a structural mistake (>= 100x the tolerance, wrong shape, dtype,
-aliasing, NaN placement or side effect)."""
+"""The differential test's classes: arithmetic drift (within the tolerance); a difference over the
+tolerance that rounding can explain; a difference rounding cannot explain by a wide margin (judged
+against eager's own error from a float64 run; without one, >= 100x the tolerance), or a wrong shape,
+dtype, aliasing, NaN placement or side effect."""
+
+JudgedBy = Literal["rounding", "tolerance"]
+"""What a leaf over its tolerance was judged against: ``rounding`` (eager's own error, measured by
+running the same inputs eagerly in float64) or ``tolerance`` (no float64 run: the tolerance factor)."""
 
 ProbePhase = Literal["eager", "cold", "warm", "changed"]
 
@@ -86,6 +91,20 @@ class LeafDiff(Struct, frozen=True):
     reduction_length: int | None = None
     """Longest reduction (terms summed) behind this leaf in the eager run; None if unknown."""
     large_reduction: bool | None = None
+    eager_error: float | None = None
+    """max |eager - eager in float64| over the leaf: eager's own rounding error (None: no float64 run)."""
+    rounding_bound: float | None = None
+    """What rounding can explain, in the leaf's units: the largest of ``eager_error``, half an ulp
+    of the leaf's root-mean-square value, and ``reduction_allowance``."""
+    reduction_allowance: float | None = None
+    """K * u * m for the longest reduction behind the leaf (K terms of magnitude <= m, unit roundoff
+    u of the accumulation dtype): how far a new summation order can move it."""
+    rounding_ratio: float | None = None
+    """max |compiled - eager| / ``rounding_bound``: >= 8 is a difference rounding cannot explain."""
+    judged_by: JudgedBy | None = None
+    """For a leaf over its tolerance: the bound its class was decided against."""
+    no_float64: str | None = None
+    """Why there is no float64 reference for this leaf (the tolerance rule decided instead)."""
 
 
 class DiffReport(Struct, frozen=True):
@@ -132,6 +151,10 @@ class Ladder(Struct, frozen=True):
     layers: list[LayerResult]
     first_failing: str | None
     answer: str
+    first_bug: str | None = None
+    """The first layer whose worst leaf is a boundary bug (None: none is)."""
+    meaning: str | None = None
+    """One sentence: what the first boundary-bug layer says about where the bug starts."""
 
 
 class MemoryPoint(Struct, frozen=True):

@@ -17,6 +17,12 @@ def _mib(v: float | None) -> str:
     return "–" if v is None else f"{v:,.1f}"
 
 
+def _why(reason: str, judged_by: str | None) -> str:
+    """A table cell: a reason judged against rounding without its figures (the verdict line and
+    the receipt keep them; the table's columns show the ratios)."""
+    return reason.split(":", 1)[0] if judged_by == "rounding" else reason
+
+
 class ProbeTableRenderer:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False)
@@ -43,7 +49,7 @@ class ProbeTableRenderer:
             c.print(t)
         if p.differential:
             t = Table(title="differential test (eager vs compiled)", title_justify="left")
-            for col in ("input", "class", "worst leaf", "max abs", "ulp", "× tol", "why"):
+            for col in ("input", "class", "worst leaf", "max abs", "ulp", "× tol", "× rounding", "why"):
                 t.add_column(col)
             for d in p.differential:
                 w = d.worst
@@ -51,7 +57,8 @@ class ProbeTableRenderer:
                           w.path if w else "–", "–" if not w or w.max_abs is None else f"{w.max_abs:.3g}",
                           "–" if not w or w.max_ulp is None else str(w.max_ulp),
                           "–" if not w or w.tolerance_ratio is None else f"{w.tolerance_ratio:.3g}",
-                          w.reason if w else "")
+                          "–" if not w or w.rounding_ratio is None else f"{w.rounding_ratio:.3g}",
+                          _why(w.reason, w.judged_by) if w else "")
             c.print(t)
         if p.ladder:
             t = Table(title="backend ladder", title_justify="left")
@@ -61,7 +68,8 @@ class ProbeTableRenderer:
                 yn = {True: "yes", False: "[red]no[/]", None: "–"}
                 lw = lr.worst
                 detail = (f"{lr.exception_type}: {lr.message}" if lr.exception_type else
-                          lr.signal or lr.message or (f"{lw.path}: {lw.reason}" if lw and lw.klass != "within_tolerance" else ""))
+                          lr.signal or lr.message or (f"{lw.path}: {_why(lw.reason, lw.judged_by)}"
+                                                      if lw and lw.klass != "within_tolerance" else ""))
                 t.add_row(lr.backend + (" (isolated)" if lr.isolated else ""), yn[lr.compiled], yn[lr.ran],
                           yn[lr.matches], f"[{_STYLE.get(lr.verdict, 'red')}]{lr.verdict}[/]", detail or "")
             c.print(t)
