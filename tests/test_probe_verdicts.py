@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seamscope.cli import main
-from seamscope.experiments.differential import (
+torch = pytest.importorskip("torch")
+
+from seamscope.cli import main  # noqa: E402
+from seamscope.experiments.differential import (  # noqa: E402
     BUG_FACTOR,
     ROUNDING_MARGIN,
     Rounding,
@@ -33,9 +34,9 @@ from seamscope.experiments.differential import (
     reduction_trace,
     rounding_bound,
 )
-from seamscope.experiments.ladder import answer, bug_meaning
-from seamscope.experiments.workload import as_call
-from seamscope.model.probe import LayerResult, LeafDiff
+from seamscope.experiments.ladder import answer, bug_meaning  # noqa: E402
+from seamscope.experiments.workload import as_call  # noqa: E402
+from seamscope.model.probe import LayerResult, LeafDiff  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
