@@ -29,6 +29,7 @@ from ..ingest.compile_events import CompileEventAssembler
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
 from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
 from ..model.receipt import Decision, Receipt
+from ..model.spans import REGION
 from . import adapter
 
 _ACTIVE: Session | None = None
@@ -406,9 +407,9 @@ class Session:
                             nbytes += t.nbytes
                 elif isinstance(out, Tensor):
                     n, nbytes = 1, out.nbytes
-                spans.append(("r", t0, t1, cid, gi, n, nbytes, clock()))
+                spans.append((REGION, t0, t1, cid, gi, n, nbytes, clock()))  # model/spans.py's layout
             else:
-                spans.append(("r", t0, t1, cid, gi, None, None, clock()))
+                spans.append((REGION, t0, t1, cid, gi, None, None, clock()))
             return out
 
         if self.native is not None and self._lane is not None:

@@ -48,6 +48,25 @@ from .ledger import (
     Totals,
     compile_frame_index,
 )
+from .spans import (
+    BOOK_END,
+    COMPILATION,
+    COMPILE_ID,
+    END,
+    GRAPH_INDEX,
+    KEY,
+    KIND,
+    OUT_BYTES,
+    OUT_TENSORS,
+    OVERHEAD,
+    REGION,
+    START,
+    SUM_COMPILE,
+    SUM_COMPILES,
+    SUM_ISLAND,
+    SUM_OVERHEAD,
+    SUM_REGION,
+)
 
 DEFAULT_FIRST_CALLS = 256
 DEFAULT_CALL_CAP = 1024
@@ -56,15 +75,12 @@ DEFAULT_OUTSIDE_CAP = 1024
 PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
 
-# A span is a plain tuple (the hot path builds one per region run):
-# ("r", start, end, compile_id, graph_index, out_tensors, out_bytes, overhead_end) a region, whose
-# bookkeeping that follows it (end .. overhead_end) rides in the same tuple; ("c", start, end, "c",
-# compile_id) a compilation; ("o", start, end, "o") seamscope's own overhead. Item 3 is the span's
-# part of the call's structure key, so the key is one C-level ``map``.
+# A span is a plain tuple (the hot path builds one per region run); its layout, and what item 3
+# means by kind, is defined once in ``spans.py``.
 _Span = tuple
-_START = operator.itemgetter(1)
+_START = operator.itemgetter(START)
 """Spans sort by start; spans that start together keep the order they were reported in."""
-_KEY = operator.itemgetter(3)
+_KEY = operator.itemgetter(KEY)
 
 
 _NEVER = 1 << 62
@@ -342,7 +358,7 @@ class LedgerBuilder:
         if self._open is None:
             self.outside_region(compile_id, "forward", end_ns - start_ns, None)
             return
-        self._open.spans.append(("r", start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes, end_ns))
+        self._open.spans.append((REGION, start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes, end_ns))
 
     def region_run(
         self, compile_id: str, graph_index: int, t0: int, t1: int, t2: int,
@@ -354,19 +370,19 @@ class LedgerBuilder:
         if oc is None:
             self.outside_region(compile_id, "forward", t1 - t0, None)
             return
-        oc.spans.append(("r", t0, t1, compile_id, graph_index, out_tensors, out_bytes, t2))
+        oc.spans.append((REGION, t0, t1, compile_id, graph_index, out_tensors, out_bytes, t2))
 
     def compile_span(self, compile_id: str, start_ns: int, end_ns: int) -> None:
         self._adopt()
         if self._open is None:
             return
-        self._open.spans.append(("c", start_ns, end_ns, "c", compile_id))
+        self._open.spans.append((COMPILATION, start_ns, end_ns, COMPILATION, compile_id))
 
     def overhead(self, start_ns: int, end_ns: int) -> None:
         """seamscope's own bookkeeping between ``start_ns`` and ``end_ns``."""
         self._adopt()
         if self._open is not None:
-            self._open.spans.append(("o", start_ns, end_ns, "o"))
+            self._open.spans.append((OVERHEAD, start_ns, end_ns, OVERHEAD))
 
     def guard_miss(self, compile_id: str, at_ns: int) -> None:
         self._adopt()
@@ -490,7 +506,7 @@ class LedgerBuilder:
             self._lane_budget()
             return None
         events, sums = self._account(oc, end_ns, plan, (retain or bool(self.call_observers)) and not defer)
-        has_compile = sums[4] > 0
+        has_compile = sums[SUM_COMPILES] > 0
         has_fallback = bool(oc.points) and any(p[2] is not None for p in oc.points)
         phase: Phase
         if has_compile:
@@ -502,10 +518,10 @@ class LedgerBuilder:
         acc = self._phase[phase]
         acc.calls += 1
         acc.wall += wall
-        acc.region += sums[0]
-        acc.island += sums[1]
-        acc.compile += sums[2]
-        acc.overhead += sums[3]
+        acc.region += sums[SUM_REGION]
+        acc.island += sums[SUM_ISLAND]
+        acc.compile += sums[SUM_COMPILE]
+        acc.overhead += sums[SUM_OVERHEAD]
         self._call_count += 1
         if defer:
             self._retain(_Kept(oc, end_ns, plan, phase, "error" if error is not None else "hit", wall, error))
@@ -514,7 +530,7 @@ class LedgerBuilder:
         if events is None:  # not kept, or kept with its events made in build()
             return None
         recompiled = has_compile and any(
-            sp[0] == "c" and compile_frame_index(sp[4])[1] > 0 for sp in oc.spans
+            sp[KIND] == COMPILATION and compile_frame_index(sp[COMPILE_ID])[1] > 0 for sp in oc.spans
         )
         if error is not None:
             outcome = "error"
@@ -531,7 +547,7 @@ class LedgerBuilder:
             phase=phase,
             outcome=outcome,  # type: ignore[arg-type]
             wall_ns=wall,
-            overhead_ns=sums[3],
+            overhead_ns=sums[SUM_OVERHEAD],
             events=events,
             family=oc.family,
             error=error,
@@ -564,7 +580,7 @@ class LedgerBuilder:
         for item in key:
             pre: list[str] = []
             post: list[str] = []
-            is_region = item not in ("c", "o")
+            is_region = item not in (COMPILATION, OVERHEAD)
             comp = self._compilations.get(item) if is_region else None
             if comp is not None:
                 closed_recently.intersection_update({comp.resume_site_id, comp.own_break_site_id})
@@ -603,10 +619,10 @@ class LedgerBuilder:
         ]
         plan.final_acc = site_acc.setdefault(pending, _SiteAcc()) if pending is not None else None
         regions = self._regions
-        ran = [item for item in key if item not in ("c", "o")]
+        ran = [item for item in key if item not in (COMPILATION, OVERHEAD)]
         plan.rcounts = [(regions.setdefault(cid, _RegionAcc()), ran.count(cid)) for cid in dict.fromkeys(ran)]
-        if "c" not in key:
-            plan.raccs = [None if item == "o" else regions.setdefault(item, _RegionAcc()) for item in key]
+        if COMPILATION not in key:
+            plan.raccs = [None if item == OVERHEAD else regions.setdefault(item, _RegionAcc()) for item in key]
             plan.gaccs = [None if step[1] is None else site_acc.setdefault(step[1], _SiteAcc()) for step in steps]
         return plan
 
@@ -619,7 +635,7 @@ class LedgerBuilder:
             if len(self._plans) < self.plan_cap:
                 self._plans[key] = plan
                 if plan.raccs is not None and self._lane is not None:
-                    plan.sums = self._sums_type("".join(["o" if k == "o" else "r" for k in key]))
+                    plan.sums = self._sums_type("".join([OVERHEAD if k == OVERHEAD else REGION for k in key]))
                     self._lane.plans[key] = plan.sums
             else:  # not kept: count its crossings now
                 plan.fold()
@@ -650,8 +666,8 @@ class LedgerBuilder:
         start = cursor
         island_sum = overhead_sum = 0
         for sp, racc, gacc in zip(spans, raccs, gaccs, strict=True):
-            s = sp[1]
-            e = sp[2]
+            s = sp[START]
+            e = sp[END]
             if s < cursor or e > end_ns or e < s:
                 s = min(max(s, cursor), end_ns)
                 e = min(max(e, s), end_ns)
@@ -670,7 +686,7 @@ class LedgerBuilder:
             if dur > racc.max:
                 racc.max = dur
             racc.total += dur
-            cursor = sp[7]  # the bookkeeping right after the region
+            cursor = sp[BOOK_END]  # the bookkeeping right after the region
             if cursor > e:
                 if cursor > end_ns:
                     cursor = end_ns
@@ -699,7 +715,7 @@ class LedgerBuilder:
         events: list[Event] | None = [] if detail else None
         cursor = start
         for sp, step in zip(spans, plan.steps, strict=True):
-            kind, s, e = sp[0], sp[1], sp[2]
+            kind, s, e = sp[KIND], sp[START], sp[END]
             if s < cursor:
                 s = cursor
             if s > end_ns:
@@ -721,28 +737,28 @@ class LedgerBuilder:
                     events.append(IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=gap_site))
             dur = e - s
             cursor = e
-            if kind == "o":
+            if kind == OVERHEAD:
                 overhead_sum += dur
-            elif kind == "r":
+            elif kind == REGION:
                 region_sum += dur
-                racc = regions.setdefault(sp[3], _RegionAcc())
+                racc = regions.setdefault(sp[KEY], _RegionAcc())
                 racc.min = min(racc.min, dur)
                 racc.max = max(racc.max, dur)
                 racc.total += dur
                 if events is not None:
                     events.append(
                         RegionEvent(
-                            compile_id=sp[3],
-                            graph_index=sp[4],
+                            compile_id=sp[KEY],
+                            graph_index=sp[GRAPH_INDEX],
                             start_ns=s - start,
                             duration_ns=dur,
-                            out_tensors=sp[5],
-                            out_bytes=sp[6],
+                            out_tensors=sp[OUT_TENSORS],
+                            out_bytes=sp[OUT_BYTES],
                         )
                     )
                     for site in step[2]:
                         events.append(BreakEvent(site_id=site, at_ns=e - start))
-                oe = sp[7]
+                oe = sp[BOOK_END]
                 if oe > e:  # the bookkeeping right after the region
                     if oe > end_ns:
                         oe = end_ns
@@ -752,7 +768,7 @@ class LedgerBuilder:
                 compile_sum += dur
                 compile_n += 1
                 if events is not None:
-                    events.append(CompileEvent(compile_id=sp[4], start_ns=s - start, duration_ns=dur))
+                    events.append(CompileEvent(compile_id=sp[COMPILE_ID], start_ns=s - start, duration_ns=dur))
         gap = end_ns - cursor
         if gap > 0:
             island_sum += gap
@@ -785,7 +801,7 @@ class LedgerBuilder:
             phase=kept.phase,
             outcome=kept.outcome,  # type: ignore[arg-type]
             wall_ns=kept.wall,
-            overhead_ns=sums[3],
+            overhead_ns=sums[SUM_OVERHEAD],
             events=events or [],
             family=kept.oc.family,
             error=kept.error,
