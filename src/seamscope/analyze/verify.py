@@ -35,6 +35,7 @@ CODES = {
     "HASH_MISMATCH": "receipt_sha256 or structure_sha256 is not the hash of the content (edited?)",
     "WALL_IDENTITY_BROKEN": "wall != regions + islands + compile + overhead",
     "ISLANDS_HIDDEN": "time between compiled regions is not accounted as eager islands",
+    "DEVICE_IDENTITY_BROKEN": "device regions + device seam gaps != the call's device span (integer ns)",
     "PHASE_TOTAL_MISMATCH": "a phase total differs from the sum over its calls",
     "QUANTILE_MISMATCH": "a phase median/p90/min differs from the nearest-rank value of its calls",
     "CALL_COUNT_MISMATCH": "call counts disagree (summary, totals, phases, retention)",
@@ -366,6 +367,40 @@ def _check_calls(v: Verification, led: dict[str, Any], hidden_island: dict[str, 
                 v.fail("UNKNOWN_REFERENCE", f"call {idx}: crossing of unknown site {e['site_id']}")
 
 
+def _check_device(v: Verification, led: dict[str, Any]) -> None:
+    """The device identities (schema 2): per call, each region starts where the seam gap before
+    it ends, and region device time + seam gaps = the call's device span, in integer
+    nanoseconds; per phase, the same over the calls timed."""
+    for c in led["calls"]:
+        d = c.get("device")
+        if d is None or not d["complete"]:
+            continue
+        idx = c["index"]
+        regions, seams = d["regions"], d["seams"]
+        if len(seams) != len(regions) + 1:
+            v.fail("DEVICE_IDENTITY_BROKEN", f"call {idx}: {len(regions)} device regions but {len(seams)} seams")
+            continue
+        cursor, ok = 0, True
+        for r, s in zip(regions, seams, strict=False):
+            if r["duration_ns"] < 0 or s["gap_ns"] < 0 or r["start_ns"] != cursor + s["gap_ns"]:
+                ok = False
+            cursor = r["start_ns"] + r["duration_ns"]
+        total = sum(r["duration_ns"] for r in regions) + sum(s["gap_ns"] for s in seams)
+        v.expect(
+            ok and seams[-1]["gap_ns"] >= 0 and total == d["span_ns"] and cursor + seams[-1]["gap_ns"] == d["span_ns"],
+            "DEVICE_IDENTITY_BROKEN",
+            f"call {idx}: device regions + seam gaps = {total} ns, span {d['span_ns']} ns",
+        )
+    dev = led["totals"].get("device")
+    if dev is not None:
+        for p in dev["phases"]:
+            v.expect(
+                p["region_ns"] + p["gap_ns"] == p["span_ns"],
+                "DEVICE_IDENTITY_BROKEN",
+                f"phase {p['phase']}: device regions + gaps = {p['region_ns'] + p['gap_ns']} ns, span {p['span_ns']} ns",
+            )
+
+
 def phase_truth(led: dict[str, Any]) -> tuple[dict[str, PhaseTruth], bool]:
     """Per-phase figures from the raw calls (exact when every call was kept; otherwise totals
     from the ledger's accumulators and quantiles from the kept calls). Second value: exact."""
@@ -557,6 +592,7 @@ def check_receipt(raw: dict[str, Any], v: Verification | None = None) -> Verific
     hidden: dict[str, int] = {}
     _check_hashes(v, raw)
     _check_calls(v, led, hidden)
+    _check_device(v, led)
     truth, complete = phase_truth(led)
     if not complete:
         v.notes.append(

@@ -31,6 +31,11 @@ from .ledger import (
     Call,
     Compilation,
     CompileEvent,
+    DevicePhaseTotal,
+    DeviceRegionTotal,
+    DeviceSiteTotal,
+    DeviceTimeline,
+    DeviceTotals,
     Environment,
     Event,
     FallbackEvent,
@@ -71,6 +76,8 @@ from .spans import (
 DEFAULT_FIRST_CALLS = 256
 DEFAULT_CALL_CAP = 1024
 DEFAULT_OUTSIDE_CAP = 1024
+DEFAULT_DEVICE_EVERY = 16
+"""On a device, one steady call in this many not kept in detail is timed there too."""
 
 PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
@@ -236,6 +243,17 @@ class LedgerBuilder:
         self._lane: Any = None
         """Capture's C lane (``attach_lane``), or None."""
         self._sums_type: Any = None
+        self._device: Any = None
+        """The device tracker (``attach_device``), or None: CPU, no device timeline."""
+        self.device_every = 0
+        self.device_call: Any = None
+        """The open call's device handle (events recorded at region entry and exit), or None."""
+        self._dev_phase: dict[Phase, list[int]] = {}
+        self._dev_regions: dict[str, list[int]] = {}
+        self._dev_sites: dict[str, list[int]] = {}
+        self._dev_timelines: dict[int, DeviceTimeline] = {}
+        self._dev_incomplete = 0
+        self._dev_foreign = 0
         self.open_spans: list[_Span] | None = None
         """The open call's span list, or None outside a call. Capture's region wrapper appends
         ``region_run``'s tuple here itself: one Python call fewer per region crossing."""
@@ -275,6 +293,72 @@ class LedgerBuilder:
         lane.keep_detail = True
         self._lane_budget()
 
+    def attach_device(self, source: Any, every: int = DEFAULT_DEVICE_EVERY) -> None:
+        """Time calls on a device too (``model/device.py``): every call kept in detail, and one in
+        ``every`` of the others. Such calls take the Python path (C sums only the rest)."""
+        from .device import DeviceTracker
+
+        if every < 1:
+            raise ValueError("every must be >= 1")
+        self._device = DeviceTracker(source, self._device_done)
+        self.device_every = every
+        if self._lane is not None:
+            self._lane.keep_detail = False  # the call due in detail is opened here, its regions timed
+        self._lane_budget()
+
+    @property
+    def device(self) -> Any:
+        """The device tracker, or None."""
+        return self._device
+
+    def _device_done(self, index: int, timeline: DeviceTimeline, ctx: Any, foreign: bool) -> None:
+        """A call's device timeline, resolved (in any order, after the call ended)."""
+        phase, sites, wall, retained = ctx
+        if foreign:
+            self._dev_foreign += 1
+        if retained:
+            self._dev_timelines[index] = timeline
+        if not timeline.complete:
+            self._dev_incomplete += 1
+            return
+        acc = self._dev_phase.setdefault(phase, [0] * 7)
+        gaps = sum(s.gap_ns for s in timeline.seams)
+        waits = sum(s.host_wait_ns or 0 for s in timeline.seams)
+        syncs = sum(s.syncs or 0 for s in timeline.seams)
+        for i, v in enumerate((1, timeline.span_ns, timeline.span_ns - gaps, gaps, waits, syncs, wall)):
+            acc[i] += v
+        for r in timeline.regions:
+            racc = self._dev_regions.setdefault(r.compile_id, [0, 0])
+            racc[0] += 1
+            racc[1] += r.duration_ns
+        if sites is not None and len(sites) == len(timeline.seams):
+            crossed: set[str] = set()
+            for site, seam in zip(sites, timeline.seams, strict=True):
+                if site is None:
+                    continue
+                sacc = self._dev_sites.setdefault(site, [0, 0, 0, 0])
+                sacc[0] += seam.gap_ns
+                sacc[1] += seam.host_wait_ns or 0
+                sacc[2] += seam.syncs or 0
+                if site not in crossed:
+                    crossed.add(site)
+                    sacc[3] += 1
+
+    def _device_end(self, dc: Any, plan: _Plan, spans: list[_Span], phase: Phase, wall: int, end_ns: int) -> None:
+        """Close the open call's device lane: which break each device seam follows (the island
+        before each region, then the one after the last), then resolve what completed."""
+        sites: list[str | None] | None = [
+            step[1] for sp, step in zip(spans, plan.steps, strict=True) if sp[KIND] == REGION
+        ]
+        assert sites is not None
+        sites.append(plan.final_gap_site)
+        if len(sites) != len(dc.marks) + 1:
+            sites = None
+        index = dc.index
+        retained = index < self.first_calls or index % self._stride == 0
+        self._device.end(dc, end_ns, (phase, sites, wall, retained))
+        self._device.poll()
+
     def watch_calls(self, observe: Callable[[Call], None]) -> None:
         """Have ``observe`` called with every finished call in full detail (budgets use it)."""
         self.call_observers.append(observe)
@@ -305,7 +389,11 @@ class LedgerBuilder:
             lane.budget = 0
         else:
             stride = self._stride
-            lane.budget = -(-n // stride) * stride - n  # up to the next retained index
+            budget = -(-n // stride) * stride - n  # up to the next retained index
+            every = self.device_every
+            if self._device is not None and every:
+                budget = min(budget, -(-n // every) * every - n)  # ... or the next timed on the device
+            lane.budget = budget
 
     def _adopt(self) -> None:
         """Take over the call C opened: something it cannot sum (a compilation, a guard
@@ -342,6 +430,8 @@ class LedgerBuilder:
         oc = self._open = _OpenCall(index, start_ns, family)
         self.open_spans = oc.spans
         self.detailed = bool(self.call_observers) or index < self.first_calls or index % self._stride == 0
+        if self._device is not None and (self.detailed or index % self.device_every == 0):
+            self.device_call = self._device.begin(index, start_ns)
 
     def region(
         self,
@@ -487,6 +577,8 @@ class LedgerBuilder:
         self._open = None
         self.open_spans = None
         self.detailed = False
+        dc = self.device_call
+        self.device_call = None
         index = oc.index
         retain = index < self.first_calls or index % self._stride == 0
         spans = oc.spans
@@ -503,6 +595,8 @@ class LedgerBuilder:
             plan.uses -= 1  # counted when the sums are taken
             self._call_count += 1
             self._retain(_Kept(oc, end_ns, plan, "steady", "hit", wall, None))
+            if dc is not None:
+                self._device_end(dc, plan, spans, "steady", wall, end_ns)
             self._lane_budget()
             return None
         events, sums = self._account(oc, end_ns, plan, (retain or bool(self.call_observers)) and not defer)
@@ -523,6 +617,8 @@ class LedgerBuilder:
         acc.compile += sums[SUM_COMPILE]
         acc.overhead += sums[SUM_OVERHEAD]
         self._call_count += 1
+        if dc is not None:
+            self._device_end(dc, plan, spans, phase, wall, end_ns)
         if defer:
             self._retain(_Kept(oc, end_ns, plan, phase, "error" if error is not None else "hit", wall, error))
         if self._lane is not None:
@@ -824,7 +920,16 @@ class LedgerBuilder:
 
     def build(self) -> Ledger:
         self._settle()
+        if self._device is not None:
+            self._device.poll()
         calls = [self._made(c) for c in self._calls]
+        if self._dev_timelines:
+            kept = {c.index for c in calls}
+            self._dev_timelines = {i: t for i, t in self._dev_timelines.items() if i in kept}
+            calls = [
+                _replace(c, device=self._dev_timelines[c.index]) if c.index in self._dev_timelines else c
+                for c in calls
+            ]
         self._calls = list(calls)
         comps = sorted(self._compilations.values(), key=lambda c: (compile_frame_index(c.compile_id), c.compile_id))
         sites = sorted(self._sites.values(), key=lambda s: (s.file, s.line, s.site_id))
@@ -864,6 +969,10 @@ class LedgerBuilder:
             outside_ns=sum(a.outside for a in self._regions.values()),
             outside_runs=sum(a.outside_runs for a in self._regions.values()),
         )
+        run = self.run
+        if self._device is not None:
+            totals = _replace(totals, device=self._device_totals())
+            run = _replace(run, warnings=[*run.warnings, *self._device_warnings()])
         retention = Retention(
             first=self.first_calls,
             cap=self.call_cap,
@@ -873,9 +982,11 @@ class LedgerBuilder:
             outside_cap=self.outside_cap,
             outside_dropped=self._outside_dropped,
         )
+        if self._device is not None:
+            retention = _replace(retention, device_every=self.device_every)
         return Ledger(
-            schema_version=SCHEMA_VERSION,
-            run=self.run,
+            schema_version=SCHEMA_VERSION if self._device is not None else 1,
+            run=run,
             environment=self.environment,
             compilations=comps,
             break_sites=sites,
@@ -884,6 +995,58 @@ class LedgerBuilder:
             totals=totals,
             retention=retention,
         )
+
+
+    def _device_totals(self) -> DeviceTotals:
+        phases = []
+        for p in PHASES:
+            a = self._dev_phase.get(p)
+            if a is None:
+                continue
+            calls, span, region, gap, wait, syncs, wall = a
+            phases.append(
+                DevicePhaseTotal(
+                    phase=p, calls=calls, span_ns=span, region_ns=region, gap_ns=gap, host_wait_ns=wait,
+                    syncs=syncs, wall_ns=wall,
+                )
+            )
+        regions = [
+            DeviceRegionTotal(compile_id=cid, runs=a[0], total_ns=a[1])
+            for cid, a in sorted(self._dev_regions.items(), key=lambda kv: (compile_frame_index(kv[0]), kv[0]))
+        ]
+        sites = [
+            DeviceSiteTotal(site_id=sid, gap_ns=a[0], host_wait_ns=a[1], syncs=a[2], calls=a[3])
+            for sid, a in sorted(self._dev_sites.items())
+        ]
+        return DeviceTotals(
+            source=str(getattr(self._device.source, "name", "device")),
+            phases=phases,
+            regions=regions,
+            sites=sites,
+            incomplete=self._dev_incomplete,
+            syncs_counted=bool(getattr(self._device.source, "syncs_counted", True)),
+        )
+
+    def _device_warnings(self) -> list[str]:
+        out = []
+        if self._dev_foreign:
+            out.append(
+                f"{self._dev_foreign} call(s) timed on the device ran a region while another stream than the "
+                "call's was current: work on other streams is not attributed to regions or seams"
+            )
+        skipped = self._device.capture_skipped
+        if skipped:
+            out.append(f"{skipped} call(s) made while a CUDA graph was being captured were not timed on the device")
+        if self._dev_incomplete:
+            out.append(
+                f"{self._dev_incomplete} call(s) timed on the device have an incomplete device timeline "
+                "(an event never completed: a hung kernel or an interrupted run)"
+            )
+        if not getattr(self._device.source, "syncs_counted", True):
+            out.append(
+                "device-to-host syncs were not counted: a sync debug mode was already set (left as it was)"
+            )
+        return out
 
 
 def _replace(obj, **changes):  # type: ignore[no-untyped-def]

@@ -1,0 +1,370 @@
+"""The device timeline, torch-free: a fake stream on the fake host clock (model/device.py).
+
+What is pinned: the identity (regions + seam gaps = span, integer nanoseconds), seam gaps that
+hold the island's idle device time, host waits and sync counts, lazy resolution in any
+completion order, the event pool, sampling of calls not kept in detail, retention, incomplete
+timelines, graph capture, other streams, and that CPU ledgers are unchanged.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seamscope.analyze.receipt import make_receipt
+from seamscope.analyze.verify import check_receipt
+from seamscope.ingest.receipt import parse_receipt
+from seamscope.model.builder import LedgerBuilder
+from seamscope.model.canonical import canonical_bytes
+from seamscope.model.device import DeviceTracker, FakeDevice
+from seamscope.model.fake import (
+    FakeCall,
+    FakeClock,
+    FakeProgram,
+    FakeStep,
+    fake_environment,
+    fake_site,
+    play,
+)
+from seamscope.model.ledger import Compilation, DeviceTimeline, RunInfo
+
+# A step: ("r", compile_id, host_ns, device_ns) a region that queues device work and returns;
+# ("i", host_ns, sync, device_ns) an island: host work, an optional device-to-host sync first,
+# and kernels of its own.
+
+
+def _builder(clock: FakeClock, first_calls: int = 4, call_cap: int = 8) -> LedgerBuilder:
+    return LedgerBuilder(
+        RunInfo(source="fake", command=["fake"]), fake_environment(), clock=clock,
+        first_calls=first_calls, call_cap=call_cap,
+    )
+
+
+def _two_blocks(b: LedgerBuilder) -> str:
+    """Compilations 0/0 (ends in a break) and 1/0 (resumes after it): the workload's shape."""
+    site = fake_site("item")
+    b.set_break_site(site)
+    for cid, own, resume in (("0/0", site.site_id, None), ("1/0", None, site.site_id)):
+        b.set_compilation(
+            Compilation(
+                compile_id=cid, frame_name="forward", file="model.py", line=1, status="ok", graph_count=1,
+                own_break_site_id=own, own_break_depth=0 if own else None,
+                resume_site_id=resume, resume_depth=0 if resume else None,
+            )
+        )
+    return site.site_id
+
+
+def _call(b: LedgerBuilder, clock: FakeClock, dev: FakeDevice, steps: list[tuple]) -> None:
+    """Drive the builder and the tracker exactly as capture's wrappers do."""
+    b.begin_call(clock())
+    tracker = b.device
+    for step in steps:
+        if step[0] == "r":
+            _, cid, host, work = step
+            dc = b.device_call
+            entry = tracker.enter(dc, clock()) if dc is not None else None
+            t0 = clock()
+            dev.launch(work)
+            t1 = clock.advance(host)
+            b.region_run(cid, 0, t0, t1, t1, None, None)
+            if dc is not None:
+                tracker.exit(dc, cid, entry, clock())
+        else:
+            _, host, sync, work = step
+            if sync:
+                dev.sync()
+            if work:
+                dev.launch(work)
+            clock.advance(host)
+    b.end_call(clock())
+
+
+ITEM = [("r", "0/0", 50_000, 3_300_000), ("i", 30_000, True, 0), ("r", "1/0", 50_000, 3_300_000), ("i", 10_000, False, 0)]
+NOSYNC = [("r", "0/0", 50_000, 3_300_000), ("i", 30_000, False, 0), ("r", "1/0", 50_000, 3_300_000), ("i", 10_000, False, 0)]
+
+
+def _run(steps: list[tuple], calls: int = 3, latency: int = 5_000, **kw) -> tuple[LedgerBuilder, FakeDevice, FakeClock]:
+    clock = FakeClock()
+    dev = FakeDevice(clock, latency=latency, **kw)
+    b = _builder(clock)
+    b.attach_device(dev, every=2)
+    _two_blocks(b)
+    for _ in range(calls):
+        _call(b, clock, dev, steps)
+        clock.advance(1_000_000)  # the loop's own host work between calls
+    return b, dev, clock
+
+
+def _identity(t: DeviceTimeline) -> None:
+    assert len(t.seams) == len(t.regions) + 1
+    assert sum(r.duration_ns for r in t.regions) + sum(s.gap_ns for s in t.seams) == t.span_ns
+    for r in t.regions:
+        assert r.duration_ns >= 0 and r.start_ns >= 0
+    assert all(s.gap_ns >= 0 for s in t.seams)
+
+
+def test_a_sync_at_the_seam_is_charged_the_stall_not_the_previous_regions_work():
+    b, dev, clock = _run(ITEM)
+    dev.synchronize()  # only so that the test can read every event now
+    led = b.build()
+    call = led.calls[0]  # the later calls start with the previous call's second block still queued
+    t = call.device
+    assert isinstance(t, DeviceTimeline)
+    _identity(t)
+    assert [r.duration_ns for r in t.regions] == [3_300_000, 3_300_000]
+    # the device sat idle from block 1's end until the relaunch after the island's rest, plus launch latency
+    assert t.seams[1].gap_ns == 30_000 + 5_000
+    assert t.seams[1].syncs == 1
+    # the host waited from the sync (at the island's start) until block 1 drained, then ran the island
+    assert t.seams[1].host_wait_ns == 3_300_000 + 5_000 - 50_000 + 30_000
+    # the host timeline still charges the island with the wait: the device lane says why
+    island = [e for e in call.events if type(e).__name__ == "IslandEvent" and e.after_site_id]
+    assert island and island[0].duration_ns > 3_000_000
+
+
+def test_without_a_sync_the_seam_costs_the_device_nothing():
+    b, dev, _ = _run(NOSYNC)
+    dev.synchronize()
+    call = b.build().calls[-1]
+    t = call.device
+    assert isinstance(t, DeviceTimeline)
+    _identity(t)
+    assert t.seams[1].gap_ns == 0 and t.seams[1].syncs == 0 and t.seams[1].host_wait_ns == 0
+    # both blocks' device work, though the call returned to Python long before it completed
+    assert t.span_ns >= 6_600_000 > 40 * call.wall_ns
+
+
+def test_device_totals_sum_the_timed_calls_per_phase_site_and_region():
+    b, dev, _ = _run(ITEM, calls=6)
+    dev.synchronize()
+    led = b.build()
+    d = led.totals.device
+    assert not isinstance(d, msgspec.UnsetType)
+    timed = [c.device for c in led.calls if not isinstance(c.device, msgspec.UnsetType)]
+    assert len(timed) == 6  # first_calls=4, stride 1: all retained, all timed
+    by_phase = {p.phase: p for p in d.phases}
+    total = sum(p.calls for p in d.phases)
+    assert total == 6
+    assert sum(p.span_ns for p in d.phases) == sum(t.span_ns for t in timed)
+    assert sum(p.region_ns + p.gap_ns for p in d.phases) == sum(p.span_ns for p in d.phases)
+    assert by_phase["steady"].syncs == 6  # one per call
+    (site,) = d.sites
+    assert site.syncs == 6 and site.calls == 6
+    assert site.gap_ns == sum(t.seams[1].gap_ns for t in timed)
+    assert {r.compile_id: r.runs for r in d.regions} == {"0/0": 6, "1/0": 6}
+
+
+def test_events_are_read_only_once_complete_and_never_by_a_sync():
+    clock = FakeClock()
+    dev = FakeDevice(clock, latency=5_000)
+    b = _builder(clock)
+    b.attach_device(dev)
+    _two_blocks(b)
+    _call(b, clock, dev, NOSYNC)
+    assert dev.synchronized == 0
+    assert b.device.pending == 1  # the device is still working: nothing read
+    b.build()
+    assert dev.synchronized == 0 and b.device.pending == 1
+    clock.advance(10_000_000)  # the device finished meanwhile
+    led = b.build()
+    assert b.device.pending == 0 and dev.synchronized == 0
+    assert isinstance(led.calls[0].device, DeviceTimeline)
+
+
+def test_pending_calls_resolve_in_any_completion_order():
+    """A later call's events can complete first (work on other streams, a fake reordering):
+    each call is resolved when its own events did."""
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock)
+    b.attach_device(dev)
+    _two_blocks(b)
+    _call(b, clock, dev, NOSYNC)
+    first = b.device._pending[0]
+    _call(b, clock, dev, [("r", "0/0", 10_000, 1_000), ("i", 10_000, False, 0)])
+    second = b.device._pending[1]
+    first.end.at = 1 << 60  # the first call's end event completes last
+    clock.advance(20_000_000)
+    b.device.poll()
+    assert b.device.pending == 1 and b.device._pending[0] is first
+    first.end.at = clock.now
+    b.device.poll()
+    led = b.build()
+    assert b.device.pending == 0
+    assert [c.index for c in led.calls if isinstance(c.device, DeviceTimeline)] == [0, 1]
+    del second
+
+
+def test_events_come_from_a_pool():
+    light = [("r", "0/0", 50_000, 100_000), ("i", 30_000, False, 0), ("r", "1/0", 50_000, 100_000)]
+    b, dev, clock = _run(light, calls=50)  # the device keeps up: each call resolves by the next
+    clock.advance(1_000_000_000)
+    led = b.build()
+    timed = sum(p.calls for p in led.totals.device.phases)
+    # 6 events a call (anchor, 2 x entry/exit, end); a call's events are back once it resolved
+    assert timed > 20 and dev.records == 6 * timed
+    assert dev.made <= 6 * 2
+
+
+def test_calls_not_kept_in_detail_are_sampled_at_the_declared_rate():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock, first_calls=4, call_cap=8)
+    b.attach_device(dev, every=5)
+    _two_blocks(b)
+    detailed, timed = set(), set()
+    for i in range(40):
+        b.begin_call(clock())
+        if b.detailed:
+            detailed.add(i)
+        if b.device_call is not None:
+            timed.add(i)
+        b.region_run("0/0", 0, clock(), clock.advance(1000), clock(), None, None)
+        b.end_call(clock.advance(10))
+        clock.advance(10_000_000)
+    led = b.build()
+    assert led.retention.device_every == 5
+    d = led.totals.device
+    assert not isinstance(d, msgspec.UnsetType)
+    assert timed == detailed | {i for i in range(40) if i % 5 == 0}
+    assert len(timed) > len(detailed)
+    assert sum(p.calls for p in d.phases) == len(timed)
+    retained = {c.index for c in led.calls}
+    # a call kept in detail carries its timeline; the others are only summed
+    assert {c.index for c in led.calls if isinstance(c.device, DeviceTimeline)} == retained
+    assert retained < timed
+
+
+def test_a_hung_event_leaves_the_host_timeline_and_says_the_device_one_is_incomplete():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock)
+    b.attach_device(dev)
+    _two_blocks(b)
+    _call(b, clock, dev, NOSYNC)
+    clock.advance(100_000_000)
+    dev.hung = True
+    _call(b, clock, dev, NOSYNC)
+    assert b.device.finish(synchronize=True) == 1
+    led = b.build()
+    t0, t1 = (c.device for c in led.calls)
+    assert isinstance(t0, DeviceTimeline) and t0.complete
+    assert isinstance(t1, DeviceTimeline) and not t1.complete and t1.span_ns == 0
+    assert led.calls[1].events  # the host timeline is kept
+    assert not isinstance(led.totals.device, msgspec.UnsetType) and led.totals.device.incomplete == 1
+    assert any("incomplete device timeline" in w for w in led.run.warnings)
+
+
+def test_no_event_is_recorded_or_queried_during_graph_capture():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock)
+    b.attach_device(dev)
+    _two_blocks(b)
+    dev.capture = True  # the fake raises on any record or query now
+    _call(b, clock, dev, NOSYNC)
+    dev.capture = False
+    led = b.build()
+    assert isinstance(led.calls[0].device, msgspec.UnsetType)
+    assert b.device.capture_skipped == 1
+    assert any("CUDA graph" in w for w in led.run.warnings)
+
+
+def test_a_region_on_another_stream_is_not_attributed_and_said_so():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock)
+    b.attach_device(dev)
+    _two_blocks(b)
+    b.begin_call(clock())
+    dc = b.device_call
+    dev.current = 1
+    entry = b.device.enter(dc, clock())
+    b.region_run("0/0", 0, clock(), clock.advance(10), clock(), None, None)
+    b.device.exit(dc, "0/0", entry, clock())
+    dev.current = 0
+    b.end_call(clock.advance(10))
+    b.device.finish()
+    led = b.build()
+    assert any("other streams is not attributed" in w for w in led.run.warnings)
+
+
+def test_syncs_not_counted_where_the_source_cannot_count_them():
+    b, dev, _ = _run(ITEM, count_syncs=False)
+    dev.synchronize()
+    t = b.build().calls[-1].device
+    assert isinstance(t, DeviceTimeline)
+    assert all(s.syncs is None and s.host_wait_ns is None for s in t.seams)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    works=st.lists(st.integers(0, 5_000_000), min_size=1, max_size=6),
+    hosts=st.lists(st.integers(1, 200_000), min_size=6, max_size=6),
+    syncs=st.lists(st.booleans(), min_size=6, max_size=6),
+    jitter=st.sampled_from([0.0, 1e-7, 3.3e-7, -2e-7]),
+    latency=st.integers(0, 20_000),
+)
+def test_the_identity_holds_in_integer_nanoseconds(works, hosts, syncs, jitter, latency):
+    """Whatever the device times (floats in ms, jittered), offsets are rounded once: region
+    device time + seam gaps == span, exactly, and receipts verify."""
+    clock = FakeClock()
+    dev = FakeDevice(clock, latency=latency, ms_jitter=jitter)
+    b = _builder(clock)
+    b.attach_device(dev)
+    steps: list[tuple] = []
+    for i, w in enumerate(works):
+        steps.append(("r", f"{i}/0", hosts[i], w))
+        steps.append(("i", hosts[-1 - i], syncs[i], w // 3))
+    _call(b, clock, dev, steps)
+    b.device.finish()
+    led = b.build()
+    t = led.calls[0].device
+    assert isinstance(t, DeviceTimeline)
+    _identity(t)
+    v = check_receipt(msgspec.json.decode(canonical_bytes(make_receipt(led))))
+    assert v.ok, v.lines()
+
+
+def test_verify_recomputes_the_device_identity():
+    b, dev, _ = _run(ITEM)
+    b.device.finish()
+    receipt = make_receipt(b.build())
+    raw = msgspec.json.decode(canonical_bytes(receipt))
+    assert raw["schema_version"] == 2
+    assert check_receipt(raw).ok
+    raw["ledger"]["calls"][0]["device"]["seams"][1]["gap_ns"] += 1
+    v = check_receipt(raw)
+    assert not v.ok and "DEVICE_IDENTITY_BROKEN" in v.codes
+
+
+def test_a_device_receipt_reads_back_and_a_cpu_receipt_is_unchanged():
+    b, dev, _ = _run(ITEM)
+    b.device.finish()
+    receipt = make_receipt(b.build())
+    again = parse_receipt(canonical_bytes(receipt))
+    assert again.ledger == receipt.ledger
+    program = FakeProgram(calls=[FakeCall([FakeStep("region", 1000), FakeStep("island", 10)])] * 3)
+    cpu = make_receipt(play(program).build())
+    raw = msgspec.json.decode(canonical_bytes(cpu))
+    assert raw["schema_version"] == 1 and raw["ledger"]["schema_version"] == 1
+    assert "device" not in raw["ledger"]["totals"] and "device_every" not in raw["ledger"]["retention"]
+    assert all("device" not in c for c in raw["ledger"]["calls"])
+
+
+def test_device_tracker_rejects_nothing_it_cannot_read():
+    """A tracker with nothing pending does nothing at finish (no synchronize)."""
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    tr = DeviceTracker(dev, lambda *a: None)
+    assert tr.finish() == 0 and dev.synchronized == 0
+
+
+@pytest.mark.parametrize("every", [0, -1])
+def test_attach_device_needs_a_positive_rate(every):
+    clock = FakeClock()
+    with pytest.raises(ValueError):
+        _builder(clock).attach_device(FakeDevice(clock), every=every)
