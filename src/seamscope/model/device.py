@@ -64,6 +64,12 @@ class DeviceSource(Protocol):
         """Device-to-host syncs since the last call, and the host clock value of the first;
         None when syncs are not counted."""
 
+    def open_call(self) -> None:
+        """A timed call starts: count syncs from now (CUDA: the sync debug mode is set)."""
+
+    def close_call(self) -> None:
+        """The timed call ended: stop counting (CUDA: the mode is restored)."""
+
 
 class _DevCall:
     """A call being timed: its events, in the order recorded."""
@@ -141,6 +147,7 @@ class DeviceTracker:
         if source.capturing():
             self.capture_skipped += 1
             return None
+        source.open_call()
         source.take_syncs()  # syncs before the call are not its own
         dc = _DevCall(index, None, source.stream())
         dc.anchor = self._event()
@@ -165,6 +172,7 @@ class DeviceTracker:
     def end(self, dc: _DevCall, host_ns: int, ctx: Any = None) -> None:
         """The call returned: its end event, then wait (without blocking) for it to complete."""
         n, wait = _seam_syncs(self.source, host_ns, dc.island_start)
+        self.source.close_call()
         dc.syncs.append(n)
         dc.waits.append(wait)
         dc.end = self._event()
@@ -278,6 +286,7 @@ class FakeDevice:
         self.hung = False
         self.capture = False
         self.current = 0
+        self.counting = False
         self._syncs = 0
         self._first_sync: int | None = None
         self.made = 0
@@ -293,9 +302,10 @@ class FakeDevice:
         self.launches.append((start, self.free_at, self.current))
 
     def sync(self) -> None:
-        if self._syncs == 0:
-            self._first_sync = self.clock.now
-        self._syncs += 1
+        if self.counting:
+            if self._syncs == 0:
+                self._first_sync = self.clock.now
+            self._syncs += 1
         if not self.hung and self.free_at > self.clock.now:
             self.clock.now = self.free_at
 
@@ -334,6 +344,12 @@ class FakeDevice:
 
     def stream(self) -> int:
         return self.current
+
+    def open_call(self) -> None:
+        self.counting = True
+
+    def close_call(self) -> None:
+        self.counting = False
 
     def take_syncs(self) -> tuple[int, int | None] | None:
         if not self.count_syncs:
