@@ -368,3 +368,54 @@ def test_attach_device_needs_a_positive_rate(every):
     clock = FakeClock()
     with pytest.raises(ValueError):
         _builder(clock).attach_device(FakeDevice(clock), every=every)
+
+
+def test_findings_rank_a_syncing_break_by_its_device_seam_gap_not_its_island():
+    b, dev, _ = _run(ITEM, calls=6)
+    b.device.finish()
+    led = b.build()
+    receipt = make_receipt(led)
+    (f,) = [f for f in receipt.findings.findings if f.axis == "fragmentation"]
+    cost = f.cost
+    assert cost is not None and not isinstance(cost.device, msgspec.UnsetType)
+    # the host island after the break holds the wait for block 1 (milliseconds); the device lost
+    # only the stall at the seam
+    assert cost.island_median_ns is not None and cost.island_median_ns > 3_000_000
+    assert cost.device.gap_per_call_ns == 35_000
+    assert cost.device.syncs_per_call == 1.0
+    steady = next(p.calls for p in led.totals.phases if p.phase == "steady")
+    assert cost.device.estimated_ns == 35_000 * steady
+    assert "device-to-host sync" in f.sentence and "on the device" in receipt.findings.ranked_by
+
+
+def test_a_break_without_a_sync_costs_nothing_on_the_device_and_says_no_sync():
+    b, dev, _ = _run(NOSYNC, calls=6)
+    b.device.finish()
+    (f,) = [f for f in make_receipt(b.build()).findings.findings if f.axis == "fragmentation"]
+    assert f.cost is not None and not isinstance(f.cost.device, msgspec.UnsetType)
+    assert f.cost.device.estimated_ns == 0 and f.cost.device.syncs_per_call == 0
+    assert "sync" not in f.sentence
+
+
+def test_summary_and_terminal_show_device_time_per_phase():
+    import io
+
+    from rich.console import Console
+
+    from seamscope.render.terminal import TerminalRenderer
+
+    b, dev, _ = _run(ITEM, calls=6)
+    b.device.finish()
+    receipt = make_receipt(b.build())
+    (steady,) = [p for p in receipt.summary.phases if p.phase == "steady"]
+    d = steady.device
+    assert not isinstance(d, msgspec.UnsetType)
+    assert d.region_per_call_ns + d.gap_per_call_ns in (d.span_per_call_ns - 1, d.span_per_call_ns, d.span_per_call_ns + 1)
+    assert d.syncs_per_call == 1.0
+    out = io.StringIO()
+    TerminalRenderer(Console(file=out, width=200)).print(receipt)
+    assert "device time per call" in out.getvalue()
+    cpu = make_receipt(play(FakeProgram(calls=[FakeCall([FakeStep("region", 1000)])] * 2)).build())
+    out = io.StringIO()
+    TerminalRenderer(Console(file=out, width=200)).print(cpu)
+    assert "device" not in out.getvalue()

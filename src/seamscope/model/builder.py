@@ -250,7 +250,7 @@ class LedgerBuilder:
         """The open call's device handle (events recorded at region entry and exit), or None."""
         self._dev_phase: dict[Phase, list[int]] = {}
         self._dev_regions: dict[str, list[int]] = {}
-        self._dev_sites: dict[str, list[int]] = {}
+        self._dev_sites: dict[tuple[Phase, str], list[int]] = {}
         self._dev_timelines: dict[int, DeviceTimeline] = {}
         self._dev_incomplete = 0
         self._dev_foreign = 0
@@ -336,7 +336,7 @@ class LedgerBuilder:
             for site, seam in zip(sites, timeline.seams, strict=True):
                 if site is None:
                     continue
-                sacc = self._dev_sites.setdefault(site, [0, 0, 0, 0])
+                sacc = self._dev_sites.setdefault((phase, site), [0, 0, 0, 0])
                 sacc[0] += seam.gap_ns
                 sacc[1] += seam.host_wait_ns or 0
                 sacc[2] += seam.syncs or 0
@@ -1015,8 +1015,8 @@ class LedgerBuilder:
             for cid, a in sorted(self._dev_regions.items(), key=lambda kv: (compile_frame_index(kv[0]), kv[0]))
         ]
         sites = [
-            DeviceSiteTotal(site_id=sid, gap_ns=a[0], host_wait_ns=a[1], syncs=a[2], calls=a[3])
-            for sid, a in sorted(self._dev_sites.items())
+            DeviceSiteTotal(phase=key[0], site_id=key[1], gap_ns=a[0], host_wait_ns=a[1], syncs=a[2], calls=a[3])
+            for key, a in sorted(self._dev_sites.items(), key=lambda kv: (PHASES.index(kv[0][0]), kv[0][1]))
         ]
         return DeviceTotals(
             source=str(getattr(self._device.source, "name", "device")),

@@ -322,8 +322,9 @@ class DevicePhaseTotal(Struct, frozen=True):
 
 
 class DeviceSiteTotal(Struct, frozen=True):
-    """Over the calls timed on the device: the device seam gaps and syncs after a break."""
+    """Over one phase's calls timed on the device: the device seam gaps and syncs after a break."""
 
+    phase: Phase
     site_id: str
     gap_ns: int
     host_wait_ns: int
