@@ -257,7 +257,7 @@ def event_costs(torch: Any, n: int = 2000) -> dict[str, float]:
     for i in range(n):
         pool[i % 16].query()
     t5 = time.perf_counter_ns()
-    for i in range(n):
+    for _ in range(n):
         pool[0].elapsed_time(pool[1])
     t6 = time.perf_counter_ns()
     return {"record_fresh_us": (t1 - t0) / n / 1e3, "record_pooled_us": (t3 - t2) / n / 1e3,

@@ -419,3 +419,42 @@ def test_summary_and_terminal_show_device_time_per_phase():
     out = io.StringIO()
     TerminalRenderer(Console(file=out, width=200)).print(cpu)
     assert "device" not in out.getvalue()
+
+
+def test_perfetto_draws_a_device_lane_with_seam_gaps_and_none_on_cpu():
+    from seamscope.render.perfetto import DEVICE_TRACKS, PerfettoRenderer
+
+    b, dev, _ = _run(ITEM, calls=2)
+    b.device.finish()
+    receipt = make_receipt(b.build())
+    events = PerfettoRenderer().events(receipt)
+    device = [e for e in events if e.get("tid") == DEVICE_TRACKS["device"] and e["ph"] == "X"]
+    gaps = [e for e in events if e.get("tid") == DEVICE_TRACKS["device seam gaps"] and e["ph"] == "X"]
+    t = receipt.ledger.calls[0].device
+    assert isinstance(t, DeviceTimeline)
+    assert [e["dur"] for e in device[:2]] == [r.duration_ns / 1000 for r in t.regions]
+    sync = [e for e in gaps if e["name"] == "sync gap"]
+    assert len(sync) == 2 and sync[0]["dur"] == t.seams[1].gap_ns / 1000 and sync[0]["args"]["syncs"] == 1
+    # the second call starts after the first one's device span, which outlasts its host wall
+    calls = [e for e in events if e.get("name", "").startswith("call ") and e["ph"] == "X"]
+    assert calls[1]["ts"] == max(receipt.ledger.calls[0].wall_ns, t.span_ns) / 1000
+    cpu = make_receipt(play(FakeProgram(calls=[FakeCall([FakeStep("region", 1000)])] * 2)).build())
+    assert not any(e.get("tid") in DEVICE_TRACKS.values() for e in PerfettoRenderer().events(cpu))
+
+
+def test_html_report_shows_host_and_device_lanes_only_on_a_device():
+    from seamscope.analyze.report_view import build_device_lanes, build_view, compile_colours
+    from seamscope.render.html import HtmlRenderer
+
+    b, dev, _ = _run(ITEM, calls=2)
+    b.device.finish()
+    receipt = make_receipt(b.build())
+    lanes = build_device_lanes(receipt, compile_colours(receipt))
+    assert lanes is not None and len(lanes.rows) == 2
+    row = lanes.rows[0]
+    assert [x.kind for x in row.device] == ["region", "sync", "region"] and row.syncs == 1
+    html = HtmlRenderer().render(receipt)
+    assert 'id="device-lanes"' in html and "device-to-host sync" in html
+    cpu = make_receipt(play(FakeProgram(calls=[FakeCall([FakeStep("region", 1000)])] * 2)).build())
+    assert build_view(cpu).device_lanes is None
+    assert 'id="device-lanes"' not in HtmlRenderer().render(cpu)
