@@ -458,3 +458,26 @@ def test_html_report_shows_host_and_device_lanes_only_on_a_device():
     cpu = make_receipt(play(FakeProgram(calls=[FakeCall([FakeStep("region", 1000)])] * 2)).build())
     assert build_view(cpu).device_lanes is None
     assert 'id="device-lanes"' not in HtmlRenderer().render(cpu)
+
+
+def test_a_graph_capture_begun_inside_a_call_leaves_its_lane_incomplete_and_nothing_is_queried():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock)
+    b.attach_device(dev)
+    _two_blocks(b)
+    b.begin_call(clock())
+    dc = b.device_call
+    entry = b.device.enter(dc, clock())
+    b.region_run("0/0", 0, clock(), clock.advance(10), clock(), None, None)
+    b.device.exit(dc, "0/0", entry, clock())
+    dev.capture = True  # the user's code in the island starts capturing
+    real_done = dev.done
+    dev.done = lambda ev: pytest.fail("queried an event during capture")  # type: ignore[method-assign]
+    b.end_call(clock.advance(10))
+    dev.done = real_done  # type: ignore[method-assign]
+    dev.capture = False
+    led = b.build()
+    t = led.calls[0].device
+    assert isinstance(t, DeviceTimeline) and not t.complete
+    assert b.device.capture_skipped == 1 and b.device.pending == 0

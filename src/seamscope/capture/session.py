@@ -405,8 +405,10 @@ class Session:
             if session._device_probe:
                 session._probe_device(b, args)
             dc = b.device_call
-            if dc is not None:  # timed on the device: events at entry and exit, current stream
-                entry = b.device.enter(dc, clock())
+            if dc is not None and session._call_thread == threading.get_ident():
+                entry = b.device.enter(dc, clock())  # timed on the device: events at entry and exit
+            else:
+                dc = None
             t0 = clock()
             out = compiled_fn(*args, **kwargs)
             t1 = clock()

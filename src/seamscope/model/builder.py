@@ -1036,11 +1036,15 @@ class LedgerBuilder:
             )
         skipped = self._device.capture_skipped
         if skipped:
-            out.append(f"{skipped} call(s) made while a CUDA graph was being captured were not timed on the device")
+            out.append(
+                f"{skipped} call(s) made while a CUDA graph was being captured (at their start or end) were not "
+                "timed on the device"
+            )
         if self._dev_incomplete:
             out.append(
                 f"{self._dev_incomplete} call(s) timed on the device have an incomplete device timeline "
-                "(an event never completed: a hung kernel or an interrupted run)"
+                "(an event never completed: a hung kernel, an interrupted run, or a CUDA graph capture "
+                "begun during the call)"
             )
         if not getattr(self._device.source, "syncs_counted", True):
             out.append(

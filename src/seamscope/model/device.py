@@ -170,9 +170,16 @@ class DeviceTracker:
         dc.island_start = host_ns
 
     def end(self, dc: _DevCall, host_ns: int, ctx: Any = None) -> None:
-        """The call returned: its end event, then wait (without blocking) for it to complete."""
+        """The call returned: its end event, then wait (without blocking) for it to complete.
+        A graph capture that began during the call (user code in an island) leaves its lane
+        incomplete: its events are never queried, nor pooled again."""
         n, wait = _seam_syncs(self.source, host_ns, dc.island_start)
         self.source.close_call()
+        if self.source.capturing():
+            self.capture_skipped += 1
+            dc.marks = []
+            self.sink(dc.index, DeviceTimeline(span_ns=0, regions=[], seams=[], complete=False), ctx, dc.foreign)
+            return
         dc.syncs.append(n)
         dc.waits.append(wait)
         dc.end = self._event()
@@ -315,9 +322,11 @@ class FakeDevice:
         return _FakeEvent(self.made)
 
     def record(self, event: _FakeEvent) -> None:
-        if self.capture:
-            raise RuntimeError("recorded an event during graph capture")
         self.records += 1
+        if self.capture:  # captured as a graph node: it never completes on its own
+            event.recorded += 1
+            event.at = None
+            return
         event.recorded += 1
         if self.hung:
             event.at = None
