@@ -481,3 +481,14 @@ def test_a_graph_capture_begun_inside_a_call_leaves_its_lane_incomplete_and_noth
     t = led.calls[0].device
     assert isinstance(t, DeviceTimeline) and not t.complete
     assert b.device.capture_skipped == 1 and b.device.pending == 0
+
+
+def test_verify_recomputes_the_summarys_device_time_per_call():
+    b, dev, _ = _run(ITEM, calls=5)
+    b.device.finish()
+    raw = msgspec.json.decode(canonical_bytes(make_receipt(b.build())))
+    assert check_receipt(raw).ok
+    steady = next(p for p in raw["summary"]["phases"] if p["phase"] == "steady")
+    steady["device"]["gap_per_call_ns"] += 1
+    v = check_receipt(raw)
+    assert "DEVICE_SUMMARY_MISMATCH" in v.codes
