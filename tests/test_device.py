@@ -492,3 +492,23 @@ def test_verify_recomputes_the_summarys_device_time_per_call():
     steady["device"]["gap_per_call_ns"] += 1
     v = check_receipt(raw)
     assert "DEVICE_SUMMARY_MISMATCH" in v.codes
+
+
+def test_ctrl_c_during_the_final_synchronize_leaves_the_rest_incomplete():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock)
+    b.attach_device(dev)
+    _two_blocks(b)
+    _call(b, clock, dev, NOSYNC)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    dev.synchronize = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        b.device.finish(synchronize=True)
+    assert b.device.pending == 1  # nothing lost: what the session does next
+    assert b.device.finish(synchronize=False) == 1
+    t = b.build().calls[0].device
+    assert isinstance(t, DeviceTimeline) and not t.complete

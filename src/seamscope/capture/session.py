@@ -204,7 +204,11 @@ class Session:
         self._device_probe = False
         if b is not None and b.device is not None:
             # one synchronize resolves the rest; none after Ctrl-C (their lanes say incomplete)
-            b.device.finish(synchronize=not self._interrupted)
+            try:
+                b.device.finish(synchronize=not self._interrupted)
+            except KeyboardInterrupt:  # Ctrl-C while waiting for the device: keep the host ledger
+                self._interrupted = True
+                b.device.finish(synchronize=False)
         if self._device_source is not None:
             self._device_source.close()
         if self._lane is not None:
