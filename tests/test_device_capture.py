@@ -11,7 +11,7 @@ import warnings
 import msgspec
 import pytest
 
-from seamscope.capture.device import SYNC_TEXT, CudaDevice, holds_cuda_tensor
+from seamscope.capture.device import SYNC_FILTER, SYNC_TEXT, CudaDevice, holds_cuda_tensor
 from seamscope.model.device import FakeDevice
 from seamscope.model.ledger import DeviceTimeline, RegionEvent
 
@@ -64,7 +64,7 @@ def test_cuda_syncs_are_counted_from_torchs_warnings_and_hidden():
         assert fake.cuda.state["mode"] == 0
     finally:
         dev.close()
-    assert not any(f[1] is not None and f[1].pattern == SYNC_TEXT for f in warnings.filters)
+    assert not any(f[1] is not None and f[1].pattern == SYNC_FILTER for f in warnings.filters)
 
 
 def test_a_sync_debug_mode_the_user_set_is_left_alone_and_syncs_are_not_counted():

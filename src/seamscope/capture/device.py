@@ -18,6 +18,8 @@ import warnings
 from typing import Any
 
 SYNC_TEXT = "called a synchronizing CUDA operation"
+"""What torch warns at a sync in mode "warn"; matched loosely (any "synchroniz..." warning)."""
+SYNC_FILTER = r".*synchroniz"
 
 
 class CudaDevice:
@@ -46,12 +48,12 @@ class CudaDevice:
     def _install(self) -> None:
         """A showwarning that counts torch's sync warnings (and hides them), passing every other
         warning on; and an "always" filter so that Python does not show each location once."""
-        warnings.filterwarnings("always", message=SYNC_TEXT)
+        warnings.filterwarnings("always", message=SYNC_FILTER)
         self._old_show = old = warnings.showwarning
         device = self
 
         def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-            if device._watching and SYNC_TEXT in str(message):
+            if device._watching and "synchroniz" in str(message).lower():
                 if device._n == 0:
                     device._first = device._clock()
                 device._n += 1
@@ -68,7 +70,7 @@ class CudaDevice:
             warnings.showwarning = self._old_show
             self._old_show = None
             for f in list(warnings.filters):
-                if f[0] == "always" and f[1] is not None and f[1].pattern == SYNC_TEXT:
+                if f[0] == "always" and f[1] is not None and f[1].pattern == SYNC_FILTER:
                     warnings.filters.remove(f)  # type: ignore[attr-defined]
 
     def open_call(self) -> None:
