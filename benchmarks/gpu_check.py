@@ -7,6 +7,13 @@ dominant cost of a graph break: the bundled decoder's ``.item()`` branch is one 
 
     python benchmarks/gpu_check.py --out "$OUT"            # on the device machine
     python benchmarks/gpu_check.py --device cpu --warm 2   # the same path on CPU (no sync counts)
+    python benchmarks/gpu_check.py --only timeline --out "$OUT"   # the device timeline check alone (a few minutes)
+
+The device timeline check (``device_timeline.py``): two compiled blocks of matmuls with a break
+between them, once a ``graph_break()`` and once an ``.item()`` branch; the ledger's device
+times against CUDA events around each call and a ``torch.profiler`` kernel trace of the same
+calls, the ``.item()`` break's ranked cost against the synchronized walls, and the capture
+overhead of calls timed on the device.
 
 Writes ``gpu_check.json`` (figures) and one receipt folder per workload under ``--out``.
 """
@@ -21,6 +28,8 @@ import time
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # device_timeline.py beside this file
 
 SYNC_WORDS = ("synchroniz",)
 
@@ -124,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="inductor")
     ap.add_argument("--warm", type=int, default=10)
     ap.add_argument("--out", default=os.environ.get("OUT", "seamscope-out/gpu_check"))
-    ap.add_argument("--only", default=None, help="one workload name (tiny, decoder, gpt2)")
+    ap.add_argument("--only", default=None, help="one workload name (tiny, decoder, gpt2, timeline)")
+    ap.add_argument("--size", type=int, default=None, help="timeline: matmul size (default 8192 on CUDA, 64 on CPU)")
+    ap.add_argument("--calls", type=int, default=40, help="timeline: steady calls per variant")
     a = ap.parse_args(argv)
     import torch
 
@@ -136,7 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_check: no CUDA device here (use --device cpu for the CPU path)", file=sys.stderr)
         return 2
     results = []
-    for name, wl in workloads(a.device, a.backend).items():
+    if a.only in (None, "timeline"):
+        from device_timeline import timeline_check
+
+        fig = timeline_check(a.device, a.backend, a.size, a.calls, os.path.join(a.out, "timeline"))
+        results.append(fig)
+        print(json.dumps(fig, indent=1))
+    for name, wl in workloads(a.device, a.backend).items() if a.only != "timeline" else ():
         if a.only and name != a.only:
             continue
         t0 = time.perf_counter()

@@ -147,8 +147,8 @@ def test_cli_diff_refusals_exit_2_with_one_line(tmp_path: Path) -> None:
     r = _run("diff", b2, a2)
     assert r.returncode == 2 and "different input traces" in r.stderr
     raw = json.loads(Path(b).read_text())
-    raw["schema_version"] = 2
-    old = tmp_path / "v2.json"
+    raw["schema_version"] = 99
+    old = tmp_path / "v99.json"
     old.write_text(json.dumps(raw))
     r = _run("diff", str(old), a)
     assert r.returncode == 2 and "schema version" in r.stderr and "Traceback" not in r.stderr

@@ -49,8 +49,8 @@ MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     # (3) a call whose regions were cache hits counted as a compiling call.
     "cache_hits_as_compiles": (
         "seamscope.model.builder",
-        [("has_compile = sums[4] > 0",  # sums: region, island, compile, overhead, compilations
-          "has_compile = sums[4] > 0 or sums[0] > 0"),
+        [("has_compile = sums[SUM_COMPILES] > 0",  # sums: region, island, compile, overhead, compilations
+          "has_compile = sums[SUM_COMPILES] > 0 or sums[SUM_REGION] > 0"),
          # the steady calls C sums, and those it hands over to be kept, the same way
          ('acc = self._phase["steady"]', 'acc = self._phase["cold"]'),
          ('_Kept(oc, end_ns, plan, "steady", "hit", wall, None)', '_Kept(oc, end_ns, plan, "cold", "compile", wall, None)')],

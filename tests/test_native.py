@@ -54,6 +54,22 @@ def test_the_c_path_is_built_unless_turned_off():
 
 
 @needs_c
+def test_c_span_layout_is_the_models():
+    """The span tuple's layout is defined once (model/spans.py) and mirrored by C's SPAN_*
+    constants: a span C builds and one the builder reads must agree item by item."""
+    from seamscope.model import spans
+
+    assert speedups is not None
+    assert speedups.SPAN_LAYOUT == spans.LAYOUT
+    sums = speedups.PlanSums("r")
+    span = spans.region(10, 30, "0/0", 0, None, None, 35)
+    assert len(span) == spans.REGION_LEN and span[spans.BOOK_END] == 35 and span[spans.KEY] == "0/0"
+    assert sums.add([span], 0, 50)
+    _calls, wall, island, overhead, gaps, dsum, _lo, _hi = sums.take()
+    assert (wall, island, overhead, gaps, dsum) == (50, 25, 5, [10, 15], [20])
+
+
+@needs_c
 def test_c_clock_is_perf_counter_ns():
     assert speedups is not None
     for _ in range(100):

@@ -60,3 +60,51 @@ def test_cpu_path_writes_figures_from_the_receipt(tmp_path: Path, _reset: Any) -
     assert res["evidence"][1]["peak_source"] == "rss"
     assert [(d["input"], d["class"]) for d in res["differential"]] == [("steady[0]", "within_tolerance")]
     assert (tmp_path / "tiny" / "receipt.json").exists()
+
+
+def _device_timeline() -> Any:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import device_timeline
+
+    return device_timeline
+
+
+def test_kernel_spans_attribute_kernels_by_their_launch_inside_a_region_range(tmp_path: Path) -> None:
+    """A trace shaped as torch.profiler writes it: the resume region's range nested in the first
+    one's; kernels belong to the region whose range (and no later one's) holds their launch."""
+    dt = _device_timeline()
+
+    def x(cat: str, name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": args}
+
+    events = [
+        x("user_annotation", "Torch-Compiled Region: 0/0", 0, 100),
+        x("user_annotation", "Torch-Compiled Region: 1/0", 60, 30),
+        x("cuda_runtime", "cudaLaunchKernel", 5, 1, correlation=1),
+        x("cuda_runtime", "cudaLaunchKernel", 10, 1, correlation=2),
+        x("cuda_driver", "cuLaunchKernel", 65, 1, correlation=3),
+        x("cuda_runtime", "cudaMemcpyAsync", 40, 1, correlation=9),  # the island's copy: no kernel
+        x("kernel", "mm", 20, 1000, correlation=1),
+        x("kernel", "mm", 1020, 1000, correlation=2),
+        x("gpu_memcpy", "DtoH", 2020, 5, correlation=9),
+        x("kernel", "mm", 2100, 1500, correlation=3),
+    ]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert dt.kernel_spans(str(path), ["0/0", "1/0"]) == [[2_000_000, 1_500_000]]
+
+
+@pytest.mark.torch
+def test_timeline_check_on_cpu_runs_the_cpu_path_and_says_the_device_parts_were_skipped(
+    tmp_path: Path, _reset: Any
+) -> None:
+    gc = _gpu_check()
+    argv = ["--device", "cpu", "--backend", "eager", "--only", "timeline", "--calls", "3", "--out", str(tmp_path)]
+    assert gc.main(argv) == 0
+    (res,) = json.loads((tmp_path / "gpu_check.json").read_text())["results"]
+    assert res["workload"] == "timeline" and res["device"].startswith("skipped: no CUDA")
+    for variant in ("graph_break", "item"):
+        assert res[variant]["ledger_has_device_fields"] is False and res[variant]["schema_version"] == 1
+        assert (tmp_path / "timeline" / variant / "receipt.json").exists()

@@ -44,6 +44,23 @@
 #define HAVE_TICKS 0
 #endif
 
+/* The layout of a span tuple, the builder's format: defined in seamscope/model/spans.py and
+ * mirrored here (SPAN_LAYOUT exposes these; tests/test_native.py checks both agree). Items 0-3 are
+ * the same for every kind; item 3 is the span's part of the call's structure key (a region's
+ * compile id, "o" for overhead). */
+#define SPAN_KIND 0
+#define SPAN_START 1
+#define SPAN_END 2
+#define SPAN_KEY 3
+#define SPAN_GRAPH_INDEX 4
+#define SPAN_OUT_TENSORS 5
+#define SPAN_OUT_BYTES 6
+#define SPAN_BOOK_END 7
+#define SPAN_COMPILE_ID 4
+#define SPAN_REGION_LEN 8
+#define SPAN_COMPILATION_LEN 5
+#define SPAN_OVERHEAD_LEN 4
+
 static PyObject *str_r; /* "r", the kind of a region span */
 static PyObject *str_o; /* "o", seamscope's own overhead */
 static PyObject *str_grad_fn;
@@ -267,25 +284,25 @@ recs_from_list(PyObject *spans, Rec *rec, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *sp = PyList_GET_ITEM(spans, i);
-        if (!PyTuple_CheckExact(sp) || PyTuple_GET_SIZE(sp) < 4) {
+        if (!PyTuple_CheckExact(sp) || PyTuple_GET_SIZE(sp) < SPAN_OVERHEAD_LEN) {
             return 0;
         }
-        PyObject *kind = PyTuple_GET_ITEM(sp, 0);
+        PyObject *kind = PyTuple_GET_ITEM(sp, SPAN_KIND);
         if (!PyUnicode_Check(kind)) {
             return 0;
         }
         int region = kind != str_o && PyUnicode_CompareWithASCIIString(kind, "o") != 0;
-        if (region && PyTuple_GET_SIZE(sp) < 8) {
+        if (region && PyTuple_GET_SIZE(sp) < SPAN_REGION_LEN) {
             return 0;
         }
-        if (!as_ns(PyTuple_GET_ITEM(sp, 1), &rec[i].s) || !as_ns(PyTuple_GET_ITEM(sp, 2), &rec[i].e)) {
+        if (!as_ns(PyTuple_GET_ITEM(sp, SPAN_START), &rec[i].s) || !as_ns(PyTuple_GET_ITEM(sp, SPAN_END), &rec[i].e)) {
             return 0;
         }
         if (region) {
-            if (!as_ns(PyTuple_GET_ITEM(sp, 7), &rec[i].c)) {
+            if (!as_ns(PyTuple_GET_ITEM(sp, SPAN_BOOK_END), &rec[i].c)) {
                 return 0;
             }
-            rec[i].cid = PyTuple_GET_ITEM(sp, 3);
+            rec[i].cid = PyTuple_GET_ITEM(sp, SPAN_KEY);
         }
         else {
             rec[i].c = rec[i].e;
@@ -472,7 +489,12 @@ lane_recs_to_ns(Lane *self, long long tick, long long ns)
     self->ticks = 0;
 }
 
-/* The records as the builder's span tuples. */
+/* The records as the builder's span tuples (Py_BuildValue writes the items in SPAN_* order). */
+#if SPAN_KIND != 0 || SPAN_START != 1 || SPAN_END != 2 || SPAN_KEY != 3 || SPAN_GRAPH_INDEX != 4 \
+    || SPAN_OUT_TENSORS != 5 || SPAN_OUT_BYTES != 6 || SPAN_BOOK_END != 7 || SPAN_REGION_LEN != 8 \
+    || SPAN_OVERHEAD_LEN != 4
+#error "lane_spans_of_recs builds span tuples in this order: update it with the layout"
+#endif
 static PyObject *
 lane_spans_of_recs(Lane *self)
 {
@@ -995,7 +1017,7 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
             return out;
         }
     }
-    PyObject *span = PyTuple_New(8);
+    PyObject *span = PyTuple_New(SPAN_REGION_LEN);
     PyObject *a = PyLong_FromLongLong(t0);
     PyObject *b = PyLong_FromLongLong(t1);
     if (span == NULL || a == NULL || b == NULL) {
@@ -1005,13 +1027,13 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         goto fail;
     }
     Py_INCREF(str_r);
-    PyTuple_SET_ITEM(span, 0, str_r);
-    PyTuple_SET_ITEM(span, 1, a);
-    PyTuple_SET_ITEM(span, 2, b);
+    PyTuple_SET_ITEM(span, SPAN_KIND, str_r);
+    PyTuple_SET_ITEM(span, SPAN_START, a);
+    PyTuple_SET_ITEM(span, SPAN_END, b);
     Py_INCREF(self->cid);
-    PyTuple_SET_ITEM(span, 3, self->cid);
+    PyTuple_SET_ITEM(span, SPAN_KEY, self->cid);
     Py_INCREF(self->gi);
-    PyTuple_SET_ITEM(span, 4, self->gi);
+    PyTuple_SET_ITEM(span, SPAN_GRAPH_INDEX, self->gi);
     long long n = -1, nb = -1;
     if (lane->detail && lane->open) { /* adopted, due in detail: seam traffic still sampled */
         seam_traffic(out, lane->tensor_type, &n, &nb);
@@ -1024,14 +1046,14 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         Py_DECREF(span);
         goto fail;
     }
-    PyTuple_SET_ITEM(span, 5, pn);
-    PyTuple_SET_ITEM(span, 6, pnb);
+    PyTuple_SET_ITEM(span, SPAN_OUT_TENSORS, pn);
+    PyTuple_SET_ITEM(span, SPAN_OUT_BYTES, pnb);
     PyObject *c = PyLong_FromLongLong(now_ns()); /* the bookkeeping ends here */
     if (c == NULL) {
         Py_DECREF(span);
         goto fail;
     }
-    PyTuple_SET_ITEM(span, 7, c);
+    PyTuple_SET_ITEM(span, SPAN_BOOK_END, c);
     int rc = PyList_Append(spans, span);
     Py_DECREF(span);
     Py_DECREF(spans);
@@ -1344,6 +1366,16 @@ PyInit__speedups(void)
     Py_INCREF(&RegionTimerType);
     Py_INCREF(&PlanSumsType);
     Py_INCREF(&CallTrackerType);
+    PyObject *layout = Py_BuildValue(
+        "{sisisisisisisisisisisisi}", "KIND", SPAN_KIND, "START", SPAN_START, "END", SPAN_END, "KEY", SPAN_KEY,
+        "GRAPH_INDEX", SPAN_GRAPH_INDEX, "OUT_TENSORS", SPAN_OUT_TENSORS, "OUT_BYTES", SPAN_OUT_BYTES,
+        "BOOK_END", SPAN_BOOK_END, "COMPILE_ID", SPAN_COMPILE_ID, "REGION_LEN", SPAN_REGION_LEN,
+        "COMPILATION_LEN", SPAN_COMPILATION_LEN, "OVERHEAD_LEN", SPAN_OVERHEAD_LEN);
+    if (layout == NULL || PyModule_AddObject(m, "SPAN_LAYOUT", layout) < 0) {
+        Py_XDECREF(layout);
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0
         || PyModule_AddObject(m, "RegionTimer", (PyObject *)&RegionTimerType) < 0
         || PyModule_AddObject(m, "PlanSums", (PyObject *)&PlanSumsType) < 0

@@ -1,6 +1,8 @@
 from collections.abc import Callable
 from typing import Any
 
+SPAN_LAYOUT: dict[str, int]
+
 def clock_ns() -> int: ...
 def set_ticks(on: bool, /) -> bool: ...
 

@@ -18,6 +18,8 @@ import hashlib
 import re
 from collections import defaultdict
 
+import msgspec
+
 from ..model.canonical import round_float
 from ..model.findings import (
     BreakCost,
@@ -25,6 +27,7 @@ from ..model.findings import (
     ChurnAxis,
     ChurnEvidence,
     ChurnPattern,
+    DeviceBreakCost,
     Finding,
     FindingsSection,
     FragmentationAxis,
@@ -84,17 +87,20 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
 
     causes = recompile_causes(ledger, churn)
     ranked = rank_across(ledger, breaks, causes)
+    ranked_by = (
+        "breaks: estimated island time after the site over steady calls; churn: compile time; "
+        "across axes (ranked): time spent in this run"
+        if has_rt
+        else "breaks: compile time of the compilations in which the site broke (no runtime data); "
+        "churn: compile time; across axes (ranked): compile time"
+    )
+    if not isinstance(ledger.totals.device, msgspec.UnsetType):
+        ranked_by = _device_ranked_by(ranked_by)
     return FindingsSection(
         fragmentation=_fragmentation(ledger, basis_name, basis),
         churn=_churn_axis(ledger),
         findings=breaks + churn,
-        ranked_by=(
-            "breaks: estimated island time after the site over steady calls; churn: compile time; "
-            "across axes (ranked): time spent in this run"
-            if has_rt
-            else "breaks: compile time of the compilations in which the site broke (no runtime data); "
-            "churn: compile time; across axes (ranked): compile time"
-        ),
+        ranked_by=ranked_by,
         missing=missing,
         headline=build_headline(ledger, ranked, causes),
         ranked=ranked,
@@ -283,10 +289,16 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
             cost=cost,
             missing=missing,
         )
+        dcost = _device_break_cost(ledger, site.site_id, basis_name) if cost is not None else None
+        if cost is not None and dcost is not None:  # on a device: ranked by what the device lost
+            cost = _with_device(cost, dcost)
+            f = _with(f, cost=cost)
         cost_ns, cost_basis = _site_cost(site, ledger, cost, site_totals, durations)
         f = _with(f, cost_ns=cost_ns, basis=cost_basis)
-        if cost is not None:
-            key: tuple[object, ...] = (-cost.estimated_ns, -cost.crossings, f.finding_id)
+        if cost is not None and dcost is not None:
+            key: tuple[object, ...] = (-dcost.estimated_ns, -cost.crossings, f.finding_id)
+        elif cost is not None:
+            key = (-cost.estimated_ns, -cost.crossings, f.finding_id)
         elif not has_rt:
             key = (-(cost_ns or 0), -len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
         else:
@@ -310,6 +322,9 @@ def _site_cost(
     """A break's cost in this run and what it measures: the islands after it over every call;
     without runtime data, the compile time of the compilations it broke in."""
     if ledger.run.has_runtime:
+        dev = _device_break_cost(ledger, site.site_id, "all")
+        if dev is not None:  # on a device the island's host time holds the previous region's work
+            return dev.estimated_ns, f"device seam gaps after the site, scaled to every call ({ledger.totals.calls})"
         tot = site_totals.get(site.site_id)
         if tot is not None:
             return tot.island_after_ns, f"eager islands after the site over every call ({ledger.totals.calls})"
@@ -462,7 +477,59 @@ def _break_sentence(f: Finding) -> str:
         if cost.out_bytes_median is not None:
             traffic += f" ({_bytes(cost.out_bytes_median)})"
         traffic += " cross the seam" if n != 1 else " crosses the seam"
-    return f"{head} {freq}, {island}, {stab}, {share}{traffic}".replace("  ", " ")
+    return f"{head} {freq}, {island}, {stab}, {share}{traffic}{_device_clause(cost)}".replace("  ", " ")
+
+
+# --- on a device ---------------------------------------------------------------------------------
+
+
+def _device_break_cost(ledger: Ledger, site_id: str, basis_name: str) -> DeviceBreakCost | None:
+    """A break's device-aware cost from the device totals (None on CPU, or when no call timed on
+    the device crossed it). The device seam gap holds the island's own kernels and the time the
+    device sat idle, which is the host time no device work hid; the host wait is not the break's
+    (it is the previous region's device work, which the island only waited for)."""
+    dev = ledger.totals.device
+    if isinstance(dev, msgspec.UnsetType):
+        return None
+    phases = {"steady"} if basis_name == "steady" else {"cold", "steady", "fallback"}
+    rows = [s for s in dev.sites if s.site_id == site_id and s.phase in phases]
+    timed = sum(p.calls for p in dev.phases if p.phase in phases)
+    crossing = sum(s.calls for s in rows)
+    if not rows or not timed or not crossing:
+        return None
+    gap = sum(s.gap_ns for s in rows)
+    phase_calls = sum(p.calls for p in ledger.totals.phases if p.phase in phases)
+    return DeviceBreakCost(
+        calls=crossing,
+        gap_per_call_ns=gap // crossing,
+        syncs_per_call=round_float(sum(s.syncs for s in rows) / crossing),
+        host_wait_per_call_ns=sum(s.host_wait_ns for s in rows) // crossing,
+        estimated_ns=gap * phase_calls // timed,
+    )
+
+
+def _with_device(cost: BreakCost, dcost: DeviceBreakCost) -> BreakCost:
+    return msgspec.structs.replace(cost, device=dcost)
+
+
+def _device_ranked_by(host: str) -> str:
+    return (
+        "breaks: on the device, the device seam gap after the site over the steady calls timed there "
+        "(host island time where no timed call crossed it); " + host.split("; ", 1)[-1]
+    )
+
+
+def _device_clause(cost: BreakCost) -> str:
+    d = cost.device
+    if isinstance(d, msgspec.UnsetType):
+        return ""
+    text = f"; on the device its seam costs {_ms(d.gap_per_call_ns)} per call (device idle or the island's kernels)"
+    if d.syncs_per_call:
+        text += (
+            f" and it forces {d.syncs_per_call:.3g} device-to-host sync(s) per call: the sync, not the lost "
+            f"fusion, is what it costs (the host waited {_ms(d.host_wait_per_call_ns)} for earlier device work)"
+        )
+    return text
 
 
 # --- churn ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from ..model.hashing import receipt_sha256, structure_sha256
-from ..model.ledger import SCHEMA_VERSION, Ledger
+from ..model.ledger import Ledger
 from ..model.receipt import RECEIPT_KIND, Decision, Receipt
 from .summary import summarize
 
@@ -22,7 +22,7 @@ def make_receipt(ledger: Ledger, decision: Decision | None = None, **sections: A
         sections["findings"] = analyze_findings(ledger)
     summary = summarize(ledger)
     receipt = Receipt(
-        schema_version=SCHEMA_VERSION,
+        schema_version=ledger.schema_version,
         kind=RECEIPT_KIND,
         ledger=ledger,
         summary=summary,

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from ..model.builder import PHASES
 from ..model.ledger import BreakEvent, Call, CompileEvent, IslandEvent, Ledger, RegionEvent
-from ..model.receipt import FallbackSummary, PhaseStats, RecompileSummary, SiteSummary, Summary
+from ..model.receipt import (
+    DevicePhaseStats,
+    FallbackSummary,
+    PhaseStats,
+    RecompileSummary,
+    SiteSummary,
+    Summary,
+)
 from .stats import median_float, quantile
 
 
@@ -74,6 +83,7 @@ def summarize(ledger: Ledger) -> Summary:
     ]
     phases = []
     by_phase = {p.phase: p for p in ledger.totals.phases}
+    device = device_phase_stats(ledger)
     for name in PHASES:
         pt = by_phase.get(name)
         if pt is None:
@@ -81,8 +91,7 @@ def summarize(ledger: Ledger) -> Summary:
         retained = [c for c in ledger.calls if c.phase == name]
         walls = [c.wall_ns for c in retained]
         rpc = [float(sum(1 for e in c.events if isinstance(e, RegionEvent))) for c in retained]
-        phases.append(
-            PhaseStats(
+        stats = PhaseStats(
                 phase=name,
                 calls=pt.calls,
                 wall_ns=pt.wall_ns,
@@ -96,7 +105,9 @@ def summarize(ledger: Ledger) -> Summary:
                 p90_ns=quantile(walls, 0.9),
                 regions_per_call_median=median_float(rpc),
             )
-        )
+        if name in device:
+            stats = msgspec.structs.replace(stats, device=device[name])
+        phases.append(stats)
     return Summary(
         call_count=ledger.totals.calls,
         compile_count=len(ok),
@@ -113,3 +124,28 @@ def summarize(ledger: Ledger) -> Summary:
         restart_count=sum(len(c.restart_reasons) for c in comps),
         has_runtime=has_rt,
     )
+
+
+def _mean(total: int, n: int) -> int:
+    """A rounded mean of integer nanoseconds (half up)."""
+    return (2 * total + n) // (2 * n)
+
+
+def device_phase_stats(ledger: Ledger) -> dict[str, DevicePhaseStats]:
+    """Per phase, the device time of a call timed on the device (empty on CPU)."""
+    dev = ledger.totals.device
+    if isinstance(dev, msgspec.UnsetType):
+        return {}
+    out: dict[str, DevicePhaseStats] = {}
+    for p in dev.phases:
+        if p.calls:
+            out[p.phase] = DevicePhaseStats(
+                calls=p.calls,
+                span_per_call_ns=_mean(p.span_ns, p.calls),
+                region_per_call_ns=_mean(p.region_ns, p.calls),
+                gap_per_call_ns=_mean(p.gap_ns, p.calls),
+                host_wait_per_call_ns=_mean(p.host_wait_ns, p.calls),
+                syncs_per_call=round(p.syncs / p.calls, 6),
+                wall_per_call_ns=_mean(p.wall_ns, p.calls),
+            )
+    return out

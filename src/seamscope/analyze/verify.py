@@ -35,6 +35,8 @@ CODES = {
     "HASH_MISMATCH": "receipt_sha256 or structure_sha256 is not the hash of the content (edited?)",
     "WALL_IDENTITY_BROKEN": "wall != regions + islands + compile + overhead",
     "ISLANDS_HIDDEN": "time between compiled regions is not accounted as eager islands",
+    "DEVICE_IDENTITY_BROKEN": "device regions + device seam gaps != the call's device span (integer ns)",
+    "DEVICE_SUMMARY_MISMATCH": "a phase's device time per call differs from the device totals",
     "PHASE_TOTAL_MISMATCH": "a phase total differs from the sum over its calls",
     "QUANTILE_MISMATCH": "a phase median/p90/min differs from the nearest-rank value of its calls",
     "CALL_COUNT_MISMATCH": "call counts disagree (summary, totals, phases, retention)",
@@ -366,6 +368,70 @@ def _check_calls(v: Verification, led: dict[str, Any], hidden_island: dict[str, 
                 v.fail("UNKNOWN_REFERENCE", f"call {idx}: crossing of unknown site {e['site_id']}")
 
 
+def _check_device(v: Verification, led: dict[str, Any]) -> None:
+    """The device identities (schema 2): per call, each region starts where the seam gap before
+    it ends, and region device time + seam gaps = the call's device span, in integer
+    nanoseconds; per phase, the same over the calls timed."""
+    for c in led["calls"]:
+        d = c.get("device")
+        if d is None or not d["complete"]:
+            continue
+        idx = c["index"]
+        regions, seams = d["regions"], d["seams"]
+        if len(seams) != len(regions) + 1:
+            v.fail("DEVICE_IDENTITY_BROKEN", f"call {idx}: {len(regions)} device regions but {len(seams)} seams")
+            continue
+        cursor, ok = 0, True
+        for r, s in zip(regions, seams, strict=False):
+            if r["duration_ns"] < 0 or s["gap_ns"] < 0 or r["start_ns"] != cursor + s["gap_ns"]:
+                ok = False
+            cursor = r["start_ns"] + r["duration_ns"]
+        total = sum(r["duration_ns"] for r in regions) + sum(s["gap_ns"] for s in seams)
+        v.expect(
+            ok and seams[-1]["gap_ns"] >= 0 and total == d["span_ns"] and cursor + seams[-1]["gap_ns"] == d["span_ns"],
+            "DEVICE_IDENTITY_BROKEN",
+            f"call {idx}: device regions + seam gaps = {total} ns, span {d['span_ns']} ns",
+        )
+    dev = led["totals"].get("device")
+    if dev is not None:
+        for p in dev["phases"]:
+            v.expect(
+                p["region_ns"] + p["gap_ns"] == p["span_ns"],
+                "DEVICE_IDENTITY_BROKEN",
+                f"phase {p['phase']}: device regions + gaps = {p['region_ns'] + p['gap_ns']} ns, span {p['span_ns']} ns",
+            )
+
+
+def _check_device_summary(v: Verification, raw: dict[str, Any]) -> None:
+    """The summary's device time per call (rounded means, half up) from the device totals."""
+    dev = raw["ledger"]["totals"].get("device")
+    totals = {p["phase"]: p for p in dev["phases"]} if dev is not None else {}
+    for p in raw["summary"]["phases"]:
+        d = p.get("device")
+        t = totals.get(p["phase"])
+        if d is None and (t is None or not t["calls"]):
+            continue
+        if d is None or t is None:
+            v.fail("DEVICE_SUMMARY_MISMATCH", f"phase {p['phase']}: device figures in only one of summary and totals")
+            continue
+        n = t["calls"]
+
+        def mean(total: int, n: int = n) -> int:
+            return (2 * total + n) // (2 * n)
+
+        want = {
+            "calls": n, "span_per_call_ns": mean(t["span_ns"]), "region_per_call_ns": mean(t["region_ns"]),
+            "gap_per_call_ns": mean(t["gap_ns"]), "host_wait_per_call_ns": mean(t["host_wait_ns"]),
+            "wall_per_call_ns": mean(t["wall_ns"]),
+        }
+        got = {k: d.get(k) for k in want}
+        v.expect(
+            got == want and same_float(d.get("syncs_per_call"), t["syncs"] / n),
+            "DEVICE_SUMMARY_MISMATCH",
+            f"phase {p['phase']}: device per call {got}, totals give {want}",
+        )
+
+
 def phase_truth(led: dict[str, Any]) -> tuple[dict[str, PhaseTruth], bool]:
     """Per-phase figures from the raw calls (exact when every call was kept; otherwise totals
     from the ledger's accumulators and quantiles from the kept calls). Second value: exact."""
@@ -557,6 +623,8 @@ def check_receipt(raw: dict[str, Any], v: Verification | None = None) -> Verific
     hidden: dict[str, int] = {}
     _check_hashes(v, raw)
     _check_calls(v, led, hidden)
+    _check_device(v, led)
+    _check_device_summary(v, raw)
     truth, complete = phase_truth(led)
     if not complete:
         v.notes.append(

@@ -29,6 +29,7 @@ from ..ingest.compile_events import CompileEventAssembler
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
 from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
 from ..model.receipt import Decision, Receipt
+from ..model.spans import REGION
 from . import adapter
 
 _ACTIVE: Session | None = None
@@ -52,6 +53,7 @@ class Session:
         decision: Decision | None = None,
         cwd: str | None = None,
         write_html: bool = True,
+        device: str = "auto",
     ) -> None:
         self.out = os.fspath(out) if out is not None else None
         self.command = command or []
@@ -61,6 +63,12 @@ class Session:
         self.decision = decision
         self.cwd = cwd or os.getcwd()
         self.write_html = write_html
+        if device not in ("auto", "off"):
+            raise ValueError("device is 'auto' (time calls on CUDA where the model runs there) or 'off'")
+        self.device_mode = "off" if os.environ.get("SEAMSCOPE_NO_DEVICE", "") not in ("", "0") else device
+        self._device_probe = False
+        """Whether region runs are still checked for CUDA inputs (then the device is attached)."""
+        self._device_source: Any = None
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.active = False
         self._interrupted = False
@@ -173,6 +181,7 @@ class Session:
                 self._undo.append(install())
             except adapter.AdapterProblem as e:
                 self.warnings.append(str(e))
+        self._device_probe = self.device_mode == "auto" and _cuda_available(torch)
         self.active = True
         self._live = self.builder
         _ACTIVE = self
@@ -192,6 +201,16 @@ class Session:
         b = self.builder
         if b is not None and b.in_call:  # interrupted inside a call: keep what was measured
             b.end_call(self.clock(), error="interrupted")
+        self._device_probe = False
+        if b is not None and b.device is not None:
+            # one synchronize resolves the rest; none after Ctrl-C (their lanes say incomplete)
+            try:
+                b.device.finish(synchronize=not self._interrupted)
+            except KeyboardInterrupt:  # Ctrl-C while waiting for the device: keep the host ledger
+                self._interrupted = True
+                b.device.finish(synchronize=False)
+        if self._device_source is not None:
+            self._device_source.close()
         if self._lane is not None:
             self._lane.spans = None
             self._lane.budget = 0
@@ -207,7 +226,7 @@ class Session:
         env = msgspec.structs.replace(
             ledger.environment, backend=self._backend, compile_options=dict(self._compile_options)
         )
-        warnings = list(self.warnings)
+        warnings = [*self.warnings, *ledger.run.warnings]
         foreign = self._foreign_calls + (self._lane.foreign_calls if self._lane is not None else 0)
         if foreign:
             warnings.append(
@@ -318,8 +337,8 @@ class Session:
                 session._call_thread = threading.get_ident()
                 t0 = clock()
                 b.begin_call(t0, session._family)
-                if lane is not None and not b.detailed:
-                    lane.spans = b.open_spans  # C region timers append there (detailed: Python)
+                if lane is not None and not b.detailed and b.device_call is None:
+                    lane.spans = b.open_spans  # C region timers append there (detailed, timed: Python)
                 b.overhead(t0, clock())  # opening the call is seamscope's time, not an island
                 try:
                     out = inner(*args, **kwargs)
@@ -387,9 +406,18 @@ class Session:
             b = session._live
             if b is None:
                 return compiled_fn(*args, **kwargs)
+            if session._device_probe:
+                session._probe_device(b, args)
+            dc = b.device_call
+            if dc is not None and session._call_thread == threading.get_ident():
+                entry = b.device.enter(dc, clock())  # timed on the device: events at entry and exit
+            else:
+                dc = None
             t0 = clock()
             out = compiled_fn(*args, **kwargs)
             t1 = clock()
+            if dc is not None:
+                b.device.exit(dc, cid, entry, t1)
             if check_backward:
                 find_backward(out)
             spans = b.open_spans  # region_run, inlined: this is the per-crossing hot path
@@ -406,9 +434,9 @@ class Session:
                             nbytes += t.nbytes
                 elif isinstance(out, Tensor):
                     n, nbytes = 1, out.nbytes
-                spans.append(("r", t0, t1, cid, gi, n, nbytes, clock()))
+                spans.append((REGION, t0, t1, cid, gi, n, nbytes, clock()))  # model/spans.py's layout
             else:
-                spans.append(("r", t0, t1, cid, gi, None, None, clock()))
+                spans.append((REGION, t0, t1, cid, gi, None, None, clock()))
             return out
 
         if self.native is not None and self._lane is not None:
@@ -423,6 +451,22 @@ class Session:
             timer.__qualname__ = getattr(compiled_fn, "__qualname__", timer.__name__)
             return timer  # type: ignore[no-any-return]
         return region
+
+    def _probe_device(self, b: LedgerBuilder, args: Any) -> None:
+        """Attach the CUDA device source once a compiled graph runs on CUDA inputs (a model on
+        CPU in a CUDA process keeps the CPU path); stop looking after the first calls."""
+        from .device import cuda_device, holds_cuda_tensor
+
+        if holds_cuda_tensor(args):
+            import torch
+
+            self._device_probe = False
+            source = cuda_device(torch)
+            if source is not None:
+                self._device_source = source
+                b.attach_device(source)
+        elif b.call_count >= self.first_calls:
+            self._device_probe = False
 
     def _claim(self) -> bool:
         """Take the one open-call slot for this thread, atomically under the GIL (a check then a
@@ -535,6 +579,13 @@ def _env_int(name: str) -> int | None:
         return int(v) if v is not None else None
     except ValueError:
         return None
+
+
+def _cuda_available(torch: Any) -> bool:
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
 
 
 def _device(torch: Any) -> str:

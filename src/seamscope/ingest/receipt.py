@@ -7,7 +7,7 @@ import os
 import msgspec
 
 from ..errors import UnusableInput
-from ..model.ledger import SCHEMA_VERSION
+from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
 from ..model.receipt import Receipt
 
 
@@ -39,18 +39,18 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
     if not isinstance(raw, dict) or raw.get("kind") != "seamscope.receipt":
         raise UnusableInput(f"{name}: not a seamscope receipt (no \"kind\": \"seamscope.receipt\")")
     version = raw.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in SCHEMA_VERSIONS_READ:
         raise UnusableInput(
             f"{name}: receipt schema version {version!r} is not supported "
-            f"(this seamscope reads version {SCHEMA_VERSION})"
+            f"(this seamscope reads versions 1 to {SCHEMA_VERSION})"
         )
     try:
         receipt = msgspec.convert(raw, type=Receipt)
     except msgspec.ValidationError as e:
         raise UnusableInput(f"{name}: does not match the receipt schema: {e}") from None
-    if receipt.ledger.schema_version != SCHEMA_VERSION:
+    if receipt.ledger.schema_version not in SCHEMA_VERSIONS_READ:
         raise UnusableInput(
             f"{name}: ledger schema version {receipt.ledger.schema_version!r} is not supported "
-            f"(this seamscope reads version {SCHEMA_VERSION})"
+            f"(this seamscope reads versions 1 to {SCHEMA_VERSION})"
         )
     return receipt

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 import msgspec
 
 from ..errors import UnusableInput
-from ..model.ledger import SCHEMA_VERSION, BreakSite, Call, Compilation, Ledger, OutsideRegion
+from ..model.ledger import (
+    SCHEMA_VERSION,
+    SCHEMA_VERSIONS_READ,
+    BreakSite,
+    Call,
+    Compilation,
+    Ledger,
+    OutsideRegion,
+)
 from ..model.trace import (
     TRACE_KIND,
     TRACE_VERSION,
@@ -54,7 +62,7 @@ def _header(path: str, line: bytes) -> TraceHeader:
         raise UnusableInput(f"{path}:1: not a seamscope trace (header is not JSON: {e})") from None
     if not isinstance(raw, dict) or raw.get("kind") != TRACE_KIND or raw.get("record") != "header":
         raise UnusableInput(f"{path}:1: not a seamscope trace (no header with \"kind\": \"{TRACE_KIND}\")")
-    if raw.get("trace_version") != TRACE_VERSION or raw.get("schema_version") != SCHEMA_VERSION:
+    if raw.get("trace_version") != TRACE_VERSION or raw.get("schema_version") not in SCHEMA_VERSIONS_READ:
         raise UnusableInput(
             f"{path}:1: seamscope trace version {raw.get('trace_version')!r} (ledger schema "
             f"{raw.get('schema_version')!r}) is not supported; this seamscope reads trace version "

@@ -31,6 +31,11 @@ from .ledger import (
     Call,
     Compilation,
     CompileEvent,
+    DevicePhaseTotal,
+    DeviceRegionTotal,
+    DeviceSiteTotal,
+    DeviceTimeline,
+    DeviceTotals,
     Environment,
     Event,
     FallbackEvent,
@@ -48,23 +53,41 @@ from .ledger import (
     Totals,
     compile_frame_index,
 )
+from .spans import (
+    BOOK_END,
+    COMPILATION,
+    COMPILE_ID,
+    END,
+    GRAPH_INDEX,
+    KEY,
+    KIND,
+    OUT_BYTES,
+    OUT_TENSORS,
+    OVERHEAD,
+    REGION,
+    START,
+    SUM_COMPILE,
+    SUM_COMPILES,
+    SUM_ISLAND,
+    SUM_OVERHEAD,
+    SUM_REGION,
+)
 
 DEFAULT_FIRST_CALLS = 256
 DEFAULT_CALL_CAP = 1024
 DEFAULT_OUTSIDE_CAP = 1024
+DEFAULT_DEVICE_EVERY = 16
+"""On a device, one steady call in this many not kept in detail is timed there too."""
 
 PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
 
-# A span is a plain tuple (the hot path builds one per region run):
-# ("r", start, end, compile_id, graph_index, out_tensors, out_bytes, overhead_end) a region, whose
-# bookkeeping that follows it (end .. overhead_end) rides in the same tuple; ("c", start, end, "c",
-# compile_id) a compilation; ("o", start, end, "o") seamscope's own overhead. Item 3 is the span's
-# part of the call's structure key, so the key is one C-level ``map``.
+# A span is a plain tuple (the hot path builds one per region run); its layout, and what item 3
+# means by kind, is defined once in ``spans.py``.
 _Span = tuple
-_START = operator.itemgetter(1)
+_START = operator.itemgetter(START)
 """Spans sort by start; spans that start together keep the order they were reported in."""
-_KEY = operator.itemgetter(3)
+_KEY = operator.itemgetter(KEY)
 
 
 _NEVER = 1 << 62
@@ -220,6 +243,17 @@ class LedgerBuilder:
         self._lane: Any = None
         """Capture's C lane (``attach_lane``), or None."""
         self._sums_type: Any = None
+        self._device: Any = None
+        """The device tracker (``attach_device``), or None: CPU, no device timeline."""
+        self.device_every = 0
+        self.device_call: Any = None
+        """The open call's device handle (events recorded at region entry and exit), or None."""
+        self._dev_phase: dict[Phase, list[int]] = {}
+        self._dev_regions: dict[str, list[int]] = {}
+        self._dev_sites: dict[tuple[Phase, str], list[int]] = {}
+        self._dev_timelines: dict[int, DeviceTimeline] = {}
+        self._dev_incomplete = 0
+        self._dev_foreign = 0
         self.open_spans: list[_Span] | None = None
         """The open call's span list, or None outside a call. Capture's region wrapper appends
         ``region_run``'s tuple here itself: one Python call fewer per region crossing."""
@@ -259,6 +293,72 @@ class LedgerBuilder:
         lane.keep_detail = True
         self._lane_budget()
 
+    def attach_device(self, source: Any, every: int = DEFAULT_DEVICE_EVERY) -> None:
+        """Time calls on a device too (``model/device.py``): every call kept in detail, and one in
+        ``every`` of the others. Such calls take the Python path (C sums only the rest)."""
+        from .device import DeviceTracker
+
+        if every < 1:
+            raise ValueError("every must be >= 1")
+        self._device = DeviceTracker(source, self._device_done)
+        self.device_every = every
+        if self._lane is not None:
+            self._lane.keep_detail = False  # the call due in detail is opened here, its regions timed
+        self._lane_budget()
+
+    @property
+    def device(self) -> Any:
+        """The device tracker, or None."""
+        return self._device
+
+    def _device_done(self, index: int, timeline: DeviceTimeline, ctx: Any, foreign: bool) -> None:
+        """A call's device timeline, resolved (in any order, after the call ended)."""
+        phase, sites, wall, retained = ctx
+        if foreign:
+            self._dev_foreign += 1
+        if retained:
+            self._dev_timelines[index] = timeline
+        if not timeline.complete:
+            self._dev_incomplete += 1
+            return
+        acc = self._dev_phase.setdefault(phase, [0] * 7)
+        gaps = sum(s.gap_ns for s in timeline.seams)
+        waits = sum(s.host_wait_ns or 0 for s in timeline.seams)
+        syncs = sum(s.syncs or 0 for s in timeline.seams)
+        for i, v in enumerate((1, timeline.span_ns, timeline.span_ns - gaps, gaps, waits, syncs, wall)):
+            acc[i] += v
+        for r in timeline.regions:
+            racc = self._dev_regions.setdefault(r.compile_id, [0, 0])
+            racc[0] += 1
+            racc[1] += r.duration_ns
+        if sites is not None and len(sites) == len(timeline.seams):
+            crossed: set[str] = set()
+            for site, seam in zip(sites, timeline.seams, strict=True):
+                if site is None:
+                    continue
+                sacc = self._dev_sites.setdefault((phase, site), [0, 0, 0, 0])
+                sacc[0] += seam.gap_ns
+                sacc[1] += seam.host_wait_ns or 0
+                sacc[2] += seam.syncs or 0
+                if site not in crossed:
+                    crossed.add(site)
+                    sacc[3] += 1
+
+    def _device_end(self, dc: Any, plan: _Plan, spans: list[_Span], phase: Phase, wall: int, end_ns: int) -> None:
+        """Close the open call's device lane: which break each device seam follows (the island
+        before each region, then the one after the last), then resolve what completed."""
+        sites: list[str | None] | None = [
+            step[1] for sp, step in zip(spans, plan.steps, strict=True) if sp[KIND] == REGION
+        ]
+        assert sites is not None
+        sites.append(plan.final_gap_site)
+        if len(sites) != len(dc.marks) + 1:
+            sites = None
+        index = dc.index
+        retained = index < self.first_calls or index % self._stride == 0
+        self._device.end(dc, end_ns, (phase, sites, wall, retained))
+        self._device.poll()
+
     def watch_calls(self, observe: Callable[[Call], None]) -> None:
         """Have ``observe`` called with every finished call in full detail (budgets use it)."""
         self.call_observers.append(observe)
@@ -289,7 +389,11 @@ class LedgerBuilder:
             lane.budget = 0
         else:
             stride = self._stride
-            lane.budget = -(-n // stride) * stride - n  # up to the next retained index
+            budget = -(-n // stride) * stride - n  # up to the next retained index
+            every = self.device_every
+            if self._device is not None and every:
+                budget = min(budget, -(-n // every) * every - n)  # ... or the next timed on the device
+            lane.budget = budget
 
     def _adopt(self) -> None:
         """Take over the call C opened: something it cannot sum (a compilation, a guard
@@ -326,6 +430,8 @@ class LedgerBuilder:
         oc = self._open = _OpenCall(index, start_ns, family)
         self.open_spans = oc.spans
         self.detailed = bool(self.call_observers) or index < self.first_calls or index % self._stride == 0
+        if self._device is not None and (self.detailed or index % self.device_every == 0):
+            self.device_call = self._device.begin(index, start_ns)
 
     def region(
         self,
@@ -342,7 +448,7 @@ class LedgerBuilder:
         if self._open is None:
             self.outside_region(compile_id, "forward", end_ns - start_ns, None)
             return
-        self._open.spans.append(("r", start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes, end_ns))
+        self._open.spans.append((REGION, start_ns, end_ns, compile_id, graph_index, out_tensors, out_bytes, end_ns))
 
     def region_run(
         self, compile_id: str, graph_index: int, t0: int, t1: int, t2: int,
@@ -354,19 +460,19 @@ class LedgerBuilder:
         if oc is None:
             self.outside_region(compile_id, "forward", t1 - t0, None)
             return
-        oc.spans.append(("r", t0, t1, compile_id, graph_index, out_tensors, out_bytes, t2))
+        oc.spans.append((REGION, t0, t1, compile_id, graph_index, out_tensors, out_bytes, t2))
 
     def compile_span(self, compile_id: str, start_ns: int, end_ns: int) -> None:
         self._adopt()
         if self._open is None:
             return
-        self._open.spans.append(("c", start_ns, end_ns, "c", compile_id))
+        self._open.spans.append((COMPILATION, start_ns, end_ns, COMPILATION, compile_id))
 
     def overhead(self, start_ns: int, end_ns: int) -> None:
         """seamscope's own bookkeeping between ``start_ns`` and ``end_ns``."""
         self._adopt()
         if self._open is not None:
-            self._open.spans.append(("o", start_ns, end_ns, "o"))
+            self._open.spans.append((OVERHEAD, start_ns, end_ns, OVERHEAD))
 
     def guard_miss(self, compile_id: str, at_ns: int) -> None:
         self._adopt()
@@ -471,6 +577,8 @@ class LedgerBuilder:
         self._open = None
         self.open_spans = None
         self.detailed = False
+        dc = self.device_call
+        self.device_call = None
         index = oc.index
         retain = index < self.first_calls or index % self._stride == 0
         spans = oc.spans
@@ -487,10 +595,12 @@ class LedgerBuilder:
             plan.uses -= 1  # counted when the sums are taken
             self._call_count += 1
             self._retain(_Kept(oc, end_ns, plan, "steady", "hit", wall, None))
+            if dc is not None:
+                self._device_end(dc, plan, spans, "steady", wall, end_ns)
             self._lane_budget()
             return None
         events, sums = self._account(oc, end_ns, plan, (retain or bool(self.call_observers)) and not defer)
-        has_compile = sums[4] > 0
+        has_compile = sums[SUM_COMPILES] > 0
         has_fallback = bool(oc.points) and any(p[2] is not None for p in oc.points)
         phase: Phase
         if has_compile:
@@ -502,11 +612,13 @@ class LedgerBuilder:
         acc = self._phase[phase]
         acc.calls += 1
         acc.wall += wall
-        acc.region += sums[0]
-        acc.island += sums[1]
-        acc.compile += sums[2]
-        acc.overhead += sums[3]
+        acc.region += sums[SUM_REGION]
+        acc.island += sums[SUM_ISLAND]
+        acc.compile += sums[SUM_COMPILE]
+        acc.overhead += sums[SUM_OVERHEAD]
         self._call_count += 1
+        if dc is not None:
+            self._device_end(dc, plan, spans, phase, wall, end_ns)
         if defer:
             self._retain(_Kept(oc, end_ns, plan, phase, "error" if error is not None else "hit", wall, error))
         if self._lane is not None:
@@ -514,7 +626,7 @@ class LedgerBuilder:
         if events is None:  # not kept, or kept with its events made in build()
             return None
         recompiled = has_compile and any(
-            sp[0] == "c" and compile_frame_index(sp[4])[1] > 0 for sp in oc.spans
+            sp[KIND] == COMPILATION and compile_frame_index(sp[COMPILE_ID])[1] > 0 for sp in oc.spans
         )
         if error is not None:
             outcome = "error"
@@ -531,7 +643,7 @@ class LedgerBuilder:
             phase=phase,
             outcome=outcome,  # type: ignore[arg-type]
             wall_ns=wall,
-            overhead_ns=sums[3],
+            overhead_ns=sums[SUM_OVERHEAD],
             events=events,
             family=oc.family,
             error=error,
@@ -564,7 +676,7 @@ class LedgerBuilder:
         for item in key:
             pre: list[str] = []
             post: list[str] = []
-            is_region = item not in ("c", "o")
+            is_region = item not in (COMPILATION, OVERHEAD)
             comp = self._compilations.get(item) if is_region else None
             if comp is not None:
                 closed_recently.intersection_update({comp.resume_site_id, comp.own_break_site_id})
@@ -603,10 +715,10 @@ class LedgerBuilder:
         ]
         plan.final_acc = site_acc.setdefault(pending, _SiteAcc()) if pending is not None else None
         regions = self._regions
-        ran = [item for item in key if item not in ("c", "o")]
+        ran = [item for item in key if item not in (COMPILATION, OVERHEAD)]
         plan.rcounts = [(regions.setdefault(cid, _RegionAcc()), ran.count(cid)) for cid in dict.fromkeys(ran)]
-        if "c" not in key:
-            plan.raccs = [None if item == "o" else regions.setdefault(item, _RegionAcc()) for item in key]
+        if COMPILATION not in key:
+            plan.raccs = [None if item == OVERHEAD else regions.setdefault(item, _RegionAcc()) for item in key]
             plan.gaccs = [None if step[1] is None else site_acc.setdefault(step[1], _SiteAcc()) for step in steps]
         return plan
 
@@ -619,7 +731,7 @@ class LedgerBuilder:
             if len(self._plans) < self.plan_cap:
                 self._plans[key] = plan
                 if plan.raccs is not None and self._lane is not None:
-                    plan.sums = self._sums_type("".join(["o" if k == "o" else "r" for k in key]))
+                    plan.sums = self._sums_type("".join([OVERHEAD if k == OVERHEAD else REGION for k in key]))
                     self._lane.plans[key] = plan.sums
             else:  # not kept: count its crossings now
                 plan.fold()
@@ -650,8 +762,8 @@ class LedgerBuilder:
         start = cursor
         island_sum = overhead_sum = 0
         for sp, racc, gacc in zip(spans, raccs, gaccs, strict=True):
-            s = sp[1]
-            e = sp[2]
+            s = sp[START]
+            e = sp[END]
             if s < cursor or e > end_ns or e < s:
                 s = min(max(s, cursor), end_ns)
                 e = min(max(e, s), end_ns)
@@ -670,7 +782,7 @@ class LedgerBuilder:
             if dur > racc.max:
                 racc.max = dur
             racc.total += dur
-            cursor = sp[7]  # the bookkeeping right after the region
+            cursor = sp[BOOK_END]  # the bookkeeping right after the region
             if cursor > e:
                 if cursor > end_ns:
                     cursor = end_ns
@@ -699,7 +811,7 @@ class LedgerBuilder:
         events: list[Event] | None = [] if detail else None
         cursor = start
         for sp, step in zip(spans, plan.steps, strict=True):
-            kind, s, e = sp[0], sp[1], sp[2]
+            kind, s, e = sp[KIND], sp[START], sp[END]
             if s < cursor:
                 s = cursor
             if s > end_ns:
@@ -721,28 +833,28 @@ class LedgerBuilder:
                     events.append(IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=gap_site))
             dur = e - s
             cursor = e
-            if kind == "o":
+            if kind == OVERHEAD:
                 overhead_sum += dur
-            elif kind == "r":
+            elif kind == REGION:
                 region_sum += dur
-                racc = regions.setdefault(sp[3], _RegionAcc())
+                racc = regions.setdefault(sp[KEY], _RegionAcc())
                 racc.min = min(racc.min, dur)
                 racc.max = max(racc.max, dur)
                 racc.total += dur
                 if events is not None:
                     events.append(
                         RegionEvent(
-                            compile_id=sp[3],
-                            graph_index=sp[4],
+                            compile_id=sp[KEY],
+                            graph_index=sp[GRAPH_INDEX],
                             start_ns=s - start,
                             duration_ns=dur,
-                            out_tensors=sp[5],
-                            out_bytes=sp[6],
+                            out_tensors=sp[OUT_TENSORS],
+                            out_bytes=sp[OUT_BYTES],
                         )
                     )
                     for site in step[2]:
                         events.append(BreakEvent(site_id=site, at_ns=e - start))
-                oe = sp[7]
+                oe = sp[BOOK_END]
                 if oe > e:  # the bookkeeping right after the region
                     if oe > end_ns:
                         oe = end_ns
@@ -752,7 +864,7 @@ class LedgerBuilder:
                 compile_sum += dur
                 compile_n += 1
                 if events is not None:
-                    events.append(CompileEvent(compile_id=sp[4], start_ns=s - start, duration_ns=dur))
+                    events.append(CompileEvent(compile_id=sp[COMPILE_ID], start_ns=s - start, duration_ns=dur))
         gap = end_ns - cursor
         if gap > 0:
             island_sum += gap
@@ -785,7 +897,7 @@ class LedgerBuilder:
             phase=kept.phase,
             outcome=kept.outcome,  # type: ignore[arg-type]
             wall_ns=kept.wall,
-            overhead_ns=sums[3],
+            overhead_ns=sums[SUM_OVERHEAD],
             events=events or [],
             family=kept.oc.family,
             error=kept.error,
@@ -808,7 +920,16 @@ class LedgerBuilder:
 
     def build(self) -> Ledger:
         self._settle()
+        if self._device is not None:
+            self._device.poll()
         calls = [self._made(c) for c in self._calls]
+        if self._dev_timelines:
+            kept = {c.index for c in calls}
+            self._dev_timelines = {i: t for i, t in self._dev_timelines.items() if i in kept}
+            calls = [
+                _replace(c, device=self._dev_timelines[c.index]) if c.index in self._dev_timelines else c
+                for c in calls
+            ]
         self._calls = list(calls)
         comps = sorted(self._compilations.values(), key=lambda c: (compile_frame_index(c.compile_id), c.compile_id))
         sites = sorted(self._sites.values(), key=lambda s: (s.file, s.line, s.site_id))
@@ -848,6 +969,10 @@ class LedgerBuilder:
             outside_ns=sum(a.outside for a in self._regions.values()),
             outside_runs=sum(a.outside_runs for a in self._regions.values()),
         )
+        run = self.run
+        if self._device is not None:
+            totals = _replace(totals, device=self._device_totals())
+            run = _replace(run, warnings=[*run.warnings, *self._device_warnings()])
         retention = Retention(
             first=self.first_calls,
             cap=self.call_cap,
@@ -857,9 +982,11 @@ class LedgerBuilder:
             outside_cap=self.outside_cap,
             outside_dropped=self._outside_dropped,
         )
+        if self._device is not None:
+            retention = _replace(retention, device_every=self.device_every)
         return Ledger(
-            schema_version=SCHEMA_VERSION,
-            run=self.run,
+            schema_version=SCHEMA_VERSION if self._device is not None else 1,
+            run=run,
             environment=self.environment,
             compilations=comps,
             break_sites=sites,
@@ -868,6 +995,62 @@ class LedgerBuilder:
             totals=totals,
             retention=retention,
         )
+
+
+    def _device_totals(self) -> DeviceTotals:
+        phases = []
+        for p in PHASES:
+            a = self._dev_phase.get(p)
+            if a is None:
+                continue
+            calls, span, region, gap, wait, syncs, wall = a
+            phases.append(
+                DevicePhaseTotal(
+                    phase=p, calls=calls, span_ns=span, region_ns=region, gap_ns=gap, host_wait_ns=wait,
+                    syncs=syncs, wall_ns=wall,
+                )
+            )
+        regions = [
+            DeviceRegionTotal(compile_id=cid, runs=a[0], total_ns=a[1])
+            for cid, a in sorted(self._dev_regions.items(), key=lambda kv: (compile_frame_index(kv[0]), kv[0]))
+        ]
+        sites = [
+            DeviceSiteTotal(phase=key[0], site_id=key[1], gap_ns=a[0], host_wait_ns=a[1], syncs=a[2], calls=a[3])
+            for key, a in sorted(self._dev_sites.items(), key=lambda kv: (PHASES.index(kv[0][0]), kv[0][1]))
+        ]
+        return DeviceTotals(
+            source=str(getattr(self._device.source, "name", "device")),
+            phases=phases,
+            regions=regions,
+            sites=sites,
+            incomplete=self._dev_incomplete,
+            syncs_counted=bool(getattr(self._device.source, "syncs_counted", True)),
+        )
+
+    def _device_warnings(self) -> list[str]:
+        out = []
+        if self._dev_foreign:
+            out.append(
+                f"{self._dev_foreign} call(s) timed on the device ran a region while another stream than the "
+                "call's was current: work on other streams is not attributed to regions or seams"
+            )
+        skipped = self._device.capture_skipped
+        if skipped:
+            out.append(
+                f"{skipped} call(s) made while a CUDA graph was being captured (at their start or end) were not "
+                "timed on the device"
+            )
+        if self._dev_incomplete:
+            out.append(
+                f"{self._dev_incomplete} call(s) timed on the device have an incomplete device timeline "
+                "(an event never completed: a hung kernel, an interrupted run, or a CUDA graph capture "
+                "begun during the call)"
+            )
+        if not getattr(self._device.source, "syncs_counted", True):
+            out.append(
+                "device-to-host syncs were not counted: a sync debug mode was already set (left as it was)"
+            )
+        return out
 
 
 def _replace(obj, **changes):  # type: ignore[no-untyped-def]

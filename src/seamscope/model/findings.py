@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
+
 from .ledger import Frame, Struct
 
 BreakClass = Literal[
@@ -90,6 +92,22 @@ class Where(Struct, frozen=True):
     into library code. Equal to the site for a break in user code."""
 
 
+class DeviceBreakCost(Struct, frozen=True):
+    """What a break costs on the device, over the basis phase's calls timed there: the device
+    seam gap after it (the island's own kernels plus the time the device sat idle, which holds
+    the host time no device work hides) and the device-to-host syncs in its island."""
+
+    calls: int
+    """Calls of the basis phase timed on the device that crossed the site."""
+    gap_per_call_ns: int
+    syncs_per_call: float
+    host_wait_per_call_ns: int
+    """Host time blocked on the device in the island (from its first sync): not the break's
+    cost, the previous region's device work it waited for."""
+    estimated_ns: int
+    """The gaps scaled to every call of the basis phase: what this site is ranked by."""
+
+
 class BreakCost(Struct, frozen=True):
     """Measured cost of one break site over the calls of ``basis``."""
 
@@ -120,6 +138,8 @@ class BreakCost(Struct, frozen=True):
     """Seam traffic: what the region before the crossing hands to eager code (None: not sampled)."""
     all_calls_crossings: int | None = None
     all_calls_island_ns: int | None = None
+    device: DeviceBreakCost | msgspec.UnsetType = msgspec.UNSET
+    """On a device: the break's device-aware cost (absent on CPU)."""
     """Exact totals over every call, cold included (``Totals.sites``)."""
 
 

@@ -15,8 +15,11 @@ from typing import Literal
 
 import msgspec
 
-#: Bumped on any incompatible change of the ledger or receipt layout.
-SCHEMA_VERSION = 1
+#: Bumped on any change of the ledger or receipt layout. Version 2 added the optional device
+#: timeline (``Call.device``, ``Totals.device``, ``Retention.device_every``); a ledger without one
+#: is written as version 1, byte for byte as before.
+SCHEMA_VERSION = 2
+SCHEMA_VERSIONS_READ = (1, 2)
 
 Phase = Literal["cold", "steady", "fallback"]
 """A ``run`` call's phase (docs/conventions.md, "Phases"): something compiled in it, cache hits only, or the call
@@ -207,6 +210,44 @@ class FallbackEvent(Struct, tag="fallback", frozen=True):
 Event = RegionEvent | IslandEvent | CompileEvent | BreakEvent | GuardMissEvent | FallbackEvent
 
 
+# --- the device timeline of a call (an accelerator's events; absent on CPU) ---------------------
+
+
+class DeviceRegion(Struct, frozen=True):
+    """The device work one region run queued on the current stream: from an event recorded at
+    the region's entry to one recorded at its exit."""
+
+    compile_id: str
+    start_ns: int
+    """Offset from the call's anchor event (recorded at the call's start)."""
+    duration_ns: int
+
+
+class DeviceSeam(Struct, frozen=True):
+    """The device seam gap before a region (or after the last one): from the end of the previous
+    region's device work (or the anchor) to the start of the next's (or the call's end event).
+    It holds the island's own kernels plus the time the device sat idle."""
+
+    gap_ns: int
+    syncs: int | None = None
+    """Device-to-host syncs the host made in the island before it (None: not counted)."""
+    host_wait_ns: int | None = None
+    """Host time from the island's first sync to the island's end (None: syncs not counted)."""
+
+
+class DeviceTimeline(Struct, frozen=True):
+    """A call's device lane. Every time is an offset from one anchor event, rounded to integer
+    nanoseconds once, so ``sum(region durations) + sum(seam gaps) == span_ns`` exactly."""
+
+    span_ns: int
+    """From the anchor to the completion of the call's last queued work."""
+    regions: list[DeviceRegion]
+    seams: list[DeviceSeam]
+    """One before each region, then one after the last (``len(regions) + 1``)."""
+    complete: bool = True
+    """False: an event never completed (a hung kernel, an interrupted run); the lane is empty."""
+
+
 class Call(Struct, frozen=True):
     """One top-level call of a compiled callable from user code."""
 
@@ -220,6 +261,8 @@ class Call(Struct, frozen=True):
     family: str | None = None
     """Input family or label (the probe's ``steady``/``changed``; a shape length)."""
     error: str | None = None
+    device: DeviceTimeline | msgspec.UnsetType = msgspec.UNSET
+    """The device lane (absent on CPU, and on a call not timed on the device)."""
 
 
 class OutsideRegion(Struct, frozen=True):
@@ -263,6 +306,54 @@ class PhaseTotal(Struct, frozen=True):
     overhead_ns: int
 
 
+class DevicePhaseTotal(Struct, frozen=True):
+    """Sums over the calls of one phase timed on the device (kept in detail, or sampled)."""
+
+    phase: Phase
+    calls: int
+    """Calls timed on the device (complete timelines only)."""
+    span_ns: int
+    region_ns: int
+    gap_ns: int
+    host_wait_ns: int
+    syncs: int
+    wall_ns: int
+    """The host wall time of the same calls (to scale a sample to the phase)."""
+
+
+class DeviceSiteTotal(Struct, frozen=True):
+    """Over one phase's calls timed on the device: the device seam gaps and syncs after a break."""
+
+    phase: Phase
+    site_id: str
+    gap_ns: int
+    host_wait_ns: int
+    syncs: int
+    calls: int
+    """Timed calls that crossed the site."""
+
+
+class DeviceRegionTotal(Struct, frozen=True):
+    compile_id: str
+    runs: int
+    total_ns: int
+
+
+class DeviceTotals(Struct, frozen=True):
+    """Device time over the calls timed on the device. Totals of host time cover every call;
+    these cover the timed ones only (``calls`` per phase says how many)."""
+
+    source: str
+    """What timed it (``cuda``, ``fake``)."""
+    phases: list[DevicePhaseTotal]
+    regions: list[DeviceRegionTotal]
+    sites: list[DeviceSiteTotal]
+    incomplete: int = 0
+    """Timed calls whose events never completed."""
+    syncs_counted: bool = True
+    """False where the user had set a sync debug mode: syncs were not counted."""
+
+
 class Totals(Struct, frozen=True):
     """Exact accumulators over all calls, so that dropping detail never changes a total."""
 
@@ -272,6 +363,8 @@ class Totals(Struct, frozen=True):
     sites: list[SiteTotal]
     outside_ns: int = 0
     outside_runs: int = 0
+    device: DeviceTotals | msgspec.UnsetType = msgspec.UNSET
+    """Device time (absent on CPU)."""
 
 
 class Retention(Struct, frozen=True):
@@ -284,6 +377,8 @@ class Retention(Struct, frozen=True):
     dropped: int
     outside_cap: int = 0
     outside_dropped: int = 0
+    device_every: int | msgspec.UnsetType = msgspec.UNSET
+    """Calls not kept in detail are timed on the device one in ``device_every`` (absent on CPU)."""
 
 
 class Ledger(Struct, frozen=True):

@@ -28,6 +28,21 @@ DOES_NOT_ESTABLISH = [
 ]
 
 
+class DevicePhaseStats(Struct, frozen=True):
+    """Per call timed on the device (means, rounded to integer ns): what the device spent."""
+
+    calls: int
+    """Calls of the phase timed on the device."""
+    span_per_call_ns: int
+    region_per_call_ns: int
+    gap_per_call_ns: int
+    """Device seam gaps: the islands' own kernels plus the time the device sat idle."""
+    host_wait_per_call_ns: int
+    syncs_per_call: float
+    wall_per_call_ns: int
+    """Host wall time of the same calls."""
+
+
 class PhaseStats(Struct, frozen=True):
     """Timing distribution of one phase; totals exact, quantiles over the retained calls."""
 
@@ -44,6 +59,8 @@ class PhaseStats(Struct, frozen=True):
     median_ns: int | None = None
     p90_ns: int | None = None
     regions_per_call_median: float | None = None
+    device: DevicePhaseStats | msgspec.UnsetType = msgspec.UNSET
+    """Device time of the phase's calls timed on the device (absent on CPU)."""
 
 
 class SiteSummary(Struct, frozen=True):

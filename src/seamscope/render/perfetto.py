@@ -1,7 +1,11 @@
 """The ledger as a Chrome Trace Event Format file, which the Perfetto UI and ``chrome://tracing`` open.
 
 Layout: one process (the run) with one thread track each for calls, compiled regions, eager
-islands, compilations, and compiled code that ran outside any call. Every slice is a complete
+islands, compilations, and compiled code that ran outside any call; on a device, two more: the
+device lane (each region's device work) and its seam gaps (with the syncs in the island before),
+drawn from the call's start (their anchor event was recorded there; the device may have been
+busy with earlier work then). A call timed on the device takes the room of the longer of its
+host wall time and its device span. Every slice is a complete
 event (``ph: "X"``) with ``ts`` and ``dur`` in microseconds (fractions keep nanoseconds exact);
 crossings, guard misses and fallbacks are instant events on the calls track. Metadata events name
 the process and tracks.
@@ -36,6 +40,7 @@ TRACKS = {
     "compilations": 4,
     "outside calls": 5,
 }
+DEVICE_TRACKS = {"device": 6, "device seam gaps": 7}
 
 
 def us(ns: int) -> float:
@@ -63,6 +68,10 @@ class PerfettoRenderer:
         def instant(name: str, cat: str, at: int, args: dict[str, Any]) -> None:
             out.append({"ph": "i", "s": "t", "pid": PID, "tid": TRACKS["calls"], "name": name, "cat": cat, "ts": us(at), "args": args})
 
+        if any(not isinstance(c.device, msgspec.UnsetType) for c in led.calls):
+            for name, tid in DEVICE_TRACKS.items():
+                out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
+                out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
         t0 = 0
         for call in led.calls:
             args: dict[str, Any] = {"call": call.index, "phase": call.phase, "outcome": call.outcome, "overhead_ns": call.overhead_ns}
@@ -98,7 +107,7 @@ class PerfettoRenderer:
                     instant(f"guard miss {e.compile_id}", "guard_miss", t0 + e.at_ns, {"call": call.index, "failed_guards": c.failed_guards if c else []})
                 elif isinstance(e, FallbackEvent):
                     instant(f"fallback {e.compile_id}", "fallback", t0 + e.at_ns, {"call": call.index, "reason": e.reason})
-            t0 += call.wall_ns
+            t0 += _device_lane(call, t0, slice_)
         for o in led.outside:
             slice_(TRACKS["outside calls"], o.compile_id, o.kind, t0, o.duration_ns, {"compile_id": o.compile_id, "kind": o.kind, "attributed_call": o.attributed_call})
             t0 += o.duration_ns
@@ -118,3 +127,28 @@ class PerfettoRenderer:
             },
         }
         return msgspec.json.encode(doc, order="sorted")
+
+
+def _device_lane(call: Any, t0: int, slice_: Any) -> int:
+    """Draw a call's device lane from ``t0``; returns the room the call takes (its wall time, or
+    its device span where longer)."""
+    d = call.device
+    if isinstance(d, msgspec.UnsetType):
+        return int(call.wall_ns)
+    if not d.complete:
+        slice_(DEVICE_TRACKS["device"], "incomplete", "device", t0, 0, {"call": call.index, "note": "an event never completed"})
+        return int(call.wall_ns)
+    cursor = 0
+    for i, seam in enumerate(d.seams):
+        a: dict[str, Any] = {"call": call.index, "gap_ns": seam.gap_ns}
+        if seam.syncs is not None:
+            a.update(syncs=seam.syncs, host_wait_ns=seam.host_wait_ns)
+        if seam.gap_ns or seam.syncs:
+            slice_(DEVICE_TRACKS["device seam gaps"], "sync gap" if seam.syncs else "seam gap", "device_seam", t0 + cursor, seam.gap_ns, a)
+        cursor += seam.gap_ns
+        if i < len(d.regions):
+            r = d.regions[i]
+            slice_(DEVICE_TRACKS["device"], r.compile_id, "device_region", t0 + r.start_ns, r.duration_ns,
+                   {"call": call.index, "compile_id": r.compile_id, "duration_ns": r.duration_ns})
+            cursor = r.start_ns + r.duration_ns
+    return int(max(call.wall_ns, d.span_ns))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -45,6 +46,7 @@ class TerminalRenderer:
                     fmt_ns(p.overhead_ns),
                 )
             c.print(t)
+            self._device_phases(receipt)
         if s.break_sites:
             t = Table(title="break sites", title_justify="left")
             for col in ("site", "where", "code", "type", "crossings", "island after"):
@@ -109,6 +111,29 @@ class TerminalRenderer:
             if remedy is not None:
                 tail = f" [dim](try: {escape(remedy.try_with)})[/dim]" if remedy.try_with else ""
                 c.print(f"     [green]→[/green] {escape(remedy.text)}{tail}")
+
+    def _device_phases(self, receipt: Receipt) -> None:
+        """Device time per phase, per call timed on the device (absent on CPU)."""
+        rows = [p for p in receipt.summary.phases if not isinstance(p.device, msgspec.UnsetType)]
+        if not rows:
+            return
+        t = Table(title="device time per call (calls timed on the device)", title_justify="left")
+        for col in ("phase", "timed", "host wall", "device span", "regions", "seam gaps", "host wait", "syncs"):
+            t.add_column(col, justify="left" if col == "phase" else "right")
+        for p in rows:
+            d = p.device
+            assert not isinstance(d, msgspec.UnsetType)
+            t.add_row(
+                p.phase,
+                str(d.calls),
+                fmt_ns(d.wall_per_call_ns),
+                fmt_ns(d.span_per_call_ns),
+                fmt_ns(d.region_per_call_ns),
+                fmt_ns(d.gap_per_call_ns),
+                fmt_ns(d.host_wait_per_call_ns),
+                f"{d.syncs_per_call:g}",
+            )
+        self.console.print(t)
 
     def print_findings(self, receipt: Receipt) -> None:
         """One sentence per finding (the analysis wrote it), its first remedy, and what is unknown."""
