@@ -1,5 +1,6 @@
 """The HTML report of a real run, opened in headless Chromium (Debian's ``chromium`` and
-``chromium-driver``; ``make browser`` installs them). A missing browser fails, never skips."""
+``chromium-driver``; ``make browser`` installs them). A missing browser fails, never skips; without
+the selenium package (a dev extra) the test is skipped, saying so."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ FLAGS = [
 
 
 def start_chromium(profile_dir: str):
-    """A headless Chromium with a fresh profile; raise (fail) when it is not installed."""
+    """A headless Chromium with a fresh profile; raise (fail) when it is not installed (skip when
+    the selenium package, a dev extra, is not)."""
+    pytest.importorskip("selenium", reason="selenium (a dev extra) is not installed: the browser test needs it")
     for exe in (CHROMIUM, CHROMEDRIVER):
         if not (os.path.exists(exe) and os.access(exe, os.X_OK)):
             raise AssertionError(f"{exe} is missing: run `make browser` (apt-get install chromium chromium-driver)")
