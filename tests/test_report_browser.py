@@ -117,6 +117,44 @@ def test_report_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_path):
         driver.quit()
 
 
+def test_notebook_view_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_path):
+    # GIVEN the fragment a notebook shows below a cell, with markup planted in a break reason
+    led = live_receipt.ledger
+    sites = list(led.break_sites)
+    sites[0] = msgspec.structs.replace(sites[0], reason=XSS_SCRIPT + " " + sites[0].reason)
+    receipt = make_receipt(msgspec.structs.replace(led, break_sites=sites))
+    page = tmp_path / "cell.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'\"></head><body>"
+        + receipt._repr_html_() + "</body></html>"
+    )
+    driver = start_chromium(str(tmp_path / "profile"))
+    try:
+        from selenium.webdriver.common.by import By
+
+        driver.get("file://" + str(page))
+        # THEN the overview (counts and the phase table) and the top findings render
+        for sid in ("overview", "top-findings"):
+            el = driver.find_element(By.ID, sid)
+            assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text
+        rows = driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
+        assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [p.phase for p in receipt.summary.phases]
+        cards = {c.find_element(By.CLASS_NAME, "lbl").text: c.find_element(By.CLASS_NAME, "num").text
+                 for c in driver.find_elements(By.CSS_SELECTOR, ".card")}
+        assert cards["calls"] == str(receipt.summary.call_count)
+        assert driver.find_elements(By.CSS_SELECTOR, "#top-findings li.finding")
+        # the styles stay inside the fragment: the page's own body keeps its default font
+        assert driver.execute_script("return getComputedStyle(document.body).fontFamily") != \
+            driver.execute_script("return getComputedStyle(document.querySelector('.seamscope-nb')).fontFamily")
+        assert driver.execute_script("return window.__seamscope_pwned === undefined")
+        assert driver.find_elements(By.CSS_SELECTOR, "script") == []
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert errors == []
+    finally:
+        driver.quit()
+
+
 def save_demo_screenshot(png: str = "docs/img/report.png", height: int = 1800) -> None:
     """Regenerate the README's screenshot: ``.venv/bin/python tests/test_report_browser.py``
     (from the repo root) runs the bundled example under capture and shoots its report."""

@@ -244,6 +244,15 @@ class Session:
         self.last_receipt = receipt
         return self.receipt_path
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: the report's overview and top findings, so far while it is open."""
+        from ..render.notebook import notebook_html
+
+        if self.builder is None:
+            return "<p><strong>seamscope</strong> session (not started)</p>"
+        receipt = self.last_receipt or self.receipt()
+        return notebook_html(receipt, status="open: so far" if self.active else None, source_root=self.cwd)
+
     @contextlib.contextmanager
     def family(self, label: str | None) -> Iterator[None]:
         """Label the calls made inside (an input family, a probe phase, a length)."""
