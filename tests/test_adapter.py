@@ -213,3 +213,13 @@ def test_hook_compiled_calls_degrades_when_contexts_have_no_hook_list():
 
     with pytest.raises(adapter.AdapterProblem, match="enter_exit_hooks"):
         adapter.hook_compiled_calls(lambda ctx: (lambda: (lambda: None)), contexts=[Old()])
+
+
+def test_graphs_compiled_so_far_counts_dynamos_installed_graphs():
+    torch._dynamo.reset()
+    assert adapter.graphs_compiled_so_far() == 0
+    g = torch.compile(lambda x: x.sin() + 1, backend="eager")
+    g(torch.ones(2))
+    assert adapter.graphs_compiled_so_far() == adapter.dynamo_counters()["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
+    assert adapter.graphs_compiled_so_far() == 0

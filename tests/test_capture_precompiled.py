@@ -91,6 +91,8 @@ def test_all_ways_at_once_in_one_session_already_warm() -> None:
     assert {call.outcome for call in s.ledger.calls} == {"hit"}
     assert s.ledger.environment.backend == "eager"
     assert len(s.ledger.compilations) == 0  # all compiled before
+    (w,) = [w for w in s.ledger.run.warnings if "compiled before the session began" in w]
+    assert w.startswith(f"{adapter.dynamo_counters()['stats']['unique_graphs']} graph(s)")
 
 
 @pytest.mark.parametrize("way", ["decorator at import", "model.compile()", "torch.compile(model)",

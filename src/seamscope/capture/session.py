@@ -379,7 +379,17 @@ class Session:
     # --- hook 1b: callables compiled before the session began --------------------------------------
 
     def _install_calls(self) -> Callable[[], None]:
-        return adapter.hook_compiled_calls(self._call_hook)
+        contexts = adapter.live_compile_contexts()
+        if contexts:
+            before = adapter.graphs_compiled_so_far()
+            if before:
+                self.warnings.append(
+                    f"{before} graph(s) were compiled before the session began: calls that run them "
+                    "are observed, but those graphs are not timed as regions (their time counts as "
+                    "islands, their breaks are not named); call torch.compiler.reset() before the "
+                    "session to have them recompiled and timed"
+                )
+        return adapter.hook_compiled_calls(self._call_hook, contexts)
 
     def _call_hook(self, ctx: Any) -> Callable[[], Callable[[], None]]:
         """The entry hook of one compile context made before the session: each top-level call of
