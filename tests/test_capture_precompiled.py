@@ -260,3 +260,19 @@ def test_calls_on_another_thread_while_one_is_open_are_not_observed() -> None:
         t.join()
     assert s.ledger.totals.calls == 1
     assert any("1 call(s) made on another thread" in w for w in s.ledger.run.warnings)
+
+
+def test_a_breaks_budget_around_graphs_compiled_before_it_fails_saying_it_cannot_judge() -> None:
+    with quiet():
+        decorated(X)  # compiled and run before the budget: its break was made then
+    with pytest.raises(BudgetExceeded, match="2 call.s. in scope ran only graphs compiled before"):
+        with quiet(), budget(breaks=0):
+            decorated(X)
+            decorated(X)
+    with budget(recompiles=0) as w:  # recompiles are still judged: a guard fails inside the call
+        decorated(X)
+    assert w.result is not None and w.result.ok
+    torch.compiler.reset()
+    with pytest.raises(BudgetExceeded, match="1 break site"):
+        with quiet(), budget(breaks=0):
+            decorated(X)

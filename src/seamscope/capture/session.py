@@ -89,6 +89,8 @@ class Session:
         """The thread of the call the Python path opened (``_depth`` 1)."""
         self._foreign_calls = 0
         self.outside_graph_runs = 0
+        self.graphs_before = 0
+        """Graphs compiled before the session began: not wrapped, so their runs are not timed."""
         """Graph runs while no call was open (a compiled backward excepted): calls not observed."""
         self._slot = [True]
         """The pure-Python path's open-call slot (``_claim``): a list, as its pop is atomic."""
@@ -381,7 +383,7 @@ class Session:
     def _install_calls(self) -> Callable[[], None]:
         contexts = adapter.live_compile_contexts()
         if contexts:
-            before = adapter.graphs_compiled_so_far()
+            before = self.graphs_before = adapter.graphs_compiled_so_far()
             if before:
                 self.warnings.append(
                     f"{before} graph(s) were compiled before the session began: calls that run them "

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..model.ledger import BreakEvent, Call, Compilation, FallbackEvent, Ledger
+from ..model.ledger import BreakEvent, Call, Compilation, FallbackEvent, Ledger, RegionEvent
 
 BudgetPhase = Literal["steady", "cold"]
 PHASES = ("steady", "cold", None)
@@ -254,6 +254,7 @@ def evaluate(
     *,
     unattributed_compiles: int = 0,
     outside_graph_runs: int = 0,
+    graphs_before: int = 0,
 ) -> BudgetResult:
     """Decide a budget from the calls made inside it (in order) and the ledger they belong to.
 
@@ -261,6 +262,9 @@ def evaluate(
     sign of a model compiled before the budget began (used only to explain an empty budget).
     ``outside_graph_runs``: compiled graphs that ran inside the budget outside any observed call,
     the sign of calls seamscope could not observe (said in the message whenever there are some).
+    ``graphs_before``: graphs compiled before the session began. Their runs are not timed, and
+    their breaks were made before it: with a ``breaks`` limit, a call in scope that ran no timed
+    graph (only those) fails the budget, which could not judge it.
     """
     scope = scope_of(calls, budget.phase)
     result = BudgetResult(budget=budget, calls=len(calls), scope_calls=[c.index for c in scope])
@@ -281,6 +285,16 @@ def evaluate(
         return result
     if outside_graph_runs:
         result.notes.append(_outside_note(outside_graph_runs))
+    if graphs_before and budget.breaks is not None:
+        blind = [c.index for c in scope if c.outcome not in ("fallback", "error")
+                 and not any(isinstance(e, RegionEvent) for e in c.events)]
+        if blind:
+            result.problems.append(
+                f"{len(blind)} call(s) in scope ran only graphs compiled before the budget began "
+                f"({graphs_before} such graph(s) in the process): their break sites cannot be judged. "
+                "Call torch.compiler.reset() before the budget (or in the test) so that they are "
+                "compiled, and judged, inside it."
+            )
     if not scope:
         if budget.phase == "steady":
             result.problems.append(
@@ -450,7 +464,8 @@ class BudgetWindow(contextlib.ContextDecorator):
             if c.call_index is None and c.compile_id not in self._known_compiles
         )
         self.result = evaluate(self.spec, ledger, self._calls, unattributed_compiles=unattributed,
-                               outside_graph_runs=s.outside_graph_runs - self._outside_start)
+                               outside_graph_runs=s.outside_graph_runs - self._outside_start,
+                               graphs_before=s.graphs_before)
         if not self.result.ok:
             raise BudgetExceeded(self.result.message(), self.result)
         return False
