@@ -92,7 +92,8 @@ def test_all_ways_at_once_in_one_session_already_warm() -> None:
     assert s.ledger.environment.backend == "eager"
     assert len(s.ledger.compilations) == 0  # all compiled before
     (w,) = [w for w in s.ledger.run.warnings if "compiled before the session began" in w]
-    assert w.startswith(f"{adapter.dynamo_counters()['stats']['unique_graphs']} graph(s)")
+    # at least the graphs compiled above (Dynamo may keep one an earlier test left behind)
+    assert int(w.split()[2]) >= adapter.dynamo_counters()["stats"]["unique_graphs"] >= 5
 
 
 @pytest.mark.parametrize("way", ["decorator at import", "model.compile()", "torch.compile(model)",
@@ -276,3 +277,14 @@ def test_a_breaks_budget_around_graphs_compiled_before_it_fails_saying_it_cannot
     with pytest.raises(BudgetExceeded, match="1 break site"):
         with quiet(), budget(breaks=0):
             decorated(X)
+
+
+def test_a_swallowed_ctrl_c_is_raised_again_by_a_callable_compiled_before_the_session() -> None:
+    scaled(X)
+    with session() as s:
+        scaled(X)
+        s.interrupted = True
+        with pytest.raises(KeyboardInterrupt):
+            scaled(X)
+    assert s.ledger is not None and s.ledger.totals.calls == 1
+    scaled(X)  # the context's other hooks were exited: the callable still works

@@ -176,7 +176,9 @@ def graphs_compiled_so_far() -> int:
     """How many compiled graphs Dynamo holds now (module globals named ``__compiled_fn...``).
 
     Graphs compiled before capture began are not wrapped, so their runs cannot be timed as
-    regions; capture says how many there are. About 0.1 s over a few thousand modules.
+    regions; capture says how many there are. An upper bound: Dynamo drops a graph's global with
+    its cache entry, but a few outlive ``torch._dynamo.reset()``. About 0.1 s over a few thousand
+    modules.
     """
     import sys
 

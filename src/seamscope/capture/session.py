@@ -386,7 +386,7 @@ class Session:
             before = self.graphs_before = adapter.graphs_compiled_so_far()
             if before:
                 self.warnings.append(
-                    f"{before} graph(s) were compiled before the session began: calls that run them "
+                    f"Dynamo holds {before} graph(s) compiled before the session began: calls that run them "
                     "are observed, but those graphs are not timed as regions (their time counts as "
                     "islands, their breaks are not named); call torch.compiler.reset() before the "
                     "session to have them recompiled and timed"
@@ -435,7 +435,8 @@ class Session:
                     session._foreign_calls += 1
                 return _nothing
             if session.interrupted:
-                raise KeyboardInterrupt
+                # raised on exit: raising here would skip the exits of the hooks entered before
+                return _interrupt
             if not session._claim():  # another thread's call is open
                 session._foreign_calls += 1
                 return _nothing
@@ -646,6 +647,12 @@ def observe(fn_or_module: Any, **compile_kwargs: Any) -> Any:
 
 def _nothing() -> None:
     """The exit of a call not opened (nested, on another thread, no session)."""
+
+
+def _interrupt() -> None:
+    """The exit of a call made after Ctrl-C that library code swallowed: raise it again."""
+    if sys.exc_info()[1] is None:
+        raise KeyboardInterrupt
 
 
 def _error_text(e: BaseException) -> str:
