@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor-cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-notorch venv browser lint mutation bench fuzz clean
+.PHONY: demo test test-notorch test-core venv browser lint mutation bench fuzz clean
 
 $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,8 +39,26 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
-test: $(STAMP) browser test-notorch
+test: $(STAMP) browser test-notorch test-core
 	$(BIN)/python -m pytest
+
+# The optional extras must degrade: a second venv with the core dependencies, torch and the test
+# runner only (no matplotlib, transformers, selenium, jsonschema, IPython), running the tests that
+# touch an optional extra. An optional package imported unguarded fails here.
+CORE_VENV := .venv-core
+CORE_STAMP := $(CORE_VENV)/.installed-stamp
+CORE_TESTS := tests/test_imports.py tests/test_shapes.py tests/test_model_receipt.py \
+	tests/test_import_trace_format.py tests/test_differential.py tests/test_report_browser.py \
+	tests/test_capture_transformers.py tests/test_notebook.py
+
+$(CORE_STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
+	test -x $(CORE_VENV)/bin/python || $(PY) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python -m pip install -q torch==2.13.0 pytest pytest-timeout hypothesis
+	$(CORE_VENV)/bin/python -m pip install -q -e .
+	touch $(CORE_STAMP)
+
+test-core: $(CORE_STAMP)
+	$(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not inductor" $(CORE_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
@@ -57,4 +75,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/capture_overhead.py
 
 clean:
-	rm -rf $(VENV) $(NOTORCH) seamscope-out .torchinductor-cache .pytest_cache
+	rm -rf $(VENV) $(NOTORCH) $(CORE_VENV) seamscope-out .torchinductor-cache .pytest_cache

@@ -154,3 +154,72 @@ def test_dynamo_config_patch_sets_and_restores_and_names_unknown_settings():
     assert torch._dynamo.config.capture_scalar_outputs is before
     with pytest.raises(KeyError, match="no_such_setting"):
         adapter.dynamo_config_patch({"no_such_setting": 1})
+
+
+def test_hook_compiled_calls_sees_each_top_level_call_entry_and_exit_with_its_error():
+    def maybe_raise(x):
+        if x.shape[0] == 3:
+            raise ValueError("boom")
+        return x.sin()
+
+    g = torch.compile(maybe_raise, backend="eager")  # compiled before the hook exists
+    g(torch.ones(2))
+    events = []
+
+    def enter_for(ctx):
+        assert adapter.context_backend_name(ctx) is not None
+
+        def enter():
+            events.append("enter")
+            import sys
+
+            return lambda: events.append(("exit", type(sys.exc_info()[1]).__name__))
+
+        return enter
+
+    undo = adapter.hook_compiled_calls(enter_for)
+    try:
+        assert adapter.hooked_contexts() >= 1
+        g(torch.ones(2))
+        with pytest.raises(ValueError):
+            g(torch.ones(3))
+    finally:
+        undo()
+    assert events == ["enter", ("exit", "NoneType"), "enter", ("exit", "ValueError")]
+    assert adapter.hooked_contexts() == 0
+    g(torch.ones(2))
+    assert len(events) == 4  # removed: no more calls seen
+
+
+def test_live_compile_contexts_and_their_backend_names():
+    import gc
+
+    gc.collect()
+    before = len(adapter.live_compile_contexts())
+    a = torch.compile(lambda x: x + 1, backend="eager")
+    b = torch.compile(torch.nn.Linear(2, 2), backend="aot_eager")
+    ctxs = adapter.live_compile_contexts()
+    assert len(ctxs) == before + 2
+    names = {adapter.context_backend_name(c) for c in ctxs[-2:]} | {
+        adapter.context_backend_name(c) for c in ctxs
+    }
+    assert {"eager", "aot_eager"} <= names
+    del a, b
+
+
+def test_hook_compiled_calls_degrades_when_contexts_have_no_hook_list():
+    class Old:  # a context of a PyTorch without enter_exit_hooks
+        pass
+
+    with pytest.raises(adapter.AdapterProblem, match="enter_exit_hooks"):
+        adapter.hook_compiled_calls(lambda ctx: (lambda: (lambda: None)), contexts=[Old()])
+
+
+def test_graphs_compiled_so_far_counts_dynamos_installed_graphs():
+    torch._dynamo.reset()
+    n0 = adapter.graphs_compiled_so_far()  # earlier tests may have left some behind
+    g = torch.compile(lambda x: x.sin() + 1, backend="eager")
+    g(torch.ones(2))
+    assert adapter.graphs_compiled_so_far() - n0 == adapter.dynamo_counters()["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()  # drops this graph with its cache entry
+    assert adapter.graphs_compiled_so_far() == n0

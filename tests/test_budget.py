@@ -177,3 +177,21 @@ def test_a_malformed_budget_is_a_usage_error(kwargs: dict, words: str) -> None:
 )
 def test_allow_entries(entry: str, expected: bool) -> None:
     assert allow_matches(entry, "Babcdef01", "src/pkg/model.py", 15) is expected
+
+
+def test_a_breaks_budget_fails_on_calls_that_ran_only_graphs_compiled_before_it() -> None:
+    led = _ledger(WARM)
+    blind = [msgspec.structs.replace(c, events=[]) for c in led.calls]
+    r = evaluate(Budget(breaks=0), led, blind, graphs_before=3)
+    assert not r.ok and f"{len(blind)} call(s) in scope ran only graphs compiled before" in r.message()
+    assert evaluate(Budget(breaks=0), led, led.calls, graphs_before=3).ok  # their regions were timed
+    assert evaluate(Budget(recompiles=0), led, blind, graphs_before=3).ok  # no breaks limit
+    assert evaluate(Budget(breaks=0), led, blind, graphs_before=0).ok
+
+
+def test_graph_runs_outside_any_call_are_noted_in_the_message() -> None:
+    led = _ledger(WARM, RECOMPILE)
+    r = evaluate(Budget(recompiles=0), led, led.calls, outside_graph_runs=4)
+    assert not r.ok and "4 compiled graph run(s) happened inside the budget outside any observed call" in r.message()
+    empty = evaluate(Budget(breaks=0), led, [], outside_graph_runs=2)
+    assert "2 compiled graph run(s)" in empty.message()

@@ -170,6 +170,7 @@ def test_nested_outputs_are_compared_leaf_by_leaf() -> None:
 
 
 def test_model_output_leaves_are_named_by_attribute() -> None:
+    pytest.importorskip("transformers", reason="transformers (extra models) is not installed")
     from transformers.modeling_outputs import BaseModelOutput
 
     o = BaseModelOutput(last_hidden_state=torch.ones(1, 2))

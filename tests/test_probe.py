@@ -197,6 +197,7 @@ def bert():
 
 
 def test_transformers_model_from_a_config(tmp_path: Path, capsys: Any) -> None:
+    pytest.importorskip("transformers", reason="transformers (extra models) is not installed")
     wl = _workload_file(tmp_path, TRANSFORMER)
     code, text = _probe([f"{wl}:bert", "--out", str(tmp_path / "o")], capsys)
     assert code == 0, text

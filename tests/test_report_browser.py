@@ -1,5 +1,6 @@
 """The HTML report of a real run, opened in headless Chromium (Debian's ``chromium`` and
-``chromium-driver``; ``make browser`` installs them). A missing browser fails, never skips."""
+``chromium-driver``; ``make browser`` installs them). A missing browser fails, never skips; without
+the selenium package (a dev extra) the test is skipped, saying so."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ FLAGS = [
 
 
 def start_chromium(profile_dir: str):
-    """A headless Chromium with a fresh profile; raise (fail) when it is not installed."""
+    """A headless Chromium with a fresh profile; raise (fail) when it is not installed (skip when
+    the selenium package, a dev extra, is not)."""
+    pytest.importorskip("selenium", reason="selenium (a dev extra) is not installed: the browser test needs it")
     for exe in (CHROMIUM, CHROMEDRIVER):
         if not (os.path.exists(exe) and os.access(exe, os.X_OK)):
             raise AssertionError(f"{exe} is missing: run `make browser` (apt-get install chromium chromium-driver)")
@@ -123,6 +126,44 @@ def test_report_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_path):
         shot = tmp_path / "report.png"
         assert driver.save_screenshot(str(shot))
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        driver.quit()
+
+
+def test_notebook_view_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_path):
+    # GIVEN the fragment a notebook shows below a cell, with markup planted in a break reason
+    led = live_receipt.ledger
+    sites = list(led.break_sites)
+    sites[0] = msgspec.structs.replace(sites[0], reason=XSS_SCRIPT + " " + sites[0].reason)
+    receipt = make_receipt(msgspec.structs.replace(led, break_sites=sites))
+    page = tmp_path / "cell.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'\"></head><body>"
+        + receipt._repr_html_() + "</body></html>"
+    )
+    driver = start_chromium(str(tmp_path / "profile"))
+    try:
+        from selenium.webdriver.common.by import By
+
+        driver.get("file://" + str(page))
+        # THEN the overview (counts and the phase table) and the top findings render
+        for sid in ("overview", "top-findings"):
+            el = driver.find_element(By.ID, sid)
+            assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text
+        rows = driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
+        assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [p.phase for p in receipt.summary.phases if p.calls]
+        cards = {c.find_element(By.CLASS_NAME, "lbl").text: c.find_element(By.CLASS_NAME, "num").text
+                 for c in driver.find_elements(By.CSS_SELECTOR, ".card")}
+        assert cards["calls"] == str(receipt.summary.call_count)
+        assert driver.find_elements(By.CSS_SELECTOR, "#top-findings li.finding")
+        # the styles stay inside the fragment: the page's own body keeps its default font
+        assert driver.execute_script("return getComputedStyle(document.body).fontFamily") != \
+            driver.execute_script("return getComputedStyle(document.querySelector('.seamscope-nb')).fontFamily")
+        assert driver.execute_script("return window.__seamscope_pwned === undefined")
+        assert driver.find_elements(By.CSS_SELECTOR, "script") == []
+        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+        assert errors == []
     finally:
         driver.quit()
 

@@ -171,3 +171,19 @@ def test_cli_bad_input_exits_2_before_running_anything(args, msg, tmp_path, caps
     assert e.value.code == 2
     assert msg in capsys.readouterr().err
     assert not (tmp_path / "o" / "receipt.json").exists()
+
+
+def test_without_matplotlib_the_plot_is_skipped_in_one_line(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from seamscope.commands.shapes import write_plot
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # ``import matplotlib`` raises ImportError
+    spec = ShapeSpec(workload="w.py:f", backend="eager", dim=1, trace=[4], repeat=1, policies=["auto"])
+    calls = [ShapeCall(index=0, length=4, padded_length=4, phase="cold", outcome="compile",
+                       latency_ns=5_000_000, compiled_variants=1)]
+    study = Study(spec=spec, results=[_res("auto", 5_000_000, calls=calls)]).section()
+    assert write_plot(study, str(tmp_path)) is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "plot skipped: matplotlib is not installed" in err[0]
+    assert not (tmp_path / "shapes.png").exists()

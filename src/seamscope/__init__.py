@@ -13,6 +13,13 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "observe", "session", "load_receipt"]
 
 
+def load_ipython_extension(shell: Any) -> None:
+    """``%load_ext seamscope``: the ``%%seamscope`` cell magic (see ``seamscope.magics``)."""
+    from .magics import load_ipython_extension as load
+
+    load(shell)
+
+
 def __getattr__(name: str) -> Any:
     # Lazy: ``import seamscope`` must not import torch.
     if name in ("observe", "session"):

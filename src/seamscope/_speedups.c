@@ -739,6 +739,15 @@ lane_get_open(Lane *self, void *closure)
     return PyBool_FromLong(self->open);
 }
 
+/* Whether the call open here (C's or the builder's) was opened on the calling thread. */
+static PyObject *
+lane_get_here(Lane *self, void *closure)
+{
+    (void)closure;
+    int busy = self->open || self->claimed || (self->spans != NULL && self->spans != Py_None);
+    return PyBool_FromLong(busy && self->tstate == PyThreadState_Get());
+}
+
 /* The Python path's open-call slot: taken in one C call, so that two threads cannot both find the
  * lane free and open a call. */
 static PyObject *
@@ -821,6 +830,8 @@ lane_set_spans(Lane *self, PyObject *value, void *closure)
 
 static PyGetSetDef lane_getset[] = {
     {"open", (getter)lane_get_open, NULL, "Whether a call C opened is open.", NULL},
+    {"here", (getter)lane_get_here, NULL,
+     "Whether a call is open here (C's or the builder's) and was opened on the calling thread.", NULL},
     {"spans", (getter)lane_get_spans, (setter)lane_set_spans,
      "The span list of a call the builder opened and does not keep in detail, or None.", NULL},
     {NULL},

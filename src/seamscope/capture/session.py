@@ -1,8 +1,10 @@
 """Live capture: observe every ``torch.compile`` in a process and fill a ledger, per call.
 
-Three hooks, all cheap on the hot path:
+Four hooks, all cheap on the hot path:
 - ``torch.compile`` is wrapped so that each call of a compiled callable from user code opens and
   closes a *call* (nested calls into compiled code are part of the outer call);
+- callables compiled before the session began (decorators at import, ``model.compile()``) open and
+  close calls through the entry and exit hook of their Dynamo context (``adapter.hook_compiled_calls``);
 - every graph any backend compiles is wrapped (``adapter.wrap_compiled_graphs``) so that each run of
   it is a timed *region*, with the tensors and bytes it hands back (seam traffic);
 - the structured-trace events Dynamo emits while compiling are fed to the same assembler that
@@ -17,6 +19,7 @@ import contextlib
 import functools
 import os
 import platform
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -93,6 +96,10 @@ class Session:
         self._call_thread = 0
         """The thread of the call the Python path opened (``_depth`` 1)."""
         self._foreign_calls = 0
+        self.outside_graph_runs = 0
+        self.graphs_before = 0
+        """Graphs compiled before the session began: not wrapped, so their runs are not timed."""
+        """Graph runs while no call was open (a compiled backward excepted): calls not observed."""
         self._slot = [True]
         """The pure-Python path's open-call slot (``_claim``): a list, as its pop is atomic."""
         """Calls made on another thread while one was open: run, not observed (see ``build``)."""
@@ -176,7 +183,7 @@ class Session:
             self._lane.outside_run = self._foreign_run
             self.builder.attach_lane(self._lane, self.native.PlanSums)
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
-        for install in (self._install_trace, self._install_graphs, self._install_compile):
+        for install in (self._install_trace, self._install_graphs, self._install_compile, self._install_calls):
             try:
                 self._undo.append(install())
             except adapter.AdapterProblem as e:
@@ -228,6 +235,14 @@ class Session:
         )
         warnings = [*self.warnings, *ledger.run.warnings]
         foreign = self._foreign_calls + (self._lane.foreign_calls if self._lane is not None else 0)
+        unobserved = self.outside_graph_runs
+        if unobserved:
+            warnings.append(
+                f"{unobserved} compiled graph run(s) happened outside any observed call: a compiled "
+                "callable seamscope could not hook ran them (one made with torch._dynamo.optimize, or "
+                "with a torch.compile bound before the session began and called in it); compile it "
+                "with torch.compile inside the session, or use seamscope run"
+            )
         if foreign:
             warnings.append(
                 f"{foreign} call(s) made on another thread while a call was open were run but not "
@@ -249,6 +264,15 @@ class Session:
         self.receipt_path = write_receipt_files(receipt, out)
         self.last_receipt = receipt
         return self.receipt_path
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the report's overview and top findings, so far while it is open."""
+        from ..render.notebook import notebook_html
+
+        if self.builder is None:
+            return "<p><strong>seamscope</strong> session (not started)</p>"
+        receipt = self.last_receipt or self.receipt()
+        return notebook_html(receipt, status="open: so far" if self.active else None, source_root=self.cwd)
 
     @contextlib.contextmanager
     def family(self, label: str | None) -> Iterator[None]:
@@ -373,6 +397,102 @@ class Session:
 
         return call
 
+    # --- hook 1b: callables compiled before the session began --------------------------------------
+
+    def _install_calls(self) -> Callable[[], None]:
+        contexts = adapter.live_compile_contexts()
+        if contexts:
+            before = self.graphs_before = adapter.graphs_compiled_so_far()
+            if before:
+                self.warnings.append(
+                    f"Dynamo holds {before} graph(s) compiled before the session began: calls that run them "
+                    "are observed, but those graphs are not timed as regions (their time counts as "
+                    "islands, their breaks are not named); call torch.compiler.reset() before the "
+                    "session to have them recompiled and timed"
+                )
+        return adapter.hook_compiled_calls(self._call_hook, contexts)
+
+    def _call_hook(self, ctx: Any) -> Callable[[], Callable[[], None]]:
+        """The entry hook of one compile context made before the session: each top-level call of
+        its callables opens a call, closed by the cleanup it returns (Dynamo runs that in a
+        ``finally``). A call nested in the open one is part of it; a call on another thread while
+        one is open runs unobserved (counted), as for ``track``."""
+        session = self
+        clock = self.clock
+        lane = self._lane
+        backend = [adapter.context_backend_name(ctx)]
+
+        def enter() -> Callable[[], None]:
+            b = session.builder
+            if not session.active or b is None:
+                return _nothing
+            if backend[0] is not None:
+                session._note_options({"backend": backend.pop()})
+                backend.append(None)
+            if lane is not None:
+                if lane.open:  # a call C opened: this one is nested in it, or another thread's
+                    if not lane.here:
+                        session._foreign_calls += 1
+                    return _nothing
+                if lane.ready and lane.enter():
+                    handled = sys.exc_info()[1]
+
+                    def close_c() -> None:
+                        e = sys.exc_info()[1]
+                        try:
+                            lane.exit(None if e is None or e is handled else _error_text(e))
+                            if e is None or e is handled:
+                                for cb in tuple(session.on_call_end):
+                                    cb(session)
+                        except Exception:  # seamscope's failure must not replace the user's result
+                            if e is None or e is handled:
+                                raise
+
+                    return close_c
+            if session._depth:  # nested in the open call, or made on another thread meanwhile
+                if session._call_thread != threading.get_ident():
+                    session._foreign_calls += 1
+                return _nothing
+            if session.interrupted:
+                # raised on exit: raising here would skip the exits of the hooks entered before
+                return _interrupt
+            if not session._claim():  # another thread's call is open
+                session._foreign_calls += 1
+                return _nothing
+            session._depth = 1
+            session._call_thread = threading.get_ident()
+            try:
+                t0 = clock()
+                b.begin_call(t0, session._family)
+                if lane is not None and not b.detailed:
+                    lane.spans = b.open_spans  # C region timers append there (detailed: Python)
+                b.overhead(t0, clock())
+            except BaseException:
+                session._depth = 0
+                session._release()
+                raise
+            handled = sys.exc_info()[1]
+
+            def close() -> None:
+                t2 = clock()
+                e = sys.exc_info()[1]
+                failed = e is not None and e is not handled
+                try:
+                    if lane is not None:
+                        lane.spans = None
+                    if b.in_call:  # (a session stopped inside the call ended it already)
+                        b.end_call(t2, error=_error_text(e) if failed and e is not None else None)
+                finally:
+                    session._depth = 0
+                    session._release()
+                if not failed:
+                    for cb in tuple(session.on_call_end):
+                        cb(session)
+
+            return close
+
+        return enter
+
     # --- hook 2: every run of every compiled graph is a region -----------------------------------
 
     def _install_graphs(self) -> Callable[[], None]:
@@ -422,6 +542,8 @@ class Session:
                 find_backward(out)
             spans = b.open_spans  # region_run, inlined: this is the per-crossing hot path
             if spans is None or (session._depth and session._call_thread != threading.get_ident()):
+                if spans is None:
+                    session.outside_graph_runs += 1
                 b.outside_region(cid, "forward", t1 - t0, None)  # no call open, or another thread's
             elif b.detailed:
                 # Seam traffic (what this region hands back to eager code), sampled: measured
@@ -550,23 +672,31 @@ def session(out: str | os.PathLike[str] | None = None, **kwargs: Any) -> Session
 
 
 def observe(fn_or_module: Any, **compile_kwargs: Any) -> Any:
-    """``torch.compile(fn_or_module, **compile_kwargs)``, observed.
+    """``torch.compile(fn_or_module, **compile_kwargs)``, observed by the session open when it is
+    called.
 
-    Inside an active session the calls go to that session's ledger; otherwise a session is started
-    for this callable and stays open: read it as ``observed.seamscope.build()``.
+    Inside an active session its calls go to that session's ledger. Outside one it is a plain
+    compiled callable: nothing is started or patched, and once a session opens (``session()``,
+    ``budget()``, the pytest marker) its calls go to that session.
     """
     import torch
 
     s = _ACTIVE
-    if s is None:
-        s = Session()
-        s.start()
-    s._note_options(compile_kwargs)
     compile_fn = getattr(torch.compile, "__wrapped__", torch.compile)
-    observed = s.track(compile_fn(fn_or_module, **compile_kwargs))
-    with contextlib.suppress(AttributeError, TypeError):
-        object.__setattr__(observed, "seamscope", s)
-    return observed
+    if s is None:
+        return compile_fn(fn_or_module, **compile_kwargs)
+    s._note_options(compile_kwargs)
+    return s.track(compile_fn(fn_or_module, **compile_kwargs))
+
+
+def _nothing() -> None:
+    """The exit of a call not opened (nested, on another thread, no session)."""
+
+
+def _interrupt() -> None:
+    """The exit of a call made after Ctrl-C that library code swallowed: raise it again."""
+    if sys.exc_info()[1] is None:
+        raise KeyboardInterrupt
 
 
 def _error_text(e: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 
@@ -62,19 +63,27 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
         from ..experiments.shapes import _slug
 
         write_receipt_files(r, os.path.join(out, "policies", _slug(name)))
-    plot = None
-    if not no_plot:
-        try:
-            from ..render.shape_plots import write_shape_plot
-        except ImportError:
-            click.echo("seamscope: matplotlib is not installed (pip install seamscope[plots]); no plot", err=True)
-        else:
-            plot = write_shape_plot(receipt.shapes, os.path.join(out, "shapes.png"))
+    plot = None if no_plot else write_plot(receipt.shapes, out)
     print_study(receipt.shapes, Console(highlight=False))
     click.echo(f"seamscope: wrote {path}" + (f", {plot}" if plot else ""), err=True)
     if study.error is not None:
         raise study.error
     return 0
+
+
+def write_plot(study: Any, out: str) -> str | None:
+    """``OUT/shapes.png``, or None with one line saying why when matplotlib is missing (the
+    plot module imports it only when it renders)."""
+    try:
+        from ..render.shape_plots import write_shape_plot
+
+        return write_shape_plot(study, os.path.join(out, "shapes.png"))
+    except ImportError as e:
+        if not (e.name or "").startswith("matplotlib"):
+            raise
+        click.echo("seamscope: plot skipped: matplotlib is not installed (pip install "
+                   "'seamscope[plots]'); the receipt is written", err=True)
+        return None
 
 
 def print_study(study, console) -> None:  # type: ignore[no-untyped-def]

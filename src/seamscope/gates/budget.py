@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..model.ledger import BreakEvent, Call, Compilation, FallbackEvent, Ledger
+from ..model.ledger import BreakEvent, Call, Compilation, FallbackEvent, Ledger, RegionEvent
 
 BudgetPhase = Literal["steady", "cold"]
 PHASES = ("steady", "cold", None)
@@ -160,6 +160,8 @@ class BudgetResult:
     unused_allow: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     """One line per broken limit, or why the budget could not be checked; empty: within budget."""
+    notes: list[str] = field(default_factory=list)
+    """What the budget could not see (graph runs outside any observed call), said in the message."""
 
     @property
     def ok(self) -> bool:
@@ -171,6 +173,8 @@ class BudgetResult:
         lines = [f"{head}: {self.budget.describe()}, {where}"]
         for p in self.problems:
             lines.append(f"  - {p}")
+        for n in self.notes:
+            lines.append(f"  note: {n}")
         limits: list[tuple[str, int | None, Sequence[Any]]] = [
             ("breaks", self.budget.breaks, self.breaks),
             ("recompiles", self.budget.recompiles, self.recompiles),
@@ -249,27 +253,48 @@ def evaluate(
     calls: Sequence[Call],
     *,
     unattributed_compiles: int = 0,
+    outside_graph_runs: int = 0,
+    graphs_before: int = 0,
 ) -> BudgetResult:
     """Decide a budget from the calls made inside it (in order) and the ledger they belong to.
 
     ``unattributed_compiles``: compilations seen inside the budget outside any observed call, the
     sign of a model compiled before the budget began (used only to explain an empty budget).
+    ``outside_graph_runs``: compiled graphs that ran inside the budget outside any observed call,
+    the sign of calls seamscope could not observe (said in the message whenever there are some).
+    ``graphs_before``: graphs compiled before the session began. Their runs are not timed, and
+    their breaks were made before it: with a ``breaks`` limit, a call in scope that ran no timed
+    graph (only those) fails the budget, which could not judge it.
     """
     scope = scope_of(calls, budget.phase)
     result = BudgetResult(budget=budget, calls=len(calls), scope_calls=[c.index for c in scope])
     if not calls:
         why = (
-            "no compiled call was observed inside the budget, so nothing was checked. Only "
-            "callables compiled (torch.compile) while the budget or a seamscope session is open "
-            "are observed: a model compiled and called before the budget began (at import time, "
-            "in a module- or session-scoped fixture, by an earlier test) is the classic trap. "
-            "Compile the model inside the budget, or open seamscope.session() before compiling it."
+            "no compiled call was observed inside the budget, so nothing was checked. Calls of "
+            "callables compiled with torch.compile are observed wherever they were compiled; "
+            "code that calls none inside the budget (or only through torch._dynamo.optimize, or "
+            "a torch.compile reference taken before the budget began and used inside it) leaves "
+            "nothing to judge."
         )
         if unattributed_compiles:
             why += (f" ({unattributed_compiles} compilation(s) did happen inside the budget, outside "
-                    "any observed call: a callable compiled before the budget ran.)")
+                    "any observed call.)")
+        if outside_graph_runs:
+            why += " " + _outside_note(outside_graph_runs)
         result.problems.append(why)
         return result
+    if outside_graph_runs:
+        result.notes.append(_outside_note(outside_graph_runs))
+    if graphs_before and budget.breaks is not None:
+        blind = [c.index for c in scope if c.outcome not in ("fallback", "error")
+                 and not any(isinstance(e, RegionEvent) for e in c.events)]
+        if blind:
+            result.problems.append(
+                f"{len(blind)} call(s) in scope ran only graphs compiled before the budget began "
+                f"({graphs_before} such graph(s) in the process): their break sites cannot be judged. "
+                "Call torch.compiler.reset() before the budget (or in the test) so that they are "
+                "compiled, and judged, inside it."
+            )
     if not scope:
         if budget.phase == "steady":
             result.problems.append(
@@ -348,6 +373,14 @@ def evaluate(
     return result
 
 
+def _outside_note(runs: int) -> str:
+    return (
+        f"{runs} compiled graph run(s) happened inside the budget outside any observed call, so "
+        "their calls were not judged: compile those callables with torch.compile (not "
+        "torch._dynamo.optimize or a torch.compile reference taken before the budget began)."
+    )
+
+
 def _recompile_item(comp: Compilation) -> RecompileItem:
     return RecompileItem(
         compile_id=comp.compile_id, frame_name=comp.frame_name, file=comp.file, line=comp.line,
@@ -375,6 +408,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._own = False
         self._calls: list[Call] = []
         self._start_index = 0
+        self._outside_start = 0
         self._known_compiles: set[str] = set()
         self._builder: Any = None
         self._hook: Callable[[Call], None] | None = None
@@ -397,6 +431,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         assert b is not None, "the session has no builder (never started)"
         self._builder = b
         self._start_index = b.call_count
+        self._outside_start = s.outside_graph_runs
         # Every call closed inside the window is recorded here, whatever the session's retention
         # (a long joined session keeps only a sample of its calls' detail).
 
@@ -428,7 +463,9 @@ class BudgetWindow(contextlib.ContextDecorator):
             1 for c in ledger.compilations
             if c.call_index is None and c.compile_id not in self._known_compiles
         )
-        self.result = evaluate(self.spec, ledger, self._calls, unattributed_compiles=unattributed)
+        self.result = evaluate(self.spec, ledger, self._calls, unattributed_compiles=unattributed,
+                               outside_graph_runs=s.outside_graph_runs - self._outside_start,
+                               graphs_before=s.graphs_before)
         if not self.result.ok:
             raise BudgetExceeded(self.result.message(), self.result)
         return False

@@ -4,8 +4,9 @@ Inert unless a test carries the marker: importing this module imports neither to
 of seamscope, and unmarked tests pass through every hook untouched.
 
 A marked test runs inside :func:`seamscope.budget`. The window opens before the test's fixtures
-are set up, so a model compiled in a function-scoped fixture is observed; one compiled at import
-time or in a wider-scoped fixture is not, and the budget fails saying so. The budget is judged
+are set up. Calls of a model compiled anywhere (a fixture of any scope, at import time) are
+observed; a breaks limit over calls that ran only graphs compiled and run before the window
+fails, saying why it cannot judge them. The budget is judged
 after the test body returns; a test that already failed (or skipped) is reported as it is.
 """
 

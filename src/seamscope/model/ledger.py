@@ -393,3 +393,10 @@ class Ledger(Struct, frozen=True):
     outside: list[OutsideRegion]
     totals: Totals
     retention: Retention
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the report's overview and top findings (``render.notebook``)."""
+        from ..analyze.receipt import make_receipt
+        from ..render.notebook import notebook_html
+
+        return notebook_html(make_receipt(self))

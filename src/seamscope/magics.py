@@ -1,0 +1,125 @@
+"""``%load_ext seamscope`` in IPython or Jupyter gives the ``%%seamscope`` cell magic: the cell runs
+inside a capture session, its receipt is written (``--out``, as ``seamscope run``), and the summary
+is shown below the cell (the report's overview and top findings in Jupyter, the terminal summary
+in a terminal). The session stays in the notebook as ``_seamscope``.
+
+IPython is imported only by :func:`load_ipython_extension`, which IPython itself calls.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+from typing import Any
+
+import click
+
+MAGIC_HELP = "%%seamscope [--out DIR] [--quiet] [--note T] [--intervention T] [--rollback-trigger T] " \
+    "[--trace-out F] [--trace-calls N] [--trace-events N]"
+
+
+@click.command(name="%%seamscope", add_help_option=False)
+@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
+@click.option("--quiet", is_flag=True, help="No summary below the cell.")
+@click.option("--note", default=None, help="Decision record: a note kept in the receipt.")
+@click.option("--intervention", default=None, help="Decision record: the change being evaluated.")
+@click.option("--rollback-trigger", default=None, help="Decision record: when to undo it.")
+@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
+              help="Also write seamscope's own bounded trace (JSON lines) to this file.")
+@click.option("--trace-calls", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True)
+def cell_options(**options: Any) -> dict[str, Any]:
+    """The options of ``%%seamscope``: those of ``seamscope run`` that apply to one cell."""
+    return options
+
+
+def parse_line(line: str) -> dict[str, Any]:
+    """The magic's options, or ``ValueError`` with one line saying what is wrong."""
+    try:
+        argv = shlex.split(line)
+        return cell_options.main(argv, standalone_mode=False)  # type: ignore[no-any-return]
+    except click.ClickException as e:
+        raise ValueError(f"{e.format_message()} (usage: {MAGIC_HELP})") from None
+    except ValueError as e:
+        raise ValueError(f"cannot read the options ({e}) (usage: {MAGIC_HELP})") from None
+
+
+def run_cell(shell: Any, line: str, cell: str) -> Any:
+    """Run one cell observed; returns the stopped session (also ``_seamscope`` in the notebook)."""
+    from IPython.core.error import UsageError
+
+    from .capture.session import Session, active_session
+    from .model.receipt import Decision
+
+    try:
+        opts = parse_line(line)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if active_session() is not None:
+        raise UsageError("a seamscope session is already active in this process: %%seamscope "
+                         "observes a cell on its own")
+    decision = Decision(note=opts["note"], intervention=opts["intervention"],
+                        rollback_trigger=opts["rollback_trigger"])
+    s = Session(None, command=["%%seamscope", *shlex.split(line)], decision=decision)
+    s.start()
+    try:
+        result = shell.run_cell(cell)
+    finally:
+        s.stop()
+    path = s.write(opts["out"])
+    shell.user_ns["_seamscope"] = s
+    notes = [f"wrote {path}"]
+    from .commands._common import write_report_if_available
+
+    html_path = write_report_if_available(s.last_receipt, os.path.dirname(path))
+    if html_path:
+        notes.append(f"report {html_path}")
+    if opts["trace_out"] is not None and s.ledger is not None:
+        from .render.seamscope_trace import write_trace
+
+        write_trace(s.ledger, opts["trace_out"], max_calls=opts["trace_calls"],
+                    max_events=opts["trace_events"])
+        notes.append(f"trace {opts['trace_out']}")
+    if getattr(result, "error_in_exec", None) is not None or getattr(result, "error_before_exec", None):
+        notes.append("the cell raised: the receipt holds what ran until then")
+    if not opts["quiet"]:
+        show(s, notes)
+    return s
+
+
+def show(s: Any, notes: list[str]) -> None:
+    """The summary below the cell: HTML where the front end shows it, else the terminal summary."""
+    from IPython.display import display
+    from rich.console import Console
+
+    from .render.notebook import notebook_html
+    from .render.terminal import TerminalRenderer
+
+    receipt = s.last_receipt
+    buf = io.StringIO()
+    TerminalRenderer(console=Console(file=buf, width=100, highlight=False)).print(receipt)
+    for w in receipt.ledger.run.warnings:
+        buf.write(f"seamscope: warning: {w}\n")
+    text = buf.getvalue() + "".join(f"seamscope: {n}\n" for n in notes)
+    html = notebook_html(receipt, source_root=s.cwd) + "".join(
+        f'<p class="note" style="color:#667085;font-size:12px">seamscope: {_escape(n)}</p>' for n in notes)
+    display({"text/plain": text, "text/html": html}, raw=True)
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def load_ipython_extension(shell: Any) -> None:
+    def seamscope(line: str, cell: str) -> None:
+        run_cell(shell, line, cell)
+
+    seamscope.__doc__ = f"Observe this cell with seamscope: {MAGIC_HELP}"
+    shell.register_magic_function(seamscope, magic_kind="cell", magic_name="seamscope")
+
+
+def unload_ipython_extension(shell: Any) -> None:
+    """Nothing to undo: a cell's session is stopped when the cell ends."""

@@ -1,0 +1,25 @@
+"""What a session, a ledger or a receipt shows in a Jupyter notebook (``_repr_html_``): the HTML
+report's overview table and its top findings, from the same view model, as one fragment with
+scoped styles (the notebook's own page is left alone)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..analyze.report_view import COMPILE_COLOUR, build_view
+from ..model.receipt import Receipt
+from .html import environment
+
+NOTEBOOK_FINDINGS = 5
+"""Findings shown below a cell; the full list is in the HTML report."""
+
+
+def notebook_html(receipt: Receipt, status: str | None = None, source_root: str | None = None) -> str:
+    view = build_view(receipt, source_root)
+    more = ""
+    if len(view.top_findings) > NOTEBOOK_FINDINGS:
+        more = (f"{len(view.top_findings) - NOTEBOOK_FINDINGS} more finding(s) in the HTML report "
+                "(seamscope report OUT)")
+        view = dataclasses.replace(view, top_findings=view.top_findings[:NOTEBOOK_FINDINGS])
+    tpl = environment().get_template("notebook.html.j2")
+    return tpl.render(v=view, status=status, more=more, compile_colour=COMPILE_COLOUR)

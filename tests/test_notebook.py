@@ -1,0 +1,136 @@
+"""Notebooks: a receipt, a ledger and a session show the report's overview and top findings
+(``_repr_html_``, the same view model as the HTML report), and ``%load_ext seamscope`` gives the
+``%%seamscope`` cell magic (run in a real IPython shell; skipped where IPython is not installed)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_report_view import XSS_SCRIPT, fake_ledger, fake_receipt, plant
+
+from seamscope.analyze.receipt import make_receipt
+from seamscope.render.html import HtmlRenderer
+from seamscope.render.notebook import NOTEBOOK_FINDINGS
+
+
+def section(html: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}">.*?</section>', html, re.S)
+    assert m, sid
+    return m.group(0)
+
+
+def test_a_receipt_shows_the_reports_overview_and_top_findings() -> None:
+    receipt = fake_receipt(12)
+    nb = receipt._repr_html_()
+    report = HtmlRenderer("/nonexistent").render(receipt)
+    assert section(nb, "overview") == section(report, "overview")
+    found = re.findall(r'<li class="finding', section(nb, "top-findings"))
+    assert 1 <= len(found) <= NOTEBOOK_FINDINGS
+    assert "<html" not in nb and "<body" not in nb and nb.lstrip().startswith('<div class="seamscope-nb">')
+    assert "<script" not in nb
+
+
+def test_a_ledger_shows_the_same_view_as_its_receipt() -> None:
+    led = fake_ledger(6)
+    assert led._repr_html_() == make_receipt(led)._repr_html_()
+
+
+def test_planted_markup_is_escaped_in_the_notebook_view() -> None:
+    receipt = make_receipt(plant(fake_ledger(6), XSS_SCRIPT, "evil.py"))
+    nb = receipt._repr_html_()
+    assert XSS_SCRIPT not in nb and "&lt;script&gt;" in nb
+
+
+@pytest.mark.torch
+def test_a_session_shows_itself_open_and_closed(dynamo_reset: None) -> None:
+    torch = pytest.importorskip("torch")
+    from seamscope.capture.session import session
+
+    s = session()
+    assert "not started" in s._repr_html_()
+    with s:
+        f = torch.compile(lambda x: x.sin() + 1, backend="eager")
+        f(torch.ones(3))
+        f(torch.ones(3))
+        open_view = s._repr_html_()
+    assert "open: so far" in open_view
+    closed = s._repr_html_()
+    assert "open: so far" not in closed
+    assert section(closed, "overview") == section(make_receipt(s.ledger)._repr_html_(), "overview")
+    assert '<div class="num">2</div><div class="lbl">calls</div>' in closed
+
+
+# --- the cell magic, in a real IPython shell ------------------------------------------------------
+
+
+@pytest.fixture
+def shell():
+    pytest.importorskip("IPython", reason="IPython (a dev extra) is not installed: the magics need it")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "seamscope")
+    yield sh
+
+
+@pytest.fixture
+def displayed(monkeypatch):
+    """What the magic displays below the cell (the mime bundle)."""
+    import IPython.display
+
+    seen: list[dict] = []
+
+    def display(obj, raw=False, **kw):
+        seen.append(obj)
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    return seen
+
+
+CELL = """
+import torch
+@torch.compile(backend="eager")
+def g(x):
+    y = x.cos()
+    print("", end="")
+    return y + 1
+for _ in range(3):
+    g(torch.ones(4))
+"""
+
+
+@pytest.mark.torch
+def test_cell_magic_observes_the_cell_and_shows_the_summary(shell, displayed, tmp_path, dynamo_reset):
+    pytest.importorskip("torch")
+    out = tmp_path / "o"
+    shell.run_cell_magic("seamscope", f"--out {out} --note 'a cell'", CELL)
+    s = shell.user_ns["_seamscope"]
+    assert s.ledger.totals.calls == 3 and not s.active
+    assert (out / "receipt.json").exists()
+    assert s.last_receipt.decision.note == "a cell"
+    (bundle,) = displayed
+    assert "3 calls" in bundle["text/plain"] and "wrote" in bundle["text/plain"]
+    assert section(bundle["text/html"], "overview") == section(s.last_receipt._repr_html_(), "overview")
+    # a function compiled in an earlier cell is observed in the next one
+    shell.run_cell_magic("seamscope", f"--out {out} --quiet", "g(torch.ones(4))\ng(torch.ones(4))")
+    assert shell.user_ns["_seamscope"].ledger.totals.calls == 2
+    assert len(displayed) == 1  # --quiet: nothing shown
+
+
+@pytest.mark.torch
+def test_cell_magic_bad_options_and_a_cell_that_raises(shell, displayed, tmp_path, dynamo_reset, capsys):
+    pytest.importorskip("torch")
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match="No such option.*--bogus"):
+        from seamscope.magics import run_cell
+
+        run_cell(shell, "--bogus", "pass")
+    shell.run_cell("%%seamscope --bogus\npass")  # in the shell: one line, no traceback
+    err = capsys.readouterr()
+    assert "--bogus" in err.err + err.out and "Traceback" not in err.err + err.out
+    shell.run_cell_magic("seamscope", f"--out {tmp_path / 'o'}", CELL + "\nraise ValueError('cell failed')")
+    s = shell.user_ns["_seamscope"]
+    assert s.ledger.totals.calls == 3 and not s.active
+    assert "the cell raised" in displayed[-1]["text/plain"]
