@@ -324,7 +324,7 @@ def evaluate(
     for comp in ledger.compilations:
         if comp.call_index not in in_scope:
             continue
-        if comp.is_recompile and comp.status == "ok":
+        if comp.is_recompile:  # failed attempts too, as recompile_count and TORCH_LOGS=recompiles
             result.recompiles.append(_recompile_item(comp))
         if comp.status != "ok":
             fallback_ids.add(comp.compile_id)
