@@ -212,7 +212,7 @@ class LedgerBuilder:
         self._outside_dropped = 0
         self._fallback_seen = False
         self._fallen_frames: set[int] = set()
-        """Frame ids that fell back (recompile limit) in some call."""
+        """Frame ids that hit the recompile limit (or fell back for a reason not recorded)."""
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self.plan_cap = 4096
         """Distinct call structures kept (a program whose every call differs stays bounded)."""
@@ -379,7 +379,9 @@ class LedgerBuilder:
     def fallback(self, compile_id: str, reason: str, at_ns: int) -> None:
         self._adopt()
         self._fallback_seen = True
-        self._fallen_frames.add(compile_frame_index(compile_id)[0])
+        known = self._compilations.get(compile_id)
+        if known is None or known.status not in ("failed", "skipped"):  # not a compile that failed
+            self._fallen_frames.add(compile_frame_index(compile_id)[0])
         self._lane_budget()
         if self._open is not None:
             self._open.points.append((at_ns, compile_id, reason))
