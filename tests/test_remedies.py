@@ -103,3 +103,18 @@ def test_a_branch_on_a_numpy_value_is_host_side_not_a_tensor_read() -> None:
     assert "torch.cond" not in " ".join(r.text for r in by["B00000001"].remedies)
     assert "reads a tensor value" not in by["B00000001"].sentence
     assert [r.action for r in by["B00000002"].remedies] == ["tensor_ops_or_cond"]
+
+
+def test_a_skipped_frame_break_says_that_it_costs_the_whole_frame() -> None:
+    def site(skipped: bool, sid: str) -> BreakSite:
+        return BreakSite(site_id=sid, file="m.py", line=5, function="f", gb_code="GB4347",
+                         gb_type="Missing tp_iternext", reason="Missing tp_iternext\n  Explanation: x",
+                         user_stack=[Frame(file="m.py", line=5, function="f")], compile_ids=["0/0"],
+                         frame_skipped=skipped)
+
+    led = _ledger([Compilation(compile_id="0/0", frame_name="f", file="m.py", line=1, status="ok")],
+                  [site(True, "B00000001"), site(False, "B00000002")])
+    by = {f.site_id: f for f in analyze_findings(led).findings if f.axis == "fragmentation"}
+    assert by["B00000001"].where.frame_skipped
+    assert "runs the whole frame eagerly" in by["B00000001"].sentence
+    assert "whole frame" not in by["B00000002"].sentence

@@ -173,6 +173,7 @@ def _where(site: BreakSite) -> Where:
         function=site.function,
         package=_library_package(site.file),
         user_frame=user,
+        frame_skipped=site.frame_skipped,
     )
 
 
@@ -407,6 +408,8 @@ def _break_sentence(f: Finding) -> str:
         what += f"; in {w.package}"
         if w.user_frame is not None:
             what += f", reached from {_short(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
+    if w.frame_skipped:
+        what += "; Dynamo could not resume after it and runs the whole frame eagerly"
     head = f"break {f.finding_id} at {loc} ({what})"
     if cost is None:
         return head + " was seen at compile time; its cost is unknown without runtime data"

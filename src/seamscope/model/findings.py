@@ -91,6 +91,8 @@ class Where(Struct, frozen=True):
     user_frame: Frame | None
     """The innermost user frame (not under site-packages) of the stack: the user's line that led
     into library code. Equal to the site for a break in user code."""
+    frame_skipped: bool = False
+    """Dynamo could not resume after this break and ran the whole frame eagerly (``BreakSite``)."""
 
 
 class BreakCost(Struct, frozen=True):
