@@ -297,3 +297,31 @@ def test_check_against_a_scheme_1_baseline_matches_sites_by_statement_and_says_s
     assert any("site-id scheme 1: sites matched by (file, function, gb code, statement)" in ln for ln in rep.lines)
     same = check(new, Limits(), new)
     assert same.ok and not any("site-id scheme" in ln for ln in same.lines)
+
+
+def test_two_statements_scheme_1_merged_both_match_its_one_site(tmp_path: Path) -> None:
+    """Scheme 1 gave Encoder.forward's two copies one id: against such a baseline both are kept,
+    neither is reported as a new break."""
+    from seamscope.analyze.diff import compare
+
+    path = write(tmp_path, SOURCE)
+    stmt = "if must_pad: torch._dynamo.graph_break()"
+    sites = sites_of([("0/0", reason(path, line_of(SOURCE, stmt, 0), "forward", stmt)),
+                      ("1/0", reason(path, line_of(SOURCE, stmt, 1), "forward", stmt))])
+
+    def receipt(scheme: int):
+        b = play(FakeProgram(calls=[FakeCall([FakeStep("region", 10, "0/0")])]))
+        for s in sites[: 1 if scheme == 1 else 2]:
+            if scheme == 1:
+                s = msgspec.structs.replace(
+                    s, site_id=legacy_site_id(s.file, s.function, s.gb_code, s.gb_type, s.statement), statement="")
+            b.set_break_site(s)
+        led = b.build()
+        return make_receipt(msgspec.structs.replace(led, site_id_scheme=scheme))
+
+    old, new = receipt(1), receipt(2)
+    cmp = compare(old, new, force=True)
+    assert [c.change for c in cmp.sites] == ["kept", "kept"]
+    assert {c.site_id for c in cmp.sites} == {s.site_id for s in sites}
+    assert any("site-id scheme 1" in n for n in cmp.notes)
+    assert check(new, Limits(), old).ok

@@ -178,7 +178,12 @@ def site_keys(before: Receipt, after: Receipt) -> tuple[dict[str, SiteSummary], 
             types = [s.gb_type] + ([SKIPPED_FRAME_TYPE] if s.frame_skipped else [])
             legacy = [legacy_site_id(s.file, s.function, s.gb_code, t, s.statement) for t in types]
             key = next((k for k in legacy if k in old_ids), legacy[0])
-        new_keyed.setdefault(key, s)
+        if key in new_keyed:  # two statements scheme 1 could not tell apart: both match its one site
+            extra = f"{key}:{s.site_id}"
+            if key in old_ids:
+                old_ids[extra] = old_ids[key]
+            key = extra
+        new_keyed[key] = s
     note = (
         f"the {'baseline' if old is before else 'candidate'} was written with site-id scheme "
         f"{old.ledger.site_id_scheme}: sites matched by (file, function, gb code, statement)"
