@@ -265,6 +265,12 @@ def test_unreadable_source_keeps_statements_apart_by_line(tmp_path: Path) -> Non
     stmt = "if must_pad: torch._dynamo.graph_break()"
     s1, s2 = sites_of([("0/0", reason(missing, 7, "forward", stmt)), ("1/0", reason(missing, 9, "forward", stmt))])
     assert s1.site_id != s2.site_id and s1.scope == "forward"
+    # one statement is one site even when a record lacks the stack or the gb code
+    (one,) = sites_of([("0/0", reason(missing, 7, "forward", stmt)),
+                       ("1/0", reason(missing, 7, "forward", stmt, stack=False)),
+                       ("2/0", reason(missing, 7, "forward", stmt, gb=False))])
+    assert one.site_id == s1.site_id and one.compile_ids == ["0/0", "1/0", "2/0"]
+    assert (one.gb_code, one.user_stack != [], one.statement) == ("GB0025", True, stmt)
 
 
 # --- matching against a baseline written with scheme 1 ------------------------------------------------

@@ -62,7 +62,7 @@ def main() -> None:
                 f(torch.ones(4), True)
         elif kind == "reformer":
             m = torch.compile(tiny_reformer(), backend="eager")
-            for n in (10, 10):  # not a multiple of the chunk length: padded, np.lcm in the branch
+            for n in (10,):  # not a multiple of the chunk length: padded, np.lcm in the branch
                 m(input_ids=torch.randint(1, 64, (1, n)))
         elif kind == "bert":
             m = torch.compile(tiny_bert(), backend="eager")

@@ -100,13 +100,19 @@ def user_function(name: str) -> str:
 def site_id_for(
     file: str, scope: str, gb_code: str | None, gb_type: str | None, statement: str, occurrence: int | None, line: int
 ) -> str:
-    """A break site's id (scheme 2, ``SITE_ID_SCHEME``): file, the enclosing function's qualified
-    name, the break's code (its type when there is no code), the statement's text and its position
-    among identical lines of that function. A line shift elsewhere keeps it; a second copy of a
+    """A break site's id (scheme 2, ``SITE_ID_SCHEME``): one statement, one id. Made from the file,
+    the enclosing function's qualified name, the statement's text and its position among
+    identical lines of that function: a line shift elsewhere keeps it; a second copy of a
     statement in the same function, or a same-named method of another class, gets its own. When
-    the source cannot be read (``occurrence`` None), the line keeps statements apart instead."""
-    place = f"#{occurrence}" if occurrence is not None else f"@{line}"
-    key = "\x1f".join(["2", file, scope, gb_code or gb_type or "", statement.strip(), place])
+    the source cannot be read (``occurrence`` None), the file and line name the statement instead.
+    The break's code and type name the statement only when nothing else does (no location)."""
+    if occurrence is not None:
+        parts = [file, scope, statement.strip(), f"#{occurrence}"]
+    elif file:
+        parts = [file, f"@{line}"]
+    else:
+        parts = ["", gb_code or gb_type or "", statement.strip()]
+    key = "\x1f".join(["2", *parts])
     return "B" + hashlib.sha256(key.encode()).hexdigest()[:8]
 
 

@@ -19,9 +19,9 @@ import msgspec
 SCHEMA_VERSION = 1
 
 #: How break-site ids are made (recorded in every ledger as ``site_id_scheme``). 1: file, bare
-#: function name, ``gb_code``, ``gb_type`` and statement text. 2: file, the enclosing function's
-#: qualified name, ``gb_code`` and statement text, and the statement's position among identical
-#: lines of that function (its line when the source cannot be read).
+#: function name, ``gb_code``, ``gb_type`` and statement text. 2: one id per statement: file, the
+#: enclosing function's qualified name, statement text, and the statement's position among
+#: identical lines of that function (file and line when the source cannot be read).
 SITE_ID_SCHEME = 2
 
 Phase = Literal["cold", "steady", "fallback"]
@@ -86,7 +86,7 @@ class BreakSite(Struct, frozen=True):
     """A distinct source location where capture broke; one site can be crossed many times."""
 
     site_id: str
-    """Stable id (``B`` + 8 hex) from file, the enclosing function's qualified name, ``gb_code``,
+    """Stable id (``B`` + 8 hex) of the statement: file, the enclosing function's qualified name,
     the statement's text and its position among identical lines of that function; not the line
     number: a line shift keeps the id (see ``Ledger.site_id_scheme``)."""
     file: str
