@@ -16,7 +16,7 @@ from seamscope.gates.budget import (
     scope_of,
 )
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
-from seamscope.model.ledger import Ledger
+from seamscope.model.ledger import Compilation, Ledger
 
 R, ISL, C, F = "region", "island", "compile", "fallback"
 
@@ -110,6 +110,17 @@ def test_fallbacks_are_counted() -> None:
     r = evaluate(Budget(fallbacks=0), led, led.calls)
     assert not r.ok and [f.compile_id for f in r.fallbacks] == ["0/2"]
     assert "recompile limit" in r.message()
+
+
+def test_an_attempt_that_hit_the_recompile_limit_is_a_recompile_too() -> None:
+    """As ``recompile_count`` and ``TORCH_LOGS=recompiles`` count it: every compile id with y > 0."""
+    led = _ledger(WARM, [(F, "0/2"), (R, "1/0")])
+    limit = Compilation(compile_id="0/2", frame_name="f", file="m.py", line=1, status="fallback", call_index=1,
+                        fail_type="Unsupported", fail_reason="Dynamo recompile limit exceeded")
+    led = msgspec.structs.replace(led, compilations=[*led.compilations, limit])
+    r = evaluate(Budget(recompiles=0), led, led.calls)
+    assert not r.ok and [x.compile_id for x in r.recompiles] == ["0/2"]
+    assert evaluate(Budget(recompiles=1), led, led.calls).ok
 
 
 def test_no_call_observed_fails_and_names_the_trap() -> None:

@@ -12,6 +12,7 @@ transformers = pytest.importorskip("transformers")
 
 from seamscope.capture import adapter  # noqa: E402
 from seamscope.capture.session import session  # noqa: E402
+from seamscope.model.ledger import RegionEvent  # noqa: E402
 from seamscope.model.selfcheck import self_check  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("dynamo_reset")]
@@ -49,12 +50,15 @@ def test_inference_over_several_lengths_matches_pytorch_counters():
     assert r.summary.compile_count <= c["frames"]["ok"]
     assert r.summary.recompile_count >= 1  # 8 -> 12 changes a size
     assert led.calls[0].phase == "cold"
-    # BERT with output_attentions hits the recompile limit on the second call (PYTORCH_FACTS):
-    # a fallback, and every call after it is in the fallback phase.
+    # BERT with output_attentions hits the recompile limit on a kwargs-deprecation wrapper: a
+    # fallback. Calls are labelled by what they ran: the wrapper has no graph of its own and the
+    # models' frames under it still run compiled, so later cache-hit calls are steady.
     assert r.summary.fallback_count >= 1
     assert any("recompile" in f.reason.lower() for f in r.summary.fallbacks)
     first_fb = min(f.call_index for f in r.summary.fallbacks if f.call_index is not None)
-    assert all(call.phase == "fallback" for call in led.calls[first_fb + 1 :] if call.outcome == "hit")
+    later = [call for call in led.calls[first_fb + 1 :] if call.outcome == "hit"]
+    assert later and all(call.phase == "steady" for call in later)
+    assert all(any(isinstance(e, RegionEvent) for e in call.events) for call in later)
     # every region that ran is a compilation the ledger knows
     known = {comp.compile_id for comp in led.compilations}
     assert {rt.compile_id for rt in led.totals.regions} <= known

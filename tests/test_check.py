@@ -79,7 +79,8 @@ def test_a_removed_site_is_reported_not_failed() -> None:
 def test_more_recompiles_or_fallbacks_than_the_baseline_fail() -> None:
     base = _receipt()
     rep = check(_receipt(recompile=True, fallback=True), Limits(), base)
-    assert "more recompiles than the baseline: 0 -> 1" in rep.problems
+    # the attempt that hit the recompile limit is a recompile too (y > 0), as TORCH_LOGS counts it
+    assert "more recompiles than the baseline: 0 -> 2" in rep.problems
     assert "more fallbacks than the baseline: 0 -> 1" in rep.problems
     assert check(base, Limits(), _receipt(recompile=True)).ok  # fewer is fine
 

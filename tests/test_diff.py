@@ -381,8 +381,11 @@ def test_recompile_key_exact() -> None:
 
 
 def _with_fallback_from(prog: FakeProgram, index: int) -> FakeProgram:
-    """The program with a fallback at call ``index``: that call and every later one run eager."""
+    """The program with a fallback at call ``index``: that call and every later one run eager (no
+    compiled region of the frame runs)."""
     prog.calls[index].steps.append(FakeStep("fallback", 0, "0/0"))
+    for c in prog.calls[index + 1 :]:
+        c.steps[:] = [FakeStep("island", s.ns) if s.kind == "region" else s for s in c.steps]
     return prog
 
 

@@ -76,41 +76,55 @@ def test_summary_counts_and_lists():
         b.region("0/0", 0, t0 + 10, t0 + 20)
         b.region("1/1", 0, t0 + 30, t0 + 40)
         b.end_call(t0 + wall)
-    # call 5: a fallback compile (recompile limit), then every later call is "fallback"
+    # call 5: an attempt that hit the recompile limit: it compiled nothing, so the call is a
+    # fallback call (not cold), and the attempt is a recompile (y > 0) as well as a fallback
     b.begin_call(6000)
     b.set_compilation(comp("1/2", status="fallback", graphs=0, ns=20, fail_type="Unsupported",
                            reason="Dynamo recompile limit exceeded\nExplanation: ..."))
     b.compile_span("1/2", 6000, 6020)
     b.fallback("1/2", "recompile limit", 6020)
     b.end_call(6100)
+    # call 6: frame 1 missed its cache in run-only mode (no graph of it ran): fallback
     b.begin_call(7000)
+    b.region("0/0", 0, 7010, 7020)
     b.end_call(7050)
+    # call 7: an input that hits a cached variant runs its compiled graph: steady
+    b.begin_call(8000)
+    b.region("0/0", 0, 8010, 8020)
+    b.region("1/1", 0, 8030, 8040)
+    b.end_call(8050)
     led = b.build()
     self_check(led)
     s = summarize(led)
-    assert (s.call_count, s.compile_count, s.recompile_count) == (7, 3, 1)
+    assert (s.call_count, s.compile_count, s.recompile_count) == (8, 3, 2)
     assert s.graph_count == 4 and s.fallback_count == 1 and s.break_site_count == 2
     assert s.restart_count == 1 and s.compile_ns == 700 + 300 + 50 + 20
-    assert s.calls_by_phase == {"cold": 3, "steady": 3, "fallback": 1}
-    assert [c.phase for c in led.calls] == ["cold", "cold", "steady", "steady", "steady", "cold", "fallback"]
-    assert [c.outcome for c in led.calls] == ["compile", "recompile", "hit", "hit", "hit", "fallback", "hit"]
-    (rc,) = s.recompiles
+    assert s.calls_by_phase == {"cold": 2, "steady": 4, "fallback": 2}
+    assert [c.phase for c in led.calls] == [
+        "cold", "cold", "steady", "steady", "steady", "fallback", "fallback", "steady"
+    ]
+    assert [c.outcome for c in led.calls] == ["compile", "recompile", "hit", "hit", "hit", "fallback", "hit", "hit"]
+    rc, rc_limit = s.recompiles
     assert (rc.compile_id, rc.call_index, rc.frame_name, rc.file, rc.line) == ("1/1", 1, "forward", "m.py", 3)
     assert rc.failed_guards == ["1/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"]
+    assert (rc.status, rc_limit.compile_id, rc_limit.status) == ("ok", "1/2", "fallback")
+    assert s.empty_frame_count == 0
     (fb,) = s.fallbacks
     assert (fb.compile_id, fb.frame_name, fb.status, fb.call_index) == ("1/2", "forward", "fallback", 5)
     assert fb.reason == "Dynamo recompile limit exceeded"
     steady = next(p for p in s.phases if p.phase == "steady")
-    assert (steady.calls, steady.sampled_calls, steady.wall_ns) == (3, 3, 600)
-    assert (steady.min_ns, steady.median_ns, steady.p90_ns) == (100, 200, 300)
+    assert (steady.calls, steady.sampled_calls, steady.wall_ns) == (4, 4, 650)
+    assert (steady.min_ns, steady.median_ns, steady.p90_ns) == (50, 100, 300)
     assert steady.regions_per_call_median == 2.0
-    assert steady.region_ns == 60 and steady.compile_ns == 0
+    assert steady.region_ns == 80 and steady.compile_ns == 0
     assert steady.island_ns + steady.region_ns + steady.overhead_ns == steady.wall_ns
     cold = next(p for p in s.phases if p.phase == "cold")
-    assert cold.compile_ns == 1000 + 50 + 20
+    assert cold.compile_ns == 1000 + 50
+    fallen = next(p for p in s.phases if p.phase == "fallback")
+    assert (fallen.calls, fallen.compile_ns) == (2, 20)
     by_id = {x.site_id: x for x in s.break_sites}
     crossed = by_id[site.site_id]
-    assert (crossed.crossings, crossed.calls_crossing) == (5, 5)
+    assert (crossed.crossings, crossed.calls_crossing) == (7, 7)
     assert (crossed.gb_code, crossed.gb_type) == (site.gb_code, site.gb_type)
     assert crossed.island_after_ns == sum(
         e.duration_ns for c in led.calls for e in c.events if isinstance(e, IslandEvent) and e.after_site_id == site.site_id
@@ -154,7 +168,7 @@ def test_outside_calls_and_edge_paths():
     b.region("0/0", 0, 10, 30)  # a region outside any call: an outside forward
     b.outside_region("0/0", "backward", 7, 3)  # past the cap: counted, not kept
     b.region_run("0/0", 0, 30, 33, 34, None, None)  # likewise
-    b.fallback("0/0", "limit", 40)  # remembered: later steady calls are "fallback"
+    b.fallback("0/0", "limit", 40)  # remembered; a later call that runs compiled graphs is still steady
     led = b.build()
     assert led.totals.calls == 0 and led.calls == []
     assert led.totals.outside_runs == 3 and led.totals.outside_ns == 30
@@ -167,7 +181,7 @@ def test_outside_calls_and_edge_paths():
     b.region("0/0", 0, 120, 130)
     b.end_call(140)
     call = b.build().calls[-1]
-    assert call.index == 0 and call.phase == "fallback" and call.overhead_ns == 0
+    assert call.index == 0 and call.phase == "steady" and call.overhead_ns == 0
     assert (led := b.build()).totals.regions[0].runs == 1 and led.totals.regions[0].min_ns == 10
 
 
@@ -489,7 +503,8 @@ def test_late_compiles_and_fallbacks_on_sampled_calls_keep_their_phase():
     totals = small.build().totals
     assert totals == full.build().totals
     by_phase = {p.phase: p.calls for p in totals.phases}
-    assert by_phase == {"cold": 1, "steady": 9, "fallback": 2}
+    # call 11 runs the frame's compiled graph again (a cached variant in run-only mode): steady
+    assert by_phase == {"cold": 1, "steady": 10, "fallback": 1}
 
 
 def test_plan_cache_is_bounded_and_uncached_calls_still_count():

@@ -175,6 +175,10 @@ _SIDE_EFFECT_CALLS = re.compile(
 )
 _GENERIC_CALL_CODES = {"GB0059", "GB0147", "GB0148", "GB0007", "GB0008", "GB0009", "GB0156", "GB0177"}
 
+_JUMP_WITH = re.compile(r"attempted to jump with (\w*?)Variable\b")
+#: The label of a branch on a host-side value (a NumPy or Python value computed from sizes).
+HOST_VALUE_BRANCH = "branch on a host-side NumPy/Python value"
+
 _GB_LINK = re.compile(r"gb/gb(\d{4})\.html", re.I)
 _BACKTICK = re.compile(r"`([^`]{1,80})`")
 
@@ -252,6 +256,13 @@ def classify(gb_code: str | None, gb_type: str | None, reason: str) -> Cause:
         m = re.search(r"<function ([\w.<>]+)", expl)
         if m:
             label = f"torch.compiler.disable ({m.group(1)})"
+    if code == "GB0170":
+        m = _JUMP_WITH.search(reason)
+        if m and m.group(1) != "Tensor":
+            # the condition is a value Dynamo traces as NumPy (or Python) computed from sizes or
+            # constants (``np.lcm(...)``), not a tensor read back from the device
+            label = HOST_VALUE_BRANCH
+            host_read = False
     if code == "GB0291":
         m = re.search(r"method: <Logger [^>]*>\.(\w+)", reason)
         if m:

@@ -14,8 +14,9 @@ from collections import Counter
 import msgspec
 
 from ..errors import UnusableInput
+from ..ingest.compile_events import SKIPPED_FRAME_TYPE, legacy_site_id
 from ..model.diff import CauseChange, Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
-from ..model.receipt import PhaseStats, Receipt
+from ..model.receipt import PhaseStats, Receipt, SiteSummary
 from .receipt import rehash
 
 PHASE_ORDER = ("cold", "steady", "fallback")
@@ -154,6 +155,42 @@ def break_even(cold_extra: int | None, saving: int | None) -> int | None:
     return q + (1 if r else 0)
 
 
+def site_keys(before: Receipt, after: Receipt) -> tuple[dict[str, SiteSummary], dict[str, SiteSummary], str | None]:
+    """Each side's sites by the key they are matched on, and a note when that is not the site id.
+
+    Both sides' ids made by the same scheme: matched by id. A side written with site-id scheme 1
+    (before statements were told apart by position and functions by qualified name): the other
+    side's sites are matched to it by (file, function, gb code, statement), which is what scheme 1
+    hashed, with the gb type as scheme 1 recorded it."""
+    sb, sa = before.ledger.site_id_scheme, after.ledger.site_id_scheme
+    if sb == sa:
+        return (
+            {s.site_id: s for s in before.summary.break_sites},
+            {s.site_id: s for s in after.summary.break_sites},
+            None,
+        )
+    old, new = (before, after) if sb < sa else (after, before)
+    old_ids = {s.site_id: s for s in old.summary.break_sites}
+    new_keyed: dict[str, SiteSummary] = {}
+    for s in new.summary.break_sites:
+        key = s.site_id
+        if s.statement:
+            types = [s.gb_type] + ([SKIPPED_FRAME_TYPE] if s.frame_skipped else [])
+            legacy = [legacy_site_id(s.file, s.function, s.gb_code, t, s.statement) for t in types]
+            key = next((k for k in legacy if k in old_ids), legacy[0])
+        if key in new_keyed:  # two statements scheme 1 could not tell apart: both match its one site
+            extra = f"{key}:{s.site_id}"
+            if key in old_ids:
+                old_ids[extra] = old_ids[key]
+            key = extra
+        new_keyed[key] = s
+    note = (
+        f"the {'baseline' if old is before else 'candidate'} was written with site-id scheme "
+        f"{old.ledger.site_id_scheme}: sites matched by (file, function, gb code, statement)"
+    )
+    return (old_ids, new_keyed, note) if old is before else (new_keyed, old_ids, note)
+
+
 def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparison:
     """Diff two receipts; raise :class:`UnusableInput` naming why they are not comparable,
     unless ``force`` (then the reasons are recorded in ``forced_over``)."""
@@ -184,14 +221,13 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
     n = break_even(cold_extra, saving)
 
     sites: list[SiteChange] = []
-    bsites = {s.site_id: s for s in before.summary.break_sites}
-    asites = {s.site_id: s for s in after.summary.break_sites}
+    bsites, asites, site_note = site_keys(before, after)
     for sid in sorted(set(bsites) | set(asites)):
         s = asites.get(sid) or bsites[sid]
         change = "kept" if sid in bsites and sid in asites else ("added" if sid in asites else "removed")
         sites.append(
             SiteChange(
-                site_id=sid,
+                site_id=s.site_id,
                 change=change,  # type: ignore[arg-type]
                 file=s.file,
                 line=s.line,
@@ -244,7 +280,7 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
             + "".join(f"; − {c.cause_id} {c.description}" for c in gone)
             + "".join(f"; + {c.cause_id} {c.description}" for c in new)
         )
-    notes = []
+    notes = [site_note] if site_note else []
     eb, ea = before.ledger.environment, after.ledger.environment
     for field in ("torch_version", "backend", "device", "python_version"):
         vb, va = getattr(eb, field), getattr(ea, field)

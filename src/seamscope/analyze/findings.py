@@ -47,7 +47,7 @@ from ..model.ledger import (
     compile_frame_index,
 )
 from ..model.normalize import normalize_text
-from .classify import classify, torch_hints
+from .classify import HOST_VALUE_BRANCH, classify, torch_hints
 from .stats import median_float, quantile
 from .units import fmt_ns
 
@@ -190,6 +190,7 @@ def _where(site: BreakSite) -> Where:
         function=site.function,
         package=_library_package(site.file),
         user_frame=user,
+        frame_skipped=site.frame_skipped,
     )
 
 
@@ -368,14 +369,25 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
                     torch_hints=hints,
                 )
             )
-        rs.append(
-            Remedy(
-                action="tensor_ops_or_cond",
-                text="keep the decision on the device: rewrite the branch with tensor ops (torch.where, "
-                "masking) or torch.cond, so no value is read back to Python",
-                torch_hints=[] if rs else hints,
+        if cause.label == HOST_VALUE_BRANCH:
+            rs.append(
+                Remedy(
+                    action="host_value_as_python",
+                    text="the branch tests a NumPy (or Python) value computed from sizes or settings, not a "
+                    "tensor: Dynamo traces NumPy calls as tensors. Compute it with plain Python (math.lcm, "
+                    "int(...)) or once outside the compiled function, so the branch sees a constant",
+                    torch_hints=[],
+                )
             )
-        )
+        else:
+            rs.append(
+                Remedy(
+                    action="tensor_ops_or_cond",
+                    text="keep the decision on the device: rewrite the branch with tensor ops (torch.where, "
+                    "masking) or torch.cond, so no value is read back to Python",
+                    torch_hints=[] if rs else hints,
+                )
+            )
     elif cls == "host_side_effect":
         if cause.label.startswith("print") or cause.label.startswith("logging"):
             key = "reorderable_logging_functions" if cause.label.startswith("print") else "ignore_logging_functions"
@@ -453,6 +465,8 @@ def _break_sentence(f: Finding) -> str:
         what += f"; in {w.package}"
         if w.user_frame is not None:
             what += f", reached from {_short(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
+    if w.frame_skipped:
+        what += "; Dynamo could not resume after it and runs the whole frame eagerly"
     head = f"break {f.finding_id} at {loc} ({what})"
     if cost is None:
         took = ""
@@ -537,7 +551,8 @@ def _device_clause(cost: BreakCost) -> str:
 _SHAPE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual")
 _STRIDE = re.compile(r"stride mismatch at index (\d+)")
 _DTYPE = re.compile(r"(dtype|device|requires_grad|dispatch key set) mismatch", re.I)
-_TENSOR_NAME = re.compile(r"tensor '([^']+)'")
+# the source as PyTorch writes it (``kwargs['input_ids']``): up to the quote before the mismatch
+_TENSOR_NAME = re.compile(r"tensor '(.+?)' (?=(?:size|stride|dtype|device|requires_grad|dispatch key set) mismatch)|tensor '([^']+)'")
 _FLAG = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=|is not|is)\s+(True|False|None)\b")
 _VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?\d+)?|'[^']*')\s*(?:#|$)")
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
@@ -548,7 +563,7 @@ def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
     """(pattern, subject, value) of one failed guard text, as PyTorch writes recompile reasons."""
     g = guard.strip()
     name = _TENSOR_NAME.search(g)
-    subj = name.group(1) if name else ""
+    subj = (name.group(1) or name.group(2)) if name else ""
     m = _SHAPE.search(g)
     if m:
         return "shape", f"{subj}[{m.group(1)}]", f"size {m.group(2)}"
@@ -651,7 +666,7 @@ def _churn_finding(
         axis="churn",
         rank=0,
         sentence="",
-        remedies=_churn_remedies(ev),
+        remedies=_churn_remedies(ev, dynamic_false=ledger.environment.compile_options.get("dynamic") == "False"),
         churn=ev,
         missing=missing,
         cost_ns=ev.compile_ns,
@@ -683,17 +698,40 @@ def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
             f"{ev.variants} variants, {_ms(ev.compile_ns)} compile time in {len(ev.calls)} call{'' if len(ev.calls) == 1 else 's'}")
 
 
-def _churn_remedies(ev: ChurnEvidence) -> list[Remedy]:
+_ARG_COUNT = re.compile(r"^len\((?:L\[')?(args|kwargs)(?:'\])?\)$")
+
+
+def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Remedy]:
     p = ev.pattern
     if p == "shape":
         dims = ", ".join(ev.subjects[:3])
-        return [
+        first = []
+        if dynamic_false:  # the receipt records the option: it forbids what would fix the churn
+            first.append(
+                Remedy(
+                    action="drop_dynamic_false",
+                    text=f"sizes of {dims} change between calls and the frame was compiled with dynamic=False, "
+                    "which keeps every size static: drop dynamic=False so that automatic dynamic shapes "
+                    "can compile one variant for all sizes",
+                )
+            )
+        return first + [
             Remedy(
                 action="mark_dynamic_or_bucket",
                 text=f"sizes of {dims} change between calls: mark the dim dynamic "
                 "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
                 "static, automatic, dynamic and bucketed policies on your length distribution",
                 try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS",
+            )
+        ]
+    if p == "value" and ev.subjects and all(_ARG_COUNT.match(x) for x in ev.subjects):
+        which = sorted({m.group(1) for x in ev.subjects if (m := _ARG_COUNT.match(x))})
+        return [
+            Remedy(
+                action="pass_argument_always",
+                text=f"the number of arguments ({', '.join(f'len({w})' for w in which)}) differs between calls: an "
+                "optional argument is passed in some calls and not in others. Pass it in every call (its "
+                "default value when unused), or split the call sites so each passes the same arguments",
             )
         ]
     if p == "value":

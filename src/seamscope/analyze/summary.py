@@ -56,6 +56,9 @@ def summarize(ledger: Ledger) -> Summary:
                 crossings=(t.crossings if t else 0) if has_rt else None,
                 calls_crossing=(t.calls_crossing if t else 0) if has_rt else None,
                 island_after_ns=(t.island_after_ns if t else 0) if has_rt else None,
+                scope=s.scope,
+                statement=s.statement,
+                frame_skipped=s.frame_skipped,
             )
         )
     recompiles = [
@@ -66,8 +69,9 @@ def summarize(ledger: Ledger) -> Summary:
             line=c.line,
             failed_guards=c.failed_guards,
             call_index=c.call_index,
+            status=c.status,
         )
-        for c in ok
+        for c in comps
         if c.is_recompile
     ]
     fallbacks = [
@@ -111,7 +115,7 @@ def summarize(ledger: Ledger) -> Summary:
     return Summary(
         call_count=ledger.totals.calls,
         compile_count=len(ok),
-        recompile_count=sum(1 for c in ok if c.is_recompile),
+        recompile_count=len(recompiles),
         graph_count=sum(c.graph_count for c in comps),
         fallback_count=sum(1 for c in comps if c.status != "ok"),
         break_site_count=len(ledger.break_sites),
@@ -123,6 +127,7 @@ def summarize(ledger: Ledger) -> Summary:
         compile_ns=sum(c.duration_ns or 0 for c in comps),
         restart_count=sum(len(c.restart_reasons) for c in comps),
         has_runtime=has_rt,
+        empty_frame_count=sum(1 for c in ok if c.graph_count == 0),
     )
 
 

@@ -163,6 +163,7 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
     )
     sites = {x.site_id: x for x in s.break_sites}
     base_sites = {x.site_id: x for x in bs.break_sites}
+    rep.lines.extend(f"note: {n}" for n in cmp.notes if "site-id scheme" in n)
     added = [c for c in cmp.sites if c.change == "added"]
     removed = [c for c in cmp.sites if c.change == "removed"]
     if added:

@@ -21,8 +21,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
+
 from ..model.ledger import BreakSite, Compilation, CompileStatus, Frame, compile_frame_index
 from ..model.normalize import normalize_path, normalize_text
+from .source_scope import statement_scope
 
 CONTEXT_KEYS = frozenset(
     {"frame_id", "frame_compile_id", "attempt", "rank", "has_payload", "compiled_autograd_id"}
@@ -94,10 +97,40 @@ def user_function(name: str) -> str:
     return m.group(1) if m else name
 
 
-def site_id_for(file: str, function: str, gb_code: str | None, gb_type: str | None, code: str) -> str:
-    """Stable across a line shift: built from the statement's text, not its line number."""
-    key = "\x1f".join([file, function, gb_code or "", gb_type or "", code.strip()])
+def site_id_for(
+    file: str, scope: str, gb_code: str | None, gb_type: str | None, statement: str, occurrence: int | None, line: int
+) -> str:
+    """A break site's id (scheme 2, ``SITE_ID_SCHEME``): one statement, one id. Made from the file,
+    the enclosing function's qualified name, the statement's text and its position among
+    identical lines of that function: a line shift elsewhere keeps it; a second copy of a
+    statement in the same function, or a same-named method of another class, gets its own. When
+    the source cannot be read (``occurrence`` None), the file and line name the statement instead.
+    The break's code and type name the statement only when nothing else does (no location)."""
+    if occurrence is not None:
+        parts = [file, scope, statement.strip(), f"#{occurrence}"]
+    elif file:
+        parts = [file, f"@{line}"]
+    else:
+        parts = ["", gb_code or gb_type or "", statement.strip()]
+    key = "\x1f".join(["2", *parts])
     return "B" + hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+def legacy_site_id(file: str, function: str, gb_code: str | None, gb_type: str | None, statement: str) -> str:
+    """The id scheme 1 gave the same site (file, bare function name, gb code and type, statement),
+    to match sites against a baseline written before scheme 2."""
+    key = "\x1f".join([file, function, gb_code or "", gb_type or "", statement.strip()])
+    return "B" + hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+#: How Dynamo words a break it could not resume after (``symbolic_convert``): it skips the frame.
+SKIPPED_FRAME_PREFIX = "Failed to handle graph break gracefully."
+_SKIPPED_INNER = "Graph break encountered:"
+#: The ``gb_type`` site-id scheme 1 recorded for such a break (the wrapper's first line).
+SKIPPED_FRAME_TYPE = (
+    "Failed to handle graph break gracefully. Skipping the function and falling back to eager. "
+    "Graph break encountered:"
+)
 
 
 @dataclass
@@ -110,16 +143,27 @@ class ParsedBreak:
     reason: str
     user_stack: list[Frame]
     code: str
+    scope: str = ""
+    occurrence: int | None = None
+    frame_skipped: bool = False
+    missing: tuple[str, ...] = ()
+    """Fields the record lacked (``user_stack``, ``gb_code``, ``location``)."""
 
 
 def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
-    """Parse a ``dynamo_graph_break_reason`` payload (2.13 layout; tolerant of older ones)."""
+    """Parse a ``dynamo_graph_break_reason`` payload (2.13 layout; tolerant of older ones).
+
+    A break Dynamo could not resume after arrives wrapped ("Failed to handle graph break
+    gracefully. Skipping the function ... Graph break encountered:" and the original message):
+    the original's type is kept, and ``frame_skipped`` says that the frame ran eagerly.
+    """
     lines = text.splitlines()
-    file, line = "", 0
+    line = 0
+    raw_file = ""
     if lines:
         m = _SITE_LINE.match(lines[0].strip())
         if m:
-            file, line = m.group(1), int(m.group(2))
+            raw_file, line = m.group(1), int(m.group(2))
     # The reason body: after "Graph Break Reason:", up to the user traceback.
     body = text
     i = body.find("Graph Break Reason:")
@@ -130,6 +174,11 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
         if j >= 0:
             body = body[:j]
     body = body.strip()
+    skipped = False
+    if body.startswith(SKIPPED_FRAME_PREFIX):
+        skipped = True
+        j = body.find(_SKIPPED_INNER)
+        body = body[j + len(_SKIPPED_INNER) :].strip() if j >= 0 else ""
     if body.startswith("Encountered graph break when attempting to trace"):
         parts = body.split("\n\n", 1)
         body = parts[1].strip() if len(parts) > 1 else body
@@ -139,6 +188,7 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
     # User stack: frames of the "User code traceback" section, innermost last.
     stack: list[Frame] = []
     code = ""
+    inner_raw = ""
     k = text.find("User code traceback:")
     if k >= 0:
         tb = text[k:].split("\n\nTraceback (most recent call last):", 1)[0].splitlines()[1:]
@@ -152,17 +202,28 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
                         function=user_function(fm.group(3)),
                     )
                 )
+                inner_raw = fm.group(1)
                 nxt = tb[idx + 1] if idx + 1 < len(tb) else ""
                 code = "" if _TB_FRAME.match(nxt) else nxt.strip()
     function = ""
     if stack:
         inner = stack[-1]
         function = inner.function
-        if not file:
-            file, line = inner.file, inner.line
-    file = normalize_path(file, cwd)
+        if not raw_file:
+            raw_file, line = inner_raw, inner.line
+    missing = tuple(
+        name for name, gone in (("user_stack", not stack), ("gb_code", gb_code is None), ("location", not raw_file)) if gone
+    )
+    scope, occurrence = function, None
+    found = statement_scope(_resolve(raw_file, cwd), line, function) if raw_file else None
+    if found is not None:
+        scope, occurrence = found.qualname, found.occurrence
+        if not code:
+            code = found.text
+        if not function:
+            function = found.qualname.rsplit(".", 1)[-1]
     return ParsedBreak(
-        file=file,
+        file=normalize_path(raw_file, cwd),
         line=line,
         function=function,
         gb_code=gb_code,
@@ -170,7 +231,17 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
         reason=normalize_text(body, cwd),
         user_stack=stack,
         code=code,
+        scope=scope,
+        occurrence=occurrence,
+        frame_skipped=skipped,
+        missing=missing,
     )
+
+
+def _resolve(path: str, cwd: str | None) -> str:
+    if os.path.isabs(path) or not path:
+        return path
+    return os.path.join(cwd or os.getcwd(), path)
 
 
 def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list[str]:
@@ -254,6 +325,9 @@ class CompileEventAssembler:
         self.torch_version: str | None = None
         self.python_version: str | None = None
         self.unknown_events: dict[str, int] = {}
+        self.missing_fields: dict[str, int] = {}
+        """Break records that lacked a field (``user_stack``, ``gb_code``, ``location``), by field;
+        such a break is still a site, with the fields it has."""
 
     def feed(self, meta: dict[str, Any], payload: str | None, t_ns: int | None = None) -> None:
         key = event_key(meta)
@@ -323,22 +397,33 @@ class CompileEventAssembler:
             self.unknown_events[key] = self.unknown_events.get(key, 0) + 1
 
     def _site(self, pb: ParsedBreak, cid: str) -> BreakSite:
-        sid = site_id_for(pb.file, pb.function, pb.gb_code, pb.gb_type, pb.code)
+        sid = site_id_for(pb.file, pb.scope, pb.gb_code, pb.gb_type, pb.code, pb.occurrence, pb.line)
         prev = self.sites.get(sid)
         cids = list(prev.compile_ids) if prev else []
         if cid not in cids:
             bisect.insort(cids, cid, key=compile_frame_index)
-        site = BreakSite(
-            site_id=sid,
-            file=pb.file,
-            line=pb.line,
-            function=pb.function,
-            gb_code=pb.gb_code,
-            gb_type=pb.gb_type,
-            reason=pb.reason,
-            user_stack=pb.user_stack,
-            compile_ids=cids,
-        )
+        for name in pb.missing:
+            self.missing_fields[name] = self.missing_fields.get(name, 0) + 1
+        if prev is not None and len(prev.user_stack) > len(pb.user_stack):
+            # the same statement seen with more detail before: keep that, add what is new
+            site = msgspec.structs.replace(
+                prev, compile_ids=cids, frame_skipped=prev.frame_skipped or pb.frame_skipped
+            )
+        else:
+            site = BreakSite(
+                site_id=sid,
+                file=pb.file,
+                line=pb.line,
+                function=pb.function,
+                gb_code=pb.gb_code or (prev.gb_code if prev else None),
+                gb_type=pb.gb_type or (prev.gb_type if prev else None),
+                reason=pb.reason or (prev.reason if prev else ""),
+                user_stack=pb.user_stack,
+                compile_ids=cids,
+                scope=pb.scope,
+                statement=pb.code.strip(),
+                frame_skipped=pb.frame_skipped or (prev.frame_skipped if prev else False),
+            )
         self.sites[sid] = site
         if self.sink is not None:
             self.sink.on_site(site)
@@ -378,6 +463,16 @@ class CompileEventAssembler:
         own_depth = None
         if own is not None:
             own_depth = _depth_in(self.sites[own], file, frame_name)
+        if not raw_name or not file:
+            # PyTorch leaves the frame unnamed in a recompile-limit record: its frame id's earlier
+            # compilations name it.
+            x = compile_frame_index(cid)[0]
+            known = next((c for c in self.compilations.values() if compile_frame_index(c.compile_id)[0] == x), None)
+            if known is not None:
+                raw_name = raw_name or known.frame_name
+                frame_name = frame_name or known.frame_name
+                file = file or known.file
+                m = {**m, "co_firstlineno": m.get("co_firstlineno") or known.line}
         resume_site, resume_depth = self._resume_origin(raw_name, file)
         fx_hits = m.get("inductor_fx_local_cache_hit_count") or 0
         fx_miss = m.get("inductor_fx_local_cache_miss_count") or 0

@@ -157,5 +157,6 @@ def import_seamscope_trace(path: str) -> SeamscopeTraceImport:
         outside=outside,
         totals=header.totals,
         retention=retention,
+        site_id_scheme=header.site_id_scheme,
     )
     return SeamscopeTraceImport(path=os.fspath(path), ledger=ledger, stats=stats)

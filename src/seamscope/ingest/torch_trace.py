@@ -262,6 +262,11 @@ def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
             stats.problem(path, ln, "bad_record", f"record not understood ({type(e).__name__}: {e}); skipped")
     for kind, n in asm.unknown_events.items():
         stats.unknown_events[kind] = stats.unknown_events.get(kind, 0) + n
+    for name, n in sorted(asm.missing_fields.items()):
+        # kept as sites with the fields they have; counted here, with one message per field
+        kind = f"break_without_{name}"
+        stats.problem(path, 0, kind, f"{n} graph-break record(s) without a {name.replace('_', ' ')} (kept as sites)")
+        stats.skipped[kind] += n - 1
     if stats.bytes == 0:
         stats.problem(path, 0, "empty", "empty file: no records")
     elif stats.decoded == 0:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from .ledger import (
     SCHEMA_VERSION,
+    SITE_ID_SCHEME,
     BreakEvent,
     BreakSite,
     Call,
@@ -233,6 +234,8 @@ class LedgerBuilder:
         self._outside: list[OutsideRegion] = []
         self._outside_dropped = 0
         self._fallback_seen = False
+        self._fallen_frames: set[int] = set()
+        """Frame ids that hit the recompile limit (or fell back for a reason not recorded)."""
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self.plan_cap = 4096
         """Distinct call structures kept (a program whose every call differs stays bounded)."""
@@ -482,9 +485,40 @@ class LedgerBuilder:
     def fallback(self, compile_id: str, reason: str, at_ns: int) -> None:
         self._adopt()
         self._fallback_seen = True
+        known = self._compilations.get(compile_id)
+        if known is None or known.status not in ("failed", "skipped"):  # not a compile that failed
+            self._fallen_frames.add(compile_frame_index(compile_id)[0])
         self._lane_budget()
         if self._open is not None:
             self._open.points.append((at_ns, compile_id, reason))
+
+    def _compiled_code(self, spans: list[_Span]) -> bool:
+        """Whether a compilation in the call produced code (a recompile-limit attempt does not:
+        a call whose only compilation is one is a ``fallback`` call, not a ``cold`` one)."""
+        for sp in spans:
+            if sp[0] == "c":
+                comp = self._compilations.get(sp[4])
+                if comp is None or comp.status == "ok":
+                    return True
+        return False
+
+    def _ran_eagerly(self, spans: list[_Span]) -> bool:
+        """Whether a frame that hit the recompile limit ran eagerly in this call. After the limit,
+        Dynamo runs the frame in run-only mode: an input that hits a cached variant runs its
+        compiled graphs, one that misses runs eagerly and says nothing. So: a call that ran no
+        graph of such a frame (one with graphs compiled) ran it eagerly, or did not enter it."""
+        fallen = self._fallen_frames | {
+            compile_frame_index(c.compile_id)[0] for c in self._compilations.values() if c.status == "fallback"
+        }
+        if not fallen:
+            return False
+        with_graphs = {
+            x
+            for c in self._compilations.values()
+            if c.status == "ok" and c.graph_count > 0 and (x := compile_frame_index(c.compile_id)[0]) in fallen
+        }
+        ran = {compile_frame_index(sp[3])[0] for sp in spans if sp[0] == "r"}
+        return bool(with_graphs - ran)
 
     def outside_region(
         self, compile_id: str, kind: Literal["backward", "forward"], duration_ns: int, attributed_call: int | None
@@ -603,9 +637,9 @@ class LedgerBuilder:
         has_compile = sums[SUM_COMPILES] > 0
         has_fallback = bool(oc.points) and any(p[2] is not None for p in oc.points)
         phase: Phase
-        if has_compile:
+        if has_compile and not (has_fallback and not self._compiled_code(oc.spans)):
             phase = "cold"
-        elif has_fallback or self._fallback_seen:
+        elif has_fallback or (self._fallback_seen and self._ran_eagerly(spans)):
             phase = "fallback"
         else:
             phase = "steady"
@@ -994,6 +1028,7 @@ class LedgerBuilder:
             outside=list(self._outside),
             totals=totals,
             retention=retention,
+            site_id_scheme=SITE_ID_SCHEME,
         )
 
 

@@ -39,6 +39,9 @@ RemedyAction = Literal[
     "reorder_logging",
     "move_state_out",
     "mark_dynamic_or_bucket",
+    "drop_dynamic_false",
+    "pass_argument_always",
+    "host_value_as_python",
     "make_contiguous",
     "cast_inputs",
     "pass_as_tensor",
@@ -90,6 +93,8 @@ class Where(Struct, frozen=True):
     user_frame: Frame | None
     """The innermost user frame (not under site-packages) of the stack: the user's line that led
     into library code. Equal to the site for a break in user code."""
+    frame_skipped: bool = False
+    """Dynamo could not resume after this break and ran the whole frame eagerly (``BreakSite``)."""
 
 
 class DeviceBreakCost(Struct, frozen=True):

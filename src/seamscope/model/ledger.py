@@ -21,6 +21,12 @@ import msgspec
 SCHEMA_VERSION = 2
 SCHEMA_VERSIONS_READ = (1, 2)
 
+#: How break-site ids are made (recorded in every ledger as ``site_id_scheme``). 1: file, bare
+#: function name, ``gb_code``, ``gb_type`` and statement text. 2: one id per statement: file, the
+#: enclosing function's qualified name, statement text, and the statement's position among
+#: identical lines of that function (file and line when the source cannot be read).
+SITE_ID_SCHEME = 2
+
 Phase = Literal["cold", "steady", "fallback"]
 """A ``run`` call's phase (docs/conventions.md, "Phases"): something compiled in it, cache hits only, or the call
 ran after a recompile-limit fallback."""
@@ -83,18 +89,29 @@ class BreakSite(Struct, frozen=True):
     """A distinct source location where capture broke; one site can be crossed many times."""
 
     site_id: str
-    """Stable id (``B`` + 8 hex) from file, function, ``gb_code`` and the reason's first line,
-    not the line number: a line shift above the site keeps the id."""
+    """Stable id (``B`` + 8 hex) of the statement: file, the enclosing function's qualified name,
+    the statement's text and its position among identical lines of that function; not the line
+    number: a line shift keeps the id (see ``Ledger.site_id_scheme``)."""
     file: str
     line: int
     function: str
     gb_code: str | None
     gb_type: str | None
+    """The registry's name of the break Dynamo met (the innermost one when Dynamo wrapped it in
+    "Failed to handle graph break gracefully")."""
     reason: str
     user_stack: list[Frame]
     compile_ids: list[str]
     """Every compilation in which Dynamo broke here (a break inside an inlined helper shows in the
     caller's compilation and again in the helper's own)."""
+    scope: str = ""
+    """The enclosing function's qualified name (``Class.forward``); empty when the source could
+    not be read."""
+    statement: str = ""
+    """The text of the line that broke, stripped."""
+    frame_skipped: bool = False
+    """Dynamo could not resume after this break and ran the whole frame eagerly (a break inside a
+    loop, a ``with`` or a ``try``): it costs the frame, not a seam."""
 
 
 class Compilation(Struct, frozen=True):
@@ -393,6 +410,8 @@ class Ledger(Struct, frozen=True):
     outside: list[OutsideRegion]
     totals: Totals
     retention: Retention
+    site_id_scheme: int = 1
+    """How this ledger's site ids were made (:data:`SITE_ID_SCHEME`); 1 when not recorded."""
 
     def _repr_html_(self) -> str:
         """In Jupyter: the report's overview and top findings (``render.notebook``)."""

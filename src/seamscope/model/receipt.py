@@ -79,15 +79,24 @@ class SiteSummary(Struct, frozen=True):
     """Crossings over all calls; None when the ledger has no runtime data (imported logs)."""
     calls_crossing: int | None
     island_after_ns: int | None
+    scope: str = ""
+    """The enclosing function's qualified name (``BreakSite.scope``)."""
+    statement: str = ""
+    frame_skipped: bool = False
+    """Dynamo could not resume after this break and ran the whole frame eagerly."""
 
 
 class RecompileSummary(Struct, frozen=True):
+    """A compile id ``x/y`` with ``y > 0``: every attempt, also one that hit the recompile limit or
+    failed (``status``), as ``TORCH_LOGS=recompiles`` lists them."""
+
     compile_id: str
     frame_name: str
     file: str
     line: int
     failed_guards: list[str]
     call_index: int | None
+    status: str = "ok"
 
 
 class FallbackSummary(Struct, frozen=True):
@@ -116,6 +125,9 @@ class Summary(Struct, frozen=True):
     """Sum of observed compile durations (compile-time evidence, never runtime)."""
     restart_count: int
     has_runtime: bool
+    empty_frame_count: int = 0
+    """Frame compilations that produced code but no graph (``status`` ok, ``graph_count`` 0): their
+    runs are not compiled regions here, though ``torch.profiler`` marks each as one."""
 
 
 class Decision(Struct, frozen=True):

@@ -83,6 +83,8 @@ class TraceHeader(Struct, tag="header", tag_field="record", frozen=True):
     environment: Environment
     totals: Totals
     retention: Retention
+    site_id_scheme: int = 1
+    """How the records' site ids were made (``Ledger.site_id_scheme``)."""
 
 
 class CompilationRecord(Struct, tag="compilation", tag_field="record", frozen=True):

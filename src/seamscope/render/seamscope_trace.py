@@ -68,6 +68,7 @@ class TraceRenderer:
             kind=TRACE_KIND,
             trace_version=TRACE_VERSION,
             schema_version=ledger.schema_version,
+            site_id_scheme=ledger.site_id_scheme,
             bounds=TraceBounds(max_calls=self.max_calls, max_events_per_call=self.max_events),
             cut=TraceCut(
                 calls_retained=len(ledger.calls),
