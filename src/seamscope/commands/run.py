@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..capture.runner import run_target
-from ._common import finish_run
+from ._common import finish_run, need_torch
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -29,6 +29,7 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
             trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16) -> int:
     """Run TARGET with every torch.compile in it observed; write receipt.json, calls.csv, index.html."""
+    need_torch("run")
     from ..model.receipt import Decision
 
     decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)

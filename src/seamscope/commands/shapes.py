@@ -7,6 +7,7 @@ import os
 import click
 
 from ..errors import UnusableInput
+from ._common import need_torch
 
 
 @click.command()
@@ -32,6 +33,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     PyTorch's reasons, fallbacks, each call's latency (cold or warm), memory after each new length,
     padding work and the total cost, and recommends the cheapest policy that matches eager.
     """
+    need_torch("shapes")
     from rich.console import Console
 
     from ..experiments.shapes import (
