@@ -10,7 +10,10 @@ Used internals (torch 2.9–2.14 were read; 2.13 is tested):
 - ``torch._logging._internal.trace_structured(name, metadata_fn, *, payload_fn, ...)``: the one
   function every record goes through; while any handler is attached it builds each record's
   metadata and payload (readable graphs, generated code...). Capture puts a filter in front of it
-  (``filter_trace_records``) so that only what seamscope reads is built.
+  (``filter_trace_records``) so that only what seamscope reads is built. It stands aside for any
+  other reader; PyTorch's ``LazyTraceHandler`` without a directory (``TORCH_TRACE`` unset) is not
+  one. Dynamo's break-reason ``payload_fn`` (a closure over ``user_stack_trace``) is read to build
+  that payload without the compiler's frames (``lean_break_reason``).
 - ``torch._dynamo.output_graph.OutputGraph.call_user_compiler``: the single point where Dynamo
   hands a graph to any backend; wrapping its result gives a hook on every run of that graph.
 - ``torch._guards.CompileContext.current_compile_id``: the ``x/y`` id inside a compilation.
