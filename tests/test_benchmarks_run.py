@@ -33,3 +33,11 @@ def test_capture_overhead_prints_both_ratios_and_the_profilers():
     assert "seamscope observed" in out and "calls kept in full detail" in out
     assert "torch.profiler" in out and "µs added per region crossing" in out
     assert "regions per call (observed median 8)" in out  # every steady call crossed all 8
+
+
+@pytest.mark.torch
+def test_trace_filter_bench_prints_the_logging_share_and_the_ratios():
+    out = run("trace_filter.py", "--kinds", "eager", "--rounds", "1")
+    assert "eager: variant, logging / frame compile time" in out
+    lines = [ln for ln in out.splitlines() if ln.strip().startswith(("plain ", "seamscope "))]
+    assert len(lines) == 2 and all("% " in ln and "wall" in ln and "cpu" in ln for ln in lines)

@@ -11,7 +11,7 @@ from seamscope.render.markdown import MarkdownRenderer, esc
 
 def test_summary_has_counts_phase_table_findings_and_recompiles():
     md = MarkdownRenderer().render(build_view(fake_receipt(), source_root="/nonexistent"))
-    assert "8 calls · 3 compiles · 1 recompiles" in md
+    assert "8 calls · 3 compiles · 1 recompile · " in md
     assert "| steady | 6 | 170 µs | 170 µs | 2 |" in md
     assert "1. **recompile** `model.py:1`" in md
     assert "2. **break** `model.py:15`" in md

@@ -95,3 +95,29 @@ def test_trace_out_then_import_gives_the_same_receipt(tmp_path):
     q = run(["import", "a/trace.jsonl", "--out", "b"], tmp_path)
     assert q.returncode == 0, q.stderr
     assert (tmp_path / "a" / "receipt.json").read_bytes() == (tmp_path / "b" / "receipt.json").read_bytes()
+
+
+ECHO_ARGS = "import sys\nprint('ARGS', sys.argv[1:])\n"
+
+
+def test_run_options_after_the_script_go_to_it_with_a_warning(tmp_path):
+    (tmp_path / "train.py").write_text(ECHO_ARGS)
+    p = run(["run", "--quiet", "--out", "o", "train.py", "--out", "runs/a", "--epochs", "1", "--quiet"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "ARGS ['--out', 'runs/a', '--epochs', '1', '--quiet']" in p.stdout  # the script got them
+    warnings = [ln for ln in p.stderr.splitlines() if "went to train.py" in ln]
+    assert warnings == [
+        "seamscope: warning: --out runs/a --quiet went to train.py, not to seamscope (what follows the "
+        "script is the script's); for seamscope write `seamscope run --out runs/a --quiet train.py`, for the "
+        "script `seamscope run train.py -- --out runs/a --epochs 1 --quiet`"
+    ]
+    assert not (tmp_path / "runs").exists() and (tmp_path / "o" / "receipt.json").exists()
+
+
+def test_no_warning_after_a_double_dash_or_for_the_scripts_own_options(tmp_path):
+    (tmp_path / "train.py").write_text(ECHO_ARGS)
+    p = run(["run", "--quiet", "--out", "o", "train.py", "--", "--out", "runs/a"], tmp_path)
+    q = run(["run", "--quiet", "--out", "o", "train.py", "--epochs", "1", "--output=x"], tmp_path)
+    assert p.returncode == 0 and q.returncode == 0, p.stderr + q.stderr
+    assert "ARGS ['--out', 'runs/a']" in p.stdout and "ARGS ['--epochs', '1', '--output=x']" in q.stdout
+    assert "went to" not in p.stderr + q.stderr

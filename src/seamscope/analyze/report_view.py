@@ -30,7 +30,7 @@ from ..model.ledger import (
     compile_frame_index,
 )
 from ..model.receipt import Receipt
-from .units import fmt_ns
+from .units import counted, fmt_ns, noun
 
 MAX_TIMELINE_ROWS = 200
 MAX_CHART_COLUMNS = 300
@@ -304,18 +304,18 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
     env_rows += [(f"option {k}", v) for k, v in sorted(env.compile_options.items())]
     env_rows += [(f"dynamo {k}", v) for k, v in sorted(env.dynamo_config.items())]
     counts = [
-        Stat("calls", s.call_count),
-        Stat("compiles", s.compile_count),
-        Stat("recompiles", s.recompile_count),
-        Stat("graphs", s.graph_count),
-        Stat("break sites", s.break_site_count),
-        Stat("fallbacks", s.fallback_count),
+        Stat(noun(s.call_count, "call"), s.call_count),
+        Stat(noun(s.compile_count, "compile"), s.compile_count),
+        Stat(noun(s.recompile_count, "recompile"), s.recompile_count),
+        Stat(noun(s.graph_count, "graph"), s.graph_count),
+        Stat(noun(s.break_site_count, "break site"), s.break_site_count),
+        Stat(noun(s.fallback_count, "fallback"), s.fallback_count),
     ]
     ret = led.retention
     retention_note = ""
     if ret.dropped:
         retention_note = (
-            f"per-call detail kept for {ret.retained} of {s.call_count} calls (the first "
+            f"per-call detail kept for {ret.retained} of {counted(s.call_count, 'call')} (the first "
             f"{ret.first}, then every {ret.stride}th); totals are exact"
         )
     hl_parts = headline_parts(receipt, root)
@@ -596,7 +596,7 @@ def build_variants(receipt: Receipt) -> VariantsChart:
         pts.append((x, _pct(n, total)))
     pts.append((100.0, _pct(n, total)))
     points = " ".join(f"{x:g},{round(100.0 - y, 3):g}" for x, y in pts)
-    note = f"{total} compilations over {total_calls} calls"
+    note = f"{counted(total, 'compilation')} over {counted(total_calls, 'call')}"
     if unplaced:
         note += f"; {unplaced} happened outside any observed call (counted from the start)"
     return VariantsChart(points, total, max_call, note)

@@ -14,3 +14,14 @@ def fmt_ns(ns: int | None) -> str:
     if ns >= 1_000:
         return f"{ns / 1e3:.3g} µs"
     return f"{ns} ns"
+
+
+def noun(n: int, singular: str, plural: str | None = None) -> str:
+    """The noun for a count of ``n``: ``call`` for 1, ``calls`` for 0 and 2 (``plural`` when the
+    plural is not ``singular + "s"``)."""
+    return singular if n == 1 else (plural if plural is not None else singular + "s")
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 call``, ``0 calls``, ``2 break sites``: one way to write a count in every renderer."""
+    return f"{n} {noun(n, singular, plural)}"

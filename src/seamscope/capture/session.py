@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from .. import __version__, _native
-from ..ingest.compile_events import CompileEventAssembler
+from ..ingest.compile_events import CompileEventAssembler, needed
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
 from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
 from ..model.receipt import Decision, Receipt
@@ -72,6 +72,9 @@ class Session:
         self._device_probe = False
         """Whether region runs are still checked for CUDA inputs (then the device is attached)."""
         self._device_source: Any = None
+        self.trace_filter = os.environ.get("SEAMSCOPE_FULL_TRACE") != "1"
+        """Ask PyTorch only for the structured-trace records capture reads (set it to False before
+        ``start()``, or ``SEAMSCOPE_FULL_TRACE=1``, to have every record built, as before)."""
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.active = False
         self._interrupted = False
@@ -641,7 +644,22 @@ class Session:
             if self.active and self.assembler is not None:
                 self.assembler.feed(meta, payload, clock())
 
-        return adapter.add_trace_handler(on_event)
+        if not self.trace_filter:
+            return adapter.add_trace_handler(on_event)
+        # PyTorch builds only the records (and payloads) the assembler reads, unless another
+        # reader (TORCH_TRACE, the user's handler) is attached: then every record, as without us.
+        remove = adapter.add_trace_handler(on_event, wants=needed)
+        try:
+            unfilter = adapter.filter_trace_records()
+        except adapter.AdapterProblem as e:
+            self.warnings.append(str(e))
+            return remove
+
+        def undo() -> None:
+            remove()
+            unfilter()
+
+        return undo
 
     def on_compile_start(self, compile_id: str, t_ns: int | None) -> None:
         if t_ns is not None:

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
 from typing import Any
 
 import click
+
+from ..errors import UnusableInput
+
+#: Commands that run PyTorch; every other command reads files and works without it.
+NEEDS_TORCH = ("demo", "probe", "run", "shapes")
+TORCH_FREE = ("check", "diff", "import", "merge", "report", "summary", "verify")
+
+
+def need_torch(command: str) -> None:
+    """One line and exit 2 when PyTorch is not installed, before anything is started."""
+    try:
+        missing = importlib.util.find_spec("torch") is None
+    except (ImportError, ValueError):
+        missing = True
+    if missing:
+        raise UnusableInput(
+            f"`seamscope {command}` needs PyTorch, which is not installed here: "
+            f"pip install 'seamscope[torch]' (without it: {', '.join(TORCH_FREE)})"
+        )
 
 
 def finish_run(result: Any, quiet: bool = False) -> int:

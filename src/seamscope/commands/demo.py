@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import ProgressLine, finish_run
+from ._common import ProgressLine, finish_run, need_torch
 
 
 @click.command()
@@ -13,6 +13,7 @@ from ._common import ProgressLine, finish_run
 @click.option("--quiet", is_flag=True)
 def command(out: str, backend: str, quiet: bool) -> int:
     """Observe the bundled example workload and write seamscope-out/."""
+    need_torch("demo")
     from ..capture.runner import run_target
 
     progress = ProgressLine(not quiet)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..analyze.units import counted
 from ..errors import UnusableInput
 
 if TYPE_CHECKING:
@@ -81,9 +82,10 @@ def command(path: str, out: str, strict: bool) -> int:
         s = receipt.summary
         rank = f" (rank {r.ledger.run.rank})" if r.ledger.run.rank is not None else ""
         click.echo(
-            f"{r.path}{rank} → {written}: {s.compile_count} compiles ({s.recompile_count} recompiles), "
-            f"{s.graph_count} graphs, {s.break_site_count} break sites, {s.fallback_count} fallbacks, "
-            f"{s.restart_count} restarts"
+            f"{r.path}{rank} → {written}: {counted(s.compile_count, 'compile')} "
+            f"({counted(s.recompile_count, 'recompile')}), {counted(s.graph_count, 'graph')}, "
+            f"{counted(s.break_site_count, 'break site')}, {counted(s.fallback_count, 'fallback')}, "
+            f"{counted(s.restart_count, 'restart')}"
         )
         st = r.stats
         n = st.problem_count

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import AnswerIsNo, UnusableInput
+from ._common import need_torch
 
 
 def parse_settings(items: tuple[str, ...]) -> dict[str, object]:
@@ -37,6 +38,7 @@ def parse_settings(items: tuple[str, ...]) -> dict[str, object]:
 def command(workload: str, out: str, isolate: bool, timeout: float | None, backends: str | None,
             warm: int | None, fail_on_divergence: bool, dynamo_config: tuple[str, ...] = ()) -> int:
     """Probe the workload that FILE.py:FUNC returns (a seamscope.Workload)."""
+    need_torch("probe")
     from rich.console import Console
 
     from ..experiments.probe import probe

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..capture.runner import run_target
-from ._common import ProgressLine, finish_run
+from ._common import ProgressLine, finish_run, need_torch
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -29,12 +29,15 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
             trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16) -> int:
     """Run TARGET with every torch.compile in it observed; write receipt.json, calls.csv, index.html."""
+    need_torch("run")
     from ..model.receipt import Decision
 
     decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
+    elif "--" not in args_l:
+        _warn_misplaced_options(("-m " if module else "") + target, args_l)
     if nproc is not None:
         from .merge import run_ranks
 
@@ -51,3 +54,30 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
         write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
         click.echo(f"seamscope: wrote trace {trace_out}", err=True)
     return finish_run(result, quiet=quiet)
+
+
+def _warn_misplaced_options(target: str, args: list[str]) -> None:
+    """Arguments after the target are the script's (as with ``python -m cProfile``), also those
+    that look like ``run``'s own options. Say so in one line when one does, and how to write it."""
+    own = {o: p for p in command.params if isinstance(p, click.Option) for o in p.opts}
+    moved: list[str] = []
+    i = 0
+    while i < len(args):
+        name = args[i].split("=", 1)[0]
+        opt = own.get(name)
+        if opt is not None:
+            takes_value = not opt.is_flag and "=" not in args[i] and i + 1 < len(args)
+            moved.extend(args[i : i + 2] if takes_value else args[i : i + 1])
+            i += 2 if takes_value else 1
+        else:
+            i += 1
+    if not moved:
+        return
+    given = " ".join(moved)
+    rest = " ".join(args)
+    click.echo(
+        f"seamscope: warning: {given} went to {target}, not to seamscope (what follows the script is the "
+        f"script's); for seamscope write `seamscope run {given} {target}`, for the script "
+        f"`seamscope run {target} -- {rest}`",
+        err=True,
+    )

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..errors import UnusableInput
+from ._common import need_torch
 
 
 @click.command()
@@ -33,6 +34,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     PyTorch's reasons, fallbacks, each call's latency (cold or warm), memory after each new length,
     padding work and the total cost, and recommends the cheapest policy that matches eager.
     """
+    need_torch("shapes")
     from rich.console import Console
 
     from ..experiments.shapes import (

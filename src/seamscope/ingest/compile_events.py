@@ -63,6 +63,27 @@ IGNORED_EVENTS = frozenset(
 )
 #: Artifacts whose payload the ledger reads; every other payload is skipped unread.
 PAYLOAD_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
+#: Event kinds :meth:`CompileEventAssembler.feed` reads the metadata of (never a payload).
+METADATA_EVENTS = frozenset(
+    {"str", "dynamo_start", "dynamo_output_graph", "optimize_ddp_split_child", "compilation_metrics"}
+)
+
+SKIP, METADATA, PAYLOAD = 0, 1, 2
+"""What a reader needs of a record: nothing, its metadata, or its metadata and payload."""
+
+
+def needed(key: str, artifact: str | None = None) -> int:
+    """What the assembler reads of an event of kind ``key`` (for an ``artifact``, named
+    ``artifact``): :data:`SKIP`, :data:`METADATA` or :data:`PAYLOAD`.
+
+    Live capture asks PyTorch to build only this; whatever :meth:`CompileEventAssembler.feed`
+    reads must be declared here (a test feeds it real events both ways and compares).
+    """
+    if key == "artifact":
+        if artifact in PAYLOAD_ARTIFACTS:
+            return PAYLOAD
+        return METADATA if artifact is not None and _CACHE_ARTIFACT.match(artifact) else SKIP
+    return METADATA if key in METADATA_EVENTS else SKIP
 
 
 def event_key(meta: dict[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ import os
 import jinja2
 
 from ..analyze.report_view import COMPILE_COLOUR, ReportView, build_view
+from ..analyze.units import counted
 from ..model.receipt import Receipt
 from .files import write_atomic
 from .terminal import fmt_ns
@@ -33,6 +34,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["ns"] = fmt_ns
+    env.filters["counted"] = counted
     env.filters["num"] = _num
     env.filters["pct"] = _pct
     return env

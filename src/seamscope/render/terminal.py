@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..analyze.units import fmt_ns
+from ..analyze.units import counted, fmt_ns
 from ..model.receipt import Receipt
 
 
@@ -21,9 +21,9 @@ class TerminalRenderer:
         s = receipt.summary
         led = receipt.ledger
         c.print(
-            f"[bold]seamscope[/bold] · {s.call_count} calls · {s.compile_count} compiles "
-            f"({s.recompile_count} recompiles) · {s.graph_count} graphs · "
-            f"{s.break_site_count} break sites · {s.fallback_count} fallbacks"
+            f"[bold]seamscope[/bold] · {counted(s.call_count, 'call')} · {counted(s.compile_count, 'compile')} "
+            f"({counted(s.recompile_count, 'recompile')}) · {counted(s.graph_count, 'graph')} · "
+            f"{counted(s.break_site_count, 'break site')} · {counted(s.fallback_count, 'fallback')}"
         )
         self.print_headline(receipt)
         if not s.has_runtime:
@@ -81,7 +81,7 @@ class TerminalRenderer:
             self.print_findings(receipt)
         if led.retention.dropped:
             c.print(
-                f"[dim]per-call detail kept for {led.retention.retained} of {s.call_count} calls "
+                f"[dim]per-call detail kept for {led.retention.retained} of {counted(s.call_count, 'call')} "
                 f"(first {led.retention.first}, then every {led.retention.stride}th); totals are exact[/dim]"
             )
 
