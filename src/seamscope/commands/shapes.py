@@ -34,12 +34,12 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     PyTorch's reasons, fallbacks, each call's latency (cold or warm), memory after each new length,
     padding work and the total cost, and recommends the cheapest policy that matches eager.
     """
-    need_torch("shapes")
     from rich.console import Console
 
     from ..experiments.shapes import (
         lengths_from_file,
         lengths_from_text,
+        parse_policy,
         policy_receipts,
         run_study,
         split_policies,
@@ -53,6 +53,11 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     names = split_policies(policies)
     if recompile_limit is not None and recompile_limit < 1:
         raise UnusableInput("--recompile-limit must be >= 1")
+    if repeat < 1:
+        raise UnusableInput(f"--repeat must be >= 1, got {repeat}")
+    for name in names:
+        parse_policy(name)  # an unknown policy is named before anything else
+    need_torch("shapes")  # after the arguments: a bad one is named whether or not torch is here
     err = Console(stderr=True, highlight=False)
     study = run_study(workload, trace, names, repeat=repeat, dim=dim, workdir=os.path.join(out, "logs"),
                       recompile_limit=recompile_limit, progress=lambda m: err.print(f"[dim]{m}[/dim]"))
