@@ -540,9 +540,18 @@ def _wrap_compile(plan: Plan, recorder: Any) -> Callable[[], None]:
 
     inner = torch.compile
     overrides = dict(plan.overrides)
-    if isinstance(overrides.get("backend"), str) and ":" in overrides["backend"]:
-        m, q = parse_target("--compile-option backend", overrides["backend"])
-        overrides["backend"] = resolve(m, q, "--compile-option backend")
+    backend = overrides.get("backend")
+    resolved: list[Any] = []
+
+    def options() -> dict[str, Any]:
+        # A MODULE:QUALNAME backend is imported at the first torch.compile, once the script's
+        # folder is on sys.path (a module next to the script is found as the script would find it).
+        if isinstance(backend, str) and ":" in backend:
+            if not resolved:
+                m, q = parse_target("--compile-option backend", backend)
+                resolved.append(resolve(m, q, "--compile-option backend"))
+            return {**overrides, "backend": resolved[0]}
+        return overrides
 
     def track(compiled: Any) -> Any:
         if recorder is None:
@@ -556,7 +565,7 @@ def _wrap_compile(plan: Plan, recorder: Any) -> Callable[[], None]:
 
     @functools.wraps(inner)
     def compile(model: Any = None, **kwargs: Any) -> Any:
-        kwargs.update(overrides)
+        kwargs.update(options())
         if model is None:
             decorator = inner(**kwargs)
             return lambda fn: track(decorator(fn))

@@ -46,7 +46,7 @@ class Draft:
     cost_ns: int = 0
 
 
-_GUARD_SIZE = re.compile(r"tensor '([^']+)' (?:size|stride) mismatch at index (\d+)")
+_GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
 
 
 def source_of_guard(guard: str) -> str | None:
@@ -223,13 +223,23 @@ def recommendable(c: Candidate) -> bool:
     return c.verdict == "faster" and c.outputs.status not in ("changes outputs", "failed")
 
 
+SHAPE_POLICY = "shape policy"
+
+
 def conflict_key(flag: str, value: str) -> str | None:
-    """Two flags conflict when they set the same thing (a setting, a compile option, the stance)."""
+    """Two flags conflict when they set the same thing (a setting, a compile option, the stance);
+    ``dynamic=``, ``--mark-dynamic`` and ``automatic_dynamic_shapes_mark_as`` are all one shape
+    policy, so at most one of them is combined."""
+    if flag == "--mark-dynamic":
+        return SHAPE_POLICY
     if flag == "--dynamo-config":
         name, op, _ = parse_assignment(flag, value)
+        if name.startswith("automatic_dynamic_shapes"):
+            return SHAPE_POLICY
         return None if op == "+=" else f"config:{name}"
     if flag == "--compile-option":
-        return "option:" + value.split("=", 1)[0]
+        name = value.split("=", 1)[0]
+        return SHAPE_POLICY if name == "dynamic" else "option:" + name
     if flag == "--stance":
         return "stance"
     return None
@@ -246,10 +256,6 @@ def combine(cands: list[Candidate]) -> list[str] | None:
         pairs = list(zip(c.flags[::2], c.flags[1::2], strict=True))
         keys = [conflict_key(f, v) for f, v in pairs]
         if any(k is not None and k in taken for k in keys):
-            continue
-        if any(f == "--compile-option" and v.startswith("dynamic=") for f, v in pairs) and any(
-            f == "--mark-dynamic" for f, _ in zip(flags[::2], flags[1::2], strict=True)
-        ):
             continue
         for (f, v), k in zip(pairs, keys, strict=True):
             if k is not None:
@@ -281,6 +287,17 @@ def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
     """The ``seamscope run ...`` line of one run (what the table shows, without the output flags)."""
     return ["seamscope", "run", "--out", out_dir, *spec_flags, "--seed", str(setup.seed), setup.script,
             *(["--", *setup.args] if setup.args else [])]
+
+
+def shell_join(words: list[str]) -> str:
+    """Like ``shlex.join``, but a word with single quotes only (``L['x']:0``) goes in double quotes."""
+    out = []
+    for w in words:
+        if "'" in w and not any(ch in w for ch in '"$`\\!'):
+            out.append(f'"{w}"')
+        else:
+            out.append(shlex.quote(w))
+    return " ".join(out)
 
 
 @dataclass
@@ -468,7 +485,7 @@ def output_check(cand: Outcome | None, base: fpmod.Fingerprints | None, eager: f
 def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputCheck) -> Candidate:
     flags = [f for f in d.spec.flags()]
     runs = st.runs.get(d.name, [])
-    cmd = shlex.join(run_command(flags, st.setup, os.path.join(st.setup.out, "trials", d.name)))
+    cmd = shell_join(run_command(flags, st.setup, os.path.join(st.setup.out, "trials", d.name)))
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
                 code_change=code_change(d.spec) if flags else "(none: the script as it is)", command=cmd,
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
