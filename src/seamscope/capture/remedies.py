@@ -453,6 +453,15 @@ def _apply(plan: Plan, session: Any) -> Callable[[], None]:
     if plan.spec.mark_dynamic:
         stack.enter_context(adapter.dynamic_sources_patch(",".join(plan.spec.mark_dynamic)))
         undo.append(adapter.watch_dynamic_source_marks(lambda s, e, cid: plan.marks.append((s, e, cid))))
+    if session.builder is not None and (settings or plan.spec.mark_dynamic):
+        # the receipt records the settings the script ran with, not those before the remedy
+        env = session.builder.environment
+        dyn = adapter.dynamo_settings()
+        if plan.spec.mark_dynamic:
+            dyn["dynamic_sources"] = repr(",".join(plan.spec.mark_dynamic))
+        for name in settings:
+            dyn.setdefault(name, repr(adapter.dynamo_setting(name)[1]))
+        session.builder.environment = msgspec.structs.replace(env, dynamo_config=dyn)
     if plan.spec.stance is not None:
         torch.compiler.set_stance(plan.spec.stance)
         undo.append(lambda: torch.compiler.set_stance("default"))
