@@ -6,6 +6,7 @@ import shlex
 
 import msgspec
 import pytest
+from conftest import examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -33,8 +34,6 @@ from seamscope.experiments.trials import (
 )
 from seamscope.model.trials import Candidate, OutputCheck, RunFigures, Trials
 from seamscope.render.trials_table import render_html_section, render_markdown
-
-from conftest import examples
 
 # --- flags ---------------------------------------------------------------------------------------
 

@@ -227,3 +227,46 @@ def test_try_baseline_failure_runs_nothing_else(tmp_path):
     assert p.returncode == 1
     assert "ValueError: planted failure" in p.stderr and "no candidate was run" in p.stderr
     assert os.listdir(tmp_path / "o" / "trials") == ["baseline"]
+
+
+def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
+    import signal
+    import time
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([*SEAMSCOPE, "try", "--quiet", "--repeat", "2", "--out", "o", "--only",
+                             "capture_scalar_outputs", os.path.join(W, "item_break.py")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = tmp_path / "o" / "trials" / "capture-scalar-outputs" / "rep-1" / "receipt.json"
+    deadline = time.monotonic() + 600
+    while not done.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert done.exists(), proc.communicate()[1] if proc.poll() is not None else "no run finished"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    t = load(tmp_path / "o" / "trials.json")
+    assert t["interrupted"] is True
+    (c,) = t["candidates"]
+    assert [r["label"] for r in c["runs"]] == ["rep-1"]
+    assert (tmp_path / "o" / "trials.md").exists() and (tmp_path / "o" / "receipt.json").exists()
+
+
+def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
+    pytest.importorskip("transformers")
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "dynamic=true",
+             os.path.join(W, "hf_seq.py")], tmp_path, timeout=1800)
+    assert p.returncode == 0, p.stderr
+    t = load(tmp_path / "o" / "trials.json")
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 5
+    (c,) = t["candidates"]
+    assert c["outputs"]["status"] == "equal", c["outputs"]
+    assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0
+    assert t["chosen"] == "dynamic-true", (c["steady_verdict"], c["total_verdict"])
+    top = load(tmp_path / "o" / "receipt.json")  # the recommendation's measured figures
+    run = c["runs"][0]
+    assert top["summary"]["compile_ns"] == run["compile_ns"] > 0
+    steady = next(p for p in top["summary"]["phases"] if p["phase"] == "steady")
+    assert steady["median_ns"] == run["steady_median_ns"] is not None
+    assert "dynamic=True" in top["decision"]["intervention"]

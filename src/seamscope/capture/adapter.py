@@ -365,7 +365,7 @@ def dynamic_sources_patch(value: str) -> Any:
     """A context manager that sets ``torch.compiler.config.dynamic_sources`` (comma-separated)."""
     import torch
 
-    return torch.compiler.config.patch(dynamic_sources=value)
+    return torch.compiler.config.patch(dynamic_sources=value)  # type: ignore[attr-defined]
 
 
 DYNAMIC_SOURCE_LOGGER = "torch._dynamo.variables.builder"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..capture.remedies import remedy_options
+from ..capture.remedies import RemedySpec, remedy_options
 from ..capture.runner import run_target
 from ._common import finish_run
 
@@ -58,7 +58,7 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
     return finish_run(result, quiet=quiet)
 
 
-def spec_of(remedies: dict[str, object]) -> object:
+def spec_of(remedies: dict[str, object]) -> RemedySpec:
     from ..capture.remedies import spec_from_options
 
     return spec_from_options(**remedies)  # type: ignore[arg-type]

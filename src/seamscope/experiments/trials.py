@@ -23,13 +23,21 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
 from ..capture.remedies import RemedySpec, code_change, parse_assignment, spec_from_words
 from ..model.receipt import Receipt
-from ..model.trials import Candidate, Metric, MetricVerdict, OutputCheck, Overhead, RunFigures, Trials, Verdict
+from ..model.trials import (
+    Candidate,
+    Metric,
+    MetricVerdict,
+    OutputCheck,
+    Overhead,
+    RunFigures,
+    Trials,
+    Verdict,
+)
 from . import fingerprint as fpmod
 
 # --- the catalogue (torch-free) -------------------------------------------------------------------
@@ -523,7 +531,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     drafts = _unique_names(drafts)
     st.drafts = drafts
     baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
-    order = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
+    order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
     total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
     done = [1]
     trials_interrupted = False
