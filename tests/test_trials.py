@@ -256,3 +256,92 @@ def test_renderers_show_every_candidate_with_its_command():
     assert "| 1 | cso ✓ | faster |" in md and "bad\\|pipe" in md and "Rollback trigger" in md
     html = render_html_section(t)
     assert html.count("<tr>") == 4 and "changes outputs" in html and "bad|pipe" in html
+
+
+# --- the orchestration, on fake runs -------------------------------------------------------------
+
+
+class _FakeRuns:
+    """Stands in for one process per run: figures from the flags, a clock that advances 10 s."""
+
+    def __init__(self, steady):
+        self.steady = steady  # flags (joined) -> steady median, or None: the run crashes
+        self.log = []
+        self.now = 0.0
+
+    def clock(self):
+        return self.now
+
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
+        from seamscope.experiments.trials import Outcome
+
+        self.now += 10.0
+        self.log.append(rel_dir)
+        key = " ".join(flags)
+        steady = self.steady.get(key, 100)
+        if steady is None:
+            return Outcome(RunFigures(label=label, ok=False, exit_code=-11, error="crashed: killed by signal SIGSEGV"),
+                           None, "")
+        fig = _run(label, steady, steady * 100)
+        leaf = _leaf(s=10.0 * (1.01 if "scaled" in key else 1.0))
+        fps = _prints(leaf) if fingerprint else None
+        return Outcome(fig, object(), "", fps)
+
+
+def _drafts():
+    from seamscope.experiments.trials import Draft
+
+    return [Draft(name="cso", spec=spec_from_words(["--dynamo-config", "capture_scalar_outputs=True"]), origin="F1",
+                  targets="t", cost_ns=300),
+            Draft(name="dyn", spec=spec_from_words(["--compile-option", "dynamic=true"]), origin="F2", targets="t",
+                  cost_ns=200),
+            Draft(name="limit", spec=spec_from_words(["--dynamo-config", "recompile_limit=64"]), origin="F3",
+                  targets="t", cost_ns=100)]
+
+
+def _trial(monkeypatch, tmp_path, steady, budget=None, extra=()):
+    from seamscope.experiments import trials as tr
+
+    fake = _FakeRuns(steady)
+    monkeypatch.setattr(tr, "run_once", fake)
+    monkeypatch.setattr(tr, "catalogue", lambda receipt: _drafts())
+    setup = tr.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
+    t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
+    return t, fake.log
+
+
+def test_repetitions_interleave_then_outputs_then_the_combined_candidate(monkeypatch, tmp_path):
+    t, log = _trial(monkeypatch, tmp_path, {
+        "--dynamo-config capture_scalar_outputs=True": 50,
+        "--compile-option dynamic=true": 70,
+        "--dynamo-config recompile_limit=64": None,
+    }, extra=["--compile-option backend=m:scaled"])
+    assert log[:9] == [
+        "trials/baseline/rep-1", "trials/cso/rep-1", "trials/dyn/rep-1", "trials/limit/rep-1", "trials/user-1/rep-1",
+        "trials/baseline/rep-2", "trials/cso/rep-2", "trials/dyn/rep-2", "trials/user-1/rep-2",
+    ]
+    assert log[9:14] == ["trials/baseline/check-1", "trials/baseline/check-2", "trials/eager/check",
+                         "trials/cso/check", "trials/dyn/check"]
+    assert log[14:] == ["trials/user-1/check", "trials/baseline/rep-3", "trials/combined/rep-3",
+                        "trials/baseline/rep-4", "trials/combined/rep-4", "trials/combined/check"]
+    by = {c.name: c for c in t.candidates}
+    assert by["cso"].verdict == "faster" and by["dyn"].verdict == "faster"
+    assert by["limit"].verdict == "failed" and "SIGSEGV" in (by["limit"].reason or "")
+    assert by["user-1"].verdict == "changes outputs" and by["user-1"].outputs.status == "changes outputs"
+    assert by["combined"].flags == ["--dynamo-config", "capture_scalar_outputs=True", "--compile-option",
+                                    "dynamic=true"]
+    assert [c.name for c in t.candidates][:2] == ["cso", "dyn"] or t.candidates[0].name == "combined"
+    assert t.chosen == t.candidates[0].name and t.deterministic is True
+    assert "roll back" in (t.rollback_trigger or "")
+
+
+def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
+    # every run takes 10 s on the fake clock: the baseline needs 5 runs (2 timed, 3 output runs),
+    # each candidate 3; 115 s leave room for two candidates
+    t, log = _trial(monkeypatch, tmp_path, {}, budget=115)
+    by = {c.name: c for c in t.candidates}
+    assert by["cso"].status == "tried" and by["dyn"].status == "tried"
+    assert by["limit"].status == "not tried" and by["limit"].reason == "over the budget"
+    assert not any("limit" in entry for entry in log)
+    assert by["cso"].verdict == "no measurable change"  # equal figures
+    assert t.chosen is None and t.decision.startswith("keep the script as it is")

@@ -228,7 +228,9 @@ def rank(cands: list[Candidate]) -> list[Candidate]:
 
 
 def recommendable(c: Candidate) -> bool:
-    return c.verdict == "faster" and c.outputs.status not in ("changes outputs", "failed")
+    """Faster, and its outputs checked: equal, or undecidable because the baseline is not
+    deterministic (said in the table). A remedy that changes outputs is never recommended."""
+    return c.verdict == "faster" and c.outputs.status in ("equal", "could not decide")
 
 
 SHAPE_POLICY = "shape policy"
@@ -289,6 +291,8 @@ class Setup:
     python: str = sys.executable
     progress: Callable[[str], None] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    """Seconds, for the budget and the ETA."""
 
 
 def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
@@ -415,7 +419,7 @@ class _State:
     checks: dict[str, Outcome] = field(default_factory=dict)
     not_tried: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
-    started: float = field(default_factory=time.monotonic)
+    started: float = 0.0
     run_s: list[float] = field(default_factory=list)
     interrupted: bool = False
     compare_ns: int = 0
@@ -443,22 +447,34 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
             key = keys.get(name, name)
             if name in st.failed or name in st.not_tried:
                 continue
-            if st.setup.budget_s is not None and name != "baseline" and st.run_s:
-                left = st.setup.budget_s - (time.monotonic() - st.started)
-                if left < statistics.median(st.run_s):
-                    if not st.runs.get(key):
-                        st.not_tried[name] = "over the budget"
-                    continue
+            if st.setup.budget_s is not None and name != "baseline" and st.setup.clock() - st.started > st.setup.budget_s:
+                if not st.runs.get(key):
+                    st.not_tried[name] = "over the budget"
+                continue  # the repetitions done so far are kept
             _progress(st, f"{name} · repetition {rep} · run {done[0] + 1}/{total_runs}", total_runs - done[0])
-            t0 = time.monotonic()
+            t0 = st.setup.clock()
             oc = run_once(st.setup, flags, os.path.join("trials", name, f"rep-{rep}"), f"rep-{rep}")
-            st.run_s.append(time.monotonic() - t0)
+            st.run_s.append(st.setup.clock() - t0)
             done[0] += 1
             st.runs.setdefault(key, []).append(oc.figures)
             if not oc.figures.ok:
                 if name == "baseline":
                     raise BaselineFailed(oc.figures.error or "the baseline failed", oc.stderr)
                 st.failed[name] = oc.figures.error or "failed"
+
+
+def over_budget(drafts: list[Draft], setup: Setup, elapsed: float, run_s: float) -> list[Draft]:
+    """The candidates that do not fit in ``--budget``, the cheapest findings first out.
+
+    After the first baseline run (``elapsed``, one run taking ``run_s``) the trial still needs the
+    baseline's other repetitions and three output runs (the baseline twice, eager); each candidate
+    needs its repetitions and one output run."""
+    if setup.budget_s is None:
+        return []
+    left = setup.budget_s - elapsed - (setup.repeat - 1 + 3) * run_s
+    fit = max(0, int(left // ((setup.repeat + 1) * run_s))) if run_s > 0 else len(drafts)
+    order = sorted(drafts, key=lambda d: -d.cost_ns)
+    return order[fit:]
 
 
 def _check(st: _State, name: str, flags: list[str], rel: str) -> Outcome:
@@ -516,12 +532,12 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
 def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: list[str]) -> tuple[Trials, Receipt]:
     """The whole trial. Raises :class:`BaselineFailed` (nothing else run) when the script fails."""
     t_start = time.perf_counter_ns()
-    st = _State(setup=setup, drafts=[])
+    st = _State(setup=setup, drafts=[], started=setup.clock())
     if setup.progress:
         setup.progress("baseline · first run (its findings choose the candidates)")
-    t0 = time.monotonic()
+    t0 = setup.clock()
     first = run_once(setup, [], os.path.join("trials", "baseline", "rep-1"), "rep-1")
-    st.run_s.append(time.monotonic() - t0)
+    st.run_s.append(setup.clock() - t0)
     if not first.figures.ok or first.receipt is None:
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
@@ -530,6 +546,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = _unique_names(drafts)
     st.drafts = drafts
+    for d in over_budget(drafts, setup, setup.clock() - st.started, st.run_s[0]):
+        st.not_tried[d.name] = "over the budget"
     baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
     order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
     total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
@@ -575,6 +593,10 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     ranked = rank(cands)
     # a combined candidate of the best remedies that do not conflict, against its own baseline
     combo = None if trials_interrupted else combine(ranked)
+    if combo is not None and setup.budget_s is not None and statistics.median(st.run_s) * (
+        2 * setup.repeat + 1
+    ) > setup.budget_s - (setup.clock() - st.started):
+        combo = None
     if combo is not None:
         spec = spec_from_words(combo)
         cd = Draft(name="combined", spec=spec, origin="combined",
