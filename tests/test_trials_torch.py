@@ -114,6 +114,32 @@ def test_disable_a_module_function_when_imported_and_a_script_function_as_define
     assert not any("item" in t or "builtin operator" in t for t in types)  # the breaks inside are gone
 
 
+def test_adapter_functions_behind_the_remedies(dynamo_reset, capfd):
+    import logging
+
+    import torch
+
+    from seamscope.capture import adapter
+
+    assert adapter.dynamo_setting("recompile_limit") == (True, torch._dynamo.config.recompile_limit)
+    assert adapter.dynamo_setting("no_such_setting") == (False, None)
+    assert {"default", "force_eager", "eager_then_compile"} <= set(adapter.stance_names())
+    marks = []
+    level = logging.getLogger(adapter.DYNAMIC_SOURCE_LOGGER).level
+    undo = adapter.watch_dynamic_source_marks(lambda s, e, cid: marks.append((s, e, cid)))
+    try:
+        with adapter.dynamic_sources_patch("L['x']:0"):
+            f = torch.compile(lambda x: x * 2, backend="eager", dynamic=False)
+            f(torch.ones(3, 2))
+            f(torch.ones(5, 2))
+    finally:
+        undo()
+    assert marks and marks[0] == ("L['x']", "L['x']:0", "0/0")
+    assert logging.getLogger(adapter.DYNAMIC_SOURCE_LOGGER).level == level
+    assert "marked dynamic" not in capfd.readouterr().err  # watched, not printed
+    assert adapter.dynamo_counters()["stats"]["unique_graphs"] == 1  # one graph for both lengths
+
+
 def test_outputs_before_the_first_update_only(dynamo_reset):
     import torch
 
@@ -140,6 +166,7 @@ def test_outputs_before_the_first_update_only(dynamo_reset):
     assert leaf.sum == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.timeout(900)
 def test_bad_input_exits_2_before_anything_runs(tmp_path):
     script = os.path.join(W, "shape_churn.py")
     cases = [
@@ -160,6 +187,7 @@ def test_bad_input_exits_2_before_anything_runs(tmp_path):
 # --- seamscope try ---------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(1800)
 def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path):
     """capture_scalar_outputs removes the .item() breaks (faster, outputs equal); a backend that
     scales one output by 1.01 changes outputs; a backend that kills the interpreter fails, and
@@ -194,6 +222,7 @@ def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path):
     assert "seamscope run --out" in md and "--dynamo-config capture_scalar_outputs=True" in md
 
 
+@pytest.mark.timeout(1800)
 def test_try_shape_churn_and_limit_fallback(tmp_path):
     """dynamic=true or the marked source leaves one compilation; under dynamic=False the recompile
     limit's fallback is gone with the marked source."""
@@ -229,6 +258,7 @@ def test_try_baseline_failure_runs_nothing_else(tmp_path):
     assert os.listdir(tmp_path / "o" / "trials") == ["baseline"]
 
 
+@pytest.mark.timeout(1800)
 def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     import signal
     import time
@@ -238,7 +268,8 @@ def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     proc = subprocess.Popen([*SEAMSCOPE, "try", "--quiet", "--repeat", "2", "--out", "o", "--only",
                              "capture_scalar_outputs", os.path.join(W, "item_break.py")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    done = tmp_path / "o" / "trials" / "capture-scalar-outputs" / "rep-1" / "receipt.json"
+    # the next run's folder appears once the candidate's first repetition is in the table
+    done = tmp_path / "o" / "trials" / "baseline" / "rep-2"
     deadline = time.monotonic() + 600
     while not done.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -253,13 +284,14 @@ def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     assert (tmp_path / "o" / "trials.md").exists() and (tmp_path / "o" / "receipt.json").exists()
 
 
+@pytest.mark.timeout(1800)
 def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
     pytest.importorskip("transformers")
     p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "dynamic=true",
              os.path.join(W, "hf_seq.py")], tmp_path, timeout=1800)
     assert p.returncode == 0, p.stderr
     t = load(tmp_path / "o" / "trials.json")
-    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 5
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 3
     (c,) = t["candidates"]
     assert c["outputs"]["status"] == "equal", c["outputs"]
     assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0

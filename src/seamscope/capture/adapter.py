@@ -11,6 +11,11 @@ Used internals (torch 2.9–2.14 were read; 2.13 is tested):
   hands a graph to any backend; wrapping its result gives a hook on every run of that graph.
 - ``torch._guards.CompileContext.current_compile_id``: the ``x/y`` id inside a compilation.
 - ``torch._dynamo.config``: the settings that decide behaviour (read only).
+- ``torch._dynamo.config`` and ``torch.compiler.config.dynamic_sources`` set for one run by
+  ``run``'s remedy flags; ``torch._dynamo.variables.builder._parse_source_entry`` tells whether
+  this torch reads a per-dimension ``:N`` suffix there, and the debug record that module's logger
+  writes when a source is marked dynamic names the frames a ``--mark-dynamic`` changed (only
+  torch 2.13 was checked; without either, ``--mark-dynamic`` says what is missing).
 - the attributes ``torch._dynamo.disable`` sets on its wrapper (``_torchdynamo_disable``,
   ``_torchdynamo_orig_callable``...): a backend's graph already disabled is unwrapped before
   seamscope wraps it, as Dynamo's ``innermost_fn`` would.
