@@ -345,3 +345,21 @@ def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
     assert not any("limit" in entry for entry in log)
     assert by["cso"].verdict == "no measurable change"  # equal figures
     assert t.chosen is None and t.decision.startswith("keep the script as it is")
+
+
+def test_output_check_statuses():
+    from seamscope.experiments.trials import Outcome, output_check
+
+    base, same, other = _prints(_leaf()), _prints(_leaf()), _prints(_leaf(s=11.0))
+    ok = RunFigures(label="check", ok=True, exit_code=0)
+    cand = Outcome(ok, object(), "", same)
+    assert output_check(cand, base, same, True).status == "equal"
+    changed = output_check(Outcome(ok, object(), "", other), base, same, True)
+    assert changed.status == "changes outputs" and changed.vs_eager != "equal"
+    undecided = output_check(Outcome(ok, object(), "", other), base, same, False)
+    assert undecided.status == "could not decide" and "not deterministic" in (undecided.detail or "")
+    crashed = Outcome(RunFigures(label="check", ok=False, exit_code=-11, error="crashed"), None, "", None)
+    assert output_check(crashed, base, same, True).status == "failed"
+    assert output_check(None, base, same, True).status == "not checked"
+    none = fp.Fingerprints(calls=[], calls_seen=3, stopped_at_update=0, fingerprint_ns=0, script_ns=0)
+    assert output_check(Outcome(ok, object(), "", none), none, none, True).status == "could not decide"
