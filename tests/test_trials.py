@@ -164,12 +164,26 @@ def test_metrics_pair_each_repetition_with_its_baseline():
     assert ms["recompiles"].verdict == "n/a"
 
 
-def test_overall_verdict():
+def test_overall_verdict_follows_total_time_then_steady():
     assert overall("faster", "n/a") == "faster"
-    assert overall("faster", "no measurable change") == "faster"
-    assert overall("faster", "slower") == "no measurable change"
+    assert overall("faster", "no measurable change") == "no measurable change"
+    assert overall("slower", "faster") == "faster"
     assert overall("n/a", "slower") == "slower"
     assert overall("n/a", "n/a") == "no measurable change"
+
+
+def test_break_even_of_a_remedy_that_slows_steady_calls():
+    from seamscope.experiments.trials import break_even
+    from seamscope.model.trials import Metric
+
+    def cand(steady, total):
+        return msgspec.structs.replace(_cand("c", "faster", []), metrics=[
+            Metric(name="steady median", median=steady, min=steady, max=steady),
+            Metric(name="total", median=total, min=total, max=total)])
+
+    text = break_even(cand(150_000, 2e9), cand(100_000, 3e9))
+    assert "50.0 µs" in text and "20,000" in text
+    assert break_even(cand(150_000, 3e9), cand(100_000, 2e9)) == "steady calls are slower"
 
 
 def _cand(name, verdict, flags, outputs="equal", steady=0.5):

@@ -202,12 +202,11 @@ def metrics_of(runs: list[RunFigures], base_runs: list[RunFigures]) -> list[Metr
 
 
 def overall(steady: MetricVerdict, total: MetricVerdict) -> Verdict:
-    vs = [v for v in (steady, total) if v != "n/a"]
-    if "faster" in vs and "slower" not in vs:
-        return "faster"
-    if "slower" in vs and "faster" not in vs:
-        return "slower"
-    return "no measurable change"
+    """The row's verdict: the total time's (every observed call, compilation included: what the
+    script cost as it ran), else the steady time's. When the two disagree the table shows both and
+    the decision gives the break-even number of calls."""
+    v = total if total != "n/a" else steady
+    return "no measurable change" if v == "n/a" else v
 
 
 VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "slower": 2, "changes outputs": 3, "failed": 4, "not tried": 5}
@@ -661,12 +660,25 @@ def _decision(chosen: Candidate | None, base: Candidate, deterministic: bool | N
     evidence = (f"{chosen.name}: {chosen.code_change}; steady median {_fmt_ratio(chosen, 'steady median')} "
                 f"({chosen.steady_verdict}), total {_fmt_ratio(chosen, 'total')} ({chosen.total_verdict}), "
                 f"outputs {chosen.outputs.status}")
+    if chosen.steady_verdict == "slower":
+        evidence += "; " + break_even(chosen, base)
     rec = next((m for m in chosen.metrics if m.name == "recompiles"), None)
     trigger = ("roll back if the steady median per call exceeds the baseline's ("
                f"{_fmt_ns(_median_of(base, 'steady median'))}), if recompiles exceed "
                f"{int(rec.max) if rec and rec.max is not None else 0} per run, or if outputs differ from eager "
                "beyond the tolerance")
     return evidence, trigger
+
+
+def break_even(chosen: Candidate, base: Candidate) -> str:
+    """A remedy that saves compile time but makes steady calls slower pays off only up to some
+    number of steady calls: the total time saved over the steady time lost per call."""
+    saved = (_median_of(base, "total") or 0) - (_median_of(chosen, "total") or 0)
+    lost = (_median_of(chosen, "steady median") or 0) - (_median_of(base, "steady median") or 0)
+    if saved <= 0 or lost <= 0:
+        return "steady calls are slower"
+    return (f"steady calls are slower by {_fmt_ns(lost)} each: it pays off for runs of up to about "
+            f"{int(saved / lost):,} more steady calls than this one")
 
 
 def _median_of(c: Candidate, name: str) -> float | None:
