@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -292,6 +293,8 @@ class Setup:
     env: dict[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
     """Seconds, for the budget and the ETA."""
+    forker: Any = None
+    """The fork server each run is forked from (None: each run a new interpreter)."""
 
 
 def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
@@ -328,34 +331,30 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     record = os.path.join(out_dir, "fingerprints.json")
     if not fingerprint:
         record = os.path.join(cache, "timing.json")  # only the script's own time is kept
-    cmd = [setup.python, "-m", "seamscope", "run", "--quiet", "--out", out_dir, *flags, "--seed", str(setup.seed),
-           "--record-out", record, *(["--fingerprint"] if fingerprint else []), setup.script]
+    argv = ["run", "--quiet", "--out", out_dir, *flags, "--seed", str(setup.seed),
+            "--record-out", record, *(["--fingerprint"] if fingerprint else []), setup.script]
     if setup.args:
-        cmd += ["--", *setup.args]
-    env = dict(os.environ)
-    env.update(setup.env)
-    env["TORCHINDUCTOR_CACHE_DIR"] = cache
-    env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
-    env.pop("TORCH_COMPILE_DYNAMIC_SOURCES", None)
+        argv += ["--", *setup.args]
+    env_set = dict(setup.env)
+    env_set["TORCHINDUCTOR_CACHE_DIR"] = cache
+    env_set["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    unset = ["TORCH_COMPILE_DYNAMIC_SOURCES"]
     t0 = time.perf_counter_ns()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    error = None
     exit_code: int | None
     try:
-        _, err_b = proc.communicate(timeout=setup.timeout)
-        exit_code = proc.returncode
-        error = None
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, err_b = proc.communicate()
-        exit_code, error = None, f"hung: killed after {setup.timeout:g} s"
+        if setup.forker is not None and setup.forker.alive():
+            err_path = os.path.join(cache, "stderr.txt")
+            exit_code = setup.forker.run(argv, env_set, unset, err_path, setup.timeout)
+            with open(err_path, "rb") as f:
+                err_b = f.read()
+        else:
+            exit_code, err_b = _spawn(setup, argv, env_set, unset)
     except KeyboardInterrupt:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
         shutil.rmtree(cache, ignore_errors=True)
         raise
+    if exit_code is None:
+        error = f"hung: killed after {setup.timeout:g} s"
     process_ns = time.perf_counter_ns() - t0
     stderr = err_b.decode(errors="replace")
     fps = None
@@ -381,6 +380,107 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
                      os.path.relpath(path, setup.out) if receipt is not None else None,
                      fps.script_ns if fps is not None else None)
     return Outcome(fig, receipt, stderr, fps if fingerprint else None)
+
+
+def _spawn(setup: Setup, argv: list[str], env_set: dict[str, str], unset: list[str]) -> tuple[int | None, bytes]:
+    """One run as a new interpreter (where ``fork`` is missing, or the fork server died)."""
+    env = dict(os.environ)
+    env.update(env_set)
+    for k in unset:
+        env.pop(k, None)
+    proc = subprocess.Popen([setup.python, "-m", "seamscope", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _, err_b = proc.communicate(timeout=setup.timeout)
+        return proc.returncode, err_b
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err_b = proc.communicate()
+        return None, err_b
+    except KeyboardInterrupt:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
+
+
+class Forker:
+    """The client of ``trials_worker --serve``: each run forked from a process that imported
+    torch once. ``run`` returns the exit code (None: killed after the timeout)."""
+
+    def __init__(self, python: str) -> None:
+        import json
+
+        self._json = json
+        r, w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen([python, "-m", "seamscope.experiments.trials_worker", "--reply-fd", str(w)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=env, pass_fds=(w,), start_new_session=True)
+        os.close(w)
+        self.replies = os.fdopen(r, "r")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _read(self, timeout: float | None) -> dict[str, Any] | None:
+        import select
+
+        if timeout is not None:
+            ready, _, _ = select.select([self.replies], [], [], max(0.0, timeout))
+            if not ready:
+                return None
+        line = self.replies.readline()
+        if not line:
+            raise OSError("the fork server died")
+        return dict(self._json.loads(line))
+
+    def run(self, argv: list[str], env: dict[str, str], unset: list[str], stderr_path: str,
+            timeout: float | None) -> int | None:
+        assert self.proc.stdin is not None
+        job = {"argv": argv, "env": env, "unset": unset, "stderr": stderr_path, "cwd": os.getcwd()}
+        self.proc.stdin.write((self._json.dumps(job) + "\n").encode())
+        self.proc.stdin.flush()
+        started = self._read(None)
+        assert started is not None
+        pid = int(started["pid"])
+        try:
+            done = self._read(timeout)
+            if done is None:
+                os.kill(pid, signal.SIGKILL)
+                self._read(None)
+                return None
+            return int(done["exit"])
+        except KeyboardInterrupt:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+        self.replies.close()
+
+
+def make_forker(python: str) -> Forker | None:
+    """The fork server, unless ``fork`` is missing or ``SEAMSCOPE_TRIALS_ISOLATION=process``."""
+    if not hasattr(os, "fork") or os.environ.get("SEAMSCOPE_TRIALS_ISOLATION") == "process":
+        return None
+    try:
+        return Forker(python)
+    except OSError:
+        return None
 
 
 def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error: str | None, process_ns: int,
