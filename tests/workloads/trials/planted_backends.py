@@ -16,3 +16,10 @@ def scaled(gm, example_inputs):
 def crash(gm, example_inputs):
     os.kill(os.getpid(), signal.SIGSEGV)
     return gm
+
+
+def hang(gm, example_inputs):
+    import time
+
+    time.sleep(3600)
+    return gm
