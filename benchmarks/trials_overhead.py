@@ -60,6 +60,8 @@ def main() -> None:
     s = 1e9
     print(f"timed runs: {len(runs)}, scripts {o['timed_script_ns'] / s:.1f} s, processes {o['timed_process_ns'] / s:.1f} s")
     print(f"process start and receipt writing: {starts / s:.1f} s ({starts / len(runs) / s:.2f} s per run)")
+    print("per run (process - script): " + ", ".join(f"{(r['process_ns'] - (r['script_ns'] or 0)) / s:.2f} s"
+                                                     for r in runs))
     print(f"fingerprints: {o['fingerprint_ns'] / s:.3f} s, comparisons: {o['compare_ns'] / s:.4f} s")
     print(f"output runs (outside the timed ones): {o['check_process_ns'] / s:.1f} s")
     print(f"trial wall time: {o['trial_ns'] / s:.1f} s")

@@ -72,6 +72,7 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
 
 def remedy_options(f: F) -> F:
     """The remedy flags as click options (``run``; ``try --candidate`` parses the same words)."""
+    f = click.option("--no-html", "no_html", is_flag=True, hidden=True)(f)
     f = click.option("--record-out", "record_out", default=None, hidden=True)(f)
     f = click.option("--fingerprint", "fingerprint", is_flag=True, hidden=True)(f)
     f = click.option("--seed", type=int, default=None, help="Seed random, numpy and torch before the script runs.")(f)

@@ -55,7 +55,7 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
 
         write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
         click.echo(f"seamscope: wrote trace {trace_out}", err=True)
-    return finish_run(result, quiet=quiet)
+    return finish_run(result, quiet=quiet, html_report=not remedies.get("no_html"))
 
 
 def spec_of(remedies: dict[str, object]) -> RemedySpec:

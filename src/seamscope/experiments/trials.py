@@ -331,7 +331,7 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     record = os.path.join(out_dir, "fingerprints.json")
     if not fingerprint:
         record = os.path.join(cache, "timing.json")  # only the script's own time is kept
-    argv = ["run", "--quiet", "--out", out_dir, *flags, "--seed", str(setup.seed),
+    argv = ["run", "--quiet", "--no-html", "--out", out_dir, *flags, "--seed", str(setup.seed),
             "--record-out", record, *(["--fingerprint"] if fingerprint else []), setup.script]
     if setup.args:
         argv += ["--", *setup.args]

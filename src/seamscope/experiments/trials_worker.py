@@ -46,9 +46,13 @@ def serve(reply_fd: int) -> int:
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
 
+    from .. import cli  # noqa: F401
+    from ..analyze import findings, receipt, summary  # noqa: F401
     from ..capture import remedies, runner, session  # noqa: F401
-    from ..commands import run  # noqa: F401
-    from ..render import html, receipt_json  # noqa: F401
+    from ..commands import _common, run  # noqa: F401
+    from ..ingest import receipt as ingest_receipt  # noqa: F401
+    from ..render import receipt_json, terminal  # noqa: F401
+    from . import fingerprint  # noqa: F401
 
     replies = os.fdopen(reply_fd, "w")
     for line in sys.stdin:
