@@ -30,6 +30,7 @@ COMMANDS = {
     "check": "seamscope.commands.check",
     "merge": "seamscope.commands.merge",
     "summary": "seamscope.commands.summary",
+    "try": "seamscope.commands.try_",
 }
 
 

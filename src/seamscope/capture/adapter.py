@@ -22,6 +22,11 @@ Used internals (torch 2.9–2.14 were read; 2.13 is tested):
   callable compiled by ``torch.compile`` runs on entry (each returns the cleanup the call runs on
   exit, in a ``finally``). Appending one to every live context (found by a ``gc`` scan) observes
   callables compiled before capture started: at import, ``model.compile()``, in another module.
+- ``torch._dynamo.config`` and ``torch.compiler.config.dynamic_sources`` set for one run by
+  ``run``'s remedy flags; ``torch._dynamo.variables.builder._parse_source_entry`` tells whether
+  this torch reads a per-dimension ``:N`` suffix there, and the debug record that module's logger
+  writes when a source is marked dynamic names the frames a ``--mark-dynamic`` changed (only
+  torch 2.13 was checked; without either, ``--mark-dynamic`` says what is missing).
 - the attributes ``torch._dynamo.disable`` sets on its wrapper (``_torchdynamo_disable``,
   ``_torchdynamo_orig_callable``...): a backend's graph already disabled is unwrapped before
   seamscope wraps it, as Dynamo's ``innermost_fn`` would.
@@ -715,3 +720,96 @@ def dynamo_counters() -> dict[str, dict[str, int]]:
     from torch._dynamo.utils import counters
 
     return {k: dict(v) for k, v in counters.items()}
+
+
+# --- remedies applied by ``run`` (``--dynamo-config``, ``--mark-dynamic``, ``--stance``) ---------
+
+
+def dynamo_setting(name: str) -> tuple[bool, Any]:
+    """Whether ``torch._dynamo.config`` has the setting ``name``, and its current value."""
+    import warnings
+
+    import torch._dynamo.config as cfg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if not hasattr(cfg, name):
+            return False, None
+        return True, getattr(cfg, name)
+
+
+def dynamic_sources_support() -> tuple[bool, bool]:
+    """(``torch.compiler.config.dynamic_sources`` exists, it accepts a per-dimension ``:N``
+    suffix). The suffix parser is private; without it an entry ``L['x']:0`` would be read as a
+    regular expression that matches no source."""
+    import torch
+
+    cfg = getattr(getattr(torch, "compiler", None), "config", None)
+    has = cfg is not None and hasattr(cfg, "dynamic_sources")
+    if not has:
+        return False, False
+    try:
+        from torch._dynamo.variables.builder import _parse_source_entry
+    except ImportError:
+        return True, False
+    return True, _parse_source_entry("L['x']:0") == ("L['x']", 0)
+
+
+def dynamic_sources_patch(value: str) -> Any:
+    """A context manager that sets ``torch.compiler.config.dynamic_sources`` (comma-separated)."""
+    import torch
+
+    return torch.compiler.config.patch(dynamic_sources=value)  # type: ignore[attr-defined]
+
+
+DYNAMIC_SOURCE_LOGGER = "torch._dynamo.variables.builder"
+
+
+def watch_dynamic_source_marks(on_mark: Callable[[str, str, str | None], None]) -> Callable[[], None]:
+    """``on_mark(source, entry, compile_id)`` each time Dynamo marks a source dynamic because of a
+    ``dynamic_sources`` entry (its debug record on the builder's logger). Returns the undo."""
+    log = logging.getLogger(DYNAMIC_SOURCE_LOGGER)
+    shown = log.getEffectiveLevel()
+
+    class _Watch(logging.Filter):
+        # A filter on the logger sees each record before any handler (its own or an ancestor's);
+        # records below the level the logger had are dropped again, so nothing more is printed.
+        def filter(self, record: logging.LogRecord) -> bool:
+            try:
+                if "marked dynamic due to dynamic-sources entry" in str(record.msg) and len(record.args or ()) == 2:
+                    src, entry = record.args  # type: ignore[misc]
+                    on_mark(str(src), str(entry), current_compile_id())
+            except Exception:  # never break the user's compile
+                pass
+            return record.levelno >= shown
+
+    watch = _Watch()
+    old_level = log.level
+    log.setLevel(logging.DEBUG)
+    log.addFilter(watch)
+
+    def undo() -> None:
+        log.removeFilter(watch)
+        log.setLevel(old_level)
+
+    return undo
+
+
+def stance_names() -> tuple[str, ...]:
+    """The stances ``torch.compiler.set_stance`` accepts (read from its signature's Literal)."""
+    import typing
+
+    import torch
+
+    fn = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    if fn is None:
+        return ()
+    try:
+        hint = typing.get_type_hints(fn).get("stance")
+        args = typing.get_args(hint)
+        if args and all(isinstance(a, str) for a in args):
+            return tuple(args)
+    except Exception:
+        pass
+    return ("default", "force_eager", "eager_on_recompile", "fail_on_recompile", "eager_then_compile",
+            "aot_eager_then_compile")

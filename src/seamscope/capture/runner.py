@@ -65,6 +65,25 @@ def _restore_sigint(handler: Any) -> None:
         signal.signal(signal.SIGINT, handler)
 
 
+def _run_transformed(target: str, transform: Any) -> None:
+    """Run a script as ``runpy.run_path`` would, from a transformed syntax tree."""
+    import ast
+    import types
+
+    with open(target, encoding="utf-8") as f:
+        tree = transform(ast.parse(f.read(), filename=target))
+    code = compile(tree, target, "exec")
+    mod = types.ModuleType("__main__")
+    mod.__dict__.update(__file__=target, __cached__=None, __loader__=None, __package__=None, __spec__=None)
+    old_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = mod
+    try:
+        exec(code, mod.__dict__)
+    finally:
+        if old_main is not None:
+            sys.modules["__main__"] = old_main
+
+
 def default_out_dir(out: str) -> str:
     """Under torchrun each rank writes its own ledger: ``OUT/rank-N``."""
     world = os.environ.get("WORLD_SIZE")
@@ -84,7 +103,10 @@ def run_target(
     on_call_end: Callable[[Any], None] | None = None,
     first_calls: int | None = None,
     call_cap: int | None = None,
+    setup: Any = None,
 ) -> RunResult:
+    """``setup``: a remedy plan (``capture.remedies.Plan``) applied once the session has started:
+    its ``setup(session)`` returns the undo, called before the session stops."""
     from .session import Session
 
     if not module and not os.path.isfile(target):
@@ -107,15 +129,23 @@ def run_target(
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     exit_code, message = 0, None
     previous_handler = _watch_sigint(session)
+    finish: Any = None
     try:
         session.start()
+        if setup is not None:
+            finish = setup.setup(session)
         if module:
             sys.argv = [target, *args]
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             sys.argv = [target, *args]
             sys.path[0] = os.path.dirname(os.path.abspath(target))
-            runpy.run_path(target, run_name="__main__")
+            if setup is not None and setup.needs_transform():
+                _run_transformed(target, setup.transform)
+            else:
+                runpy.run_path(target, run_name="__main__")
+    except UnusableInput:
+        raise
     except SystemExit as e:
         code = e.code
         exit_code = 0 if code in (None, 0) else (code if isinstance(code, int) else 1)
@@ -135,6 +165,8 @@ def run_target(
         sys.argv = old_argv
         if old_path0 is not None and sys.path:
             sys.path[0] = old_path0
+        if finish is not None:
+            finish()
         # A second Ctrl-C must not lose what was measured: finish writing first.
         _ignore_sigint()
         try:

@@ -30,7 +30,7 @@ def need_torch(command: str) -> None:
         )
 
 
-def finish_run(result: Any, quiet: bool = False) -> int:
+def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> int:
     from ..ingest.receipt import load_receipt
     from ..render.terminal import TerminalRenderer
 
@@ -38,7 +38,7 @@ def finish_run(result: Any, quiet: bool = False) -> int:
         return result.exit_code or 1
     receipt = getattr(result.session, "last_receipt", None) or load_receipt(result.receipt_path)
     out_dir = os.path.dirname(result.receipt_path)
-    html = write_report_if_available(receipt, out_dir)
+    html = write_report_if_available(receipt, out_dir) if html_report else None
     if not quiet:
         TerminalRenderer().print(receipt)
     for w in receipt.ledger.run.warnings:

@@ -24,6 +24,22 @@ def parse_settings(items: tuple[str, ...]) -> dict[str, object]:
     return out
 
 
+def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
+    """``NAME=VALUE`` and ``NAME+=MODULE:QUALNAME`` (a callable added to a set setting), checked."""
+    if not any(i.partition("=")[0].endswith("+") for i in items):
+        return parse_settings(items)
+    from ..capture import adapter
+    from ..capture.remedies import RemedySpec, prepare, resolve
+
+    script = workload.rsplit(":", 1)[0]
+    plan = prepare(RemedySpec(dynamo_config=tuple(items)), script)
+    out: dict[str, object] = dict(plan.settings)
+    for name, targets in plan.additions.items():
+        current = adapter.dynamo_setting(name)[1]
+        out[name] = set(current) | {resolve(m, q, f"--dynamo-config {name}+=") for m, q in targets}
+    return out
+
+
 @click.command()
 @click.argument("workload")
 @click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
@@ -34,7 +50,8 @@ def parse_settings(items: tuple[str, ...]) -> dict[str, object]:
 @click.option("--warm", type=int, default=None, help="Warm calls (overrides the workload's warm_calls).")
 @click.option("--fail-on-divergence", is_flag=True, help="Exit 1 when a boundary bug or failing layer is found.")
 @click.option("--dynamo-config", "dynamo_config", multiple=True, metavar="NAME=VALUE",
-              help="Set a torch._dynamo.config value for the probe (repeatable), e.g. capture_scalar_outputs=True.")
+              help="Set a torch._dynamo.config value for the probe (repeatable), e.g. capture_scalar_outputs=True; "
+              "NAME+=MODULE:QUALNAME adds a callable to a set setting (reorderable_logging_functions).")
 def command(workload: str, out: str, isolate: bool, timeout: float | None, backends: str | None,
             warm: int | None, fail_on_divergence: bool, dynamo_config: tuple[str, ...] = ()) -> int:
     """Probe the workload that FILE.py:FUNC returns (a seamscope.Workload)."""
@@ -53,7 +70,7 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
     layers = None
     if backends is not None:
         layers = [] if backends.strip() in ("", "none") else [b.strip() for b in backends.split(",") if b.strip()]
-    settings = parse_settings(dynamo_config)
+    settings = dynamo_settings(dynamo_config, workload)
     wl = load_workload(workload)
     err_console = Console(stderr=True, highlight=False)
     from ..capture.adapter import dynamo_config_patch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..capture.remedies import RemedySpec, remedy_options
 from ..capture.runner import run_target
 from ._common import ProgressLine, finish_run, need_torch
 
@@ -23,37 +24,44 @@ from ._common import ProgressLine, finish_run, need_torch
               help="At most this many calls in the trace (totals still count every call).")
 @click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True,
               help="At most this many events per call in the trace.")
+@remedy_options
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
             rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
-            trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16) -> int:
+            trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16,
+            **remedies: object) -> int:
     """Run TARGET with every torch.compile in it observed; write receipt.json, calls.csv, index.html."""
     need_torch("run")
     from ..model.receipt import Decision
 
     decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)
+    from ..errors import UnusableInput
+
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
     elif "--" not in args_l:
         _warn_misplaced_options(("-m " if module else "") + target, args_l)
+    if nproc is not None and not spec_of(remedies).is_empty():
+        raise UnusableInput("remedy flags (--dynamo-config, --compile-option, ...) are not passed to --nproc ranks")
     if nproc is not None:
         from .merge import run_ranks
 
         return run_ranks(nproc, target, args_l, module=module, out=out, quiet=quiet,
                          decision_args={"--note": note, "--intervention": intervention,
                                         "--rollback-trigger": rollback_trigger})
+    plan = _remedy_plan(target, module, remedies)
     progress = ProgressLine(not quiet)
     result = run_target(target, args_l, module=module, out=out, decision=decision,
-                        on_call_end=progress if progress.enabled else None)
+                        on_call_end=progress if progress.enabled else None, setup=plan)
     progress.clear()
     if trace_out is not None and result.session is not None and result.session.ledger is not None:
         from ..render.seamscope_trace import write_trace
 
         write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
         click.echo(f"seamscope: wrote trace {trace_out}", err=True)
-    return finish_run(result, quiet=quiet)
+    return finish_run(result, quiet=quiet, html_report=not remedies.get("no_html"))
 
 
 def _warn_misplaced_options(target: str, args: list[str]) -> None:
@@ -81,3 +89,21 @@ def _warn_misplaced_options(target: str, args: list[str]) -> None:
         f"`seamscope run {target} -- {rest}`",
         err=True,
     )
+
+
+def spec_of(remedies: dict[str, object]) -> RemedySpec:
+    from ..capture.remedies import spec_from_options
+
+    return spec_from_options(**remedies)  # type: ignore[arg-type]
+
+
+def _remedy_plan(target: str, module: bool, remedies: dict[str, object]) -> object:
+    """The remedy flags checked before anything runs (None when none was given)."""
+    from ..capture.remedies import prepare, spec_from_options
+
+    spec = spec_from_options(**remedies)  # type: ignore[arg-type]
+    record = remedies.get("record_out")
+    if spec.is_empty() and record is None:
+        return None
+    return prepare(spec, target, module=module, record_out=record if isinstance(record, str) else None,
+                   fingerprint=bool(remedies.get("fingerprint")))

@@ -1,0 +1,138 @@
+"""``seamscope try SCRIPT.py [-- ARGS]``: apply each suggested remedy, measure it, check the outputs."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+
+import click
+
+from ..errors import UnusableInput, UserCodeFailed
+
+
+def parse_budget(text: str | None) -> float | None:
+    """``90``, ``90s``, ``10m``, ``1h`` → seconds."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if m is None or float(m.group(1)) <= 0:
+        raise UnusableInput(f"--budget {text!r}: expected a duration such as 90s, 10m or 1h")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed repetitions per candidate (interleaved with the baseline).")
+@click.option("--seed", type=int, default=0, show_default=True, help="The seed of every run.")
+@click.option("--timeout", type=float, default=None, help="Seconds before a run counts as hung.")
+@click.option("--budget", default=None, help="Bound the whole trial (90s, 10m, 1h); the rest is listed as not tried.")
+@click.option("--candidate", "candidates", multiple=True, metavar="FLAGS",
+              help="Your own candidate: remedy flags of `seamscope run`, quoted (repeatable).")
+@click.option("--only", "only", multiple=True, help="Only these candidates (names or part of their flags).")
+@click.option("--skip", "skip", multiple=True, help="Not these candidates.")
+@click.option("--markdown", "markdown", default=None, type=click.Path(dir_okay=False),
+              help="Also write the table as Markdown here (default OUT/trials.md).")
+@click.option("--quiet", is_flag=True, help="No progress line.")
+@click.argument("target")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str | None,
+            candidates: tuple[str, ...], only: tuple[str, ...], skip: tuple[str, ...], markdown: str | None,
+            quiet: bool, target: str, args: tuple[str, ...]) -> int:
+    """Run TARGET as it is and with each remedy its findings suggest; rank them with verdicts."""
+    from ..capture.remedies import prepare, spec_from_words
+    from ..experiments.trials import BaselineFailed, Setup, run_trials
+
+    args_l = list(args)
+    if args_l and args_l[0] == "--":
+        args_l = args_l[1:]
+    if re.fullmatch(r".+\.py:[A-Za-z_][A-Za-z0-9_.]*", target) and not os.path.isfile(target):
+        raise UnusableInput(f"{target}: trials of a probe workload are not supported yet; "
+                            "use `seamscope shapes` for its bucket policies, or try the script that runs it")
+    if not os.path.isfile(target):
+        raise UnusableInput(f"{target}: no such script")
+    if timeout is not None and timeout <= 0:
+        raise UnusableInput("--timeout must be > 0")
+    budget_s = parse_budget(budget)
+    extra = []
+    for text in candidates:
+        spec = spec_from_words(shlex.split(text))
+        if spec.is_empty():
+            raise UnusableInput(f"--candidate {text!r}: no remedy flag in it")
+        if spec.seed is not None:
+            raise UnusableInput(f"--candidate {text!r}: every run uses the trial's --seed")
+        prepare(spec, target)  # every setting checked before anything runs
+        extra.append(spec)
+    progress = None
+    if not quiet:
+        tty = sys.stderr.isatty()
+
+        def progress(msg: str) -> None:
+            if tty:
+                sys.stderr.write("\r\033[K" + "seamscope try: " + msg)
+            else:
+                sys.stderr.write("seamscope try: " + msg + "\n")
+            sys.stderr.flush()
+
+    setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, timeout=timeout,
+                  budget_s=budget_s, progress=progress)
+    from ..experiments.trials import make_forker
+
+    setup.forker = make_forker(sys.executable)
+    try:
+        trials, first = run_trials(setup, extra, list(only), list(skip))
+    except BaselineFailed as e:
+        if progress is not None and sys.stderr.isatty():
+            sys.stderr.write("\n")
+        sys.stderr.write(e.stderr)
+        raise UserCodeFailed(f"{target} failed in the baseline ({e}); no candidate was run") from None
+    finally:
+        if setup.forker is not None:
+            setup.forker.close()
+    if progress is not None and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    paths = write_trials(trials, out, markdown)
+    from ..render.trials_table import TrialsTerminalRenderer
+
+    TrialsTerminalRenderer().print(trials)
+    click.echo(f"seamscope: wrote {', '.join(paths)}", err=True)
+    return 130 if trials.interrupted else 0
+
+
+def write_trials(trials: object, out: str, markdown: str | None = None) -> list[str]:
+    """``OUT/trials.json`` (canonical), ``trials.md``, ``trials.html`` and the top receipt."""
+    from ..ingest.receipt import load_receipt
+    from ..model.canonical import pretty_bytes
+    from ..model.trials import Trials
+    from ..render.files import write_atomic
+    from ..render.receipt_json import write_receipt_files
+    from ..render.trials_table import render_html_page, render_markdown
+
+    assert isinstance(trials, Trials)
+    paths = [write_atomic(os.path.join(out, "trials.json"), pretty_bytes(trials))]
+    paths.append(write_atomic(markdown or os.path.join(out, "trials.md"), render_markdown(trials)))
+    paths.append(write_atomic(os.path.join(out, "trials.html"), render_html_page(trials)))
+    # the top receipt: the chosen candidate's first repetition (else the baseline's), with the decision
+    chosen = next((c for c in trials.candidates if c.name == trials.chosen), None)
+    source = chosen or trials.baseline
+    run = next((r for r in source.runs if r.ok and r.receipt), None)
+    if run is not None and run.receipt is not None:
+        import msgspec
+
+        from ..analyze.receipt import rehash
+        from ..model.receipt import Decision
+
+        receipt = load_receipt(os.path.join(out, run.receipt))
+        d = receipt.decision or Decision()
+        decision = msgspec.structs.replace(
+            d,
+            intervention=(f"{chosen.code_change} (seamscope try: {chosen.name}; {chosen.command})"
+                          if chosen is not None else None),
+            note=trials.decision,
+            rollback_trigger=trials.rollback_trigger,
+            tolerance=trials.tolerance,
+        )
+        paths.append(write_receipt_files(rehash(msgspec.structs.replace(receipt, decision=decision)), out))
+    return paths

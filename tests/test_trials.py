@@ -1,0 +1,379 @@
+"""Remedy trials, torch-free: flags, verdicts, ranking, combining, output comparison, rendering."""
+
+from __future__ import annotations
+
+import shlex
+
+import msgspec
+import pytest
+from conftest import examples
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from seamscope.capture.remedies import (
+    RemedySpec,
+    check_type,
+    code_change,
+    compile_override,
+    parse_target,
+    parse_value,
+    spec_from_words,
+)
+from seamscope.commands.try_ import parse_budget
+from seamscope.errors import UnusableInput
+from seamscope.experiments import fingerprint as fp
+from seamscope.experiments.trials import (
+    combine,
+    metric_verdict,
+    metrics_of,
+    overall,
+    rank,
+    recommendable,
+    shell_join,
+    source_of_guard,
+)
+from seamscope.model.trials import Candidate, OutputCheck, RunFigures, Trials
+from seamscope.render.trials_table import render_html_section, render_markdown
+
+# --- flags ---------------------------------------------------------------------------------------
+
+
+def test_flags_round_trip_through_the_parser():
+    words = ["--dynamo-config", "capture_scalar_outputs=True", "--compile-option", "dynamic=true",
+             "--mark-dynamic", "L['x']:0", "--stance", "eager_then_compile", "--disable", "m:f", "--seed", "3"]
+    spec = spec_from_words(words)
+    assert spec.flags() == words
+    assert spec_from_words(spec.flags()) == spec
+    assert not spec.is_empty() and RemedySpec().is_empty()
+
+
+def test_values_and_targets():
+    assert parse_value("True") is True and parse_value("false") is False and parse_value("none") is None
+    assert parse_value("64") == 64 and parse_value("'unbacked'") == "unbacked"
+    assert parse_target("--disable", "pkg.mod:Cls.fn") == ("pkg.mod", "Cls.fn")
+    for bad in ("nomodule", "m:", ":f", "m:f-g", "1m:f"):
+        with pytest.raises(UnusableInput, match="MODULE:QUALNAME"):
+            parse_target("--disable", bad)
+
+
+def test_compile_options_are_checked():
+    assert compile_override("dynamic=true") == ("dynamic", True)
+    assert compile_override("dynamic=None") == ("dynamic", None)
+    assert compile_override("backend=aot_eager") == ("backend", "aot_eager")
+    assert compile_override("mode=max-autotune") == ("mode", "max-autotune")
+    for bad, what in (("dynamic=3", "dynamic"), ("fullgraph=yes", "fullgraph"), ("mode=fastest", "mode"),
+                      ("options=1", "expected one of"), ("dynamic", "NAME=VALUE")):
+        with pytest.raises(UnusableInput, match=what):
+            compile_override(bad)
+
+
+def test_setting_types_are_strict():
+    check_type("recompile_limit", 64, 8)
+    check_type("capture_scalar_outputs", True, False)
+    check_type("automatic_dynamic_shapes_mark_as", "unbacked", "dynamic")
+    for name, value, current in (("recompile_limit", True, 8), ("recompile_limit", "8", 8),
+                                 ("capture_scalar_outputs", 1, False), ("reorderable_logging_functions", 1, set())):
+        with pytest.raises(UnusableInput, match=name):
+            check_type(name, value, current)
+
+
+def test_code_change_reads_like_the_edit():
+    spec = spec_from_words(["--compile-option", "dynamic=true", "--dynamo-config", "recompile_limit=64",
+                            "--mark-dynamic", "L['x']:0", "--dynamo-config",
+                            "reorderable_logging_functions+=builtins:print"])
+    text = code_change(spec)
+    assert "torch.compile(model, dynamic=True)" in text
+    assert "torch._dynamo.config.recompile_limit = 64" in text
+    assert "torch._dynamo.mark_dynamic(x, 0)" in text
+    assert "reorderable_logging_functions.add(print)" in text
+
+
+def test_budget():
+    assert parse_budget("10m") == 600 and parse_budget("90") == 90 and parse_budget("1.5h") == 5400
+    assert parse_budget(None) is None
+    for bad in ("soon", "0", "-3m", "10d"):
+        with pytest.raises(UnusableInput, match="--budget"):
+            parse_budget(bad)
+
+
+@pytest.mark.parametrize(("guard", "source"), [
+    ("tensor 'x' size mismatch at index 0. expected 3, actual 4", "L['x']:0"),
+    ("tensor 'input_ids' size mismatch at index 1. expected 7, actual 9", "L['input_ids']:1"),
+    ("tensor 'L['self'].w' size mismatch at index 2. expected 1, actual 2", "L['self'].w:2"),
+    ("L['flag'] == True", None),
+])
+def test_failed_guard_becomes_a_dynamic_source(guard, source):
+    assert source_of_guard(guard) == source
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+                        max_size=12), max_size=6))
+@example(["--mark-dynamic", "L['x']:0", "it's \"q\""])
+def test_shell_join_round_trips(words):
+    assert shlex.split(shell_join(words)) == words
+
+
+# --- verdicts ------------------------------------------------------------------------------------
+
+
+def test_verdict_needs_every_ratio_on_one_side_and_beyond_the_spread():
+    assert metric_verdict([0.5, 0.6, 0.55], [100, 102, 101])[0] == "faster"
+    assert metric_verdict([1.5, 1.6, 1.4], [100, 102, 101])[0] == "slower"
+    assert metric_verdict([0.5, 1.01, 0.6], [100, 100, 100])[0] == "no measurable change"
+    # the median ratio 0.95 is within the baseline's own spread (10%)
+    v, med, spread = metric_verdict([0.94, 0.95, 0.96], [100, 110, 105])
+    assert v == "no measurable change" and med == pytest.approx(0.95) and spread == pytest.approx(10 / 105)
+    assert metric_verdict([], [])[0] == "n/a"
+
+
+@given(st.lists(st.floats(0.05, 20, allow_nan=False), min_size=1, max_size=6),
+       st.lists(st.floats(1, 1e6, allow_nan=False), min_size=6, max_size=6))
+def test_verdict_properties(ratios, base):
+    base = base[: len(ratios)]
+    v, med, spread = metric_verdict(ratios, base)
+    assert med is not None and spread is not None and spread >= 0
+    if v == "faster":
+        assert max(ratios) < 1 and 1 - med > spread
+    elif v == "slower":
+        assert min(ratios) > 1 and med - 1 > spread
+    else:
+        assert not (max(ratios) < 1 and 1 - med > spread) and not (min(ratios) > 1 and med - 1 > spread)
+    # swapping every ratio for its inverse swaps faster and slower when the spread is zero
+    flat = [base[0]] * len(ratios)
+    a = metric_verdict(ratios, flat)[0]
+    b = metric_verdict([1 / r for r in ratios], flat)[0]
+    assert {a, b} <= {"faster", "slower", "no measurable change"}
+    if a == "faster":
+        assert b == "slower"
+
+
+def _run(label, steady, total, recompiles=0, ok=True):
+    return RunFigures(label=label, ok=ok, exit_code=0 if ok else 1, total_ns=total, compile_ns=total // 2,
+                      steady_median_ns=steady, steady_p90_ns=steady, steady_calls=10, calls=12, breaks=0,
+                      recompiles=recompiles, fallbacks=0)
+
+
+def test_metrics_pair_each_repetition_with_its_baseline():
+    base = [_run("rep-1", 100, 1000), _run("rep-2", 200, 2000)]
+    cand = [_run("rep-1", 50, 900, 1), _run("rep-2", 100, 1900, 3)]
+    ms = {m.name: m for m in metrics_of(cand, base)}
+    assert ms["steady median"].ratios == [0.5, 0.5]
+    assert ms["steady median"].verdict == "no measurable change"  # the baseline doubled between reps
+    assert ms["total"].ratios == [0.9, 0.95]
+    assert ms["recompiles"].median == 2 and ms["recompiles"].min == 1 and ms["recompiles"].max == 3
+    assert ms["recompiles"].verdict == "n/a"
+
+
+def test_overall_verdict_follows_total_time_then_steady():
+    assert overall("faster", "n/a") == "faster"
+    assert overall("faster", "no measurable change") == "no measurable change"
+    assert overall("slower", "faster") == "faster"
+    assert overall("n/a", "slower") == "slower"
+    assert overall("n/a", "n/a") == "no measurable change"
+
+
+def test_break_even_of_a_remedy_that_slows_steady_calls():
+    from seamscope.experiments.trials import break_even
+    from seamscope.model.trials import Metric
+
+    def cand(steady, total):
+        return msgspec.structs.replace(_cand("c", "faster", []), metrics=[
+            Metric(name="steady median", median=steady, min=steady, max=steady),
+            Metric(name="total", median=total, min=total, max=total)])
+
+    text = break_even(cand(150_000, 2e9), cand(100_000, 3e9))
+    assert "50.0 µs" in text and "20,000" in text
+    assert break_even(cand(150_000, 3e9), cand(100_000, 2e9)) == "steady calls are slower"
+
+
+def _cand(name, verdict, flags, outputs="equal", steady=0.5):
+    from seamscope.model.trials import Metric
+
+    return Candidate(name=name, flags=flags, origin="F1", targets="t", code_change="c", command="seamscope run",
+                     verdict=verdict, outputs=OutputCheck(status=outputs),
+                     metrics=[Metric(name="steady median", median=1.0, min=1.0, max=1.0, ratio_median=steady)])
+
+
+def test_ranking_and_combining():
+    cs = rank([
+        _cand("slow", "slower", ["--stance", "eager_then_compile"], steady=1.3),
+        _cand("changes", "changes outputs", ["--compile-option", "backend=m:f"], "changes outputs", steady=0.2),
+        _cand("dyn", "faster", ["--compile-option", "dynamic=true"], steady=0.6),
+        _cand("mark", "faster", ["--mark-dynamic", "L['x']:0"], steady=0.5),
+        _cand("cso", "faster", ["--dynamo-config", "capture_scalar_outputs=True"], steady=0.7),
+        _cand("failed", "failed", ["--dynamo-config", "recompile_limit=64"]),
+    ])
+    assert [c.name for c in cs] == ["mark", "dyn", "cso", "slow", "changes", "failed"]
+    assert [c.rank for c in cs] == [1, 2, 3, 4, 5, 6]
+    assert not recommendable(cs[4]) and recommendable(cs[0])
+    # one shape policy only (mark-dynamic wins over dynamic=true), never a remedy that changes outputs
+    assert combine(cs) == ["--mark-dynamic", "L['x']:0", "--dynamo-config", "capture_scalar_outputs=True"]
+    assert combine(cs[:2]) is None
+
+
+# --- outputs -------------------------------------------------------------------------------------
+
+
+def _leaf(s=10.0, a=12.0, lo=-1.0, hi=3.0, dtype="torch.float32", shape=(4,)):
+    return fp.Leaf(path="out", kind="tensor", dtype=dtype, shape=list(shape), sum=s, abs_sum=a, min=lo, max=hi,
+                   nans=0)
+
+
+def _prints(*leaves):
+    return fp.Fingerprints(calls=[fp.CallPrint(index=0, leaves=list(leaves))], calls_seen=1,
+                           stopped_at_update=None, fingerprint_ns=0, script_ns=0)
+
+
+def test_a_one_percent_change_is_caught_and_rounding_is_not():
+    base = _prints(_leaf())
+    assert fp.compare(base, _prints(_leaf(s=10.0 * 1.01, a=12.0 * 1.01, lo=-1.01, hi=3.03))).equal is False
+    assert fp.compare(base, _prints(_leaf(s=10.0 + 12.0 * 5e-6))).equal is True
+    assert fp.compare(base, _prints(_leaf(s=10.0 + 12.0 * 2e-5))).equal is False
+    # bfloat16 is allowed more
+    bf = _prints(_leaf(dtype="torch.bfloat16"))
+    assert fp.compare(bf, _prints(_leaf(dtype="torch.bfloat16", s=10.0 + 12.0 * 5e-3))).equal is True
+    # shapes, dtypes and integers exactly
+    assert not fp.compare(base, _prints(_leaf(shape=(5,)))).equal
+    assert not fp.compare(base, _prints(_leaf(dtype="torch.float64"))).equal
+    ints = _prints(_leaf(dtype="torch.int64"))
+    assert not fp.compare(ints, _prints(_leaf(dtype="torch.int64", s=10.0 + 1e-9))).equal
+    diff = fp.compare(base, _prints(_leaf(s=11.0)))
+    assert "sum" in (diff.first_difference or "") and diff.max_deviation == pytest.approx(1 / 12)
+
+
+@given(st.floats(-1e6, 1e6, allow_nan=False), st.floats(0, 1e6, allow_nan=False),
+       st.floats(0, 0.5e-5, allow_nan=False))
+def test_within_tolerance_is_equal(s, extra, rel):
+    a = abs(s) + extra
+    base = _prints(_leaf(s=s, a=a))
+    assert fp.compare(base, _prints(_leaf(s=s + rel * a, a=a))).equal
+
+
+def test_different_numbers_of_calls_differ():
+    a = _prints(_leaf())
+    b = msgspec.structs.replace(a, calls=a.calls * 2)
+    c = fp.compare(a, b)
+    assert not c.equal and c.max_deviation is None and "calls" in (c.first_difference or "")
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def test_renderers_show_every_candidate_with_its_command():
+    base = _cand("baseline", "no measurable change", [])
+    base = msgspec.structs.replace(base, origin="baseline")
+    cs = rank([_cand("cso", "faster", ["--dynamo-config", "capture_scalar_outputs=True"]),
+               _cand("bad|pipe", "changes outputs", ["--stance", "force_eager"], "changes outputs")])
+    t = Trials(script="s.py", args=[], seed=0, repeat=examples(2), tolerance="x", deterministic=True,
+               baseline=base, candidates=cs, chosen="cso", decision="use cso", rollback_trigger="if slower")
+    md = render_markdown(t)
+    assert "| 1 | cso ✓ | faster |" in md and "bad\\|pipe" in md and "Rollback trigger" in md
+    html = render_html_section(t)
+    assert html.count("<tr>") == 4 and "changes outputs" in html and "bad|pipe" in html
+
+
+# --- the orchestration, on fake runs -------------------------------------------------------------
+
+
+class _FakeRuns:
+    """Stands in for one process per run: figures from the flags, a clock that advances 10 s."""
+
+    def __init__(self, steady):
+        self.steady = steady  # flags (joined) -> steady median, or None: the run crashes
+        self.log = []
+        self.now = 0.0
+
+    def clock(self):
+        return self.now
+
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
+        from seamscope.experiments.trials import Outcome
+
+        self.now += 10.0
+        self.log.append(rel_dir)
+        key = " ".join(flags)
+        steady = self.steady.get(key, 100)
+        if steady is None:
+            return Outcome(RunFigures(label=label, ok=False, exit_code=-11, error="crashed: killed by signal SIGSEGV"),
+                           None, "")
+        fig = _run(label, steady, steady * 100)
+        leaf = _leaf(s=10.0 * (1.01 if "scaled" in key else 1.0))
+        fps = _prints(leaf) if fingerprint else None
+        return Outcome(fig, object(), "", fps)
+
+
+def _drafts():
+    from seamscope.experiments.trials import Draft
+
+    return [Draft(name="cso", spec=spec_from_words(["--dynamo-config", "capture_scalar_outputs=True"]), origin="F1",
+                  targets="t", cost_ns=300),
+            Draft(name="dyn", spec=spec_from_words(["--compile-option", "dynamic=true"]), origin="F2", targets="t",
+                  cost_ns=200),
+            Draft(name="limit", spec=spec_from_words(["--dynamo-config", "recompile_limit=64"]), origin="F3",
+                  targets="t", cost_ns=100)]
+
+
+def _trial(monkeypatch, tmp_path, steady, budget=None, extra=()):
+    from seamscope.experiments import trials as tr
+
+    fake = _FakeRuns(steady)
+    monkeypatch.setattr(tr, "run_once", fake)
+    monkeypatch.setattr(tr, "catalogue", lambda receipt: _drafts())
+    setup = tr.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
+    t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
+    return t, fake.log
+
+
+def test_repetitions_interleave_then_outputs_then_the_combined_candidate(monkeypatch, tmp_path):
+    t, log = _trial(monkeypatch, tmp_path, {
+        "--dynamo-config capture_scalar_outputs=True": 50,
+        "--compile-option dynamic=true": 70,
+        "--dynamo-config recompile_limit=64": None,
+    }, extra=["--compile-option backend=m:scaled"])
+    assert log[:9] == [
+        "trials/baseline/rep-1", "trials/cso/rep-1", "trials/dyn/rep-1", "trials/limit/rep-1", "trials/user-1/rep-1",
+        "trials/baseline/rep-2", "trials/cso/rep-2", "trials/dyn/rep-2", "trials/user-1/rep-2",
+    ]
+    assert log[9:14] == ["trials/baseline/check-1", "trials/baseline/check-2", "trials/eager/check",
+                         "trials/cso/check", "trials/dyn/check"]
+    assert log[14:] == ["trials/user-1/check", "trials/baseline/rep-3", "trials/combined/rep-3",
+                        "trials/baseline/rep-4", "trials/combined/rep-4", "trials/combined/check"]
+    by = {c.name: c for c in t.candidates}
+    assert by["cso"].verdict == "faster" and by["dyn"].verdict == "faster"
+    assert by["limit"].verdict == "failed" and "SIGSEGV" in (by["limit"].reason or "")
+    assert by["user-1"].verdict == "changes outputs" and by["user-1"].outputs.status == "changes outputs"
+    assert by["combined"].flags == ["--dynamo-config", "capture_scalar_outputs=True", "--compile-option",
+                                    "dynamic=true"]
+    assert [c.name for c in t.candidates][:2] == ["cso", "dyn"] or t.candidates[0].name == "combined"
+    assert t.chosen == t.candidates[0].name and t.deterministic is True
+    assert "roll back" in (t.rollback_trigger or "")
+
+
+def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
+    # every run takes 10 s on the fake clock: the baseline needs 5 runs (2 timed, 3 output runs),
+    # each candidate 3; 115 s leave room for two candidates
+    t, log = _trial(monkeypatch, tmp_path, {}, budget=115)
+    by = {c.name: c for c in t.candidates}
+    assert by["cso"].status == "tried" and by["dyn"].status == "tried"
+    assert by["limit"].status == "not tried" and by["limit"].reason == "over the budget"
+    assert not any("limit" in entry for entry in log)
+    assert by["cso"].verdict == "no measurable change"  # equal figures
+    assert t.chosen is None and t.decision.startswith("keep the script as it is")
+
+
+def test_output_check_statuses():
+    from seamscope.experiments.trials import Outcome, output_check
+
+    base, same, other = _prints(_leaf()), _prints(_leaf()), _prints(_leaf(s=11.0))
+    ok = RunFigures(label="check", ok=True, exit_code=0)
+    cand = Outcome(ok, object(), "", same)
+    assert output_check(cand, base, same, True).status == "equal"
+    changed = output_check(Outcome(ok, object(), "", other), base, same, True)
+    assert changed.status == "changes outputs" and changed.vs_eager != "equal"
+    undecided = output_check(Outcome(ok, object(), "", other), base, same, False)
+    assert undecided.status == "could not decide" and "not deterministic" in (undecided.detail or "")
+    crashed = Outcome(RunFigures(label="check", ok=False, exit_code=-11, error="crashed"), None, "", None)
+    assert output_check(crashed, base, same, True).status == "failed"
+    assert output_check(None, base, same, True).status == "not checked"
+    none = fp.Fingerprints(calls=[], calls_seen=3, stopped_at_update=0, fingerprint_ns=0, script_ns=0)
+    assert output_check(Outcome(ok, object(), "", none), none, none, True).status == "could not decide"

@@ -1,0 +1,304 @@
+"""Remedy flags and ``seamscope try`` on real torch runs of tiny scripts (backend="eager").
+
+The in-process tests check the receipt against PyTorch's own counters; the trials run
+``seamscope try`` as a user does, one fresh process per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+W = os.path.join(HERE, "workloads", "trials")
+SEAMSCOPE = [sys.executable, "-m", "seamscope"]
+
+
+def cli(args, cwd, timeout=900):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
+    return subprocess.run([*SEAMSCOPE, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def run_in_process(script, words, out, capsys=None):
+    from seamscope.capture.remedies import prepare, spec_from_words
+    from seamscope.capture.runner import run_target
+
+    plan = prepare(spec_from_words(words), script)
+    result = run_target(script, [], out=str(out), progress=False, setup=plan)
+    assert result.exit_code == 0, result.message
+    return result, plan
+
+
+# --- the remedy flags of run ---------------------------------------------------------------------
+
+
+def test_mark_dynamic_overrides_dynamic_false_and_names_the_frame(tmp_path, dynamo_reset):
+    from seamscope.capture import adapter
+
+    has, per_dim = adapter.dynamic_sources_support()
+    assert has and per_dim  # torch 2.13 reads "L['x']:0"
+    script = os.path.join(W, "shape_churn.py")
+    result, _ = run_in_process(script, ["--mark-dynamic", "L['x']:0"], tmp_path / "m")
+    r = load(tmp_path / "m" / "receipt.json")
+    counters = adapter.dynamo_counters()
+    assert r["summary"]["compile_count"] == 1 and r["summary"]["recompile_count"] == 0
+    assert counters["stats"]["unique_graphs"] == r["summary"]["graph_count"] == 1
+    note = r["decision"]["note"]
+    assert "L['x']:0 marked L['x'] in step (shape_churn.py:5) [0/0]" in note
+    import torch
+
+    assert torch.compiler.config.dynamic_sources == ""  # restored after the run
+
+
+def test_compile_option_dynamic_true_and_seed(tmp_path, dynamo_reset, capsys):
+    from seamscope.capture import adapter
+
+    script = os.path.join(W, "shape_churn.py")
+    run_in_process(script, ["--compile-option", "dynamic=true"], tmp_path / "d")
+    r = load(tmp_path / "d" / "receipt.json")
+    assert r["summary"]["compile_count"] == 1
+    assert adapter.dynamo_counters()["stats"]["unique_graphs"] == 1
+    assert r["ledger"]["environment"]["compile_options"]["dynamic"] == "True"  # what ran, not what was written
+    draws = []
+    for seed in ("5", "5", "6"):
+        capsys.readouterr()
+        run_in_process(os.path.join(W, "seeded.py"), ["--seed", seed], tmp_path / f"s{seed}")
+        draws.append([ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("draws")])
+    assert draws[0] == draws[1] != draws[2]
+
+
+def test_dynamo_config_set_of_callables_and_restore(tmp_path, dynamo_reset):
+    import torch._dynamo.config as cfg
+
+    before = set(cfg.reorderable_logging_functions)
+    script = os.path.join(W, "disable_module.py")
+    run_in_process(script, ["--dynamo-config", "reorderable_logging_functions+=builtins:print",
+                            "--dynamo-config", "recompile_limit=3"], tmp_path / "r")
+    r = load(tmp_path / "r" / "receipt.json")
+    assert r["ledger"]["environment"]["dynamo_config"]["recompile_limit"] == "3"
+    assert set(cfg.reorderable_logging_functions) == before and cfg.recompile_limit == 8
+
+
+def test_disable_a_module_function_when_imported_and_a_script_function_as_defined(tmp_path, dynamo_reset):
+    from seamscope.capture import adapter
+
+    mod = os.path.join(W, "disable_module.py")
+    sys.modules.pop("trials_helper", None)
+    run_in_process(mod, ["--disable", "trials_helper:noisy"], tmp_path / "a")
+    sites = load(tmp_path / "a" / "receipt.json")["summary"]["break_sites"]
+    assert [s["gb_type"] for s in sites] == ["Skip calling `torch.compiler.disable()`d function"]
+    assert adapter.dynamo_counters()["graph_break"]  # PyTorch counted the boundary too
+    assert "disable" in repr(sys.modules["trials_helper"].noisy) or hasattr(
+        sys.modules["trials_helper"].noisy, "_torchdynamo_disable")
+    sys.modules.pop("trials_helper", None)
+    adapter.dynamo_reset()
+    script = os.path.join(W, "disable_script.py")
+    run_in_process(script, ["--disable", "disable_script:noisy", "--disable", "__main__:Logger.noisy"],
+                   tmp_path / "b")
+    types = [s["gb_type"] for s in load(tmp_path / "b" / "receipt.json")["summary"]["break_sites"]]
+    assert "Skip calling `torch.compiler.disable()`d function" in types
+    assert "Skip inlining `torch.compiler.disable()`d function" in types
+    assert not any("item" in t or "builtin operator" in t for t in types)  # the breaks inside are gone
+
+
+def test_adapter_functions_behind_the_remedies(dynamo_reset, capfd):
+    import logging
+
+    import torch
+
+    from seamscope.capture import adapter
+
+    assert adapter.dynamo_setting("recompile_limit") == (True, torch._dynamo.config.recompile_limit)
+    assert adapter.dynamo_setting("no_such_setting") == (False, None)
+    assert {"default", "force_eager", "eager_then_compile"} <= set(adapter.stance_names())
+    marks = []
+    level = logging.getLogger(adapter.DYNAMIC_SOURCE_LOGGER).level
+    undo = adapter.watch_dynamic_source_marks(lambda s, e, cid: marks.append((s, e, cid)))
+    try:
+        with adapter.dynamic_sources_patch("L['x']:0"):
+            f = torch.compile(lambda x: x * 2, backend="eager", dynamic=False)
+            f(torch.ones(3, 2))
+            f(torch.ones(5, 2))
+    finally:
+        undo()
+    assert marks and marks[0] == ("L['x']", "L['x']:0", "0/0")
+    assert logging.getLogger(adapter.DYNAMIC_SOURCE_LOGGER).level == level
+    assert "marked dynamic" not in capfd.readouterr().err  # watched, not printed
+    assert adapter.dynamo_counters()["stats"]["unique_graphs"] == 1  # one graph for both lengths
+
+
+def test_outputs_before_the_first_update_only(dynamo_reset):
+    import torch
+
+    from seamscope.experiments.fingerprint import Recorder
+
+    rec = Recorder()
+    undo = rec.install()
+    try:
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        fwd = rec.wrap(torch.compile(model, backend="eager"))
+        x = torch.ones(3, 4)
+        expected = model(x).detach().double().sum().item()
+        for _ in range(3):
+            loss = fwd(x).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        undo()
+    assert rec.seen == 3 and rec.stopped_at == 1 and len(rec.calls) == 1
+    leaf = rec.calls[0].leaves[0]
+    assert leaf.shape == [3, 2] and leaf.dtype == "torch.float32"
+    assert leaf.sum == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.timeout(900)
+def test_bad_input_exits_2_before_anything_runs(tmp_path):
+    script = os.path.join(W, "shape_churn.py")
+    cases = [
+        (["run", "--dynamo-config", "no_such_setting=1"], "no_such_setting"),
+        (["run", "--dynamo-config", "recompile_limit=True"], "recompile_limit"),
+        (["run", "--disable", "no_such_module_here:f"], "no_such_module_here"),
+        (["run", "--disable", "shape_churn:missing"], "missing"),
+        (["run", "--stance", "sometimes"], "--stance"),
+        (["try", "--candidate", "--dynamo-config capture_scalar_output=True"], "capture_scalar_output"),
+    ]
+    for args, name in cases:
+        p = cli([*args, "--out", "o", script] if args[0] == "run" else [*args, "--out", "o", script], tmp_path)
+        assert p.returncode == 2, (args, p.stderr)
+        assert name in p.stderr.strip().splitlines()[-1], p.stderr
+        assert not (tmp_path / "o").exists(), args
+
+
+# --- seamscope try ---------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(1800)
+def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path):
+    """capture_scalar_outputs removes the .item() breaks (faster, outputs equal); a backend that
+    scales one output by 1.01 changes outputs; a backend that kills the interpreter fails, and
+    the others finish."""
+    script = os.path.join(W, "item_break.py")
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "capture_scalar_outputs",
+             "--candidate", "--compile-option backend=planted_backends:scaled",
+             "--candidate", "--compile-option backend=planted_backends:crash", script], tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = load(tmp_path / "o" / "trials.json")
+    by = {c["name"]: c for c in t["candidates"]}
+    cso = by["capture-scalar-outputs"]
+    assert cso["flags"] == ["--dynamo-config", "capture_scalar_outputs=True"]
+    assert cso["outputs"]["status"] == "equal" and cso["outputs"]["calls_compared"] == 60
+    base_breaks = next(m for m in t["baseline"]["metrics"] if m["name"] == "breaks")["median"]
+    assert base_breaks == 1 and next(m for m in cso["metrics"] if m["name"] == "breaks")["median"] == 0
+    assert cso["verdict"] == "faster" and t["chosen"] == "capture-scalar-outputs"
+    assert by["user-1"]["verdict"] == "changes outputs"
+    assert "sum" in by["user-1"]["outputs"]["vs_baseline"]
+    assert by["user-2"]["verdict"] == "failed" and "SIGSEGV" in by["user-2"]["reason"]
+    assert t["deterministic"] is True and t["baseline"]["outputs"]["vs_eager"] == "equal"
+    assert t["candidates"][0]["name"] == "capture-scalar-outputs"
+    # the top receipt records the decision and verifies, as do the runs' receipts
+    top = load(tmp_path / "o" / "receipt.json")
+    assert "capture_scalar_outputs = True" in top["decision"]["intervention"]
+    assert top["decision"]["rollback_trigger"] and top["decision"]["tolerance"]
+    for rel in (".", cso["runs"][0]["receipt"].rsplit("/", 1)[0], "o/trials/baseline/rep-1"):
+        path = str(tmp_path / "o" / rel) if not rel.startswith("o/") else str(tmp_path / rel)
+        v = cli(["verify", path], tmp_path, timeout=300)
+        assert v.returncode == 0, v.stdout + v.stderr
+    md = (tmp_path / "o" / "trials.md").read_text()
+    assert "seamscope run --out" in md and "--dynamo-config capture_scalar_outputs=True" in md
+
+
+@pytest.mark.timeout(1800)
+def test_try_shape_churn_and_limit_fallback(tmp_path):
+    """dynamic=true or the marked source leaves one compilation; under dynamic=False the recompile
+    limit's fallback is gone with the marked source."""
+    churn = cli(["try", "--quiet", "--repeat", "1", "--out", "a", "--only", "dynamic=true",
+                 "--only", "mark-dynamic", os.path.join(W, "shape_churn.py")], tmp_path)
+    assert churn.returncode == 0, churn.stderr
+    t = load(tmp_path / "a" / "trials.json")
+    by = {c["name"]: c for c in t["candidates"]}
+    assert set(by) >= {"dynamic-true", "mark-dynamic-l-x-0"}
+    for name in ("dynamic-true", "mark-dynamic-l-x-0"):
+        rec = next(m for m in by[name]["metrics"] if m["name"] == "recompiles")
+        assert rec["median"] == 0 and by[name]["outputs"]["status"] == "equal"
+        assert by[name]["runs"][0]["compile_ns"] > 0
+    assert by["mark-dynamic-l-x-0"]["command"].count("\"L['x']:0\"") == 1
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 5
+    limit = cli(["try", "--quiet", "--repeat", "1", "--out", "b", "--only", "mark-dynamic",
+                 os.path.join(W, "limit_fallback.py")], tmp_path)
+    assert limit.returncode == 0, limit.stderr
+    t = load(tmp_path / "b" / "trials.json")
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "fallbacks")["median"] >= 1
+    (mark,) = t["candidates"]
+    assert next(m for m in mark["metrics"] if m["name"] == "fallbacks")["median"] == 0
+    assert next(m for m in mark["metrics"] if m["name"] == "recompiles")["median"] == 0
+
+
+def test_try_baseline_failure_runs_nothing_else(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nf = torch.compile(lambda x: x + 1, backend='eager')\nf(torch.ones(2))\n"
+                   "raise ValueError('planted failure')\n")
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", str(bad)], tmp_path)
+    assert p.returncode == 1
+    assert "ValueError: planted failure" in p.stderr and "no candidate was run" in p.stderr
+    assert os.listdir(tmp_path / "o" / "trials") == ["baseline"]
+
+
+@pytest.mark.timeout(1800)
+def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
+    import signal
+    import time
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([*SEAMSCOPE, "try", "--quiet", "--repeat", "2", "--out", "o", "--only",
+                             "capture_scalar_outputs", os.path.join(W, "item_break.py")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the next run's folder appears once the candidate's first repetition is in the table
+    done = tmp_path / "o" / "trials" / "baseline" / "rep-2"
+    deadline = time.monotonic() + 600
+    while not done.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert done.exists(), proc.communicate()[1] if proc.poll() is not None else "no run finished"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    t = load(tmp_path / "o" / "trials.json")
+    assert t["interrupted"] is True
+    (c,) = t["candidates"]
+    assert [r["label"] for r in c["runs"]] == ["rep-1"]
+    assert (tmp_path / "o" / "trials.md").exists() and (tmp_path / "o" / "receipt.json").exists()
+
+
+@pytest.mark.timeout(1800)
+def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
+    pytest.importorskip("transformers")
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "dynamic=true",
+             os.path.join(W, "hf_seq.py")], tmp_path, timeout=1800)
+    assert p.returncode == 0, p.stderr
+    t = load(tmp_path / "o" / "trials.json")
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 3
+    (c,) = t["candidates"]
+    assert c["outputs"]["status"] == "equal", c["outputs"]
+    assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0
+    assert t["chosen"] == "dynamic-true", (c["steady_verdict"], c["total_verdict"])
+    top = load(tmp_path / "o" / "receipt.json")  # the recommendation's measured figures
+    run = c["runs"][0]
+    assert top["summary"]["compile_ns"] == run["compile_ns"] > 0
+    steady = next(p for p in top["summary"]["phases"] if p["phase"] == "steady")
+    assert steady["median_ns"] == run["steady_median_ns"] is not None
+    assert "dynamic=True" in top["decision"]["intervention"]
