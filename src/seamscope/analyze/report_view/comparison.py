@@ -70,18 +70,19 @@ def build_comparison(before: Receipt, after: Receipt) -> Comparison:
 
 def _diff_verdict(before: Receipt, after: Receipt) -> tuple[list[str], str]:
     """The verdict lines of ``seamscope diff`` (``analyze.diff.compare``), or its refusal."""
+    from ...errors import UnusableInput
     from ..diff import compare
 
     try:
         result = compare(before, after)
-    except Exception as e:  # a refusal (unequal samples, other inputs) is the answer to show
+    except UnusableInput as e:  # a refusal (unequal samples, other inputs) is the answer to show
         return [f"diff refused: {e}"], "seamscope diff"
     return list(result.verdict), "seamscope diff"
 
 
 def comparison_in_receipt(receipt: Receipt) -> Comparison | None:
     """The ``comparison`` section ``seamscope diff --out`` attaches to the candidate receipt."""
-    c = getattr(receipt, "comparison", None)
+    c = receipt.comparison
     if c is None:
         return None
     phases = [

@@ -37,7 +37,7 @@ def read_context(file: str, line: int, root: str, around: int = CONTEXT_LINES) -
 def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> list[FindingRow]:
     """The receipt's own findings when it has them (already ranked by their analysis); otherwise
     break sites by the island time after them, recompiles and fallbacks by compile time."""
-    section = getattr(receipt, "findings", None)
+    section = receipt.findings
     if section is not None:
         items = _finding_items(section)
         rows = []
@@ -160,10 +160,10 @@ class HeadlineView:
 def headline_parts(receipt: Receipt, root: str) -> dict[str, Any]:
     """``headline``, ``top_findings`` (ranked across axes) and ``axis_findings`` for a receipt
     whose findings have a headline; nothing for an older receipt (its findings stay per axis)."""
-    section = getattr(receipt, "findings", None)
-    hl = getattr(section, "headline", None)
-    if section is None or hl is None:
+    section = receipt.findings
+    if section is None or section.headline is None:
         return {}
+    hl = section.headline
     split = [
         SplitRow(
             phase=t.phase,

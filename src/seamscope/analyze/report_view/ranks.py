@@ -124,7 +124,7 @@ def pick_rank_columns(calls_by_rank: list[list[Any]], keep: set[int], limit: int
 def build_ranks(receipt: Receipt) -> RanksView:
     import math
 
-    sec = getattr(receipt, "ranks", None)
+    sec = receipt.ranks
     if sec is None:
         return RanksView(False)
     divs = list(sec.divergences)

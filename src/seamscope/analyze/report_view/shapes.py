@@ -141,7 +141,7 @@ def build_shapes(receipt: Receipt) -> ShapesView:
     cold/warm, one line per policy; plus the recommendation and the per-policy totals."""
     import math
 
-    study = getattr(receipt, "shapes", None)
+    study = receipt.shapes
     if study is None:
         return ShapesView(False)
     spec = study.spec
