@@ -1,0 +1,278 @@
+"""Churn findings: each frame that recompiled, grouped by the pattern of the guard that failed
+(shape, value, flag, stride, dtype/device, recompile limit), with what each costs and how to fix it.
+
+Ranked by compile time: a recompile storm is a different problem from a frequent cheap break.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from ..model.canonical import round_float
+from ..model.findings import ChurnAxis, ChurnEvidence, ChurnPattern, Finding, Remedy
+from ..model.ledger import Compilation, Ledger, compile_frame_index
+from .findings_common import PROBE, _hash_id, _short, _stable_text, _with
+from .units import fmt_ns
+
+# --- churn ---------------------------------------------------------------------------------------
+
+_SHAPE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual")
+_STRIDE = re.compile(r"stride mismatch at index (\d+)")
+_DTYPE = re.compile(r"(dtype|device|requires_grad|dispatch key set) mismatch", re.I)
+# the source as PyTorch writes it (``kwargs['input_ids']``): up to the quote before the mismatch
+_TENSOR_NAME = re.compile(r"tensor '(.+?)' (?=(?:size|stride|dtype|device|requires_grad|dispatch key set) mismatch)|tensor '([^']+)'")
+_FLAG = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=|is not|is)\s+(True|False|None)\b")
+_VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?\d+)?|'[^']*')\s*(?:#|$)")
+_PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
+_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
+
+
+def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
+    """(pattern, subject, value) of one failed guard text, as PyTorch writes recompile reasons."""
+    g = guard.strip()
+    name = _TENSOR_NAME.search(g)
+    subj = (name.group(1) or name.group(2)) if name else ""
+    m = _SHAPE.search(g)
+    if m:
+        return "shape", f"{subj}[{m.group(1)}]", f"size {m.group(2)}"
+    m = _STRIDE.search(g)
+    if m:
+        return "stride", f"{subj}[{m.group(1)}]", None
+    m = _DTYPE.search(g)
+    if m:
+        return "dtype_device", f"{subj}.{m.group(1).lower()}", None
+    first = _PREFIX.sub("", g.splitlines()[0] if g else "")
+    m = _FLAG.match(first)
+    if m:
+        return "flag", m.group(1).strip(), f"{m.group(2)} {m.group(3)}"
+    m = _VALUE.match(first)
+    if m:
+        return "value", m.group(1).strip(), m.group(3)
+    return "other", _stable_text(first.split("#", 1)[0]).strip()[:80], None
+
+
+_Parsed = tuple[ChurnPattern, str, str | None]
+
+
+def _frame_key(c: Compilation) -> tuple[int, str]:
+    return compile_frame_index(c.compile_id)[0], c.frame_name
+
+
+def _churn_findings(ledger: Ledger) -> list[Finding]:
+    frames: dict[tuple[int, str], list[Compilation]] = defaultdict(list)
+    for c in ledger.compilations:
+        frames[_frame_key(c)].append(c)
+    found: list[Finding] = []
+    for (_, fname), comps in frames.items():
+        variants = sum(1 for c in comps if c.status == "ok")
+        groups: dict[ChurnPattern, list[tuple[Compilation, list[_Parsed]]]] = defaultdict(list)
+        for c in comps:
+            if c.status == "fallback":
+                groups["recompile_limit"].append((c, [("recompile_limit", "", None)]))
+                continue
+            if not c.is_recompile or c.status != "ok":
+                continue
+            parsed: list[_Parsed] = [guard_pattern(g) for g in c.failed_guards] or [("other", "", None)]
+            # The guard that failed on the most recent variant is the one that explains this
+            # compile; PyTorch lists it first.
+            groups[parsed[0][0]].append((c, parsed))
+        for pattern, members in groups.items():
+            found.append(_churn_finding(ledger, fname, comps, variants, pattern, members))
+    found.sort(key=lambda f: (-(f.churn.compile_ns if f.churn else 0), -(f.churn.recompiles if f.churn else 0), f.finding_id))
+    return [_with(f, rank=i) for i, f in enumerate(found, 1)]
+
+
+def _churn_finding(
+    ledger: Ledger,
+    fname: str,
+    comps: list[Compilation],
+    variants: int,
+    pattern: ChurnPattern,
+    members: list[tuple[Compilation, list[_Parsed]]],
+) -> Finding:
+    first = comps[0]
+    subjects = sorted({p[1] for _, ps in members for p in ps if p[0] == pattern and p[1]})
+    guards: list[str] = []
+    values: list[str] = []
+    for c, ps in members:
+        for g in c.failed_guards:
+            g1 = _PREFIX.sub("", g.splitlines()[0]).strip()
+            if g1 not in guards and len(guards) < 5:
+                guards.append(g1)
+        for p in ps:
+            if p[0] == pattern and p[2] is not None and p[2] not in values and len(values) < 8:
+                values.append(p[2])
+    fed_by = next((c.resume_site_id for c in comps if c.resume_site_id), None)
+    m = _RESUME.match(fname)
+    if fed_by is None and m:
+        fn, line = m.group(1), int(m.group(2))
+        fed_by = next((s.site_id for s in ledger.break_sites if s.function == fn and s.line == line), None)
+    stable_frame = _RESUME.sub(lambda mm: f"torch_dynamo_resume_in_{mm.group(1)}", fname)
+    # Two frames of one function (the function and a resume of it) differ by the seam before them.
+    ev = ChurnEvidence(
+        pattern=pattern,
+        frame_name=fname,
+        file=first.file,
+        line=first.line,
+        compile_ids=[c.compile_id for c, _ in members],
+        recompiles=sum(1 for c, _ in members if c.is_recompile and c.status == "ok"),
+        variants=variants,
+        compile_ns=sum(c.duration_ns or 0 for c, _ in members),
+        calls=sorted({c.call_index for c, _ in members if c.call_index is not None}),
+        subjects=subjects,
+        guards=guards,
+        values_seen=values,
+        fallback=pattern == "recompile_limit",
+        fed_by=fed_by,
+    )
+    fid = _hash_id("FR", first.file, stable_frame, fed_by or "", pattern, ",".join(subjects))
+    missing: list[str] = []
+    if any(c.duration_ns is None for c, _ in members):
+        missing.append("compile time: not recorded for some compilations")
+    f = Finding(
+        finding_id=fid,
+        axis="churn",
+        rank=0,
+        sentence="",
+        remedies=_churn_remedies(ev, dynamic_false=ledger.environment.compile_options.get("dynamic") == "False"),
+        churn=ev,
+        missing=missing,
+        cost_ns=ev.compile_ns,
+        basis="compile time of these recompiles of the frame",
+    )
+    return _with(f, sentence=_churn_sentence(fid, ev))
+
+
+_PATTERN_WORDS = {
+    "shape": "shape churn",
+    "value": "value specialization churn",
+    "flag": "flag churn",
+    "stride": "stride churn",
+    "dtype_device": "dtype/device churn",
+    "recompile_limit": "recompile-limit fallback",
+    "other": "recompiles",
+}
+
+
+def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
+    loc = f"{ev.frame_name} ({_short(ev.file)}:{ev.line})"
+    if ev.pattern == "recompile_limit":
+        return (f"churn {fid}: {loc} hit the recompile limit and runs eagerly from call "
+                f"{ev.calls[0] if ev.calls else '?'} on ({ev.variants} variants compiled before)")
+    on = f" on {', '.join(ev.subjects[:3])}" if ev.subjects else ""
+    vals = f" (expected values {', '.join(ev.values_seen[:4])})" if ev.values_seen else ""
+    fed = f", fed by break {ev.fed_by}" if ev.fed_by else ""
+    return (f"churn {fid}: {loc} recompiled {ev.recompiles}× from {_PATTERN_WORDS[ev.pattern]}{on}{vals}{fed}, "
+            f"{ev.variants} variants, {fmt_ns(ev.compile_ns)} compile time in {len(ev.calls)} call{'' if len(ev.calls) == 1 else 's'}")
+
+
+_ARG_COUNT = re.compile(r"^len\((?:L\[')?(args|kwargs)(?:'\])?\)$")
+
+
+def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Remedy]:
+    p = ev.pattern
+    if p == "shape":
+        dims = ", ".join(ev.subjects[:3])
+        first = []
+        if dynamic_false:  # the receipt records the option: it forbids what would fix the churn
+            first.append(
+                Remedy(
+                    action="drop_dynamic_false",
+                    text=f"sizes of {dims} change between calls and the frame was compiled with dynamic=False, "
+                    "which keeps every size static: drop dynamic=False so that automatic dynamic shapes "
+                    "can compile one variant for all sizes",
+                )
+            )
+        return first + [
+            Remedy(
+                action="mark_dynamic_or_bucket",
+                text=f"sizes of {dims} change between calls: mark the dim dynamic "
+                "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
+                "static, automatic, dynamic and bucketed policies on your length distribution",
+                try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS",
+            )
+        ]
+    if p == "value" and ev.subjects and all(_ARG_COUNT.match(x) for x in ev.subjects):
+        which = sorted({m.group(1) for x in ev.subjects if (m := _ARG_COUNT.match(x))})
+        return [
+            Remedy(
+                action="pass_argument_always",
+                text=f"the number of arguments ({', '.join(f'len({w})' for w in which)}) differs between calls: an "
+                "optional argument is passed in some calls and not in others. Pass it in every call (its "
+                "default value when unused), or split the call sites so each passes the same arguments",
+            )
+        ]
+    if p == "value":
+        resume = ev.fed_by is not None or any(s.startswith("___stack") for s in ev.subjects)
+        rs = []
+        if resume:
+            rs.append(
+                Remedy(
+                    action="capture_scalar_outputs",
+                    text="a value read with .item() is passed into the resume function and guarded by value: "
+                    "keep it a tensor (no .item()) or let Dynamo capture it symbolically",
+                    config={"capture_scalar_outputs": "True"},
+                    try_with=f"{PROBE} --dynamo-config capture_scalar_outputs=True",
+                )
+            )
+        rs.append(
+            Remedy(
+                action="pass_as_tensor",
+                text="a Python scalar that changes every call is specialised as a constant: pass it as a 0-d "
+                "tensor, or hoist it out of the compiled function",
+            )
+        )
+        return rs
+    if p == "flag":
+        return [
+            Remedy(
+                action="split_by_flag",
+                text="a Python flag or None-ness flips between calls: each value is one variant, a cost only "
+                "if it flips often; hoist the branch out or compile one function per setting",
+            )
+        ]
+    if p == "stride":
+        return [Remedy(action="make_contiguous", text="inputs arrive with different layouts: call .contiguous() "
+                       "before the compiled call, or mark the dim dynamic")]
+    if p == "dtype_device":
+        return [Remedy(action="cast_inputs", text="inputs arrive with different dtypes or devices: cast them to one "
+                       "before the compiled call")]
+    if p == "recompile_limit":
+        return [
+            Remedy(
+                action="fix_churn_or_raise_limit",
+                text="the frame gave up compiling and runs eagerly: fix the churn that filled the cache (see the "
+                "frame's other churn findings), or raise the limit to see what it would cost",
+                config={"recompile_limit": "64"},
+                try_with=f"{PROBE} --dynamo-config recompile_limit=64",
+            )
+        ]
+    return [Remedy(action="read_hints", text="read the failed guards: each names what changed between calls")]
+
+
+# --- axes ----------------------------------------------------------------------------------------
+
+
+def _churn_axis(ledger: Ledger) -> ChurnAxis:
+    comps = ledger.compilations
+    per_frame: dict[tuple[int, str], int] = defaultdict(int)
+    for c in comps:
+        if c.status == "ok":
+            per_frame[_frame_key(c)] += 1
+    in_calls = sum(p.compile_ns for p in ledger.totals.phases)
+    wall = sum(p.wall_ns for p in ledger.totals.phases)
+    cold = next((p.calls for p in ledger.totals.phases if p.phase == "cold"), 0)
+    return ChurnAxis(
+        frames=len({_frame_key(c) for c in comps}),
+        compiles=sum(1 for c in comps if c.status == "ok"),
+        recompiles=sum(1 for c in comps if c.status == "ok" and c.is_recompile),
+        variants_max=max(per_frame.values(), default=0),
+        fallbacks=sum(1 for c in comps if c.status != "ok"),
+        compile_ns=sum(c.duration_ns or 0 for c in comps),
+        compiling_calls=cold,
+        compile_share=round_float(in_calls / wall) if wall and ledger.run.has_runtime else None,
+    )
+
+
+# --- formatting helpers --------------------------------------------------------------------------

@@ -1,0 +1,261 @@
+"""The findings shown first: top findings with source context, the headline and the list ranked across axes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ...model.receipt import Receipt
+from ..units import fmt_ns
+from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
+from .sections import to_plain
+
+# --- findings ------------------------------------------------------------------------------------
+
+
+def read_context(file: str, line: int, root: str, around: int = CONTEXT_LINES) -> tuple[list[SourceLine], str]:
+    """A few lines of the user's source around ``line``, when the file is readable from here."""
+    if not file or line <= 0 or file.startswith("<"):
+        return [], "source not available"
+    candidates = [file] if os.path.isabs(file) else [os.path.join(root, file)]
+    for path in candidates:
+        try:
+            if os.path.getsize(path) > MAX_SOURCE_BYTES:
+                return [], "source file too large to show"
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except (OSError, ValueError):  # ValueError: a NUL in a recorded file name
+            continue
+        if line > len(lines):
+            return [], "source file is shorter than the recorded line (changed since the run?)"
+        lo, hi = max(1, line - around), min(len(lines), line + around)
+        return [SourceLine(n, lines[n - 1], n == line) for n in range(lo, hi + 1)], ""
+    return [], f"source not readable here ({file})"
+
+
+def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> list[FindingRow]:
+    """The receipt's own findings when it has them (already ranked by their analysis); otherwise
+    break sites by the island time after them, recompiles and fallbacks by compile time."""
+    section = receipt.findings
+    if section is not None:
+        items = _finding_items(section)
+        rows = []
+        for k, item in enumerate(items[:limit], 1):
+            where = _dict(item.get("where")) or item
+            churn = _dict(item.get("churn"))
+            cost_d = _dict(item.get("cost"))
+            file = str(where.get("file") or churn.get("file") or "")
+            line_v = where.get("line") if file == where.get("file") else churn.get("line")
+            line = line_v if isinstance(line_v, int) else 0
+            ctx, note = read_context(file, line, root) if file else ([], "")
+            cost = next(
+                (d[c] for d, c in ((cost_d, "estimated_ns"), (churn, "compile_ns"), (item, "cost_ns")) if isinstance(d.get(c), int)),
+                None,
+            )
+            headline = next((str(item[h]) for h in ("sentence", "summary", "headline", "title", "message") if item.get(h)), str(item.get("finding_id", "finding")))
+            remedies = item.get("remedies") or []
+            remedies = remedies if isinstance(remedies, list) else []
+            detail = "; ".join(str(r.get("text", "")) for r in remedies if isinstance(r, dict) and r.get("text"))
+            cause = _dict(item.get("cause"))
+            kind = str(cause.get("label") or churn.get("pattern") or item.get("axis") or "finding")
+            rows.append(
+                FindingRow(
+                    rank=k,
+                    kind=kind,
+                    headline=headline,
+                    cost_ns=cost,
+                    where=f"{file}:{line}" if file else "",
+                    detail=detail,
+                    context=ctx,
+                    context_note=note,
+                )
+            )
+        return rows
+    comps = {c.compile_id: c for c in receipt.ledger.compilations}
+    cands: list[tuple[int, int, FindingRow]] = []
+    for b in receipt.summary.break_sites:
+        ctx, note = read_context(b.file, b.line, root)
+        cost = b.island_after_ns
+        crossings = "" if b.crossings is None else f", crossed {b.crossings}× in {b.calls_crossing} calls"
+        cands.append(
+            (
+                cost or 0,
+                0,
+                FindingRow(
+                    rank=0,
+                    kind="break",
+                    headline=f"break {b.site_id} at {b.file}:{b.line} ({b.gb_type or b.gb_code or 'graph break'}){crossings}",
+                    cost_ns=cost,
+                    where=f"{b.file}:{b.line}",
+                    detail=first_line(b.reason),
+                    context=ctx,
+                    context_note=note,
+                ),
+            )
+        )
+    for r in receipt.summary.recompiles:
+        c = comps.get(r.compile_id)
+        cost = c.duration_ns if c is not None else None
+        ctx, note = read_context(r.file, r.line, root)
+        cands.append(
+            (
+                cost or 0,
+                1,
+                FindingRow(
+                    rank=0,
+                    kind="recompile",
+                    headline=f"recompile {r.compile_id} of {r.frame_name}" + ("" if r.call_index is None else f" in call {r.call_index}"),
+                    cost_ns=cost,
+                    where=f"{r.file}:{r.line}",
+                    detail="failed guard: " + (first_line(r.failed_guards[0]) if r.failed_guards else "not recorded"),
+                    context=ctx,
+                    context_note=note,
+                ),
+            )
+        )
+    for f in receipt.summary.fallbacks:
+        c = comps.get(f.compile_id)
+        cost = c.duration_ns if c is not None else None
+        cands.append(
+            (
+                cost or 0,
+                2,
+                FindingRow(
+                    rank=0,
+                    kind="fallback",
+                    headline=f"fallback {f.compile_id} of {f.frame_name} ({f.status})",
+                    cost_ns=cost,
+                    where=f"{c.file}:{c.line}" if c is not None else "",
+                    detail=f.reason,
+                ),
+            )
+        )
+    cands.sort(key=lambda t: (-t[0], t[1]))
+    return [replace(row, rank=k) for k, (_, _, row) in enumerate(cands[:limit], 1)]
+
+
+# --- the headline and the list ranked across axes ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitRow:
+    phase: str
+    calls: int
+    wall_ns: int
+    parts: list[tuple[str, int, float]]
+    """(part, ns, percent of the row's wall time): compilation, compiled regions, eager islands,
+    seamscope's overhead."""
+
+
+@dataclass(frozen=True)
+class HeadlineView:
+    sentence: str
+    split: list[SplitRow]
+    notes: list[str]
+    no_steady_calls: bool
+    top_item_id: str | None
+
+
+def headline_parts(receipt: Receipt, root: str) -> dict[str, Any]:
+    """``headline``, ``top_findings`` (ranked across axes) and ``axis_findings`` for a receipt
+    whose findings have a headline; nothing for an older receipt (its findings stay per axis)."""
+    section = receipt.findings
+    if section is None or section.headline is None:
+        return {}
+    hl = section.headline
+    split = [
+        SplitRow(
+            phase=t.phase,
+            calls=t.calls,
+            wall_ns=t.wall_ns,
+            parts=[
+                (name, ns, _pct(ns, t.wall_ns))
+                for name, ns in (
+                    ("compilation", t.compile_ns),
+                    ("compiled regions", t.region_ns),
+                    ("eager islands", t.island_ns),
+                    ("seamscope overhead", t.overhead_ns),
+                )
+            ],
+        )
+        for t in hl.split
+    ]
+    view = HeadlineView(
+        sentence=hl.sentence, split=split, notes=list(hl.notes), no_steady_calls=hl.no_steady_calls,
+        top_item_id=hl.top_item_id,
+    )
+    return {
+        "headline": view,
+        "top_findings": ranked_rows(receipt, root),
+        "axis_findings": top_findings(receipt, root),
+    }
+
+
+def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> list[FindingRow]:
+    """The receipt's list ranked across axes: breaks and recompile causes by time in this run."""
+    section = receipt.findings
+    if section is None:
+        return []
+    breaks = {f.finding_id: f for f in section.findings}
+    causes = {c.cause_id: c for c in section.causes}
+    rows: list[FindingRow] = []
+    for item in section.ranked[:limit]:
+        beneath: list[str] = []
+        if item.axis == "recompile_cause" and item.item_id in causes:
+            c = causes[item.item_id]
+            kind = "recompiles"
+            file, line = c.root_file, c.root_line
+            detail = c.remedy.text if c.remedy is not None else ""
+            beneath = [
+                f"call {'–' if o.call_index is None else o.call_index}: {o.change}, "
+                f"{len(o.compile_ids)} compilation{'s' if len(o.compile_ids) != 1 else ''} "
+                f"({', '.join(o.compile_ids[:12])}{', …' if len(o.compile_ids) > 12 else ''}), {fmt_ns(o.compile_ns)}"
+                for o in c.occurrences
+            ]
+            beneath.append("frames: " + "; ".join(c.frames[:12]) + ("; …" if len(c.frames) > 12 else ""))
+        else:
+            f = breaks.get(item.item_id)
+            kind = "break"
+            file = f.where.file if f is not None and f.where is not None else ""
+            line = f.where.line if f is not None and f.where is not None else 0
+            detail = "; ".join(r.text for r in f.remedies) if f is not None else ""
+        ctx, note = read_context(file, line, root) if file else ([], "")
+        rows.append(
+            FindingRow(
+                rank=item.rank,
+                kind=kind,
+                headline=item.sentence,
+                cost_ns=item.cost_ns,
+                where=f"{file}:{line}" if file else "",
+                detail=detail,
+                context=ctx,
+                context_note=note,
+                item_id=item.item_id,
+                basis=item.basis,
+                beneath=beneath,
+            )
+        )
+    return rows
+
+
+def first_line(text: str, limit: int = 240) -> str:
+    """The first non-empty line (the full text stays in the sites and recompiles tables)."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _finding_items(section: Any) -> list[dict[str, Any]]:
+    data = to_plain(section)
+    if isinstance(data, dict):
+        for key in ("findings", "items", "ranked"):
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+    if isinstance(data, list):
+        return [d for d in data if isinstance(d, dict)]
+    return []

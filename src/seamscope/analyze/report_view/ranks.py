@@ -1,0 +1,222 @@
+"""Many ranks: the rank × call grid of a merged receipt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...model.receipt import Receipt
+from ..units import fmt_ns
+from .base import MAX_SECTION_ROWS
+
+# --- many ranks: the rank × call view of a merged receipt ------------------------------------------
+
+MAX_RANK_COLUMNS = 200
+MAX_RANK_LABELS = 20  # call numbers written over the grid; the rest are in the tooltips
+MIN_CELL_BAR_PCT = 12.0  # the fastest shown call still has a visible bar
+
+
+@dataclass(frozen=True)
+class RankCell:
+    """One call as one rank ran it. ``present`` False: this rank has no such call (it made fewer
+    calls, or its per-call detail was bounded)."""
+
+    call_index: int
+    present: bool
+    phase: str
+    outcome: str
+    wall_ns: int
+    region_count: int
+    h: float  # bar height in percent of the cell: wall time on a log scale over the shown cells
+    divergence: str  # "" | "start" (a divergence of this rank first appears here) | "after"
+    tip: str
+
+
+@dataclass(frozen=True)
+class RankRow:
+    rank: int
+    source: str
+    calls: int
+    compiles: int
+    recompiles: int
+    graphs: int
+    fallbacks: int
+    break_sites: int
+    steady_median_ns: int | None
+    steady_iqr_ns: int | None
+    divergent: bool
+    cells: list[RankCell]
+
+
+@dataclass(frozen=True)
+class RankColumn:
+    call_index: int
+    label: str  # "" for columns whose number is left to the tooltip
+    divergence_starts: bool
+
+
+@dataclass(frozen=True)
+class DivergenceRow:
+    kind: str
+    ranks: list[int]
+    reference_ranks: list[int]
+    first_call: int | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class DdpSplitRow:
+    rank: int
+    compile_id: str
+    frame: str
+    submodules: int
+
+
+@dataclass(frozen=True)
+class RankSiteRow:
+    rank: int
+    site_id: str
+    where: str
+    function: str
+    origin: str
+    crossings: int | None
+
+
+@dataclass(frozen=True)
+class RanksView:
+    """The ``ranks`` section of a merged receipt; ``present`` False for a one-rank receipt."""
+
+    present: bool
+    world_size: int | None = None
+    ranks_present: list[int] = field(default_factory=list)
+    primary_rank: int | None = None
+    ledger_note: str = ""
+    columns: list[RankColumn] = field(default_factory=list)
+    rows: list[RankRow] = field(default_factory=list)
+    divergences: list[DivergenceRow] = field(default_factory=list)
+    ddp_splits: list[DdpSplitRow] = field(default_factory=list)
+    sites: list[RankSiteRow] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    time_rule: str = ""
+    note: str = ""
+
+
+def pick_rank_columns(calls_by_rank: list[list[Any]], keep: set[int], limit: int = MAX_RANK_COLUMNS) -> list[int]:
+    """The calls the grid shows: all of them when they fit; else every call where a divergence
+    starts, then calls in which some rank compiled, fell back or failed (up to half of what is
+    left), then the rest evenly spaced; in call order."""
+    indices = sorted({c.index for calls in calls_by_rank for c in calls})
+    if len(indices) <= limit:
+        return indices
+    present = set(indices)
+    must = sorted(i for i in keep if i in present)[:limit]
+    chosen = set(must)
+    special = sorted({c.index for calls in calls_by_rank for c in calls if c.outcome != "hit"} - chosen)
+    chosen.update(special[: (limit - len(chosen)) // 2])
+    rest = [i for i in indices if i not in chosen]
+    room = limit - len(chosen)
+    if rest and room > 0:
+        step = len(rest) / room
+        chosen.update(rest[int(k * step)] for k in range(min(room, len(rest))))
+    return sorted(chosen)
+
+
+def build_ranks(receipt: Receipt) -> RanksView:
+    import math
+
+    sec = receipt.ranks
+    if sec is None:
+        return RanksView(False)
+    divs = list(sec.divergences)
+    starts: dict[tuple[int, int], list[Any]] = {}
+    since: dict[int, list[Any]] = {}
+    for d in divs:
+        if d.first_call is None:
+            continue
+        for r in d.ranks:
+            starts.setdefault((r, d.first_call), []).append(d)
+            since.setdefault(r, []).append(d)
+    entries = sorted(sec.ranks, key=lambda e: e.rank)
+    shown = pick_rank_columns([e.calls for e in entries], {d.first_call for d in divs if d.first_call is not None})
+    shown_set = set(shown)
+    walls = [max(c.wall_ns, 1) for e in entries for c in e.calls if c.index in shown_set]
+    lo, hi = (min(walls), max(walls)) if walls else (1, 1)
+    span = math.log(hi) - math.log(lo)
+
+    def height(wall: int) -> float:
+        if span <= 0:
+            return 100.0
+        frac = (math.log(max(wall, 1)) - math.log(lo)) / span
+        return round(MIN_CELL_BAR_PCT + (100.0 - MIN_CELL_BAR_PCT) * frac, 2)
+
+    rows = []
+    for e in entries:
+        by_index = {c.index: c for c in e.calls}
+        cells = []
+        for i in shown:
+            here = starts.get((e.rank, i), [])
+            before = [d for d in since.get(e.rank, []) if d.first_call < i]
+            c = by_index.get(i)
+            if c is None:
+                tip = f"rank {e.rank} · call {i}: no such call on this rank"
+            else:
+                tip = (
+                    f"rank {e.rank} · call {i} · {c.phase} · {c.outcome}\n"
+                    f"wall {fmt_ns(c.wall_ns)} (regions {fmt_ns(c.region_ns)}, islands {fmt_ns(c.island_ns)}, "
+                    f"compile {fmt_ns(c.compile_ns)})\n{len(c.regions)} regions: {', '.join(c.regions) or '–'}"
+                )
+                if c.sites:
+                    tip += f"\nsites crossed: {', '.join(c.sites)}"
+            tip += "".join(f"\ndivergence starts here: {d.kind}: {d.detail}" for d in here)
+            tip += "".join(f"\ndiverged since call {d.first_call}: {d.kind}" for d in before)
+            mark = "start" if here else ("after" if before else "")
+            if c is None:
+                cells.append(RankCell(i, False, "", "", 0, 0, 0.0, mark, tip))
+            else:
+                cells.append(RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip))
+        rows.append(
+            RankRow(
+                rank=e.rank,
+                source=e.source,
+                calls=e.call_count,
+                compiles=e.compile_count,
+                recompiles=e.recompile_count,
+                graphs=e.graph_count,
+                fallbacks=e.fallback_count,
+                break_sites=e.break_site_count,
+                steady_median_ns=e.steady_median_ns,
+                steady_iqr_ns=e.steady_iqr_ns,
+                divergent=e.rank in since or any(e.rank in d.ranks for d in divs),
+                cells=cells,
+            )
+        )
+    div_starts = {d.first_call for d in divs if d.first_call is not None}
+    every = max(1, -(-len(shown) // MAX_RANK_LABELS))
+    columns = [
+        RankColumn(i, str(i) if k % every == 0 or i in div_starts else "", i in div_starts) for k, i in enumerate(shown)
+    ]
+    total = len({c.index for e in entries for c in e.calls})
+    note = f"{len(shown)} of {total} calls shown"
+    if len(shown) < total:
+        note += "; every call where a divergence starts is kept, then calls that compiled, then calls evenly spaced"
+    if walls:
+        note += f". Bar height: wall time, log scale from {fmt_ns(lo)} to {fmt_ns(hi)}; number: regions run"
+    return RanksView(
+        present=True,
+        world_size=sec.world_size,
+        ranks_present=list(sec.ranks_present),
+        primary_rank=sec.primary_rank,
+        ledger_note=sec.ledger_note,
+        columns=columns,
+        rows=rows,
+        divergences=[DivergenceRow(d.kind, list(d.ranks), list(d.reference_ranks), d.first_call, d.detail) for d in divs],
+        ddp_splits=[DdpSplitRow(e.rank, s.compile_id, s.frame_name, s.submodules) for e in entries for s in e.ddp_splits],
+        sites=[
+            RankSiteRow(e.rank, s.site_id, f"{s.file}:{s.line}", s.function, s.origin, s.crossings)
+            for e in entries
+            for s in e.sites
+        ][:MAX_SECTION_ROWS],
+        problems=[(p.kind, p.message) for p in sec.problems],
+        time_rule=sec.time_rule,
+        note=note,
+    )
