@@ -113,7 +113,8 @@ def test_a_record_nobody_reads_is_not_built_and_a_read_payload_is_built_once():
     got = [(meta, payload) for meta, payload in got if event_key(meta) != "str"]  # the callers' file names
     assert [event_key(meta) for meta, _ in got] == ["dynamo_output_graph", "artifact"]
     assert got[0][1] is None and got[1][1].startswith("Graph break in user code")
-    assert s.warnings == []
+    # no fallback warning from the filter (other warnings, e.g. graphs a reset left behind, may be)
+    assert not any("structured-trace" in w for w in s.warnings), s.warnings
     assert not adapter.trace_filter_installed()
 
 
