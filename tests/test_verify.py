@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from seamscope.analyze.diff import attach_comparison
 from seamscope.analyze.receipt import make_receipt, rehash
-from seamscope.analyze.verify import CODES, canonical, load_raw, read_raw, verify
+from seamscope.analyze.verify import CODES, load_raw, read_raw, verify
+from seamscope.analyze.verify_hashes import canonical
 from seamscope.model.canonical import canonical_bytes
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
 from seamscope.model.hashing import structure_sha256

@@ -16,8 +16,6 @@ receipt says about itself is taken as a verdict.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 from collections import Counter, defaultdict
@@ -27,6 +25,7 @@ from typing import Any
 import msgspec
 
 from ..ingest.receipt import parse_receipt, read_receipt_bytes
+from .verify_hashes import receipt_hash, structure_hash
 
 PHASES = ("cold", "steady", "fallback")
 
@@ -116,115 +115,6 @@ def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
 
 def load_raw(path: str | os.PathLike[str]) -> dict[str, Any]:
     return read_raw(*read_receipt_bytes(path))
-
-
-# --- canonical bytes, re-implemented -------------------------------------------------------------
-
-
-def _float6(x: float) -> str:
-    if not math.isfinite(x):
-        return "null"
-    if x == 0.0:
-        return "0.0"
-    r = repr(float(f"{x:.6g}"))
-    if "e" not in r:
-        return r
-    mant, exp = r.split("e")
-    e = int(exp)
-    if e == -5:  # written positionally (0.00001234), like the encoder the receipts come from
-        sign = "-" if mant.startswith("-") else ""
-        return sign + "0.0000" + mant.lstrip("-").replace(".", "")
-    return f"{mant}e{e}"
-
-
-def _encode(obj: Any, out: list[str]) -> None:
-    if obj is None:
-        out.append("null")
-    elif obj is True:
-        out.append("true")
-    elif obj is False:
-        out.append("false")
-    elif isinstance(obj, int):
-        out.append(str(obj))
-    elif isinstance(obj, float):
-        out.append(_float6(obj))
-    elif isinstance(obj, str):
-        out.append(json.dumps(obj, ensure_ascii=False))
-    elif isinstance(obj, dict):
-        out.append("{")
-        for i, k in enumerate(sorted(obj, key=str)):
-            if i:
-                out.append(",")
-            out.append(json.dumps(str(k), ensure_ascii=False))
-            out.append(":")
-            _encode(obj[k], out)
-        out.append("}")
-    elif isinstance(obj, list):
-        out.append("[")
-        for i, v in enumerate(obj):
-            if i:
-                out.append(",")
-            _encode(v, out)
-        out.append("]")
-    else:
-        raise TypeError(f"not JSON: {type(obj).__name__}")
-
-
-def canonical(obj: Any) -> bytes:
-    """Sorted keys, compact separators, floats at 6 significant digits, UTF-8."""
-    out: list[str] = []
-    _encode(obj, out)
-    return "".join(out).encode("utf-8")
-
-
-def sha(obj: Any) -> str:
-    return hashlib.sha256(canonical(obj)).hexdigest()
-
-
-def receipt_hash(raw: dict[str, Any], **override: Any) -> str:
-    d = dict(raw)
-    d.update(override)
-    d["receipt_sha256"] = ""
-    return sha(d)
-
-
-def structure_hash(raw: dict[str, Any]) -> str:
-    led, summ = raw["ledger"], raw["summary"]
-    comps = [
-        {
-            "compile_id": c["compile_id"],
-            "frame": [c["frame_name"], c["file"], c["line"]],
-            "status": c["status"],
-            "graphs": c["graph_count"],
-            "guards": c["guard_count"],
-            "failed_guards": c["failed_guards"],
-            "fail_type": c["fail_type"],
-            "sites": c["break_site_ids"],
-        }
-        for c in led["compilations"]
-    ]
-    sites = [
-        [s["site_id"], s["file"], s["line"], s["function"], s["gb_code"], s["gb_type"], s["compile_ids"]]
-        for s in led["break_sites"]
-    ]
-    seq_of = {"region": lambda e: e["compile_id"], "break": lambda e: "B:" + e["site_id"],
-              "fallback": lambda e: "F:" + e["compile_id"]}
-    calls = [
-        [c["index"], c["phase"], c["outcome"], c["family"],
-         [seq_of[e["type"]](e) for e in c["events"] if e["type"] in seq_of]]
-        for c in led["calls"]
-    ]
-    keys = ("call_count", "compile_count", "recompile_count", "graph_count", "fallback_count",
-            "break_site_count")
-    return sha({
-        "schema": led["schema_version"],
-        "counts": {k: summ[k] for k in keys},
-        "compilations": comps,
-        "sites": sites,
-        "calls": calls,
-        "region_runs": [[r["compile_id"], r["runs"], r["outside_runs"]] for r in led["totals"]["regions"]],
-        "site_crossings": [[s["site_id"], s["crossings"], s["calls_crossing"]] for s in led["totals"]["sites"]],
-    })
 
 
 # --- plain arithmetic ----------------------------------------------------------------------------
