@@ -26,11 +26,10 @@ from seamscope.experiments.differential import (  # noqa: E402
     compare_trees,
     flatten,
     is_large_reduction,
-    random_ops,
-    reduction_provenance,
     tolerance_for,
     ulp_distance,
 )
+from seamscope.experiments.provenance import random_ops, reduction_provenance  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -30,11 +30,10 @@ from seamscope.experiments.differential import (  # noqa: E402
     Rounding,
     classify_leaf,
     compare_leaf,
-    float64_run,
-    reduction_trace,
     rounding_bound,
 )
 from seamscope.experiments.ladder import answer, bug_meaning  # noqa: E402
+from seamscope.experiments.provenance import float64_run, reduction_trace  # noqa: E402
 from seamscope.experiments.workload import as_call  # noqa: E402
 from seamscope.model.probe import LayerResult, LeafDiff  # noqa: E402
 

@@ -31,10 +31,10 @@ from .differential import (
     clone_tree,
     compare_aliasing,
     compare_trees,
-    random_ops,
     worst_leaf,
 )
-from .workload import Workload, as_call, load_object, load_workload, prepare
+from .provenance import random_ops
+from .workload import Workload, as_call, first_line, grad_mode, load_object, load_workload, prepare
 
 
 def backend_label(b: Any) -> str:
@@ -174,7 +174,8 @@ def compare_to_reference(
 def eager_reference(wl: Workload, fam: str, idx: int, entry: Any, sig: str) -> Reference:
     """Eager on a fresh copy (under the reduction-tracking mode when it works), then eager in
     float64 on another copy: what rounding can explain for each leaf."""
-    from .differential import float64_run, module_state, reduction_trace, restore_state
+    from .differential import module_state, restore_state
+    from .provenance import float64_run, reduction_trace
 
     module = wl.fn_or_module
     before = module_state(module)
@@ -207,19 +208,19 @@ def run_layer(wl: Workload, backend: Any, refs: Sequence[Reference]) -> LayerRes
         raise
     except Exception as e:
         return LayerResult(backend=label, verdict="compile_failed", compiled=False, ran=False, matches=None,
-                           exception_type=type(e).__name__, message=_msg(e))
+                           exception_type=type(e).__name__, message=first_line(e))
     leaves: list[LeafDiff] = []
     n = 0
     for ref in refs:
         try:
-            with _grad(wl):
+            with grad_mode(wl):
                 got = compare_to_reference(ref, compiled, wl.fn_or_module, wl.tolerance)
         except Exception as e:
             comp = is_compile_error(e)
             return LayerResult(
                 backend=label, verdict="compile_failed" if comp else "run_failed",
                 compiled=not comp, ran=False, matches=None, exception_type=type(e).__name__,
-                message=_msg(e), inputs_checked=n, wall_ns=time.perf_counter_ns() - t0,
+                message=first_line(e), inputs_checked=n, wall_ns=time.perf_counter_ns() - t0,
             )
         n += 1
         leaves += [msgspec.structs.replace(lf, path=f"{ref.family}[{ref.index}] {lf.path}") for lf in got]
@@ -232,15 +233,6 @@ def run_layer(wl: Workload, backend: Any, refs: Sequence[Reference]) -> LayerRes
         worst=worst, inputs_checked=n,
         wall_ns=time.perf_counter_ns() - t0,
     )
-
-
-def _grad(wl: Workload) -> Any:
-    return torch.enable_grad() if getattr(wl, "grad", False) else torch.no_grad()
-
-
-def _msg(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return (text[0] if text else "")[:300]
 
 
 _WHERE = {
@@ -402,7 +394,7 @@ def child_main(argv: list[str] | None = None) -> int:
     layers = list(wl.ladder)
     b: Any = layers[a.index] if a.index < len(layers) and backend_label(layers[a.index]) == names[a.index] else names[a.index]
     torch.manual_seed(wl.seed)
-    with _grad(wl):
+    with grad_mode(wl):
         refs = [eager_reference(wl, f, i, e, s) for f, i, e, s in distinct_inputs(wl)]
     lr = run_layer(wl, b, refs)
     from ..render.files import write_atomic

@@ -54,7 +54,7 @@ from .ladder import (
     run_ladder,
     signature,
 )
-from .workload import Workload, as_call, prepare
+from .workload import Workload, as_call, described, grad_mode, prepare
 from .workload import _move as _move  # the shape study imports it from here
 
 __all__ = ["ProbeRun", "prepare", "probe"]
@@ -179,7 +179,7 @@ class ProbeRun:
         self._say("eager: control run")
         torch.manual_seed(wl.seed)
         try:
-            with _grad(wl):
+            with grad_mode(wl):
                 ns, _ = self._timed(fn, first)
                 self.eager_samples["cold"].append(ns)
                 self._memory("eager", "eager", "steady", first, seen, 0)
@@ -195,7 +195,7 @@ class ProbeRun:
                     self.refs.append(eager_reference(wl, fam, i, e, sig))
         except Exception as e:
             self.failed = "eager"
-            self.error = f"fails eager → fix the model first: {type(e).__name__}: {_first_line(e)}"
+            self.error = f"fails eager → fix the model first: {described(e)}"
             raise UserCodeFailed(self.error) from e
         if self.cuda:
             self.cuda_peaks["eager"] = int(torch.cuda.max_memory_allocated())
@@ -220,7 +220,7 @@ class ProbeRun:
             with cap if cap is not None else _Null() as sess:
                 # Compiled inside the session, so live capture observes it (PyTorch-true counts).
                 compiled = torch.compile(wl.fn_or_module, backend=self.watch, **compile_kwargs(wl.compile_options))
-                with _grad(wl):
+                with grad_mode(wl):
                     self._one(compiled, "cold", "steady", first, seen, ok0, sess)
                     for fam, e in warm:
                         self._one(compiled, "warm", fam, e, seen, ok0, sess)
@@ -228,7 +228,7 @@ class ProbeRun:
                         self._one(compiled, "changed", fam, e, seen, ok0, sess)
         except Exception as e:
             self.failed = "compiled"
-            self.error = f"compiled call failed ({type(e).__name__}: {_first_line(e)}); see the ladder"
+            self.error = f"compiled call failed ({described(e)}); see the ladder"
             return
         finally:
             self.compiles = frames_ok() - ok0
@@ -238,7 +238,7 @@ class ProbeRun:
         if self.cuda:
             self.cuda_peaks[cfg] = int(torch.cuda.max_memory_allocated())
         self._say(f"{cfg}: differential test on {len(self.refs)} distinct inputs")
-        with _grad(wl):
+        with grad_mode(wl):
             for ref in self.refs:
                 leaves = compare_to_reference(ref, compiled, wl.fn_or_module, wl.tolerance)
                 w = worst_leaf(leaves)
@@ -436,15 +436,6 @@ def _capture_session() -> Any:
     if active_session() is not None:  # the probe itself runs under an outer session
         return None
     return session()
-
-
-def _grad(wl: Workload) -> Any:
-    return torch.enable_grad() if wl.grad else torch.no_grad()
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return (lines[0] if lines else "")[:300]
 
 
 def probe(

@@ -22,12 +22,7 @@ from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
 from ..model.canonical import round_float
 from ..model.shapes import MemoryStep, Mismatch, PolicyResult
 from .shapes import Policy, Preflight, WorkerSpec, parse_policy
-
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {(lines[0] if lines else '')[:300]}"
-
+from .workload import described, grad_mode
 
 # --- inputs of a given length, padding, slicing back -----------------------------------------------
 
@@ -157,12 +152,6 @@ def _load(spec: WorkerSpec) -> tuple[Any, int]:
     return wl, dim
 
 
-def _grad(wl: Any) -> Any:
-    import torch
-
-    return torch.enable_grad() if wl.grad else torch.no_grad()
-
-
 def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, Any]]]]:
     """Load the workload, check the dim and every distinct length, run eager on each (the
     references a policy's padded outputs are compared with)."""
@@ -188,7 +177,7 @@ def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, An
         return msgspec.structs.replace(base, ok=False, exit_code=e.exit_code, error=str(e)), {}
     except Exception as e:
         return msgspec.structs.replace(base, ok=False, exit_code=1,
-                                       error=f"make_input({distinct[0]}) raised {_first_line(e)}"), {}
+                                       error=f"make_input({distinct[0]}) raised {described(e)}"), {}
     t = inputs.varying(probe)
     if t is None:
         return msgspec.structs.replace(base, ok=False, exit_code=2, error="the input has no tensor to vary"), {}
@@ -202,7 +191,7 @@ def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, An
     refs: dict[int, list[tuple[str, Any]]] = {}
     from .workload import as_call
 
-    with _grad(wl):
+    with grad_mode(wl):
         for n in distinct:
             args, kwargs = as_call(inputs.make(n))
             try:
@@ -210,9 +199,9 @@ def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, An
             except Exception as e:
                 if n == distinct[0]:
                     return msgspec.structs.replace(base, ok=False, exit_code=1, error=(
-                        f"the workload fails eagerly at length {n}: {_first_line(e)}")), {}
+                        f"the workload fails eagerly at length {n}: {described(e)}")), {}
                 return msgspec.structs.replace(base, ok=False, exit_code=2, error=(
-                    f"length {n} is beyond what the model accepts: eager raised {_first_line(e)}")), {}
+                    f"length {n} is beyond what the model accepts: eager raised {described(e)}")), {}
             refs[n] = _leaves(out)
     return base, refs
 
@@ -271,7 +260,7 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
     sess.start()
     try:
         compiled = torch.compile(wl.fn_or_module, backend=resolve_backend(wl.backend), **opts)
-        with _grad(wl):
+        with grad_mode(wl):
             for i, length in enumerate(trace):
                 entry = inputs.make(length)
                 target = pol.target(length)
@@ -291,9 +280,9 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
                     if target != length and _fails_eager(wl, e):
                         status = "unusable"
                         error = (f"pads length {length} to {target}, which the model does not accept "
-                                 f"(eager raises too): {_first_line(ex)}")
+                                 f"(eager raises too): {described(ex)}")
                     else:
-                        status, error = "failed", f"call {i} (length {length}): {_first_line(ex)}"
+                        status, error = "failed", f"call {i} (length {length}): {described(ex)}"
                     break
                 if target != length:
                     out = inputs.slice(out, length, target)
@@ -313,7 +302,7 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted"
     except Exception as ex:  # torch.compile itself refused (bad options, unknown backend)
-        status, error = "failed", _first_line(ex)
+        status, error = "failed", described(ex)
     finally:
         sess.stop()
     ctr = adapter.dynamo_counters()
@@ -342,7 +331,7 @@ def _fails_eager(wl: Any, entry: Any) -> bool:
 
     args, kwargs = as_call(entry)
     try:
-        with _grad(wl):
+        with grad_mode(wl):
             wl.fn_or_module(*args, **kwargs)
     except Exception:
         return True
@@ -455,7 +444,7 @@ def serve(workload: str, reply_fd: int, log: str) -> int:
                 _redirect(spec.log)
                 code = job(spec)
             except BaseException as e:  # noqa: BLE001 - the parent reads the log and the exit code
-                print(f"shapes worker: {_first_line(e)}", file=sys.stderr)
+                print(f"shapes worker: {described(e)}", file=sys.stderr)
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()

@@ -89,6 +89,24 @@ def as_call(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (entry,), {}
 
 
+def grad_mode(wl: Any) -> Any:
+    """The autograd mode a workload's calls run under: ``enable_grad`` with ``grad``, else ``no_grad``."""
+    import torch
+
+    return torch.enable_grad() if getattr(wl, "grad", False) else torch.no_grad()
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message, at most 300 characters."""
+    lines = str(e).strip().splitlines()
+    return (lines[0] if lines else "")[:300]
+
+
+def described(e: BaseException) -> str:
+    """``Type: first line of the message``."""
+    return f"{type(e).__name__}: {first_line(e)}"
+
+
 def _move(obj: Any, device: str, dtype: Any) -> Any:
     import torch
 
