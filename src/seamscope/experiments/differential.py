@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from ..model.probe import LeafClass, LeafDiff
+from .workload import map_tensors
 
 BUG_FACTOR = 100.0
 """Without a float64 reference: a difference at least this many times the tolerance is a boundary bug."""
@@ -155,17 +156,7 @@ def flatten(obj: Any, prefix: str = "out") -> list[tuple[str, Any]]:
 
 def clone_tree(obj: Any) -> Any:
     """A deep copy in which tensors are cloned (so each path gets untouched inputs)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone().requires_grad_(obj.requires_grad)
-    if isinstance(obj, dict):
-        return type(obj)((k, clone_tree(v)) for k, v in obj.items()) if type(obj) is dict else {
-            k: clone_tree(v) for k, v in obj.items()
-        }
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(clone_tree(v) for v in obj))
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(clone_tree(v) for v in obj)
-    return obj
+    return map_tensors(obj, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
 
 
 # --- one leaf ------------------------------------------------------------------------------------

@@ -55,7 +55,6 @@ from .ladder import (
     signature,
 )
 from .workload import Workload, as_call, described, grad_mode, prepare
-from .workload import _move as _move  # the shape study imports it from here
 
 __all__ = ["ProbeRun", "prepare", "probe"]
 

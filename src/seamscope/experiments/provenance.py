@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .differential import Rounding, clone_tree, flatten, module_state, unit_roundoff
+from .workload import first_line, map_tensors
 
 _RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "poisson", "rrelu", "cauchy", "geometric", "log_normal")
 
@@ -185,8 +186,7 @@ def float64_run(
         with torch.random.fork_rng(devices=[]):
             out = run(*args, **kwargs)
     except Exception as e:  # an op or dtype without float64, memory
-        text = str(e).strip().splitlines()
-        return Rounding(missing=f"the float64 run raised {type(e).__name__}: {(text[0] if text else '')[:160]}")
+        return Rounding(missing=f"the float64 run raised {type(e).__name__}: {first_line(e)[:160]}")
     values: dict[str, Any] = dict(flatten(out, "out"))
     values.update(flatten(wide, "input"))
     if isinstance(fn, torch.nn.Module):
@@ -195,17 +195,12 @@ def float64_run(
 
 
 def _widen(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        if obj.is_complex():
-            return obj.to(torch.complex128)
-        return obj.to(torch.float64) if obj.is_floating_point() else obj
-    if isinstance(obj, dict):
-        return {k: _widen(v) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_widen(v) for v in obj))
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_widen(v) for v in obj)
-    return obj
+    def widen(t: torch.Tensor) -> torch.Tensor:
+        if t.is_complex():
+            return t.to(torch.complex128)
+        return t.to(torch.float64) if t.is_floating_point() else t
+
+    return map_tensors(obj, widen)
 
 
 def _free_bytes(device: torch.device) -> int | None:

@@ -29,6 +29,7 @@ import msgspec
 from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
 from ..model.canonical import round_float
 from ..model.shapes import PolicyResult, Recommendation, ShapeSpec, ShapeStudy
+from .forkserver import close_server
 
 DEFAULT_POLICIES = ("static", "auto", "dynamic", "mark_dynamic", "pow2")
 KINDS = ("static", "auto", "dynamic", "mark_dynamic", "pow2", "buckets")
@@ -348,14 +349,7 @@ class Zygote:
         return dict(json.loads(line))
 
     def close(self) -> None:
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait()
-        self.replies.close()
+        close_server(self.proc, self.replies)
 
 
 class Spawner:

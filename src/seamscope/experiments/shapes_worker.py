@@ -22,7 +22,7 @@ from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
 from ..model.canonical import round_float
 from ..model.shapes import MemoryStep, Mismatch, PolicyResult
 from .shapes import Policy, Preflight, WorkerSpec, parse_policy
-from .workload import described, grad_mode
+from .workload import _move, described, grad_mode, map_tensors
 
 # --- inputs of a given length, padding, slicing back -----------------------------------------------
 
@@ -38,8 +38,6 @@ class Inputs:
 
     def make(self, length: int) -> Any:
         import torch
-
-        from .probe import _move
 
         torch.manual_seed(self.wl.seed + length)
         if self.wl.make_input is not None:
@@ -69,25 +67,13 @@ class Inputs:
 
 
 def _map_first_tensor(entry: Any, fn: Any) -> Any:
-    import torch
-
     done = [False]
 
-    def walk(o: Any) -> Any:
-        if done[0]:
-            return o
-        if isinstance(o, torch.Tensor):
-            done[0] = True
-            return fn(o)
-        if isinstance(o, dict):
-            return {k: walk(v) for k, v in o.items()}
-        if isinstance(o, tuple) and hasattr(o, "_fields"):
-            return type(o)(*(walk(v) for v in o))
-        if isinstance(o, (tuple, list)):
-            return type(o)(walk(v) for v in o)
-        return o
+    def first(t: Any) -> Any:
+        done[0] = True
+        return fn(t)
 
-    return walk(entry)
+    return map_tensors(entry, first, lambda: done[0])
 
 
 def _resize(t: Any, dim: int, length: int) -> Any:
@@ -144,8 +130,7 @@ def _leaves(out: Any) -> list[tuple[str, Any]]:
 
 
 def _load(spec: WorkerSpec) -> tuple[Any, int]:
-    from .probe import prepare
-    from .workload import load_workload
+    from .workload import load_workload, prepare
 
     wl = prepare(load_workload(spec.workload))
     dim = spec.dim if spec.dim is not None else int(getattr(wl, "length_dim", 1))

@@ -107,19 +107,34 @@ def described(e: BaseException) -> str:
     return f"{type(e).__name__}: {first_line(e)}"
 
 
-def _move(obj: Any, device: str, dtype: Any) -> Any:
+def map_tensors(obj: Any, fn: Callable[[Any], Any], done: Callable[[], bool] | None = None) -> Any:
+    """``obj`` with every tensor ``t`` in it replaced by ``fn(t)``: dicts (as plain dicts),
+    namedtuples, tuples and lists rebuilt, other leaves kept. With ``done``, a part reached once
+    ``done()`` is true is kept as it is."""
     import torch
 
-    if isinstance(obj, torch.Tensor):
-        t = obj.to(device)
+    def walk(o: Any) -> Any:
+        if done is not None and done():
+            return o
+        if isinstance(o, torch.Tensor):
+            return fn(o)
+        if isinstance(o, dict):
+            return {k: walk(v) for k, v in o.items()}
+        if isinstance(o, tuple) and hasattr(o, "_fields"):
+            return type(o)(*(walk(v) for v in o))
+        if isinstance(o, (tuple, list)):
+            return type(o)(walk(v) for v in o)
+        return o
+
+    return walk(obj)
+
+
+def _move(obj: Any, device: str, dtype: Any) -> Any:
+    def move(t: Any) -> Any:
+        t = t.to(device)
         return t.to(dtype) if dtype is not None and t.is_floating_point() else t
-    if isinstance(obj, dict):
-        return {k: _move(v, device, dtype) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(_move(v, device, dtype) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_move(v, device, dtype) for v in obj)
-    return obj
+
+    return map_tensors(obj, move)
 
 
 def prepare(wl: Workload) -> Workload:
