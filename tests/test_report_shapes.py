@@ -11,7 +11,7 @@ import re
 from html.parser import HTMLParser
 
 import msgspec
-from test_report_view import XSS_IMG, XSS_SCRIPT, fake_ledger
+from fakes import XSS_IMG, XSS_SCRIPT, fake_ledger
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.report_view import (
