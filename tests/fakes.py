@@ -20,7 +20,17 @@ from seamscope.analyze.diff import attach_comparison
 from seamscope.analyze.receipt import make_receipt
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
 from seamscope.model.ledger import Compilation, Ledger
+from seamscope.model.probe import EvidenceRow, ProbeResult, ProbeSpec
 from seamscope.model.receipt import Receipt
+from seamscope.model.shapes import (
+    MemoryStep,
+    PolicyResult,
+    Recommendation,
+    ShapeCall,
+    ShapeSpec,
+    ShapeStudy,
+)
+from seamscope.model.trials import Candidate, Metric, OutputCheck, Trials
 from seamscope.render.receipt_json import write_receipt_files
 
 # --- reports: a small program with a break, a recompile and steady calls ----------------------------
@@ -62,6 +72,62 @@ def plant(ledger: Ledger, reason: str, file: str) -> Ledger:
 
 def fake_receipt(n_calls: int = 8, **kw: int) -> Receipt:
     return make_receipt(fake_ledger(n_calls, **kw), findings=None)  # the fallback ranking path
+
+
+# --- optional receipt sections: a shape study, a probe, remedy trials ------------------------------
+
+SHAPE_TRACE = [4, 8, 4, 16, 8, 4]
+MIB = 2**20
+
+
+def shape_policy(name: str, kind: str, *, pad: bool = False, total: int = 0, variants_at: dict[int, int] | None = None) -> PolicyResult:
+    """A policy that compiles at the first call of each length it sees (padded with ``pad``)."""
+    seen: set[int] = set()
+    calls, memory = [], []
+    variants = 0
+    for i, n in enumerate(SHAPE_TRACE):
+        p = 16 if pad else n
+        cold = p not in seen
+        seen.add(p)
+        variants += cold
+        calls.append(ShapeCall(index=i, length=n, padded_length=p, phase="cold" if cold else "steady",
+                               outcome="compile" if cold else "hit", latency_ns=(5_000_000 if cold else 10_000) + i,
+                               compile_ns=4_000_000 if cold else 0, compiled_variants=variants))
+        if n not in {c.length for c in calls[:-1]}:
+            memory.append(MemoryStep(call_index=i, length=n, compiled_variants=variants, rss_bytes=(400 + 10 * variants) * MIB))
+    return PolicyResult(policy=name, kind=kind, compile_options={}, status="ok", calls=calls, memory=memory,  # type: ignore[arg-type]
+                        compile_count=variants, recompile_count=max(variants - 1, 0),
+                        total_ns=total or sum(c.latency_ns for c in calls), padding_fraction=0.25 if pad else 0.0)
+
+
+def shape_study(*policies: PolicyResult, text: str = "auto: lowest total request cost over this trace") -> ShapeStudy:
+    spec = ShapeSpec(workload="w.py:f", backend="eager", dim=1, trace=list(SHAPE_TRACE), repeat=1,
+                     policies=[p.policy for p in policies])
+    rec = Recommendation(policy=policies[0].policy, runner_up=None, margin_ns=None, margin_fraction=None, flip=None,
+                         excluded=["pow2: outputs differ from unpadded eager"], text=text)
+    return ShapeStudy(spec=spec, policies=list(policies), recommendation=rec, wall_ns=1_000_000_000)
+
+
+def fake_probe() -> ProbeResult:
+    return ProbeResult(
+        spec=ProbeSpec(workload="w.py:f", backend="eager"),
+        verdict="ok",
+        answer="compiled matches eager",
+        evidence=[EvidenceRow(configuration="eager", first_call_ns=5, steady_median_ns=3, recompiles=0,
+                              compiles=0, peak_mib=None, peak_source="none")],
+    )
+
+
+def fake_trials() -> Trials:
+    """A baseline and one candidate that was faster and kept the outputs."""
+    def cand(name: str, origin: str, rank: int, ratio: float) -> Candidate:
+        return Candidate(name=name, flags=[], origin=origin, targets="t", code_change="c", command="seamscope run",
+                         verdict="faster", outputs=OutputCheck(status="equal"), rank=rank,
+                         metrics=[Metric(name="steady median", median=1.0, min=1.0, max=1.0, ratio_median=ratio)])
+
+    return Trials(script="s.py", args=[], seed=0, repeat=1, tolerance="x", deterministic=True,
+                  baseline=cand("baseline", "baseline", 0, 1.0), candidates=[cand("cso", "F1", 1, 0.5)],
+                  chosen="cso", decision="use cso", rollback_trigger="if slower")
 
 
 # --- verification and diff: a baseline and a candidate that fixed its break ------------------------

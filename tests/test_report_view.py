@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import msgspec
-from fakes import fake_ledger, fake_receipt
+from fakes import fake_ledger, fake_probe, fake_receipt
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.report_view import (
@@ -115,15 +115,7 @@ def test_missing_optional_sections_are_marked_absent_and_present_ones_tabulated(
     assert {s.key: s.present for s in v.sections} == {
         "findings": False, "probe": False, "shapes": False, "comparison": False, "memory": False,
     }
-    from seamscope.model.probe import EvidenceRow, ProbeResult, ProbeSpec
-
-    probe = ProbeResult(
-        spec=ProbeSpec(workload="w.py:f", backend="eager"),
-        verdict="ok",
-        answer="compiled matches eager",
-        evidence=[EvidenceRow(configuration="eager", first_call_ns=5, steady_median_ns=3, recompiles=0,
-                              compiles=0, peak_mib=None, peak_source="none")],
-    )
+    probe = fake_probe()
     v2 = build_view(msgspec.structs.replace(r, probe=probe), source_root="/nonexistent")
     sec = next(s for s in v2.sections if s.key == "probe")
     assert sec.present
