@@ -155,7 +155,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
             )
             for b in s.break_sites
         ],
-        sections=[optional_section(receipt, key, title) for key, title in OPTIONAL_SECTIONS]
+        sections=[optional_section(key, title, field(receipt)) for key, title, field in OPTIONAL_SECTIONS]
         + [memory_section(receipt)],
         does_not_establish=list(receipt.decision.does_not_establish),
         ranks=build_ranks(receipt),
