@@ -247,7 +247,7 @@ def test_reports_lead_with_the_headline_and_the_costliest_item():
     assert view.top_findings[0].item_id == r.findings.ranked[0].item_id
     assert view.top_findings[0].kind == "recompiles" and view.top_findings[0].beneath
     assert view.axis_findings  # the per-axis views stay
-    md = MarkdownRenderer().render(view)
+    md = MarkdownRenderer().render_view(view)
     assert md.index("Of ") < md.index("| phase |") < md.index("**Top findings**")
     buf = io.StringIO()
     TerminalRenderer(Console(file=buf, width=200, highlight=False)).print(r)

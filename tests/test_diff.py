@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from fakes import TRACE, baseline_program, build, candidate_program
 
 from seamscope.analyze.diff import attach_comparison, break_even, compare, recompile_key
 from seamscope.analyze.inputs import InputTrace, inputs_sha256, script_sha256
@@ -18,9 +19,6 @@ from seamscope.errors import UnusableInput
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep
 from seamscope.model.receipt import Receipt
 from seamscope.render.receipt_json import write_receipt_files
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_verify import TRACE, baseline_program, build, candidate_program  # noqa: E402
 
 
 def _with_trace(r: Receipt, trace: str | None) -> Receipt:

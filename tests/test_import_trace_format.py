@@ -42,7 +42,7 @@ def test_round_trip_gives_the_same_receipt_byte_for_byte(tmp_path):
 
 def test_bounds_cut_calls_and_events_declared_and_totals_kept(tmp_path):
     led = ledger(calls=100, regions=8)  # 8 regions → ~30 events per call
-    text = TraceRenderer().render(led)
+    text = TraceRenderer().render_ledger(led)
     header = json.loads(text.splitlines()[0])
     assert header["bounds"] == {"max_calls": 64, "max_events_per_call": 16}
     assert header["cut"]["calls_written"] == 64 and len(header["cut"]["calls_omitted"]) == 36
@@ -58,12 +58,12 @@ def test_bounds_cut_calls_and_events_declared_and_totals_kept(tmp_path):
     s0, s1 = make_receipt(led).summary, make_receipt(back).summary
     assert (s0.call_count, s0.compile_count, s0.calls_by_phase) == (s1.call_count, s1.compile_count, s1.calls_by_phase)
     # the cut ledger is a fixed point: exporting it again changes nothing
-    assert TraceRenderer().render(back) == TraceRenderer().render(back) and \
+    assert TraceRenderer().render_ledger(back) == TraceRenderer().render_ledger(back) and \
         import_seamscope_trace(str(p)).ledger == back
-    p.write_bytes(TraceRenderer().render(back))
+    p.write_bytes(TraceRenderer().render_ledger(back))
     assert import_seamscope_trace(str(p)).ledger == back
     # parameters change both bounds
-    small = json.loads(TraceRenderer(max_calls=5, max_events=2).render(led).splitlines()[0])
+    small = json.loads(TraceRenderer(max_calls=5, max_events=2).render_ledger(led).splitlines()[0])
     assert small["cut"]["calls_written"] == 5 and small["bounds"]["max_events_per_call"] == 2
 
 
@@ -72,14 +72,14 @@ def test_schema_file_is_generated_and_validates_every_line():
     schema = json.loads(SCHEMA.read_text())
     assert schema == json.loads(json.dumps(trace_json_schema())), "run: python -m seamscope.model.trace > docs/trace.schema.json"
     validator = jsonschema.Draft202012Validator(schema)
-    for line in TraceRenderer(max_calls=4).render(ledger(calls=6, regions=6)).splitlines():
+    for line in TraceRenderer(max_calls=4).render_ledger(ledger(calls=6, regions=6)).splitlines():
         validator.validate(json.loads(line))
     with pytest.raises(jsonschema.ValidationError):
         validator.validate({"record": "call", "call": {"index": "x"}})
 
 
 def test_bad_lines_are_skipped_with_their_line_number(tmp_path):
-    lines = TraceRenderer(max_events=100).render(ledger(calls=6)).splitlines()
+    lines = TraceRenderer(max_events=100).render_ledger(ledger(calls=6)).splitlines()
     call_at = next(i for i, ln in enumerate(lines) if ln.startswith(b'{"call"'))
     lines[call_at] = lines[call_at].replace(b'"wall_ns":', b'"wall_ns":"oops","x":')
     lines.insert(call_at + 1, b"\xff\xfe not json")
@@ -99,7 +99,7 @@ def test_bad_lines_are_skipped_with_their_line_number(tmp_path):
 
 
 def test_over_bounds_and_cut_file_are_reported(tmp_path):
-    text = TraceRenderer(max_events=100).render(ledger(calls=6))
+    text = TraceRenderer(max_events=100).render_ledger(ledger(calls=6))
     header = json.loads(text.splitlines()[0])
     header["bounds"] = {"max_calls": 2, "max_events_per_call": 3}
     lines = [json.dumps(header).encode(), *text.splitlines()[1:]]
@@ -113,7 +113,7 @@ def test_over_bounds_and_cut_file_are_reported(tmp_path):
 
 def test_not_a_trace_or_unknown_version_is_unusable(tmp_path):
     p = tmp_path / "t.jsonl"
-    text = TraceRenderer().render(ledger(calls=2))
+    text = TraceRenderer().render_ledger(ledger(calls=2))
     p.write_bytes(text.replace(b'"trace_version":1', b'"trace_version":99', 1))
     with pytest.raises(UnusableInput, match="trace version 99"):
         import_seamscope_trace(str(p))

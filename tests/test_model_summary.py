@@ -8,38 +8,19 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from fakes import comp
 
 from seamscope.analyze.summary import call_parts, summarize
 from seamscope.model.builder import LedgerBuilder
 from seamscope.model.fake import FakeClock, fake_environment, fake_site
 from seamscope.model.ledger import (
     BreakEvent,
-    Compilation,
     FallbackEvent,
     GuardMissEvent,
     IslandEvent,
     RunInfo,
 )
 from seamscope.model.selfcheck import self_check
-
-
-def comp(cid, status="ok", graphs=1, site=None, ns=1000, reason=None, fail_type=None, guards=(), restarts=()):
-    return Compilation(
-        compile_id=cid,
-        frame_name="forward",
-        file="m.py",
-        line=3,
-        status=status,
-        duration_ns=ns,
-        graph_count=graphs,
-        own_break_site_id=site,
-        own_break_depth=0 if site else None,
-        break_site_ids=[site] if site else [],
-        fail_reason=reason,
-        fail_type=fail_type,
-        failed_guards=list(guards),
-        restart_reasons=list(restarts),
-    )
 
 
 def builder(**kw):

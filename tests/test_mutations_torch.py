@@ -4,10 +4,10 @@ break that recompiles for every new length, a candidate without the break and wi
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from fakes import MUTATION_CODES, MUTATIONS, apply_mutation
 
 torch = pytest.importorskip("torch")
 
@@ -16,9 +16,6 @@ from seamscope.analyze.inputs import InputTrace  # noqa: E402
 from seamscope.analyze.verify import load_raw, verify  # noqa: E402
 from seamscope.capture.session import Session  # noqa: E402
 from seamscope.render.receipt_json import write_receipt_files  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_mutations import MUTATION_CODES, MUTATIONS, apply_mutation  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

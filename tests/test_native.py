@@ -17,6 +17,7 @@ import types
 
 import pytest
 from conftest import examples
+from fakes import comp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -157,7 +158,6 @@ def test_steady_sums_from_ticks_match_the_calls_measured_outside(clock_kind):
 def test_a_region_running_when_its_call_is_adopted_is_put_on_the_builders_timeline(clock_kind):
     """A compilation inside a region (Dynamo compiling a nested frame) makes the builder adopt
     the call mid-region; that region's start was read by C before."""
-    from test_model_summary import comp
 
     b, lane = lane_builder(first_calls=11, call_cap=16)  # the call is kept: its events can be read
     drive(b, lane, timers(lane, 1), 10)
@@ -326,7 +326,6 @@ def test_lane_sums_steady_calls_and_hands_sampled_ones_to_the_builder(keep_detai
 
 @needs_c
 def test_a_call_c_opened_is_adopted_when_it_compiles_and_errors_go_to_the_builder():
-    from test_model_summary import comp
 
     b, lane = lane_builder()
     regions = timers(lane, 2)
@@ -354,7 +353,6 @@ def test_sums_c_took_fold_into_the_totals_exactly_as_the_python_path():
     """The same calls, summed by C between the builder's detailed ones, or by ``_sum_fast``:
     identical totals (regions' sums, minima and maxima, the island after the break, phases)."""
     import msgspec
-    from test_model_summary import comp
 
     from seamscope.model.fake import fake_site
 
@@ -451,7 +449,6 @@ def test_calls_due_in_detail_carry_seam_traffic_from_c():
 def test_steady_sums_survive_the_builder_forgetting_its_plans():
     """C keeps the last plan it found; a compilation record (outside any call) makes the
     builder forget every plan, and the next steady calls must go to the new ones."""
-    from test_model_summary import comp
 
     b, lane = lane_builder(first_calls=0, call_cap=4)
     regions = timers(lane, 2)

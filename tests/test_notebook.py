@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_report_view import XSS_SCRIPT, fake_ledger, fake_receipt, plant
+from fakes import XSS_SCRIPT, fake_ledger, fake_receipt, plant
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.render.html import HtmlRenderer

@@ -8,7 +8,7 @@ import os
 
 import msgspec
 import pytest
-from test_report_view import XSS_IMG, XSS_SCRIPT
+from fakes import XSS_IMG, XSS_SCRIPT
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.model.ledger import RegionEvent

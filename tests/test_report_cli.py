@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from test_report_view import fake_receipt
+from fakes import fake_receipt
 
 from seamscope.cli import main
 from seamscope.render.receipt_json import write_receipt_files

@@ -7,8 +7,8 @@ import re
 
 import msgspec
 import pytest
+from fakes import fake_receipt
 from rich.console import Console
-from test_report_view import fake_receipt
 
 from seamscope.analyze.report_view import build_view
 from seamscope.analyze.units import counted, noun
@@ -53,7 +53,7 @@ def test_terminal_counts(n):
 
 @pytest.mark.parametrize("n", [0, 1, 2])
 def test_markdown_counts(n):
-    md = MarkdownRenderer().render(build_view(receipt_with(n), source_root="/nonexistent"))
+    md = MarkdownRenderer().render_view(build_view(receipt_with(n), source_root="/nonexistent"))
     assert md.splitlines()[2] == MARKDOWN[n]
 
 

@@ -6,9 +6,9 @@ import functools
 import re
 from html.parser import HTMLParser
 
+from fakes import XSS_IMG, XSS_SCRIPT, fake_ledger, fake_receipt, plant
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_report_view import XSS_IMG, XSS_SCRIPT, fake_ledger, fake_receipt, plant
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.render.html import HtmlRenderer, write_html_report

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from test_report_view import fake_ledger, fake_receipt
+from fakes import fake_ledger, fake_receipt
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.model.ledger import CompileEvent, IslandEvent, RegionEvent

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import msgspec
 from click.testing import CliRunner
-from test_report_view import XSS_IMG, XSS_SCRIPT, fake_receipt
+from fakes import XSS_IMG, XSS_SCRIPT, fake_receipt
 
 from seamscope.analyze.ranks import gather, merge
 from seamscope.analyze.receipt import make_receipt
@@ -162,19 +162,19 @@ def test_hostile_text_from_a_rank_is_escaped(tmp_path):
     start = next(c for c in g.rows[1] if c[1] == 3)
     assert XSS_SCRIPT in start[3]
     assert html.count('class="ddp-split"') == 3
-    md = MarkdownRenderer().render(build_view(hostile, source_root="/nonexistent"))
+    md = MarkdownRenderer().render_view(build_view(hostile, source_root="/nonexistent"))
     assert "<script" not in md and "<img" not in md and "&lt;script&gt;" in md
 
 
 def test_markdown_lists_divergences_and_absent_ranks_say_so(tmp_path):
-    md = MarkdownRenderer().render(build_view(three_ranks(tmp_path), source_root="/nonexistent"))
+    md = MarkdownRenderer().render_view(build_view(three_ranks(tmp_path), source_root="/nonexistent"))
     assert "**Ranks**: 3 merged of world size 3; " in md
     assert "- **recompile\\_call**: rank 1 (against 0, 2) from call 3: rank 1 recompiled 0/1" in md
     assert "- **call\\_count**: rank 2 (against 0, 1) from call 5" in md
     one = fake_receipt()
     view = build_view(one, source_root="/nonexistent")
     assert not view.ranks.present
-    assert "**Ranks**" not in MarkdownRenderer().render(view)
+    assert "**Ranks**" not in MarkdownRenderer().render_view(view)
     html = HtmlRenderer(source_root="/nonexistent").render(one)
     section = html[html.index('<section id="ranks"'):]
     section = section[: section.index("</section>")]
@@ -188,7 +188,7 @@ def test_agreeing_ranks_render_without_marks(tmp_path):
     g = grid(html)
     assert all(not any(k.startswith("div-") for k in c[0]) for cells in g.rows.values() for c in cells)
     assert "The ranks do not diverge." in html
-    assert "the ranks do not diverge." in MarkdownRenderer().render(build_view(receipt, source_root="/nonexistent"))
+    assert "the ranks do not diverge." in MarkdownRenderer().render_view(build_view(receipt, source_root="/nonexistent"))
 
 
 def test_columns_are_bounded_and_keep_every_call_where_a_divergence_starts(tmp_path):

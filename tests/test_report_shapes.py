@@ -11,7 +11,7 @@ import re
 from html.parser import HTMLParser
 
 import msgspec
-from test_report_view import XSS_IMG, XSS_SCRIPT, fake_ledger
+from fakes import SHAPE_TRACE, XSS_IMG, XSS_SCRIPT, fake_ledger, shape_policy, shape_study
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.report_view import (
@@ -24,45 +24,12 @@ from seamscope.analyze.report_view import (
     build_view,
 )
 from seamscope.model.shapes import (
-    MemoryStep,
     PolicyResult,
-    Recommendation,
     ShapeCall,
     ShapeSpec,
     ShapeStudy,
 )
 from seamscope.render.html import HtmlRenderer
-
-TRACE = [4, 8, 4, 16, 8, 4]
-MIB = 2**20
-
-
-def policy(name: str, kind: str, *, pad: bool = False, total: int = 0, variants_at: dict[int, int] | None = None) -> PolicyResult:
-    """A policy that compiles at the first call of each length it sees (padded with ``pad``)."""
-    seen: set[int] = set()
-    calls, memory = [], []
-    variants = 0
-    for i, n in enumerate(TRACE):
-        p = 16 if pad else n
-        cold = p not in seen
-        seen.add(p)
-        variants += cold
-        calls.append(ShapeCall(index=i, length=n, padded_length=p, phase="cold" if cold else "steady",
-                               outcome="compile" if cold else "hit", latency_ns=(5_000_000 if cold else 10_000) + i,
-                               compile_ns=4_000_000 if cold else 0, compiled_variants=variants))
-        if n not in {c.length for c in calls[:-1]}:
-            memory.append(MemoryStep(call_index=i, length=n, compiled_variants=variants, rss_bytes=(400 + 10 * variants) * MIB))
-    return PolicyResult(policy=name, kind=kind, compile_options={}, status="ok", calls=calls, memory=memory,  # type: ignore[arg-type]
-                        compile_count=variants, recompile_count=max(variants - 1, 0),
-                        total_ns=total or sum(c.latency_ns for c in calls), padding_fraction=0.25 if pad else 0.0)
-
-
-def study(*policies: PolicyResult, text: str = "auto: lowest total request cost over this trace") -> ShapeStudy:
-    spec = ShapeSpec(workload="w.py:f", backend="eager", dim=1, trace=list(TRACE), repeat=1,
-                     policies=[p.policy for p in policies])
-    rec = Recommendation(policy=policies[0].policy, runner_up=None, margin_ns=None, margin_fraction=None, flip=None,
-                         excluded=["pow2: outputs differ from unpadded eager"], text=text)
-    return ShapeStudy(spec=spec, policies=list(policies), recommendation=rec, wall_ns=1_000_000_000)
 
 
 def receipt_with(s: ShapeStudy):
@@ -109,8 +76,8 @@ def charts(html: str) -> Charts:
 
 
 def test_one_polyline_per_policy_with_one_point_per_call():
-    pols = [policy("auto", "auto"), policy("pow2", "pow2", pad=True), policy("static", "static")]
-    r = receipt_with(study(*pols))
+    pols = [shape_policy("auto", "auto"), shape_policy("pow2", "pow2", pad=True), shape_policy("static", "static")]
+    r = receipt_with(shape_study(*pols))
     c = charts(HtmlRenderer(source_root="/nonexistent").render(r))
     assert sorted(c.charts) == ["latency", "memory", "variants"]
     def xs(line):  # variants and memory are steps: one x per figure, a corner where it changes
@@ -120,7 +87,7 @@ def test_one_polyline_per_policy_with_one_point_per_call():
         assert list(c.charts[key]) == ["auto", "pow2", "static"]
         for p in pols:
             line = c.charts[key][p.policy]
-            assert len(xs(line)) == len(p.calls) == len(TRACE) and line["n"] == [str(len(TRACE))]
+            assert len(xs(line)) == len(p.calls) == len(SHAPE_TRACE) and line["n"] == [str(len(SHAPE_TRACE))]
     for p in pols:
         line = c.charts["latency"][p.policy]
         assert len(line["points"]) == len(p.calls)
@@ -130,13 +97,13 @@ def test_one_polyline_per_policy_with_one_point_per_call():
         assert len(xs(mem)) == len(p.memory) == len(mem["dots"]) and mem["n"] == [str(len(p.memory))]
     assert c.charts["variants"]["auto"]["dots"] == []
     # a step line: auto's variants go 1, 2, 2, 3, 3, 3 -> a corner before each of the two rises
-    assert len(c.charts["variants"]["auto"]["points"]) == len(TRACE) + 2
-    assert len(c.charts["variants"]["pow2"]["points"]) == len(TRACE)
+    assert len(c.charts["variants"]["auto"]["points"]) == len(SHAPE_TRACE) + 2
+    assert len(c.charts["variants"]["pow2"]["points"]) == len(SHAPE_TRACE)
 
 
 def test_coordinates_follow_the_figures():
-    auto, pow2 = policy("auto", "auto"), policy("pow2", "pow2", pad=True)
-    v = build_view(receipt_with(study(auto, pow2)), source_root="/nonexistent").shapes
+    auto, pow2 = shape_policy("auto", "auto"), shape_policy("pow2", "pow2", pad=True)
+    v = build_view(receipt_with(shape_study(auto, pow2)), source_root="/nonexistent").shapes
     by = {ch.key: {ln.policy: ln for ln in ch.lines} for ch in v.charts}
 
     def xy(points):
@@ -163,8 +130,8 @@ def test_coordinates_follow_the_figures():
 
 
 def test_recommendation_table_and_policy_names_are_escaped():
-    evil = policy("buckets:" + XSS_SCRIPT, "buckets")
-    s = study(policy("auto", "auto"), evil, text="auto wins; " + XSS_IMG)
+    evil = shape_policy("buckets:" + XSS_SCRIPT, "buckets")
+    s = shape_study(shape_policy("auto", "auto"), evil, text="auto wins; " + XSS_IMG)
     s = msgspec.structs.replace(s, warnings=[XSS_SCRIPT])
     html = HtmlRenderer(source_root="/nonexistent").render(receipt_with(s))
     c = charts(html)

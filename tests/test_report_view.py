@@ -1,11 +1,9 @@
-"""The report's view-model: figures derived from a receipt, compared by value (GIVEN / WHEN / THEN).
-
-Also home of the fake receipts the other ``test_report*`` files build on.
-"""
+"""The report's view-model: figures derived from a receipt, compared by value (GIVEN / WHEN / THEN)."""
 
 from __future__ import annotations
 
 import msgspec
+from fakes import fake_ledger, fake_probe, fake_receipt
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.report_view import (
@@ -15,47 +13,7 @@ from seamscope.analyze.report_view import (
     pick_timeline_calls,
     read_context,
 )
-from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
 from seamscope.model.ledger import IslandEvent, Ledger, RegionEvent
-from seamscope.model.receipt import Receipt
-
-XSS_SCRIPT = "<script>window.__seamscope_pwned = 1</script>"
-XSS_IMG = '"><img src=x onerror="window.__seamscope_pwned=2">'
-
-
-def fake_program(n_calls: int = 8, *, slow_steady: int = 0) -> FakeProgram:
-    """Call 0 compiles two frames (the first ends at a print break); a later call recompiles
-    frame 0; the rest are cache hits with two regions and an island between them."""
-    S = FakeStep
-    steady = [S("region", 100_000 + slow_steady, "0/0"), S("island", 20_000), S("region", 50_000, "1/0")]
-    calls = [
-        FakeCall([S("compile", 5_000_000, "0/0"), S("region", 100_000, "0/0"), S("island", 20_000),
-                  S("compile", 3_000_000, "1/0"), S("region", 50_000, "1/0")]),
-    ]
-    for i in range(1, n_calls):
-        if i == 3:
-            calls.append(FakeCall([S("compile", 4_000_000, "0/1"), S("region", 100_000, "0/1"),
-                                   S("island", 20_000), S("region", 50_000, "1/0")]))
-        else:
-            calls.append(FakeCall(list(steady)))
-    return FakeProgram(breaks={"0/0": "print", "0/1": "print"}, calls=calls)
-
-
-def fake_ledger(n_calls: int = 8, **kw: int) -> Ledger:
-    return play(fake_program(n_calls, slow_steady=kw.pop("slow_steady", 0)), **kw).build()
-
-
-def plant(ledger: Ledger, reason: str, file: str) -> Ledger:
-    """Put hostile text into every break site's reason and file name, and into a failed guard."""
-    sites = [msgspec.structs.replace(s, reason=reason, file=file) for s in ledger.break_sites]
-    comps = [
-        msgspec.structs.replace(c, failed_guards=[reason]) if c.is_recompile else c for c in ledger.compilations
-    ]
-    return msgspec.structs.replace(ledger, break_sites=sites, compilations=comps)
-
-
-def fake_receipt(n_calls: int = 8, **kw: int) -> Receipt:
-    return make_receipt(fake_ledger(n_calls, **kw), findings=None)  # the fallback ranking path
 
 
 def regions_in(ledger: Ledger, index: int) -> int:
@@ -157,15 +115,7 @@ def test_missing_optional_sections_are_marked_absent_and_present_ones_tabulated(
     assert {s.key: s.present for s in v.sections} == {
         "findings": False, "probe": False, "shapes": False, "comparison": False, "memory": False,
     }
-    from seamscope.model.probe import EvidenceRow, ProbeResult, ProbeSpec
-
-    probe = ProbeResult(
-        spec=ProbeSpec(workload="w.py:f", backend="eager"),
-        verdict="ok",
-        answer="compiled matches eager",
-        evidence=[EvidenceRow(configuration="eager", first_call_ns=5, steady_median_ns=3, recompiles=0,
-                              compiles=0, peak_mib=None, peak_source="none")],
-    )
+    probe = fake_probe()
     v2 = build_view(msgspec.structs.replace(r, probe=probe), source_root="/nonexistent")
     sec = next(s for s in v2.sections if s.key == "probe")
     assert sec.present

@@ -33,7 +33,7 @@ from seamscope.experiments.trials import (
     source_of_guard,
 )
 from seamscope.model.trials import Candidate, OutputCheck, RunFigures, Trials
-from seamscope.render.trials_table import render_html_section, render_markdown
+from seamscope.render.trials_table import TrialsHtmlRenderer, TrialsMarkdownRenderer
 
 # --- flags ---------------------------------------------------------------------------------------
 
@@ -266,9 +266,9 @@ def test_renderers_show_every_candidate_with_its_command():
                _cand("bad|pipe", "changes outputs", ["--stance", "force_eager"], "changes outputs")])
     t = Trials(script="s.py", args=[], seed=0, repeat=examples(2), tolerance="x", deterministic=True,
                baseline=base, candidates=cs, chosen="cso", decision="use cso", rollback_trigger="if slower")
-    md = render_markdown(t)
+    md = TrialsMarkdownRenderer().render(t)
     assert "| 1 | cso ✓ | faster |" in md and "bad\\|pipe" in md and "Rollback trigger" in md
-    html = render_html_section(t)
+    html = TrialsHtmlRenderer().render_section(t)
     assert html.count("<tr>") == 4 and "changes outputs" in html and "bad|pipe" in html
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import msgspec
 import pytest
 from conftest import examples
+from fakes import baseline_program, build, candidate_program, pair
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seamscope.analyze.diff import attach_comparison
 from seamscope.analyze.receipt import make_receipt, rehash
 from seamscope.analyze.verify import CODES, load_raw, read_raw, verify
 from seamscope.analyze.verify_hashes import canonical
@@ -24,65 +24,6 @@ from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
 from seamscope.model.hashing import structure_sha256
 from seamscope.model.receipt import Receipt
 from seamscope.render.receipt_json import write_receipt_files
-
-TRACE = "ab" * 32
-
-
-def _steady(i: int, fast: bool) -> FakeCall:
-    j = i % 7  # some spread, so medians and p90 differ
-    if fast:
-        return FakeCall([FakeStep("region", 150 + j, "0/0"), FakeStep("island", 10),
-                         FakeStep("overhead", 3)], family="warm" if i < 12 else "changed")
-    return FakeCall(
-        [FakeStep("region", 100 + j, "0/0"), FakeStep("island", 50 + 2 * j),
-         FakeStep("region", 80, "1/0" if i < 5 else ("1/1" if i < 9 else "1/2")), FakeStep("overhead", 5)],
-        family="warm" if i < 12 else "changed",
-    )
-
-
-def baseline_program(calls: int = 20) -> FakeProgram:
-    """A break after frame 0 and two recompiles of frame 1: three cold calls."""
-    out = []
-    for i in range(calls):
-        if i == 0:
-            steps = [FakeStep("compile", 500, "0/0"), FakeStep("region", 100, "0/0"),
-                     FakeStep("island", 60), FakeStep("compile", 300, "1/0"),
-                     FakeStep("region", 80, "1/0"), FakeStep("overhead", 7)]
-        elif i in (5, 9):
-            cid = "1/1" if i == 5 else "1/2"
-            steps = [FakeStep("region", 100, "0/0"), FakeStep("island", 55), FakeStep("compile", 250, cid),
-                     FakeStep("region", 80, cid), FakeStep("overhead", 5)]
-        else:
-            steps = _steady(i, fast=False).steps
-        out.append(FakeCall(steps, family="warm" if i < 12 else "changed"))
-    return FakeProgram(breaks={"0/0": "a"}, calls=out)
-
-
-def candidate_program(calls: int = 20) -> FakeProgram:
-    """The break fixed: one graph, compiled once (slower to compile), faster steady calls."""
-    out = []
-    for i in range(calls):
-        if i == 0:
-            steps = [FakeStep("compile", 2400, "0/0"), FakeStep("region", 160, "0/0"), FakeStep("overhead", 4)]
-            out.append(FakeCall(steps, family="warm"))
-        else:
-            out.append(_steady(i, fast=True))
-    return FakeProgram(calls=out)
-
-
-def build(program: FakeProgram, **kw: Any) -> Receipt:
-    led = play(program, **kw).build()
-    led = msgspec.structs.replace(led, run=msgspec.structs.replace(led.run, input_trace_sha256=TRACE))
-    return make_receipt(led)
-
-
-def pair(tmp: Path, calls: int = 20) -> tuple[Path, Path]:
-    """Baseline and candidate receipt files, the candidate carrying its comparison."""
-    base = build(baseline_program(calls))
-    cand = attach_comparison(base, build(candidate_program(calls)))
-    b = write_receipt_files(base, tmp / "before")
-    c = write_receipt_files(cand, tmp / "after")
-    return Path(b), Path(c)
 
 
 def edit(path: Path, fn: Any, *, rehash_it: bool = True) -> Path:

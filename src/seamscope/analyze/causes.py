@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from ..model.findings import ChurnPattern, Finding, Remedy
 from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
-from .findings import PROBE, guard_pattern
+from .findings import guard_pattern
+from .findings_common import config_remedy, frame_label, stable_frame
 from .units import fmt_ns
 
 _SIZE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
 _STRIDE = re.compile(r"stride mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
-_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_\d+$")
 _SOURCE = re.compile(r"^(?:L|kwargs)(?:\['[^']+'\])*\['([^']+)'\]$")
 _DIM_SUFFIX = re.compile(r"\[\d+\]$")
 _TENSOR = re.compile(r"tensor '(.+?)' (?:size|stride|dtype|device|requires_grad|dispatch)")
@@ -140,12 +140,8 @@ def describe(ch: GuardChange) -> str:
     return ch.guard[:120] or "guards failed (not recorded)"
 
 
-def _stable_frame(name: str) -> str:
-    return _RESUME.sub(lambda m: f"torch_dynamo_resume_in_{m.group(1)}", name)
-
-
 def _cause_id(family: str, root: Compilation, ch: GuardChange) -> str:
-    parts = (family, root.file, _stable_frame(root.frame_name), ch.subject, "" if ch.dim is None else ch.dim)
+    parts = (family, root.file, stable_frame(root.frame_name), ch.subject, "" if ch.dim is None else ch.dim)
     return "RC" + hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:8]
 
 
@@ -187,7 +183,7 @@ class _Cause:
         if g.family != self.family:
             return False
         root, ch = g.root
-        if self.key == (g.family, root.file, _stable_frame(root.frame_name), ch.subject, ch.dim):
+        if self.key == (g.family, root.file, stable_frame(root.frame_name), ch.subject, ch.dim):
             return True
         x = compile_frame_index(root.compile_id)[0]
         named = self.roots.get(x)
@@ -197,7 +193,7 @@ class _Cause:
 
     @property
     def key(self) -> tuple[str, str, str, str, int | None]:
-        return (self.family, self.root.file, _stable_frame(self.root.frame_name), self.change.subject, self.change.dim)
+        return (self.family, self.root.file, stable_frame(self.root.frame_name), self.change.subject, self.change.dim)
 
 
 def _call_groups(comps: list[Compilation]) -> list[_Group]:
@@ -273,7 +269,7 @@ def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list
         members = [c for g in cause.groups for c, _ in g.members]
         frames: list[str] = []
         for c in members:
-            label = f"{c.frame_name} ({_short(c.file)}:{c.line})"
+            label = frame_label(c.frame_name, c.file, c.line)
             if label not in frames:
                 frames.append(label)
         occurrences = [
@@ -368,12 +364,11 @@ def _remedy(cause: _Cause) -> Remedy:
         )
     if cause.family == "value":
         if ch.subject.startswith("___stack"):
-            return Remedy(
-                action="capture_scalar_outputs",
-                text="a value read with .item() is passed to the code after the break and guarded by value: keep it "
+            return config_remedy(
+                "capture_scalar_outputs",
+                "a value read with .item() is passed to the code after the break and guarded by value: keep it "
                 "a tensor, or let Dynamo capture it symbolically",
-                config={"capture_scalar_outputs": "True"},
-                try_with=f"{PROBE} --dynamo-config capture_scalar_outputs=True",
+                "capture_scalar_outputs", "True",
             )
         return Remedy(
             action="pass_as_tensor",
@@ -382,15 +377,9 @@ def _remedy(cause: _Cause) -> Remedy:
     if cause.family == "dtype_device":
         return Remedy(action="cast_inputs", text=f"cast {ch.subject} to one dtype and device before the compiled call")
     if cause.family == "recompile_limit":
-        return Remedy(
-            action="fix_churn_or_raise_limit",
-            text="frames gave up compiling and run eagerly: fix what fills their cache, or raise the limit to measure it",
-            config={"recompile_limit": "64"},
-            try_with=f"{PROBE} --dynamo-config recompile_limit=64",
+        return config_remedy(
+            "fix_churn_or_raise_limit",
+            "frames gave up compiling and run eagerly: fix what fills their cache, or raise the limit to measure it",
+            "recompile_limit", "64",
         )
     return Remedy(action="read_hints", text="read the failed guard: it names what changed between calls")
-
-
-def _short(path: str) -> str:
-    i = path.find("site-packages/")
-    return path[i + len("site-packages/") :] if i >= 0 else path

@@ -42,7 +42,7 @@ from ..model.ledger import (
 from ..model.normalize import normalize_text
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
 from .findings_churn import _churn_axis, _churn_findings, guard_pattern
-from .findings_common import PROBE, _bytes, _short, _with
+from .findings_common import PROBE, _bytes, _short, _with, config_remedy
 from .stats import median_float, quantile
 from .units import fmt_ns
 
@@ -330,23 +330,19 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
     if cls == "data_dependent_control_flow":
         if code == "GB0124" or cause.label == "Tensor.item()":
             rs.append(
-                Remedy(
-                    action="capture_scalar_outputs",
-                    text="let Dynamo trace Tensor.item() into the graph (the value becomes a symbolic scalar); "
+                config_remedy(
+                    "capture_scalar_outputs",
+                    "let Dynamo trace Tensor.item() into the graph (the value becomes a symbolic scalar); "
                     "measure it, since a later Python branch on that value may still break",
-                    config={"capture_scalar_outputs": "True"},
-                    try_with=f"{PROBE} --dynamo-config capture_scalar_outputs=True",
-                    torch_hints=hints,
+                    "capture_scalar_outputs", "True", hints=hints,
                 )
             )
         elif code in ("GB0036", "GB0037", "GB0033"):
             rs.append(
-                Remedy(
-                    action="capture_dynamic_output_shape_ops",
-                    text="let Dynamo trace operators whose output shape depends on data",
-                    config={"capture_dynamic_output_shape_ops": "True"},
-                    try_with=f"{PROBE} --dynamo-config capture_dynamic_output_shape_ops=True",
-                    torch_hints=hints,
+                config_remedy(
+                    "capture_dynamic_output_shape_ops",
+                    "let Dynamo trace operators whose output shape depends on data",
+                    "capture_dynamic_output_shape_ops", "True", hints=hints,
                 )
             )
         if cause.label == HOST_VALUE_BRANCH:
@@ -372,13 +368,11 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
         if cause.label.startswith("print") or cause.label.startswith("logging"):
             key = "reorderable_logging_functions" if cause.label.startswith("print") else "ignore_logging_functions"
             rs.append(
-                Remedy(
-                    action="reorder_logging",
-                    text=f"add the function to torch._dynamo.config.{key} so Dynamo moves it after the graph "
+                config_remedy(
+                    "reorder_logging",
+                    f"add the function to torch._dynamo.config.{key} so Dynamo moves it after the graph "
                     "instead of breaking",
-                    config={key: f"add {cause.label.split(' ')[0]}"},
-                    try_with=f"{PROBE} --dynamo-config {key}+={cause.label.split(' ')[0]}",
-                    torch_hints=hints,
+                    key, cause.label.split(" ")[0], add=True, hints=hints,
                 )
             )
         rs.append(

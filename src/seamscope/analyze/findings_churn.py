@@ -12,7 +12,15 @@ from collections import defaultdict
 from ..model.canonical import round_float
 from ..model.findings import ChurnAxis, ChurnEvidence, ChurnPattern, Finding, Remedy
 from ..model.ledger import Compilation, Ledger, compile_frame_index
-from .findings_common import PROBE, _hash_id, _short, _stable_text, _with
+from .findings_common import (
+    RESUME_FRAME,
+    _hash_id,
+    _stable_text,
+    _with,
+    config_remedy,
+    frame_label,
+    stable_frame,
+)
 from .units import fmt_ns
 
 # --- churn ---------------------------------------------------------------------------------------
@@ -25,7 +33,6 @@ _TENSOR_NAME = re.compile(r"tensor '(.+?)' (?=(?:size|stride|dtype|device|requir
 _FLAG = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=|is not|is)\s+(True|False|None)\b")
 _VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?\d+)?|'[^']*')\s*(?:#|$)")
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
-_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
 
 
 def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
@@ -104,11 +111,11 @@ def _churn_finding(
             if p[0] == pattern and p[2] is not None and p[2] not in values and len(values) < 8:
                 values.append(p[2])
     fed_by = next((c.resume_site_id for c in comps if c.resume_site_id), None)
-    m = _RESUME.match(fname)
+    m = RESUME_FRAME.match(fname)
     if fed_by is None and m:
         fn, line = m.group(1), int(m.group(2))
         fed_by = next((s.site_id for s in ledger.break_sites if s.function == fn and s.line == line), None)
-    stable_frame = _RESUME.sub(lambda mm: f"torch_dynamo_resume_in_{mm.group(1)}", fname)
+    stable = stable_frame(fname)
     # Two frames of one function (the function and a resume of it) differ by the seam before them.
     ev = ChurnEvidence(
         pattern=pattern,
@@ -126,7 +133,7 @@ def _churn_finding(
         fallback=pattern == "recompile_limit",
         fed_by=fed_by,
     )
-    fid = _hash_id("FR", first.file, stable_frame, fed_by or "", pattern, ",".join(subjects))
+    fid = _hash_id("FR", first.file, stable, fed_by or "", pattern, ",".join(subjects))
     missing: list[str] = []
     if any(c.duration_ns is None for c, _ in members):
         missing.append("compile time: not recorded for some compilations")
@@ -156,7 +163,7 @@ _PATTERN_WORDS = {
 
 
 def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
-    loc = f"{ev.frame_name} ({_short(ev.file)}:{ev.line})"
+    loc = frame_label(ev.frame_name, ev.file, ev.line)
     if ev.pattern == "recompile_limit":
         return (f"churn {fid}: {loc} hit the recompile limit and runs eagerly from call "
                 f"{ev.calls[0] if ev.calls else '?'} on ({ev.variants} variants compiled before)")
@@ -208,12 +215,11 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
         rs = []
         if resume:
             rs.append(
-                Remedy(
-                    action="capture_scalar_outputs",
-                    text="a value read with .item() is passed into the resume function and guarded by value: "
+                config_remedy(
+                    "capture_scalar_outputs",
+                    "a value read with .item() is passed into the resume function and guarded by value: "
                     "keep it a tensor (no .item()) or let Dynamo capture it symbolically",
-                    config={"capture_scalar_outputs": "True"},
-                    try_with=f"{PROBE} --dynamo-config capture_scalar_outputs=True",
+                    "capture_scalar_outputs", "True",
                 )
             )
         rs.append(
@@ -240,12 +246,11 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
                        "before the compiled call")]
     if p == "recompile_limit":
         return [
-            Remedy(
-                action="fix_churn_or_raise_limit",
-                text="the frame gave up compiling and runs eagerly: fix the churn that filled the cache (see the "
+            config_remedy(
+                "fix_churn_or_raise_limit",
+                "the frame gave up compiling and runs eagerly: fix the churn that filled the cache (see the "
                 "frame's other churn findings), or raise the limit to see what it would cost",
-                config={"recompile_limit": "64"},
-                try_with=f"{PROBE} --dynamo-config recompile_limit=64",
+                "recompile_limit", "64",
             )
         ]
     return [Remedy(action="read_hints", text="read the failed guards: each names what changed between calls")]

@@ -8,11 +8,25 @@ import re
 
 import msgspec
 
-from ..model.findings import Finding
+from ..model.findings import Finding, Remedy, RemedyAction
 from ..model.normalize import normalize_text
 
 PROBE = "seamscope probe FILE.py:FUNC"
 """Placeholder for the user's workload in suggested commands (the ledger does not name it)."""
+
+
+def config_remedy(
+    action: RemedyAction, text: str, key: str, value: str, *, add: bool = False, hints: list[str] | None = None
+) -> Remedy:
+    """A remedy that is one ``torch._dynamo.config`` change (``add``: one more entry in a list
+    setting), with the probe command that tries it."""
+    return Remedy(
+        action=action,
+        text=text,
+        config={key: f"add {value}" if add else value},
+        try_with=f"{PROBE} --dynamo-config {key}{'+=' if add else '='}{value}",
+        torch_hints=hints or [],
+    )
 
 
 # --- ids -----------------------------------------------------------------------------------------
@@ -38,6 +52,20 @@ def _with(f: Finding, **changes: object) -> Finding:
 def _short(path: str) -> str:
     i = path.find("site-packages/")
     return path[i + len("site-packages/") :] if i >= 0 else path
+
+
+def frame_label(name: str, file: str, line: int) -> str:
+    """``forward (transformers/models/x.py:12)``: a frame as findings and causes name it."""
+    return f"{name} ({_short(file)}:{line})"
+
+
+RESUME_FRAME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
+"""A resume function's name: the function it resumes and the line of the break before it."""
+
+
+def stable_frame(name: str) -> str:
+    """A frame's name without the line a resume function's name carries (edits above keep it)."""
+    return RESUME_FRAME.sub(lambda m: f"torch_dynamo_resume_in_{m.group(1)}", name)
 
 
 def _bytes(n: int) -> str:

@@ -14,6 +14,7 @@ from ..model.receipt import (
     SiteSummary,
     Summary,
 )
+from .fields import carry
 from .stats import median_float, quantile
 
 
@@ -43,45 +44,17 @@ def summarize(ledger: Ledger) -> Summary:
     for s in ledger.break_sites:
         t = site_totals.get(s.site_id)
         sites.append(
-            SiteSummary(
-                site_id=s.site_id,
-                file=s.file,
-                line=s.line,
-                function=s.function,
-                gb_code=s.gb_code,
-                gb_type=s.gb_type,
-                reason=s.reason,
-                user_stack=s.user_stack,
-                compile_ids=s.compile_ids,
+            carry(
+                SiteSummary,
+                s,
                 crossings=(t.crossings if t else 0) if has_rt else None,
                 calls_crossing=(t.calls_crossing if t else 0) if has_rt else None,
                 island_after_ns=(t.island_after_ns if t else 0) if has_rt else None,
-                scope=s.scope,
-                statement=s.statement,
-                frame_skipped=s.frame_skipped,
             )
         )
-    recompiles = [
-        RecompileSummary(
-            compile_id=c.compile_id,
-            frame_name=c.frame_name,
-            file=c.file,
-            line=c.line,
-            failed_guards=c.failed_guards,
-            call_index=c.call_index,
-            status=c.status,
-        )
-        for c in comps
-        if c.is_recompile
-    ]
+    recompiles = [carry(RecompileSummary, c) for c in comps if c.is_recompile]
     fallbacks = [
-        FallbackSummary(
-            compile_id=c.compile_id,
-            frame_name=c.frame_name,
-            status=c.status,
-            reason=(c.fail_reason or c.fail_type or c.status).splitlines()[0],
-            call_index=c.call_index,
-        )
+        carry(FallbackSummary, c, reason=(c.fail_reason or c.fail_type or c.status).splitlines()[0])
         for c in comps
         if c.status != "ok"
     ]
@@ -95,23 +68,18 @@ def summarize(ledger: Ledger) -> Summary:
         retained = [c for c in ledger.calls if c.phase == name]
         walls = [c.wall_ns for c in retained]
         rpc = [float(sum(1 for e in c.events if isinstance(e, RegionEvent))) for c in retained]
-        stats = PhaseStats(
-                phase=name,
-                calls=pt.calls,
-                wall_ns=pt.wall_ns,
-                region_ns=pt.region_ns,
-                island_ns=pt.island_ns,
-                compile_ns=pt.compile_ns,
-                overhead_ns=pt.overhead_ns,
+        phases.append(
+            carry(
+                PhaseStats,
+                pt,
                 sampled_calls=len(retained),
                 min_ns=min(walls) if walls else None,
                 median_ns=quantile(walls, 0.5),
                 p90_ns=quantile(walls, 0.9),
                 regions_per_call_median=median_float(rpc),
+                device=device.get(name, msgspec.UNSET),
             )
-        if name in device:
-            stats = msgspec.structs.replace(stats, device=device[name])
-        phases.append(stats)
+        )
     return Summary(
         call_count=ledger.totals.calls,
         compile_count=len(ok),

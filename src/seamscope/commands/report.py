@@ -15,6 +15,7 @@ import click
 from ..analyze.report_view import build_comparison, build_view, comparison_in_receipt
 from ..errors import UnusableInput
 from ..ingest.receipt import load_receipt
+from ..render import file_name
 from ..render.files import write_atomic
 from ..render.html import HtmlRenderer
 from ..render.markdown import MarkdownRenderer
@@ -54,13 +55,14 @@ def command(
     for f in (perfetto_file, markdown_file):
         if f is not None and os.path.isdir(f):
             raise UnusableInput(f"{f}: is a folder; give a file name")
-    view = build_view(r)
-    outputs: list[tuple[str, str | bytes]] = [(os.path.join(out_dir, "index.html"), HtmlRenderer().render_view(view))]
+    view = build_view(r)  # one view for the HTML and the Markdown
+    html = HtmlRenderer()
+    outputs: list[tuple[str, str | bytes]] = [(os.path.join(out_dir, file_name(html, "index")), html.render_view(view))]
     if perfetto_file:
         outputs.append((perfetto_file, PerfettoRenderer().render(r)))
     if markdown_file:
         comparison = build_comparison(before, r) if before is not None else comparison_in_receipt(r)
-        outputs.append((markdown_file, MarkdownRenderer().render(view, comparison)))
+        outputs.append((markdown_file, MarkdownRenderer().render_view(view, comparison)))
     for path, data in outputs:
         click.echo(f"wrote {_write(path, data)}")
     if open_:

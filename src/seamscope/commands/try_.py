@@ -106,14 +106,16 @@ def write_trials(trials: object, out: str, markdown: str | None = None) -> list[
     from ..ingest.receipt import load_receipt
     from ..model.canonical import pretty_bytes
     from ..model.trials import Trials
+    from ..render import write_rendered
     from ..render.files import write_atomic
     from ..render.receipt_json import write_receipt_files
-    from ..render.trials_table import render_html_page, render_markdown
+    from ..render.trials_table import TrialsHtmlRenderer, TrialsMarkdownRenderer
 
     assert isinstance(trials, Trials)
     paths = [write_atomic(os.path.join(out, "trials.json"), pretty_bytes(trials))]
-    paths.append(write_atomic(markdown or os.path.join(out, "trials.md"), render_markdown(trials)))
-    paths.append(write_atomic(os.path.join(out, "trials.html"), render_html_page(trials)))
+    md = TrialsMarkdownRenderer()
+    paths.append(write_atomic(markdown, md.render(trials)) if markdown else write_rendered(md, trials, out, "trials"))
+    paths.append(write_rendered(TrialsHtmlRenderer(), trials, out, "trials"))
     # the top receipt: the chosen candidate's first repetition (else the baseline's), with the decision
     chosen = next((c for c in trials.candidates if c.name == trials.chosen), None)
     source = chosen or trials.baseline

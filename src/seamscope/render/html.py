@@ -14,7 +14,7 @@ import jinja2
 from ..analyze.report_view import COMPILE_COLOUR, ReportView, build_view
 from ..analyze.units import counted
 from ..model.receipt import Receipt
-from .files import write_atomic
+from . import write_rendered
 from .terminal import fmt_ns
 
 _TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
@@ -64,5 +64,4 @@ def write_html_report(
     receipt: Receipt, out_dir: str | os.PathLike[str], source_root: str | None = None
 ) -> str:
     """Write ``index.html`` into ``out_dir`` (beside ``receipt.json``); return its path."""
-    html = HtmlRenderer(source_root).render(receipt)
-    return write_atomic(os.path.join(os.fspath(out_dir), "index.html"), html)
+    return write_rendered(HtmlRenderer(source_root), receipt, out_dir, "index")

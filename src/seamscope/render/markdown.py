@@ -6,7 +6,8 @@ comments, so a reason such as ``<img src=x onerror=...>`` or ``__init__`` must s
 
 from __future__ import annotations
 
-from ..analyze.report_view import Comparison, ReportView, first_line
+from ..analyze.report_view import Comparison, ReportView, build_view, first_line
+from ..model.receipt import Receipt
 from .terminal import fmt_ns
 
 _MD_SPECIAL = "\\`*_[]#|~"
@@ -30,10 +31,15 @@ def _pct(x: float | None) -> str:
 class MarkdownRenderer:
     extension = ".md"
 
-    def __init__(self, max_rows: int = 5) -> None:
+    def __init__(self, max_rows: int = 5, source_root: str | None = None) -> None:
         self.max_rows = max_rows
+        self.source_root = source_root
 
-    def render(self, view: ReportView, comparison: Comparison | None = None) -> str:
+    def render(self, receipt: Receipt, comparison: Comparison | None = None) -> str:
+        return self.render_view(build_view(receipt, self.source_root), comparison)
+
+    def render_view(self, view: ReportView, comparison: Comparison | None = None) -> str:
+        """The summary of a view already built (the HTML report's), with a before/after verdict."""
         lines: list[str] = []
         counts = " · ".join(f"{c.value} {c.label}" for c in view.counts)
         lines += [f"### {esc(view.title)}", ""]

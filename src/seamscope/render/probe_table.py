@@ -7,7 +7,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..model.probe import ProbeResult
-from .terminal import fmt_ns
+from ..model.receipt import Receipt
+from .terminal import fmt_ns, plain_text
 
 _STYLE = {"within_tolerance": "green", "above_tolerance": "yellow", "boundary_bug": "bold red",
           "ok": "green", "suspect": "yellow"}
@@ -24,8 +25,17 @@ def _why(reason: str, judged_by: str | None) -> str:
 
 
 class ProbeTableRenderer:
+    extension = ".txt"
+
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False)
+
+    def render(self, receipt: Receipt) -> str:
+        """The receipt's probe as plain text; a receipt without a probe is an error."""
+        if receipt.probe is None:
+            raise ValueError("the receipt holds no probe result")
+        probe = receipt.probe
+        return plain_text(lambda c: ProbeTableRenderer(c).print(probe), self.console.width)
 
     def print(self, p: ProbeResult) -> None:
         c = self.console

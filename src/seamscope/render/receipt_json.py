@@ -10,7 +10,7 @@ from ..analyze.summary import call_parts
 from ..model.canonical import pretty_bytes
 from ..model.ledger import RegionEvent
 from ..model.receipt import Receipt
-from .files import write_atomic
+from . import write_rendered
 
 CSV_COLUMNS = [
     "index",
@@ -69,7 +69,6 @@ class CallsCsvRenderer:
 
 def write_receipt_files(receipt: Receipt, out_dir: str | os.PathLike[str]) -> str:
     """Write ``receipt.json`` and ``calls.csv`` into ``out_dir``; return the receipt's path."""
-    d = os.fspath(out_dir)
-    path = write_atomic(os.path.join(d, "receipt.json"), ReceiptJsonRenderer().render(receipt))
-    write_atomic(os.path.join(d, "calls.csv"), CallsCsvRenderer().render(receipt))
+    path = write_rendered(ReceiptJsonRenderer(), receipt, out_dir, "receipt")
+    write_rendered(CallsCsvRenderer(), receipt, out_dir, "calls")
     return path

@@ -6,6 +6,7 @@ import msgspec
 
 from ..model.canonical import canonical_bytes
 from ..model.ledger import Ledger
+from ..model.receipt import Receipt
 from ..model.trace import (
     DEFAULT_MAX_CALLS,
     DEFAULT_MAX_EVENTS,
@@ -35,7 +36,11 @@ class TraceRenderer:
         self.max_calls = max_calls
         self.max_events = max_events
 
-    def render(self, ledger: Ledger) -> bytes:
+    def render(self, receipt: Receipt) -> bytes:
+        return self.render_ledger(receipt.ledger)
+
+    def render_ledger(self, ledger: Ledger) -> bytes:
+        """The trace of a ledger that has no receipt yet (a session's, at the end of a run)."""
         calls = list(ledger.calls)
         omitted: list[int] = []
         if len(calls) > self.max_calls:
@@ -105,4 +110,4 @@ def write_trace(
     """Write the bounded trace atomically (what ``seamscope run --trace-out F`` calls)."""
     from .files import write_atomic
 
-    return write_atomic(path, TraceRenderer(max_calls, max_events).render(ledger))
+    return write_atomic(path, TraceRenderer(max_calls, max_events).render_ledger(ledger))

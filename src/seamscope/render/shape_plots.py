@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..model.receipt import Receipt
 from ..model.shapes import ShapeStudy
 from .files import write_atomic
 
@@ -14,9 +15,15 @@ PHASE_LABELS = {"cold": "cold (compiled)", "steady": "warm (cache hit)", "fallba
 
 
 class ShapePlotRenderer:
-    extension = "png"
+    extension = ".png"
 
-    def render(self, study: ShapeStudy) -> bytes:
+    def render(self, receipt: Receipt) -> bytes:
+        """The receipt's shape study; a receipt without one (or with no policy) is an error."""
+        if receipt.shapes is None or not receipt.shapes.policies:
+            raise ValueError("the receipt holds no shape study to plot")
+        return self.render_study(receipt.shapes)
+
+    def render_study(self, study: ShapeStudy) -> bytes:
         import io
 
         import matplotlib
@@ -79,4 +86,4 @@ def _variants(ax: Any, p: Any, n: int) -> Any:
 def write_shape_plot(study: ShapeStudy | None, path: str | os.PathLike[str]) -> str | None:
     if study is None or not study.policies:
         return None
-    return write_atomic(path, ShapePlotRenderer().render(study))
+    return write_atomic(path, ShapePlotRenderer().render_study(study))

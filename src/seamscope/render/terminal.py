@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
+
 import msgspec
 from rich.console import Console
 from rich.markup import escape
@@ -11,10 +14,23 @@ from ..analyze.units import counted, fmt_ns
 from ..model.receipt import Receipt
 
 
+def plain_text(draw: Callable[[Console], None], width: int) -> str:
+    """What ``draw`` prints on a console, as plain text (no colour, no markup)."""
+    buf = io.StringIO()
+    draw(Console(file=buf, width=width, color_system=None, highlight=False))
+    return buf.getvalue()
+
+
 class TerminalRenderer:
+    extension = ".txt"
+
     def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
         self.console = console or Console(highlight=False)
         self.max_rows = max_rows
+
+    def render(self, receipt: Receipt) -> str:
+        """The summary as plain text, as wide as this renderer's console."""
+        return plain_text(lambda c: TerminalRenderer(c, self.max_rows).print(receipt), self.console.width)
 
     def print(self, receipt: Receipt) -> None:
         c = self.console

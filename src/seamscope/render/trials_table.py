@@ -76,11 +76,23 @@ TERMINAL_COLUMNS = ("#", "candidate", "verdict (steady / total)", "steady median
 
 
 class TrialsTerminalRenderer:
-    def print(self, t: Trials, console: Any = None) -> None:
+    extension = ".txt"
+
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
+
+        self.console = console or Console(highlight=False, width=max(Console().width, 150))
+
+    def render(self, t: Trials) -> str:
+        """The table and the decision as plain text, as wide as this renderer's console."""
+        from .terminal import plain_text
+
+        return plain_text(lambda c: TrialsTerminalRenderer(c).print(t), self.console.width)
+
+    def print(self, t: Trials) -> None:
         from rich.table import Table
 
-        console = console or Console(highlight=False, width=max(Console().width, 150))
+        console = self.console
         table = Table(title=f"remedy trials · {t.script} · {t.repeat} repetition(s), seed {t.seed}")
         for col in TERMINAL_COLUMNS:
             table.add_column(col, overflow="fold")
@@ -100,7 +112,31 @@ class TrialsTerminalRenderer:
             console.print("interrupted: the table holds the runs finished so far")
 
 
-def render_markdown(t: Trials) -> str:
+class TrialsMarkdownRenderer:
+    """The table for a pull request."""
+
+    extension = ".md"
+
+    def render(self, t: Trials) -> str:
+        return _markdown(t)
+
+
+class TrialsHtmlRenderer:
+    """A page of its own (``render``), or the section alone (``render_section``)."""
+
+    extension = ".html"
+
+    def render(self, t: Trials) -> str:
+        return ("<!doctype html><html><head><meta charset='utf-8'><title>seamscope trials</title><style>"
+                "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+                "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:90%}</style></head><body>"
+                + self.render_section(t) + "</body></html>\n")
+
+    def render_section(self, t: Trials) -> str:
+        return _html_section(t)
+
+
+def _markdown(t: Trials) -> str:
     lines = [f"### Remedy trials: `{t.script}`", "",
              f"{t.repeat} interleaved repetition(s) per candidate, each a fresh process with an empty inductor "
              f"cache, seed {t.seed}. Tolerance: {t.tolerance}.", ""]
@@ -120,7 +156,7 @@ def render_markdown(t: Trials) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_html_section(t: Trials) -> str:
+def _html_section(t: Trials) -> str:
     e = html.escape
     head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows(t))
@@ -132,9 +168,3 @@ def render_html_section(t: Trials) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><ol>{items}</ol>"
             f"<p><b>Decision:</b> {e(t.decision)}</p>{trigger}</section>")
 
-
-def render_html_page(t: Trials) -> str:
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>seamscope trials</title><style>"
-            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:90%}</style></head><body>"
-            + render_html_section(t) + "</body></html>\n")

@@ -71,7 +71,7 @@ from .ranks import (
     build_ranks,
     pick_rank_columns,
 )
-from .sections import MAX_CELL_CHARS, MAX_LIST_ITEMS, memory_section, optional_section, to_plain
+from .sections import MAX_CELL_CHARS, MAX_LIST_ITEMS, memory_section, optional_section
 from .shapes import (
     MAX_SHAPE_POINTS,
     PLOT_X0,
@@ -173,6 +173,5 @@ __all__ = [
     "pick_timeline_calls",
     "ranked_rows",
     "read_context",
-    "to_plain",
     "top_findings",
 ]

@@ -3,6 +3,7 @@ geometry and timeline sampling the timeline and the device lanes share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,8 @@ from ...model.ledger import (
 )
 
 if TYPE_CHECKING:
+    from ...model.ledger import Struct
+    from ...model.receipt import Receipt
     from .device import DeviceLanes
     from .findings import HeadlineView
     from .ranks import RanksView
@@ -43,12 +46,13 @@ ISLAND_COLOUR = "#e15759"
 COMPILE_COLOUR = "#f28e2b"
 OVERHEAD_COLOUR = "#bab0ac"
 
-#: Optional receipt sections other analyses add, in the order the report shows them.
-OPTIONAL_SECTIONS = (
-    ("findings", "Findings"),
-    ("probe", "Compile probe: evidence, ladder, differential"),
-    ("shapes", "Shape policy study"),
-    ("comparison", "Before/after comparison"),
+#: Optional receipt sections other analyses add, in the order the report shows them: key, title,
+#: and the receipt's field that holds the section.
+OPTIONAL_SECTIONS: tuple[tuple[str, str, Callable[[Receipt], Struct | None]], ...] = (
+    ("findings", "Findings", lambda r: r.findings),
+    ("probe", "Compile probe: evidence, ladder, differential", lambda r: r.probe),
+    ("shapes", "Shape policy study", lambda r: r.shapes),
+    ("comparison", "Before/after comparison", lambda r: r.comparison),
 )
 
 

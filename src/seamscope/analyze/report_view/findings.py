@@ -6,10 +6,10 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...model.findings import Finding
 from ...model.receipt import Receipt
 from ..units import fmt_ns
 from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
-from .sections import to_plain
 
 # --- findings ------------------------------------------------------------------------------------
 
@@ -39,39 +39,7 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
     break sites by the island time after them, recompiles and fallbacks by compile time."""
     section = receipt.findings
     if section is not None:
-        items = _finding_items(section)
-        rows = []
-        for k, item in enumerate(items[:limit], 1):
-            where = _dict(item.get("where")) or item
-            churn = _dict(item.get("churn"))
-            cost_d = _dict(item.get("cost"))
-            file = str(where.get("file") or churn.get("file") or "")
-            line_v = where.get("line") if file == where.get("file") else churn.get("line")
-            line = line_v if isinstance(line_v, int) else 0
-            ctx, note = read_context(file, line, root) if file else ([], "")
-            cost = next(
-                (d[c] for d, c in ((cost_d, "estimated_ns"), (churn, "compile_ns"), (item, "cost_ns")) if isinstance(d.get(c), int)),
-                None,
-            )
-            headline = next((str(item[h]) for h in ("sentence", "summary", "headline", "title", "message") if item.get(h)), str(item.get("finding_id", "finding")))
-            remedies = item.get("remedies") or []
-            remedies = remedies if isinstance(remedies, list) else []
-            detail = "; ".join(str(r.get("text", "")) for r in remedies if isinstance(r, dict) and r.get("text"))
-            cause = _dict(item.get("cause"))
-            kind = str(cause.get("label") or churn.get("pattern") or item.get("axis") or "finding")
-            rows.append(
-                FindingRow(
-                    rank=k,
-                    kind=kind,
-                    headline=headline,
-                    cost_ns=cost,
-                    where=f"{file}:{line}" if file else "",
-                    detail=detail,
-                    context=ctx,
-                    context_note=note,
-                )
-            )
-        return rows
+        return [_finding_row(k, f, root) for k, f in enumerate(section.findings[:limit], 1)]
     comps = {c.compile_id: c for c in receipt.ledger.compilations}
     cands: list[tuple[int, int, FindingRow]] = []
     for b in receipt.summary.break_sites:
@@ -133,6 +101,37 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
         )
     cands.sort(key=lambda t: (-t[0], t[1]))
     return [replace(row, rank=k) for k, (_, _, row) in enumerate(cands[:limit], 1)]
+
+
+def _finding_row(rank: int, f: Finding, root: str) -> FindingRow:
+    """A finding of the receipt, placed at its site (a break) or its frame (churn)."""
+    if f.where is not None and f.where.file:
+        file, line = f.where.file, f.where.line
+    elif f.churn is not None and f.churn.file:
+        file, line = f.churn.file, f.churn.line
+    else:
+        file, line = "", 0
+    ctx, note = read_context(file, line, root) if file else ([], "")
+    if f.cost is not None:
+        cost: int | None = f.cost.estimated_ns
+    elif f.churn is not None:
+        cost = f.churn.compile_ns
+    else:
+        cost = f.cost_ns
+    if f.cause is not None and f.cause.label:
+        kind: str = f.cause.label
+    else:
+        kind = f.churn.pattern if f.churn is not None else f.axis
+    return FindingRow(
+        rank=rank,
+        kind=kind,
+        headline=f.sentence or f.finding_id,
+        cost_ns=cost,
+        where=f"{file}:{line}" if file else "",
+        detail="; ".join(r.text for r in f.remedies if r.text),
+        context=ctx,
+        context_note=note,
+    )
 
 
 # --- the headline and the list ranked across axes ------------------------------------------------
@@ -244,18 +243,3 @@ def first_line(text: str, limit: int = 240) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
-
-def _dict(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _finding_items(section: Any) -> list[dict[str, Any]]:
-    data = to_plain(section)
-    if isinstance(data, dict):
-        for key in ("findings", "items", "ranked"):
-            if isinstance(data.get(key), list):
-                data = data[key]
-                break
-    if isinstance(data, list):
-        return [d for d in data if isinstance(d, dict)]
-    return []

@@ -15,6 +15,7 @@ from ...model.ledger import (
     compile_frame_index,
 )
 from ...model.receipt import Receipt
+from ..fields import carry
 from ..summary import call_parts
 from ..units import counted, fmt_ns, noun
 from .base import (
@@ -98,20 +99,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         counts=counts,
         calls_by_phase=[Stat(k, v) for k, v in s.calls_by_phase.items()],
         phases=[
-            PhaseRow(
-                phase=p.phase,
-                calls=p.calls,
-                sampled_calls=p.sampled_calls,
-                wall_ns=p.wall_ns,
-                region_ns=p.region_ns,
-                island_ns=p.island_ns,
-                compile_ns=p.compile_ns,
-                overhead_ns=p.overhead_ns,
-                min_ns=p.min_ns,
-                median_ns=p.median_ns,
-                p90_ns=p.p90_ns,
-                regions_per_call=p.regions_per_call_median,
-            )
+            carry(PhaseRow, p, regions_per_call=p.regions_per_call_median)
             for p in s.phases
             if p.calls
         ],
@@ -122,40 +110,18 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         calls_chart=build_calls_chart(led.calls),
         variants=build_variants(receipt),
         recompiles=[
-            RecompileRow(
-                compile_id=r.compile_id,
-                frame=r.frame_name,
-                where=f"{r.file}:{r.line}",
-                call_index=r.call_index,
-                failed_guards=list(r.failed_guards),
-            )
+            carry(RecompileRow, r, frame=r.frame_name, where=f"{r.file}:{r.line}", failed_guards=list(r.failed_guards))
             for r in s.recompiles
         ],
         fallbacks=[
-            FallbackRow(
-                compile_id=f.compile_id,
-                frame=f.frame_name,
-                status=f.status,
-                reason=f.reason,
-                call_index=f.call_index,
-            )
+            carry(FallbackRow, f, frame=f.frame_name)
             for f in s.fallbacks
         ],
         sites=[
-            SiteRow(
-                site_id=b.site_id,
-                where=f"{b.file}:{b.line}",
-                function=b.function,
-                gb_code=b.gb_code or "–",
-                gb_type=b.gb_type or "–",
-                reason=b.reason,
-                crossings=b.crossings,
-                calls_crossing=b.calls_crossing,
-                island_after_ns=b.island_after_ns,
-            )
+            carry(SiteRow, b, where=f"{b.file}:{b.line}", gb_code=b.gb_code or "–", gb_type=b.gb_type or "–")
             for b in s.break_sites
         ],
-        sections=[optional_section(receipt, key, title) for key, title in OPTIONAL_SECTIONS]
+        sections=[optional_section(key, title, field(receipt)) for key, title, field in OPTIONAL_SECTIONS]
         + [memory_section(receipt)],
         does_not_establish=list(receipt.decision.does_not_establish),
         ranks=build_ranks(receipt),

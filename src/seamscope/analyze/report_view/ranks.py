@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...model.ranks import RankEntry
 from ...model.receipt import Receipt
 from ..units import fmt_ns
 from .base import MAX_SECTION_ROWS
@@ -34,16 +35,9 @@ class RankCell:
 
 @dataclass(frozen=True)
 class RankRow:
-    rank: int
-    source: str
-    calls: int
-    compiles: int
-    recompiles: int
-    graphs: int
-    fallbacks: int
-    break_sites: int
-    steady_median_ns: int | None
-    steady_iqr_ns: int | None
+    """A rank: its entry in the receipt (rank, source, counts, steady figures) and its cells."""
+
+    entry: RankEntry
     divergent: bool
     cells: list[RankCell]
 
@@ -174,22 +168,8 @@ def build_ranks(receipt: Receipt) -> RanksView:
                 cells.append(RankCell(i, False, "", "", 0, 0, 0.0, mark, tip))
             else:
                 cells.append(RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip))
-        rows.append(
-            RankRow(
-                rank=e.rank,
-                source=e.source,
-                calls=e.call_count,
-                compiles=e.compile_count,
-                recompiles=e.recompile_count,
-                graphs=e.graph_count,
-                fallbacks=e.fallback_count,
-                break_sites=e.break_site_count,
-                steady_median_ns=e.steady_median_ns,
-                steady_iqr_ns=e.steady_iqr_ns,
-                divergent=e.rank in since or any(e.rank in d.ranks for d in divs),
-                cells=cells,
-            )
-        )
+        divergent = e.rank in since or any(e.rank in d.ranks for d in divs)
+        rows.append(RankRow(entry=e, divergent=divergent, cells=cells))
     div_starts = {d.first_call for d in divs if d.first_call is not None}
     every = max(1, -(-len(shown) // MAX_RANK_LABELS))
     columns = [

@@ -1,4 +1,4 @@
-"""Optional sections (memory, and any other), rendered from their data whatever their exact type."""
+"""Optional sections (memory, and those other analyses add), tabulated from their typed data."""
 
 from __future__ import annotations
 
@@ -6,23 +6,11 @@ from typing import Any
 
 import msgspec
 
+from ...model.ledger import Struct
 from ...model.receipt import Receipt
 from .base import MAX_SECTION_ROWS, OptionalSection, Table
 
-# --- optional sections, rendered from their data whatever their exact type ------------------------
-
-
-def to_plain(obj: Any) -> Any:
-    if isinstance(obj, (dict, list, str, int, float, bool)) or obj is None:
-        return obj
-    try:
-        return msgspec.to_builtins(obj)
-    except TypeError:
-        if hasattr(obj, "__dataclass_fields__"):
-            from dataclasses import asdict
-
-            return asdict(obj)
-        return str(obj)
+# --- optional sections, tabulated from their data --------------------------------------------------
 
 
 MAX_CELL_CHARS = 300
@@ -83,43 +71,35 @@ def _tables(title: str, data: Any, facts: list[tuple[str, str]], tables: list[Ta
 
 
 def memory_section(receipt: Receipt) -> OptionalSection:
-    """Memory over time, from whichever analysis measured it (the probe's points after each new
-    shape); a ledger from ``run`` or ``import`` has none."""
+    """Memory over time, from the probe's points after each new shape (the shape study draws its
+    own per policy); a ledger from ``run`` or ``import`` has none."""
     title = "Memory over time"
-    rows: list[list[str]] = []
-    for key in ("probe", "shapes"):
-        data = to_plain(getattr(receipt, key, None))
-        points = data.get("memory") if isinstance(data, dict) else None
-        if not isinstance(points, list):
-            continue
-        for p in points:
-            if not isinstance(p, dict):
-                continue
-            rss = p.get("rss_bytes")
-            peak = p.get("cuda_peak_bytes")
-            rows.append(
-                [
-                    key,
-                    _cell(p.get("configuration") or p.get("policy")),
-                    _cell(p.get("phase")),
-                    _cell(p.get("family") or p.get("length")),
-                    _cell(p.get("signature")),
-                    "–" if not isinstance(rss, int) else f"{rss / 2**20:.1f}",
-                    "–" if not isinstance(peak, int) else f"{peak / 2**20:.1f}",
-                    _cell(p.get("compiled_variants")),
-                ]
-            )
+    points = receipt.probe.memory if receipt.probe is not None else []
+    rows = [
+        [
+            "probe",
+            _cell(p.configuration or None),
+            _cell(p.phase),
+            _cell(p.family or None),
+            _cell(p.signature),
+            "–" if p.rss_bytes is None else f"{p.rss_bytes / 2**20:.1f}",
+            "–" if p.cuda_peak_bytes is None else f"{p.cuda_peak_bytes / 2**20:.1f}",
+            _cell(p.compiled_variants),
+        ]
+        for p in points
+    ]
     if not rows:
         return OptionalSection("memory", title, False)
     cols = ["from", "configuration", "phase", "family", "input", "RSS MiB", "CUDA peak MiB", "compiled variants"]
     return OptionalSection("memory", title, True, [], [Table("after each first-seen input", cols, rows[:MAX_SECTION_ROWS])])
 
 
-def optional_section(receipt: Receipt, key: str, title: str) -> OptionalSection:
-    value = getattr(receipt, key, None)
+def optional_section(key: str, title: str, value: Struct | None) -> OptionalSection:
+    """A section another analysis added, tabulated from its data: scalars as facts, lists of
+    records as tables."""
     if value is None:
         return OptionalSection(key, title, False)
     facts: list[tuple[str, str]] = []
     tables: list[Table] = []
-    _tables("", to_plain(value), facts, tables)
+    _tables("", msgspec.to_builtins(value), facts, tables)
     return OptionalSection(key, title, True, facts, tables)

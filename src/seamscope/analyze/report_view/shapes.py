@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...model.receipt import Receipt
+from ..fields import carry
 from ..units import fmt_ns
 from .base import OVERHEAD_COLOUR, PALETTE
 
@@ -53,12 +54,14 @@ class LineChart:
 
 @dataclass(frozen=True)
 class PolicyRow:
+    """A policy's figures (named as in its ``PolicyResult``), with its colour and the view's text."""
+
     policy: str
     colour: str
     status: str
-    compiles: int
-    recompiles: int
-    fallbacks: int
+    compile_count: int
+    recompile_count: int
+    fallback_count: int
     compile_ns: int
     total_ns: int
     cold_ns: int
@@ -224,18 +227,10 @@ def build_shapes(receipt: Receipt) -> ShapesView:
     ]
     recommended = rec.policy if rec is not None else None
     policies = [
-        PolicyRow(
-            policy=p.policy,
+        carry(
+            PolicyRow,
+            p,
             colour=colours[p.policy],
-            status=p.status,
-            compiles=p.compile_count,
-            recompiles=p.recompile_count,
-            fallbacks=p.fallback_count,
-            compile_ns=p.compile_ns,
-            total_ns=p.total_ns,
-            cold_ns=p.cold_ns,
-            steady_per_call_ns=p.steady_per_call_ns,
-            one_time_ns=p.one_time_ns,
             padding_pct=round(100.0 * p.padding_fraction, 1),
             correctness=p.correctness.replace("_", " "),
             recommended=p.policy == recommended,

@@ -1,0 +1,284 @@
+"""Fakes and helpers shared by the tests: fake programs, ledgers and receipts (torch-free, on the
+fake event source), hostile text, and the five accounting mutations.
+
+Nothing here imports torch, so the torch-free tests that use it run without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from seamscope.analyze.diff import attach_comparison
+from seamscope.analyze.receipt import make_receipt
+from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
+from seamscope.model.ledger import Compilation, Ledger
+from seamscope.model.probe import EvidenceRow, ProbeResult, ProbeSpec
+from seamscope.model.receipt import Receipt
+from seamscope.model.shapes import (
+    MemoryStep,
+    PolicyResult,
+    Recommendation,
+    ShapeCall,
+    ShapeSpec,
+    ShapeStudy,
+)
+from seamscope.model.trials import Candidate, Metric, OutputCheck, Trials
+from seamscope.render.receipt_json import write_receipt_files
+
+# --- reports: a small program with a break, a recompile and steady calls ----------------------------
+
+XSS_SCRIPT = "<script>window.__seamscope_pwned = 1</script>"
+XSS_IMG = '"><img src=x onerror="window.__seamscope_pwned=2">'
+
+
+def fake_program(n_calls: int = 8, *, slow_steady: int = 0) -> FakeProgram:
+    """Call 0 compiles two frames (the first ends at a print break); a later call recompiles
+    frame 0; the rest are cache hits with two regions and an island between them."""
+    S = FakeStep
+    steady = [S("region", 100_000 + slow_steady, "0/0"), S("island", 20_000), S("region", 50_000, "1/0")]
+    calls = [
+        FakeCall([S("compile", 5_000_000, "0/0"), S("region", 100_000, "0/0"), S("island", 20_000),
+                  S("compile", 3_000_000, "1/0"), S("region", 50_000, "1/0")]),
+    ]
+    for i in range(1, n_calls):
+        if i == 3:
+            calls.append(FakeCall([S("compile", 4_000_000, "0/1"), S("region", 100_000, "0/1"),
+                                   S("island", 20_000), S("region", 50_000, "1/0")]))
+        else:
+            calls.append(FakeCall(list(steady)))
+    return FakeProgram(breaks={"0/0": "print", "0/1": "print"}, calls=calls)
+
+
+def fake_ledger(n_calls: int = 8, **kw: int) -> Ledger:
+    return play(fake_program(n_calls, slow_steady=kw.pop("slow_steady", 0)), **kw).build()
+
+
+def plant(ledger: Ledger, reason: str, file: str) -> Ledger:
+    """Put hostile text into every break site's reason and file name, and into a failed guard."""
+    sites = [msgspec.structs.replace(s, reason=reason, file=file) for s in ledger.break_sites]
+    comps = [
+        msgspec.structs.replace(c, failed_guards=[reason]) if c.is_recompile else c for c in ledger.compilations
+    ]
+    return msgspec.structs.replace(ledger, break_sites=sites, compilations=comps)
+
+
+def fake_receipt(n_calls: int = 8, **kw: int) -> Receipt:
+    return make_receipt(fake_ledger(n_calls, **kw), findings=None)  # the fallback ranking path
+
+
+# --- optional receipt sections: a shape study, a probe, remedy trials ------------------------------
+
+SHAPE_TRACE = [4, 8, 4, 16, 8, 4]
+MIB = 2**20
+
+
+def shape_policy(name: str, kind: str, *, pad: bool = False, total: int = 0, variants_at: dict[int, int] | None = None) -> PolicyResult:
+    """A policy that compiles at the first call of each length it sees (padded with ``pad``)."""
+    seen: set[int] = set()
+    calls, memory = [], []
+    variants = 0
+    for i, n in enumerate(SHAPE_TRACE):
+        p = 16 if pad else n
+        cold = p not in seen
+        seen.add(p)
+        variants += cold
+        calls.append(ShapeCall(index=i, length=n, padded_length=p, phase="cold" if cold else "steady",
+                               outcome="compile" if cold else "hit", latency_ns=(5_000_000 if cold else 10_000) + i,
+                               compile_ns=4_000_000 if cold else 0, compiled_variants=variants))
+        if n not in {c.length for c in calls[:-1]}:
+            memory.append(MemoryStep(call_index=i, length=n, compiled_variants=variants, rss_bytes=(400 + 10 * variants) * MIB))
+    return PolicyResult(policy=name, kind=kind, compile_options={}, status="ok", calls=calls, memory=memory,  # type: ignore[arg-type]
+                        compile_count=variants, recompile_count=max(variants - 1, 0),
+                        total_ns=total or sum(c.latency_ns for c in calls), padding_fraction=0.25 if pad else 0.0)
+
+
+def shape_study(*policies: PolicyResult, text: str = "auto: lowest total request cost over this trace") -> ShapeStudy:
+    spec = ShapeSpec(workload="w.py:f", backend="eager", dim=1, trace=list(SHAPE_TRACE), repeat=1,
+                     policies=[p.policy for p in policies])
+    rec = Recommendation(policy=policies[0].policy, runner_up=None, margin_ns=None, margin_fraction=None, flip=None,
+                         excluded=["pow2: outputs differ from unpadded eager"], text=text)
+    return ShapeStudy(spec=spec, policies=list(policies), recommendation=rec, wall_ns=1_000_000_000)
+
+
+def fake_probe() -> ProbeResult:
+    return ProbeResult(
+        spec=ProbeSpec(workload="w.py:f", backend="eager"),
+        verdict="ok",
+        answer="compiled matches eager",
+        evidence=[EvidenceRow(configuration="eager", first_call_ns=5, steady_median_ns=3, recompiles=0,
+                              compiles=0, peak_mib=None, peak_source="none")],
+    )
+
+
+def fake_trials() -> Trials:
+    """A baseline and one candidate that was faster and kept the outputs."""
+    def cand(name: str, origin: str, rank: int, ratio: float) -> Candidate:
+        return Candidate(name=name, flags=[], origin=origin, targets="t", code_change="c", command="seamscope run",
+                         verdict="faster", outputs=OutputCheck(status="equal"), rank=rank,
+                         metrics=[Metric(name="steady median", median=1.0, min=1.0, max=1.0, ratio_median=ratio)])
+
+    return Trials(script="s.py", args=[], seed=0, repeat=1, tolerance="x", deterministic=True,
+                  baseline=cand("baseline", "baseline", 0, 1.0), candidates=[cand("cso", "F1", 1, 0.5)],
+                  chosen="cso", decision="use cso", rollback_trigger="if slower")
+
+
+# --- verification and diff: a baseline and a candidate that fixed its break ------------------------
+
+TRACE = "ab" * 32
+
+
+def _steady(i: int, fast: bool) -> FakeCall:
+    j = i % 7  # some spread, so medians and p90 differ
+    if fast:
+        return FakeCall([FakeStep("region", 150 + j, "0/0"), FakeStep("island", 10),
+                         FakeStep("overhead", 3)], family="warm" if i < 12 else "changed")
+    return FakeCall(
+        [FakeStep("region", 100 + j, "0/0"), FakeStep("island", 50 + 2 * j),
+         FakeStep("region", 80, "1/0" if i < 5 else ("1/1" if i < 9 else "1/2")), FakeStep("overhead", 5)],
+        family="warm" if i < 12 else "changed",
+    )
+
+
+def baseline_program(calls: int = 20) -> FakeProgram:
+    """A break after frame 0 and two recompiles of frame 1: three cold calls."""
+    out = []
+    for i in range(calls):
+        if i == 0:
+            steps = [FakeStep("compile", 500, "0/0"), FakeStep("region", 100, "0/0"),
+                     FakeStep("island", 60), FakeStep("compile", 300, "1/0"),
+                     FakeStep("region", 80, "1/0"), FakeStep("overhead", 7)]
+        elif i in (5, 9):
+            cid = "1/1" if i == 5 else "1/2"
+            steps = [FakeStep("region", 100, "0/0"), FakeStep("island", 55), FakeStep("compile", 250, cid),
+                     FakeStep("region", 80, cid), FakeStep("overhead", 5)]
+        else:
+            steps = _steady(i, fast=False).steps
+        out.append(FakeCall(steps, family="warm" if i < 12 else "changed"))
+    return FakeProgram(breaks={"0/0": "a"}, calls=out)
+
+
+def candidate_program(calls: int = 20) -> FakeProgram:
+    """The break fixed: one graph, compiled once (slower to compile), faster steady calls."""
+    out = []
+    for i in range(calls):
+        if i == 0:
+            steps = [FakeStep("compile", 2400, "0/0"), FakeStep("region", 160, "0/0"), FakeStep("overhead", 4)]
+            out.append(FakeCall(steps, family="warm"))
+        else:
+            out.append(_steady(i, fast=True))
+    return FakeProgram(calls=out)
+
+
+def build(program: FakeProgram, **kw: Any) -> Receipt:
+    led = play(program, **kw).build()
+    led = msgspec.structs.replace(led, run=msgspec.structs.replace(led.run, input_trace_sha256=TRACE))
+    return make_receipt(led)
+
+
+def pair(tmp: Path, calls: int = 20) -> tuple[Path, Path]:
+    """Baseline and candidate receipt files, the candidate carrying its comparison."""
+    base = build(baseline_program(calls))
+    cand = attach_comparison(base, build(candidate_program(calls)))
+    b = write_receipt_files(base, tmp / "before")
+    c = write_receipt_files(cand, tmp / "after")
+    return Path(b), Path(c)
+
+
+# --- a compilation record for builder tests -------------------------------------------------------
+
+def comp(cid, status="ok", graphs=1, site=None, ns=1000, reason=None, fail_type=None, guards=(), restarts=()):
+    return Compilation(
+        compile_id=cid,
+        frame_name="forward",
+        file="m.py",
+        line=3,
+        status=status,
+        duration_ns=ns,
+        graph_count=graphs,
+        own_break_site_id=site,
+        own_break_depth=0 if site else None,
+        break_site_ids=[site] if site else [],
+        fail_reason=reason,
+        fail_type=fail_type,
+        failed_guards=list(guards),
+        restart_reasons=list(restarts),
+    )
+
+
+# --- the five accounting mutations -----------------------------------------------------------------
+
+MUTATION_CODES = {
+    "conflate_breaks_and_recompiles": "COMPILE_COUNT_MISMATCH",
+    "drop_warmup": "WARMUP_DROPPED",
+    "cache_hits_as_compiles": "CACHE_HIT_COUNTED_AS_COMPILE",
+    "average_unequal_calls": "UNEQUAL_SAMPLES",
+    "hide_eager_islands": "ISLANDS_HIDDEN",
+}
+
+# module -> (anchor, replacement[, how many times the anchor occurs]); a stale anchor fails loudly.
+MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
+    # (1) compile count incremented at every break crossing.
+    "conflate_breaks_and_recompiles": (
+        "seamscope.analyze.summary",
+        [("compile_count=len(ok),",
+          "compile_count=len(ok) + sum(s.crossings for s in ledger.totals.sites),")],
+    ),
+    # (2) cold calls removed before the totals are compared.
+    "drop_warmup": (
+        "seamscope.analyze.diff",
+        [("return {p.phase: p for p in receipt.summary.phases}",
+          'return {p.phase: p for p in receipt.summary.phases if p.phase != "cold"}')],
+    ),
+    # (3) a call whose regions were cache hits counted as a compiling call.
+    "cache_hits_as_compiles": (
+        "seamscope.model.builder",
+        [("has_compile = sums[SUM_COMPILES] > 0",  # sums: region, island, compile, overhead, compilations
+          "has_compile = sums[SUM_COMPILES] > 0 or sums[SUM_REGION] > 0"),
+         # the steady calls C sums, and those it hands over to be kept, the same way
+         ('acc = self._phase["steady"]', 'acc = self._phase["cold"]'),
+         ('_Kept(oc, end_ns, plan, "steady", "hit", wall, None)', '_Kept(oc, end_ns, plan, "cold", "compile", wall, None)')],
+    ),
+    # (4) the candidate's totals divided by the baseline's (different, unstated) sample count.
+    "average_unequal_calls": (
+        "seamscope.analyze.diff",
+        [("a_side = _side(a, n=a.calls if a else 0)", "a_side = _side(a, n=b.calls if b else 0)")],
+    ),
+    # (5) island time zeroed; regions keep their positions (the transitions stay).
+    "hide_eager_islands": (
+        "seamscope.model.builder",
+        [("island_sum += gap", "island_sum += 0", 4),
+         ("IslandEvent(start_ns=cursor - start, duration_ns=gap,",
+          "IslandEvent(start_ns=cursor - start, duration_ns=0,", 2),
+         (".island_after += gap", ".island_after += 0", 6)],
+    ),
+}
+
+
+def apply_mutation(monkeypatch: pytest.MonkeyPatch, module: str, edits: list[tuple[Any, ...]]) -> None:
+    """Execute the module's real source with ``edits`` applied, then patch every function and
+    class it defines into the module and into every seamscope module that imported it by name."""
+    mod = importlib.import_module(module)
+    src = inspect.getsource(mod)
+    for old, new, *times in edits:
+        n = times[0] if times else 1
+        assert src.count(old) == n, f"mutation anchor not found {n} time(s) in {module}: {old!r}"
+        src = src.replace(old, new)
+    ns: dict[str, Any] = {"__name__": module, "__package__": mod.__package__, "__file__": mod.__file__}
+    exec(compile(src, str(mod.__file__), "exec"), ns)
+    for name, new_obj in ns.items():
+        old_obj = getattr(mod, name, None)
+        if not isinstance(new_obj, (types.FunctionType, type)) or getattr(new_obj, "__module__", None) != module:
+            continue
+        if old_obj is None or old_obj is new_obj:
+            continue
+        for other in list(sys.modules.values()):
+            if getattr(other, "__name__", "").startswith("seamscope") and getattr(other, name, None) is old_obj:
+                monkeypatch.setattr(other, name, new_obj)
