@@ -318,7 +318,7 @@ def _trial(monkeypatch, tmp_path, steady, budget=None, extra=()):
 
     fake = _FakeRuns(steady)
     monkeypatch.setattr(tr, "run_once", fake)
-    monkeypatch.setattr(tr, "catalogue", lambda receipt: _drafts())
+    monkeypatch.setattr(tr, "catalogue", lambda receipt, *_: _drafts())
     setup = tr.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
     t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
     return t, fake.log

@@ -76,8 +76,21 @@ def _slug(text: str) -> str:
     return s[:48] or "candidate"
 
 
-def catalogue(receipt: Receipt) -> list[Draft]:
-    """One candidate per applicable remedy of the baseline's findings, costliest finding first."""
+def buckets_for(lengths: list[int]) -> str | None:
+    """Four buckets at the quartiles of the trace's distinct lengths (the largest is the last), as
+    a ``buckets:`` policy; None when there are too few distinct lengths to bucket."""
+    distinct = sorted(set(lengths))
+    if len(distinct) < 3:
+        return None
+    picks = sorted({distinct[min(len(distinct) - 1, (len(distinct) * q) // 4)] for q in (1, 2, 3)} | {distinct[-1]})
+    return "buckets:" + ",".join(str(n) for n in picks)
+
+
+def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False) -> list[Draft]:
+    """One candidate per applicable remedy of the baseline's findings, costliest finding first.
+
+    For a workload target (``FILE.py:FUNC``), shape churn also gets the shape study's padding
+    policies: ``pow2``, and with a length trace four buckets at its quartiles."""
     out: dict[str, Draft] = {}
 
     def add(name: str, flags: list[str], origin: str, targets: str, cost: int) -> None:
@@ -118,6 +131,11 @@ def catalogue(receipt: Receipt) -> list[Draft]:
                     f.finding_id, f.sentence, cost)
             if f.churn.fallback:
                 add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id, f.sentence, cost)
+            if workload and f.churn.pattern in ("shape", "recompile_limit"):
+                add("pad pow2", ["--pad", "pow2"], f.finding_id, f.sentence, cost)
+                buckets = buckets_for(workload_lengths or [])
+                if buckets is not None:
+                    add(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost)
     if receipt.summary.fallback_count and not any("recompile_limit" in k for k in out):
         add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], "fallbacks",
             f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)
@@ -252,6 +270,8 @@ def conflict_key(flag: str, value: str) -> str | None:
         return SHAPE_POLICY if name == "dynamic" else "option:" + name
     if flag == "--stance":
         return "stance"
+    if flag == "--pad":
+        return "pad"
     return None
 
 
@@ -628,6 +648,17 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
                      outputs=check, reason=check.detail if check.status == "failed" else None)
 
 
+def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
+    """(the length trace, whether the target is a workload ``FILE.py:FUNC``)."""
+    from .workload import is_workload_spec
+
+    if not is_workload_spec(setup.script):
+        return None, False
+    from .workload_run import parse_args, trace_lengths
+
+    return trace_lengths(parse_args([setup.script, *setup.args])), True
+
+
 def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: list[str]) -> tuple[Trials, Receipt]:
     """The whole trial. Raises :class:`BaselineFailed` (nothing else run) when the script fails."""
     t_start = time.perf_counter_ns()
@@ -640,7 +671,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     if not first.figures.ok or first.receipt is None:
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
-    drafts = choose(catalogue(first.receipt), only, skip)
+    drafts = choose(catalogue(first.receipt, *_workload_trace(setup)), only, skip)
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = _unique_names(drafts)

@@ -55,14 +55,17 @@ class HtmlRenderer:
     def render(self, receipt: Receipt) -> str:
         return self.render_view(build_view(receipt, self.source_root))
 
-    def render_view(self, view: ReportView) -> str:
+    def render_view(self, view: ReportView, before: tuple[str, ...] = ()) -> str:
+        """``before``: sections rendered elsewhere (already escaped HTML), shown above the overview:
+        ``seamscope try`` puts its trials table there, in the report of the chosen run."""
         tpl = environment().get_template("report.html.j2")
-        return tpl.render(v=view, compile_colour=COMPILE_COLOUR)
+        return tpl.render(v=view, compile_colour=COMPILE_COLOUR, before=before)
 
 
 def write_html_report(
-    receipt: Receipt, out_dir: str | os.PathLike[str], source_root: str | None = None
+    receipt: Receipt, out_dir: str | os.PathLike[str], source_root: str | None = None,
+    before: tuple[str, ...] = (),
 ) -> str:
     """Write ``index.html`` into ``out_dir`` (beside ``receipt.json``); return its path."""
-    html = HtmlRenderer(source_root).render(receipt)
+    html = HtmlRenderer(source_root).render_view(build_view(receipt, source_root), before)
     return write_atomic(os.path.join(os.fspath(out_dir), "index.html"), html)
