@@ -287,7 +287,7 @@ class _FakeRuns:
         return self.now
 
     def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
-        from seamscope.experiments.trials import Outcome
+        from seamscope.experiments.trial_runs import Outcome
 
         self.now += 10.0
         self.log.append(rel_dir)
@@ -314,12 +314,13 @@ def _drafts():
 
 
 def _trial(monkeypatch, tmp_path, steady, budget=None, extra=()):
+    from seamscope.experiments import trial_runs
     from seamscope.experiments import trials as tr
 
     fake = _FakeRuns(steady)
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_: _drafts())
-    setup = tr.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
+    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
     t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
     return t, fake.log
 
@@ -362,7 +363,8 @@ def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
 
 
 def test_output_check_statuses():
-    from seamscope.experiments.trials import Outcome, output_check
+    from seamscope.experiments.trial_runs import Outcome
+    from seamscope.experiments.trials import output_check
 
     base, same, other = _prints(_leaf()), _prints(_leaf()), _prints(_leaf(s=11.0))
     ok = RunFigures(label="check", ok=True, exit_code=0)

@@ -44,7 +44,8 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
             quiet: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET as it is and with each remedy its findings suggest; rank them with verdicts."""
     from ..capture.remedies import prepare, spec_from_words
-    from ..experiments.trials import BaselineFailed, Setup, run_trials
+    from ..experiments.trial_runs import Setup
+    from ..experiments.trials import BaselineFailed, run_trials
 
     args_l = list(args)
     if args_l and args_l[0] == "--":
@@ -85,7 +86,7 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
 
     setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, timeout=timeout,
                   budget_s=budget_s, progress=progress)
-    from ..experiments.trials import make_forker
+    from ..experiments.trial_runs import make_forker
 
     setup.forker = make_forker(sys.executable)
     try:
