@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from ..analyze.units import fmt_ns
 from ..capture.remedies import RemedySpec, code_change, parse_assignment, spec_from_words
 from ..model.receipt import Receipt
 from ..model.trials import (
@@ -585,10 +586,4 @@ def _median_of(c: Candidate, name: str) -> float | None:
 
 
 def _fmt_ns(ns: float | None) -> str:
-    if ns is None:
-        return "n/a"
-    if ns >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e3:.1f} µs"
+    return fmt_ns(None if ns is None else round(ns))
