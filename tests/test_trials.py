@@ -379,3 +379,19 @@ def test_output_check_statuses():
     assert output_check(None, base, same, True).status == "not checked"
     none = fp.Fingerprints(calls=[], calls_seen=3, stopped_at_update=0, fingerprint_ns=0, script_ns=0)
     assert output_check(Outcome(ok, object(), "", none), none, none, True).status == "could not decide"
+
+
+def test_module_of_a_source_file(tmp_path):
+    from seamscope.experiments.trials import module_of
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    (tmp_path / "pkg").mkdir()
+    assert module_of(str(script), str(script)) == "__main__"
+    assert module_of(str(tmp_path / "pkg" / "layers.py"), str(script)) == "pkg.layers"
+    assert module_of(str(tmp_path / "pkg" / "__init__.py"), str(script)) == "pkg"
+    assert module_of("/x/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py",
+                     str(script)) == "transformers.models.gpt2.modeling_gpt2"
+    assert module_of("/elsewhere/tool.py", str(script)) is None
+    assert module_of(str(tmp_path / "my-file.py"), str(script)) is None  # not importable by name
+    assert module_of(str(script), f"{script}:workload") is None  # a workload's own file

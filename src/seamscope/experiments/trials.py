@@ -80,11 +80,60 @@ def buckets_for(lengths: list[int]) -> str | None:
     return "buckets:" + ",".join(str(n) for n in picks)
 
 
-def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False) -> list[Draft]:
+def module_of(file: str, script: str | None) -> str | None:
+    """The importable name of a source file as ``--disable`` takes it: ``__main__`` for the
+    script itself, a dotted path below the script's folder or below ``site-packages``; None when
+    there is none to give (a workload's own file cannot be patched either)."""
+    if script is None or not file.endswith(".py"):
+        return None
+    path = os.path.abspath(file)
+    if os.path.isfile(script) and path == os.path.abspath(script):
+        return "__main__"
+    root = os.path.dirname(os.path.abspath(script.rpartition(":")[0] if ".py:" in script else script))
+    if ".py:" in script and path == os.path.abspath(script.rpartition(":")[0]):
+        return None
+    norm = path.replace(os.sep, "/")
+    if "/site-packages/" in norm:
+        rel = norm.rsplit("/site-packages/", 1)[1]
+    elif path.startswith(root + os.sep):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+    else:
+        return None
+    parts = rel[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
+
+
+def disable_targets(receipt: Receipt, script: str | None) -> list[tuple[str, int, int]]:
+    """Functions called from a compiled frame that hold two or more break sites, as
+    ``(MODULE:QUALNAME, summed cost of their break findings, sites)``, costliest first: wrapped in
+    ``torch.compiler.disable`` they become one explicit boundary instead of several breaks."""
+    frames = {c.compile_id: c.frame_name for c in receipt.ledger.compilations}
+    cost = {f.site_id: (f.cost_ns or 0) for f in (receipt.findings.findings if receipt.findings else []) if f.site_id}
+    groups: dict[str, list[str]] = {}
+    inlined: set[str] = set()
+    for site in receipt.ledger.break_sites:
+        scope = site.scope or site.function
+        mod = module_of(site.file, script)
+        if not scope or "<" in scope or mod is None:
+            continue
+        target = f"{mod}:{scope}"
+        groups.setdefault(target, []).append(site.site_id)
+        if any(frames.get(cid) not in (None, scope.rsplit(".", 1)[-1]) for cid in site.compile_ids):
+            inlined.add(target)  # reached from a caller's compiled frame: the function is a callee
+    out = [(t, sum(cost.get(i, 0) for i in ids), len(ids)) for t, ids in groups.items()
+           if len(ids) >= 2 and t in inlined]
+    return sorted(out, key=lambda x: (-x[1], x[0]))
+
+
+def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False,
+              script: str | None = None) -> list[Draft]:
     """One candidate per applicable remedy of the baseline's findings, costliest finding first.
 
     For a workload target (``FILE.py:FUNC``), shape churn also gets the shape study's padding
-    policies: ``pow2``, and with a length trace four buckets at its quartiles."""
+    policies: ``pow2``, and with a length trace four buckets at its quartiles. A function that
+    holds several break sites gets ``--disable`` (one boundary for them all)."""
     out: dict[str, Draft] = {}
 
     def add(name: str, flags: list[str], origin: str, targets: str, cost: int) -> None:
@@ -130,6 +179,8 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 buckets = buckets_for(workload_lengths or [])
                 if buckets is not None:
                     add(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost)
+    for target, cost, n in disable_targets(receipt, script)[:2]:
+        add(f"disable {target}", ["--disable", target], "breaks", f"{n} break sites inside {target}", cost)
     if receipt.summary.fallback_count and not any("recompile_limit" in k for k in out):
         add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], "fallbacks",
             f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)
@@ -440,7 +491,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     if not first.figures.ok or first.receipt is None:
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
-    drafts = choose(catalogue(first.receipt, *_workload_trace(setup)), only, skip)
+    drafts = choose(catalogue(first.receipt, *_workload_trace(setup), script=setup.script), only, skip)
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = _unique_names(drafts)
