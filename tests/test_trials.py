@@ -182,7 +182,7 @@ def test_break_even_of_a_remedy_that_slows_steady_calls():
             Metric(name="total", median=total, min=total, max=total)])
 
     text = break_even(cand(150_000, 2e9), cand(100_000, 3e9))
-    assert "50.0 µs" in text and "20,000" in text
+    assert "50 µs" in text and "20,000" in text
     assert break_even(cand(150_000, 3e9), cand(100_000, 2e9)) == "steady calls are slower"
 
 
@@ -287,7 +287,7 @@ class _FakeRuns:
         return self.now
 
     def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
-        from seamscope.experiments.trials import Outcome
+        from seamscope.experiments.trial_runs import Outcome
 
         self.now += 10.0
         self.log.append(rel_dir)
@@ -314,12 +314,13 @@ def _drafts():
 
 
 def _trial(monkeypatch, tmp_path, steady, budget=None, extra=()):
+    from seamscope.experiments import trial_runs
     from seamscope.experiments import trials as tr
 
     fake = _FakeRuns(steady)
     monkeypatch.setattr(tr, "run_once", fake)
-    monkeypatch.setattr(tr, "catalogue", lambda receipt: _drafts())
-    setup = tr.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
+    monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: _drafts())
+    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
     t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
     return t, fake.log
 
@@ -362,7 +363,8 @@ def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
 
 
 def test_output_check_statuses():
-    from seamscope.experiments.trials import Outcome, output_check
+    from seamscope.experiments.trial_runs import Outcome
+    from seamscope.experiments.trials import output_check
 
     base, same, other = _prints(_leaf()), _prints(_leaf()), _prints(_leaf(s=11.0))
     ok = RunFigures(label="check", ok=True, exit_code=0)
@@ -377,3 +379,19 @@ def test_output_check_statuses():
     assert output_check(None, base, same, True).status == "not checked"
     none = fp.Fingerprints(calls=[], calls_seen=3, stopped_at_update=0, fingerprint_ns=0, script_ns=0)
     assert output_check(Outcome(ok, object(), "", none), none, none, True).status == "could not decide"
+
+
+def test_module_of_a_source_file(tmp_path):
+    from seamscope.experiments.trials import module_of
+
+    script = tmp_path / "train.py"
+    script.write_text("")
+    (tmp_path / "pkg").mkdir()
+    assert module_of(str(script), str(script)) == "__main__"
+    assert module_of(str(tmp_path / "pkg" / "layers.py"), str(script)) == "pkg.layers"
+    assert module_of(str(tmp_path / "pkg" / "__init__.py"), str(script)) == "pkg"
+    assert module_of("/x/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py",
+                     str(script)) == "transformers.models.gpt2.modeling_gpt2"
+    assert module_of("/elsewhere/tool.py", str(script)) is None
+    assert module_of(str(tmp_path / "my-file.py"), str(script)) is None  # not importable by name
+    assert module_of(str(script), f"{script}:workload") is None  # a workload's own file

@@ -305,3 +305,19 @@ def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
     steady = next(p for p in top["summary"]["phases"] if p["phase"] == "steady")
     assert steady["median_ns"] == run["steady_median_ns"] is not None
     assert "dynamic=True" in top["decision"]["intervention"]
+
+
+@pytest.mark.timeout(1200)
+def test_try_disables_a_helper_with_several_breaks(tmp_path):
+    """Two host reads inside a helper the compiled step calls: the catalogue proposes wrapping the
+    helper in torch.compiler.disable, which leaves one explicit boundary, outputs unchanged."""
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "disable",
+             os.path.join(W, "disable_auto.py")], tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = load(tmp_path / "o" / "trials.json")
+    (dis,) = t["candidates"]
+    assert dis["flags"] == ["--disable", "__main__:helper"]
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "breaks")["median"] == 2
+    assert next(m for m in dis["metrics"] if m["name"] == "breaks")["median"] == 1
+    assert dis["outputs"]["status"] == "equal"
+    assert "@torch.compiler.disable on helper" in dis["code_change"]

@@ -3,7 +3,8 @@
 ``--dynamo-config NAME=VALUE`` (``NAME+=MODULE:QUALNAME`` for a set of callables),
 ``--compile-option NAME=VALUE`` (overrides an argument of every ``torch.compile``),
 ``--mark-dynamic SOURCE`` (``torch.compiler.config.dynamic_sources``), ``--stance NAME``,
-``--disable MODULE:QUALNAME`` (wraps one function in ``torch.compiler.disable``) and ``--seed N``.
+``--disable MODULE:QUALNAME`` (wraps one function in ``torch.compiler.disable``), ``--seed N`` and,
+for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
 
 :func:`prepare` checks everything it can before the script runs (an unknown setting, a value of
 the wrong type, a missing ``--disable`` target: :class:`UnusableInput`, exit 2) and returns a
@@ -49,6 +50,8 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
     stance: str | None = None
     disable: tuple[str, ...] = ()
     seed: int | None = None
+    pad: str | None = None
+    """A workload target's padding policy (``pow2``, ``buckets:64,128``)."""
 
     def flags(self) -> list[str]:
         out: list[str] = []
@@ -64,6 +67,8 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
             out += ["--disable", v]
         if self.seed is not None:
             out += ["--seed", str(self.seed)]
+        if self.pad is not None:
+            out += ["--pad", self.pad]
         return out
 
     def is_empty(self) -> bool:
@@ -75,6 +80,8 @@ def remedy_options(f: F) -> F:
     f = click.option("--no-html", "no_html", is_flag=True, hidden=True)(f)
     f = click.option("--record-out", "record_out", default=None, hidden=True)(f)
     f = click.option("--fingerprint", "fingerprint", is_flag=True, hidden=True)(f)
+    f = click.option("--pad", default=None, metavar="POLICY",
+                     help="A workload FILE.py:FUNC only: pad each call's length (pow2, buckets:64,128,...).")(f)
     f = click.option("--seed", type=int, default=None, help="Seed random, numpy and torch before the script runs.")(f)
     f = click.option("--disable", "disable", multiple=True, metavar="MODULE:QUALNAME",
                      help="Wrap one function in torch.compiler.disable (repeatable).")(f)
@@ -195,6 +202,8 @@ def code_change(spec: RemedySpec) -> str:
     for d in spec.disable:
         mod, qual = parse_target("--disable", d)
         parts.append(f"@torch.compiler.disable on {qual} ({mod})")
+    if spec.pad is not None:
+        parts.append(f"pad each request's length ({spec.pad}) and cut the output back")
     return "; ".join(parts) if parts else "(no change)"
 
 
@@ -226,9 +235,10 @@ def spec_from_words(words: list[str]) -> RemedySpec:
 
 def spec_from_options(dynamo_config: tuple[str, ...] = (), compile_option: tuple[str, ...] = (),
                       mark_dynamic: tuple[str, ...] = (), stance: str | None = None,
-                      disable: tuple[str, ...] = (), seed: int | None = None, **_: Any) -> RemedySpec:
+                      disable: tuple[str, ...] = (), seed: int | None = None, pad: str | None = None,
+                      **_: Any) -> RemedySpec:
     return RemedySpec(dynamo_config=tuple(dynamo_config), compile_option=tuple(compile_option),
-                      mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed)
+                      mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad)
 
 
 # --- checking and applying (torch) ----------------------------------------------------------------
@@ -304,6 +314,13 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
             if not per_dim and _source_local(src) is not None:
                 raise UnusableInput(f"--mark-dynamic {src!r}: this torch reads no ':N' dimension suffix; "
                                     "give the source without it (all its dimensions)")
+    if spec.pad is not None:
+        from ..experiments.workload import is_workload_spec
+        from ..experiments.workload_run import pad_policy
+
+        if module or not is_workload_spec(target):
+            raise UnusableInput(f"--pad {spec.pad}: padding applies to a workload target FILE.py:FUNC only")
+        pad_policy(spec.pad)
     if spec.stance is not None and spec.stance not in adapter.stance_names():
         raise UnusableInput(f"--stance {spec.stance!r}: expected one of {', '.join(adapter.stance_names())}")
     stem = os.path.splitext(os.path.basename(target))[0]
@@ -311,6 +328,9 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
     for d in spec.disable:
         mod, qual = parse_target("--disable", d)
         if not module and mod in (*SCRIPT_MODULES, stem):
+            if ".py:" in target:
+                raise UnusableInput(f"--disable {d}: a function of the workload's own file cannot be patched; "
+                                    "move it to a module the file imports, or decorate it there")
             if tree is None:
                 tree = _parse_script(target)
             if _find_def(tree, qual) is None:

@@ -30,7 +30,8 @@ class RunResult:
 
 def _is_launcher(filename: str) -> bool:
     f = filename.replace(os.sep, "/")
-    return f.endswith("/seamscope/capture/runner.py") or "runpy" in f
+    return (f.endswith("/seamscope/capture/runner.py") or f.endswith("/seamscope/experiments/workload_run.py")
+            or "runpy" in f)
 
 
 def _ignore_sigint() -> Any:
@@ -107,10 +108,16 @@ def run_target(
 ) -> RunResult:
     """``setup``: a remedy plan (``capture.remedies.Plan``) applied once the session has started:
     its ``setup(session)`` returns the undo, called before the session stops."""
+    from ..experiments.workload import is_workload_spec
     from .session import Session
 
-    if not module and not os.path.isfile(target):
+    workload = not module and is_workload_spec(target)
+    if not module and not workload and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
+    if workload:
+        from ..experiments.workload_run import check_args
+
+        check_args([target, *args])
     out_dir = default_out_dir(out)
     kwargs: dict[str, Any] = {}
     if first_calls is not None:
@@ -120,7 +127,8 @@ def run_target(
     session = Session(
         None,
         command=[("-m " if module else "") + target, *args],
-        input_trace_sha256=script_sha256(target, args, module=module),
+        input_trace_sha256=(script_sha256(target.rpartition(":")[0], [target, *args]) if workload
+                            else script_sha256(target, args, module=module)),
         decision=decision,
         **kwargs,
     )
@@ -134,7 +142,12 @@ def run_target(
         session.start()
         if setup is not None:
             finish = setup.setup(session)
-        if module:
+        if workload:
+            from ..experiments.workload_run import main as run_workload
+
+            sys.argv = [target, *args]
+            run_workload([target, *args])
+        elif module:
             sys.argv = [target, *args]
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:

@@ -1,4 +1,5 @@
-"""``seamscope run SCRIPT.py [-- ARGS]`` / ``seamscope run -m MODULE``: observe an unmodified program."""
+"""``seamscope run SCRIPT.py [-- ARGS]`` / ``seamscope run -m MODULE`` / ``seamscope run FILE.py:FUNC``:
+observe an unmodified program, or a probe workload called as the probe calls it."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
             trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16,
             **remedies: object) -> int:
-    """Run TARGET with every torch.compile in it observed; write receipt.json, calls.csv, index.html."""
+    """Run TARGET (a script, -m MODULE, or a workload FILE.py:FUNC) with every torch.compile in it observed;
+    write receipt.json, calls.csv, index.html. A workload takes --lengths, --lengths-file and --dim after --."""
     need_torch("run")
     from ..model.receipt import Decision
 
@@ -52,6 +54,9 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
                          decision_args={"--note": note, "--intervention": intervention,
                                         "--rollback-trigger": rollback_trigger})
     plan = _remedy_plan(target, module, remedies)
+    pad = remedies.get("pad")
+    if isinstance(pad, str):
+        args_l += ["--pad", pad]  # checked by the plan: a workload target's own option
     progress = ProgressLine(not quiet)
     result = run_target(target, args_l, module=module, out=out, decision=decision,
                         on_call_end=progress if progress.enabled else None, setup=plan)

@@ -1,4 +1,5 @@
-"""``seamscope try SCRIPT.py [-- ARGS]``: apply each suggested remedy, measure it, check the outputs."""
+"""``seamscope try SCRIPT.py [-- ARGS]`` / ``seamscope try FILE.py:FUNC [-- --lengths ...]``: apply each
+suggested remedy, measure it, check the outputs."""
 
 from __future__ import annotations
 
@@ -43,16 +44,23 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
             quiet: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET as it is and with each remedy its findings suggest; rank them with verdicts."""
     from ..capture.remedies import prepare, spec_from_words
-    from ..experiments.trials import BaselineFailed, Setup, run_trials
+    from ..experiments.trial_runs import Setup
+    from ..experiments.trials import BaselineFailed, run_trials
 
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
-    if re.fullmatch(r".+\.py:[A-Za-z_][A-Za-z0-9_.]*", target) and not os.path.isfile(target):
-        raise UnusableInput(f"{target}: trials of a probe workload are not supported yet; "
-                            "use `seamscope shapes` for its bucket policies, or try the script that runs it")
-    if not os.path.isfile(target):
+    from ..experiments.workload import is_workload_spec
+
+    workload = is_workload_spec(target)
+    if not workload and re.fullmatch(r".+\.py:[A-Za-z_][A-Za-z0-9_.]*", target):
+        raise UnusableInput(f"{target}: no such workload file")
+    if not workload and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
+    if workload:
+        from ..experiments.workload_run import check_args
+
+        check_args([target, *args_l])  # the workload's own options, checked first
     if timeout is not None and timeout <= 0:
         raise UnusableInput("--timeout must be > 0")
     budget_s = parse_budget(budget)
@@ -78,7 +86,7 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
 
     setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, timeout=timeout,
                   budget_s=budget_s, progress=progress)
-    from ..experiments.trials import make_forker
+    from ..experiments.trial_runs import make_forker
 
     setup.forker = make_forker(sys.executable)
     try:
@@ -102,7 +110,8 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
 
 
 def write_trials(trials: object, out: str, markdown: str | None = None) -> list[str]:
-    """``OUT/trials.json`` (canonical), ``trials.md``, ``trials.html`` and the top receipt."""
+    """``OUT/trials.json`` (canonical), ``trials.md``, ``trials.html``, and the top receipt with its
+    report (``index.html``: the trials table first, then the chosen run's report)."""
     from ..ingest.receipt import load_receipt
     from ..model.canonical import pretty_bytes
     from ..model.trials import Trials
@@ -136,5 +145,10 @@ def write_trials(trials: object, out: str, markdown: str | None = None) -> list[
             rollback_trigger=trials.rollback_trigger,
             tolerance=trials.tolerance,
         )
-        paths.append(write_receipt_files(rehash(msgspec.structs.replace(receipt, decision=decision)), out))
+        top = rehash(msgspec.structs.replace(receipt, decision=decision))
+        paths.append(write_receipt_files(top, out))
+        # the report of the chosen run, with the trials table as its first section
+        from ..render.html import write_html_report
+
+        paths.append(write_html_report(top, out, before=(TrialsHtmlRenderer().render_section(trials),)))
     return paths

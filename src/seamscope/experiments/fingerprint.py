@@ -16,10 +16,12 @@ values for sums, the largest magnitude for min and max), per dtype:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -72,6 +74,21 @@ class Fingerprints(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # --- recording (torch) ----------------------------------------------------------------------------
+
+_VIEW: contextvars.ContextVar[Callable[[Any], Any] | None] = contextvars.ContextVar("seamscope_output_view",
+                                                                                    default=None)
+
+
+@contextlib.contextmanager
+def output_view(view: Callable[[Any], Any] | None) -> Iterator[None]:
+    """Fingerprint ``view(output)`` for the calls made inside: what the caller gets back when it
+    post-processes the compiled output (a padded call's output cut back to the real length), so
+    that runs that pad compare with runs that do not."""
+    token = _VIEW.set(view)
+    try:
+        yield
+    finally:
+        _VIEW.reset(token)
 
 
 def _leaves(obj: Any, path: str, out: list[Leaf], torch: Any) -> None:
@@ -151,8 +168,9 @@ class Recorder:
             self.seen += 1
             if self.stopped_at is None and len(self.calls) < MAX_CALLS:
                 leaves: list[Leaf] = []
+                view = _VIEW.get()
                 with torch.no_grad():
-                    _leaves(out, "out", leaves, torch)
+                    _leaves(view(out) if view is not None else out, "out", leaves, torch)
                 self.calls.append(CallPrint(index=index, leaves=leaves))
             self.ns += time.perf_counter_ns() - t0
             return out

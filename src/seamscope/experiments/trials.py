@@ -13,20 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import shutil
-import signal
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
+from ..analyze.units import fmt_ns
 from ..capture.remedies import RemedySpec, code_change, parse_assignment, spec_from_words
 from ..model.receipt import Receipt
 from ..model.trials import (
@@ -40,6 +33,7 @@ from ..model.trials import (
     Verdict,
 )
 from . import fingerprint as fpmod
+from .trial_runs import Outcome, Setup, run_command, run_once, shell_join
 
 # --- the catalogue (torch-free) -------------------------------------------------------------------
 
@@ -76,8 +70,70 @@ def _slug(text: str) -> str:
     return s[:48] or "candidate"
 
 
-def catalogue(receipt: Receipt) -> list[Draft]:
-    """One candidate per applicable remedy of the baseline's findings, costliest finding first."""
+def buckets_for(lengths: list[int]) -> str | None:
+    """Four buckets at the quartiles of the trace's distinct lengths (the largest is the last), as
+    a ``buckets:`` policy; None when there are too few distinct lengths to bucket."""
+    distinct = sorted(set(lengths))
+    if len(distinct) < 3:
+        return None
+    picks = sorted({distinct[min(len(distinct) - 1, (len(distinct) * q) // 4)] for q in (1, 2, 3)} | {distinct[-1]})
+    return "buckets:" + ",".join(str(n) for n in picks)
+
+
+def module_of(file: str, script: str | None) -> str | None:
+    """The importable name of a source file as ``--disable`` takes it: ``__main__`` for the
+    script itself, a dotted path below the script's folder or below ``site-packages``; None when
+    there is none to give (a workload's own file cannot be patched either)."""
+    if script is None or not file.endswith(".py"):
+        return None
+    path = os.path.abspath(file)
+    if os.path.isfile(script) and path == os.path.abspath(script):
+        return "__main__"
+    root = os.path.dirname(os.path.abspath(script.rpartition(":")[0] if ".py:" in script else script))
+    if ".py:" in script and path == os.path.abspath(script.rpartition(":")[0]):
+        return None
+    norm = path.replace(os.sep, "/")
+    if "/site-packages/" in norm:
+        rel = norm.rsplit("/site-packages/", 1)[1]
+    elif path.startswith(root + os.sep):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+    else:
+        return None
+    parts = rel[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
+
+
+def disable_targets(receipt: Receipt, script: str | None) -> list[tuple[str, int, int]]:
+    """Functions called from a compiled frame that hold two or more break sites, as
+    ``(MODULE:QUALNAME, summed cost of their break findings, sites)``, costliest first: wrapped in
+    ``torch.compiler.disable`` they become one explicit boundary instead of several breaks."""
+    frames = {c.compile_id: c.frame_name for c in receipt.ledger.compilations}
+    cost = {f.site_id: (f.cost_ns or 0) for f in (receipt.findings.findings if receipt.findings else []) if f.site_id}
+    groups: dict[str, list[str]] = {}
+    inlined: set[str] = set()
+    for site in receipt.ledger.break_sites:
+        scope = site.scope or site.function
+        mod = module_of(site.file, script)
+        if not scope or "<" in scope or mod is None:
+            continue
+        target = f"{mod}:{scope}"
+        groups.setdefault(target, []).append(site.site_id)
+        if any(frames.get(cid) not in (None, scope.rsplit(".", 1)[-1]) for cid in site.compile_ids):
+            inlined.add(target)  # reached from a caller's compiled frame: the function is a callee
+    out = [(t, sum(cost.get(i, 0) for i in ids), len(ids)) for t, ids in groups.items()
+           if len(ids) >= 2 and t in inlined]
+    return sorted(out, key=lambda x: (-x[1], x[0]))
+
+
+def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False,
+              script: str | None = None) -> list[Draft]:
+    """One candidate per applicable remedy of the baseline's findings, costliest finding first.
+
+    For a workload target (``FILE.py:FUNC``), shape churn also gets the shape study's padding
+    policies: ``pow2``, and with a length trace four buckets at its quartiles. A function that
+    holds several break sites gets ``--disable`` (one boundary for them all)."""
     out: dict[str, Draft] = {}
 
     def add(name: str, flags: list[str], origin: str, targets: str, cost: int) -> None:
@@ -118,6 +174,13 @@ def catalogue(receipt: Receipt) -> list[Draft]:
                     f.finding_id, f.sentence, cost)
             if f.churn.fallback:
                 add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id, f.sentence, cost)
+            if workload and f.churn.pattern in ("shape", "recompile_limit"):
+                add("pad pow2", ["--pad", "pow2"], f.finding_id, f.sentence, cost)
+                buckets = buckets_for(workload_lengths or [])
+                if buckets is not None:
+                    add(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost)
+    for target, cost, n in disable_targets(receipt, script)[:2]:
+        add(f"disable {target}", ["--disable", target], "breaks", f"{n} break sites inside {target}", cost)
     if receipt.summary.fallback_count and not any("recompile_limit" in k for k in out):
         add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], "fallbacks",
             f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)
@@ -252,6 +315,8 @@ def conflict_key(flag: str, value: str) -> str | None:
         return SHAPE_POLICY if name == "dynamic" else "option:" + name
     if flag == "--stance":
         return "stance"
+    if flag == "--pad":
+        return "pad"
     return None
 
 
@@ -274,231 +339,6 @@ def combine(cands: list[Candidate]) -> list[str] | None:
                 flags += [f, v]
         used += 1
     return flags if used >= 2 else None
-
-
-# --- running one process --------------------------------------------------------------------------
-
-
-@dataclass
-class Setup:
-    script: str
-    args: list[str]
-    out: str
-    seed: int = 0
-    repeat: int = 3
-    timeout: float | None = None
-    budget_s: float | None = None
-    python: str = sys.executable
-    progress: Callable[[str], None] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    clock: Callable[[], float] = time.monotonic
-    """Seconds, for the budget and the ETA."""
-    forker: Any = None
-    """The fork server each run is forked from (None: each run a new interpreter)."""
-
-
-def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
-    """The ``seamscope run ...`` line of one run (what the table shows, without the output flags)."""
-    return ["seamscope", "run", "--out", out_dir, *spec_flags, "--seed", str(setup.seed), setup.script,
-            *(["--", *setup.args] if setup.args else [])]
-
-
-def shell_join(words: list[str]) -> str:
-    """Like ``shlex.join``, but a word with single quotes only (``L['x']:0``) goes in double quotes."""
-    out = []
-    for w in words:
-        if "'" in w and not any(ch in w for ch in '"$`\\!'):
-            out.append(f'"{w}"')
-        else:
-            out.append(shlex.quote(w))
-    return " ".join(out)
-
-
-@dataclass
-class Outcome:
-    figures: RunFigures
-    receipt: Receipt | None
-    stderr: str
-    fingerprints: fpmod.Fingerprints | None = None
-
-
-def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False) -> Outcome:
-    """One fresh process with its own empty inductor cache; a crash or hang is its result."""
-    out_dir = os.path.join(setup.out, rel_dir)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.makedirs(out_dir, exist_ok=True)
-    cache = tempfile.mkdtemp(prefix="seamscope-try-cache-")
-    record = os.path.join(out_dir, "fingerprints.json")
-    if not fingerprint:
-        record = os.path.join(cache, "timing.json")  # only the script's own time is kept
-    argv = ["run", "--quiet", "--no-html", "--out", out_dir, *flags, "--seed", str(setup.seed),
-            "--record-out", record, *(["--fingerprint"] if fingerprint else []), setup.script]
-    if setup.args:
-        argv += ["--", *setup.args]
-    env_set = dict(setup.env)
-    env_set["TORCHINDUCTOR_CACHE_DIR"] = cache
-    env_set["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
-    unset = ["TORCH_COMPILE_DYNAMIC_SOURCES"]
-    t0 = time.perf_counter_ns()
-    error = None
-    exit_code: int | None
-    try:
-        if setup.forker is not None and setup.forker.alive():
-            err_path = os.path.join(cache, "stderr.txt")
-            exit_code = setup.forker.run(argv, env_set, unset, err_path, setup.timeout)
-            with open(err_path, "rb") as f:
-                err_b = f.read()
-        else:
-            exit_code, err_b = _spawn(setup, argv, env_set, unset)
-    except KeyboardInterrupt:
-        shutil.rmtree(cache, ignore_errors=True)
-        raise
-    if exit_code is None:
-        error = f"hung: killed after {setup.timeout:g} s"
-    process_ns = time.perf_counter_ns() - t0
-    stderr = err_b.decode(errors="replace")
-    fps = None
-    if os.path.exists(record):
-        try:
-            fps = fpmod.load(record)
-        except (OSError, msgspec.DecodeError):
-            fps = None
-    shutil.rmtree(cache, ignore_errors=True)
-    receipt = None
-    path = os.path.join(out_dir, "receipt.json")
-    if exit_code == 0 and os.path.exists(path):
-        from ..ingest.receipt import load_receipt
-
-        receipt = load_receipt(path)
-    if error is None and exit_code != 0:
-        if exit_code is not None and exit_code < 0:
-            error = f"crashed: killed by signal {signal.Signals(-exit_code).name}"
-        else:
-            lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith("seamscope: wrote")]
-            error = f"exit {exit_code}: " + (lines[-1].strip() if lines else "no message")
-    fig = figures_of(label, receipt, exit_code, error, process_ns,
-                     os.path.relpath(path, setup.out) if receipt is not None else None,
-                     fps.script_ns if fps is not None else None)
-    return Outcome(fig, receipt, stderr, fps if fingerprint else None)
-
-
-def _spawn(setup: Setup, argv: list[str], env_set: dict[str, str], unset: list[str]) -> tuple[int | None, bytes]:
-    """One run as a new interpreter (where ``fork`` is missing, or the fork server died)."""
-    env = dict(os.environ)
-    env.update(env_set)
-    for k in unset:
-        env.pop(k, None)
-    proc = subprocess.Popen([setup.python, "-m", "seamscope", *argv], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        _, err_b = proc.communicate(timeout=setup.timeout)
-        return proc.returncode, err_b
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, err_b = proc.communicate()
-        return None, err_b
-    except KeyboardInterrupt:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        raise
-
-
-class Forker:
-    """The client of ``trials_worker --serve``: each run forked from a process that imported
-    torch once. ``run`` returns the exit code (None: killed after the timeout)."""
-
-    def __init__(self, python: str) -> None:
-        import json
-
-        self._json = json
-        r, w = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen([python, "-m", "seamscope.experiments.trials_worker", "--reply-fd", str(w)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env=env, pass_fds=(w,), start_new_session=True)
-        os.close(w)
-        self.replies = os.fdopen(r, "r")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def _read(self, timeout: float | None) -> dict[str, Any] | None:
-        import select
-
-        if timeout is not None:
-            ready, _, _ = select.select([self.replies], [], [], max(0.0, timeout))
-            if not ready:
-                return None
-        line = self.replies.readline()
-        if not line:
-            raise OSError("the fork server died")
-        return dict(self._json.loads(line))
-
-    def run(self, argv: list[str], env: dict[str, str], unset: list[str], stderr_path: str,
-            timeout: float | None) -> int | None:
-        assert self.proc.stdin is not None
-        job = {"argv": argv, "env": env, "unset": unset, "stderr": stderr_path, "cwd": os.getcwd()}
-        self.proc.stdin.write((self._json.dumps(job) + "\n").encode())
-        self.proc.stdin.flush()
-        started = self._read(None)
-        assert started is not None
-        pid = int(started["pid"])
-        try:
-            done = self._read(timeout)
-            if done is None:
-                os.kill(pid, signal.SIGKILL)
-                self._read(None)
-                return None
-            return int(done["exit"])
-        except KeyboardInterrupt:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.close()
-            raise
-
-    def close(self) -> None:
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except Exception:
-            self.proc.kill()
-            self.proc.wait()
-        self.replies.close()
-
-
-def make_forker(python: str) -> Forker | None:
-    """The fork server, unless ``fork`` is missing or ``SEAMSCOPE_TRIALS_ISOLATION=process``."""
-    if not hasattr(os, "fork") or os.environ.get("SEAMSCOPE_TRIALS_ISOLATION") == "process":
-        return None
-    try:
-        return Forker(python)
-    except OSError:
-        return None
-
-
-def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error: str | None, process_ns: int,
-               rel: str | None, script_ns: int | None) -> RunFigures:
-    if receipt is None:
-        return RunFigures(label=label, ok=False, exit_code=exit_code, error=error or "no receipt written",
-                          process_ns=process_ns, script_ns=script_ns)
-    s = receipt.summary
-    steady = next((p for p in s.phases if p.phase == "steady"), None)
-    total = sum(p.wall_ns for p in s.phases)
-    return RunFigures(
-        label=label, ok=True, exit_code=exit_code, error=None, process_ns=process_ns, script_ns=script_ns,
-        receipt=rel, receipt_sha256=receipt.receipt_sha256, calls=s.call_count, total_ns=total,
-        compile_ns=s.compile_ns, steady_calls=steady.calls if steady else 0,
-        steady_median_ns=steady.median_ns if steady and steady.calls else None,
-        steady_p90_ns=steady.p90_ns if steady and steady.calls else None,
-        breaks=s.break_site_count, recompiles=s.recompile_count, fallbacks=s.fallback_count,
-    )
 
 
 # --- the trial ------------------------------------------------------------------------------------
@@ -628,6 +468,17 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
                      outputs=check, reason=check.detail if check.status == "failed" else None)
 
 
+def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
+    """(the length trace, whether the target is a workload ``FILE.py:FUNC``)."""
+    from .workload import is_workload_spec
+
+    if not is_workload_spec(setup.script):
+        return None, False
+    from .workload_run import parse_args, trace_lengths
+
+    return trace_lengths(parse_args([setup.script, *setup.args])), True
+
+
 def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: list[str]) -> tuple[Trials, Receipt]:
     """The whole trial. Raises :class:`BaselineFailed` (nothing else run) when the script fails."""
     t_start = time.perf_counter_ns()
@@ -640,7 +491,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     if not first.figures.ok or first.receipt is None:
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
-    drafts = choose(catalogue(first.receipt), only, skip)
+    drafts = choose(catalogue(first.receipt, *_workload_trace(setup), script=setup.script), only, skip)
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = _unique_names(drafts)
@@ -786,10 +637,4 @@ def _median_of(c: Candidate, name: str) -> float | None:
 
 
 def _fmt_ns(ns: float | None) -> str:
-    if ns is None:
-        return "n/a"
-    if ns >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    return f"{ns / 1e3:.1f} µs"
+    return fmt_ns(ns)

@@ -153,6 +153,13 @@ def prepare(wl: Workload) -> Workload:
     return dataclasses.replace(wl, inputs=inputs)
 
 
+def is_workload_spec(target: str) -> bool:
+    """``path/to/file.py:FUNC`` naming a file that exists (a script path never has ``.py:``)."""
+    where, sep, name = target.rpartition(":")
+    return bool(sep) and where.endswith(".py") and name.isidentifier() and os.path.isfile(where) \
+        and not os.path.isfile(target)
+
+
 def split_spec(spec: str) -> tuple[str, str]:
     """``path/to/file.py:func`` or ``pkg.mod:func`` → (where, name)."""
     where, sep, name = spec.rpartition(":")

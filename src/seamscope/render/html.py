@@ -49,19 +49,23 @@ def _pct(x: float | None) -> str:
 class HtmlRenderer:
     extension = ".html"
 
-    def __init__(self, source_root: str | None = None) -> None:
+    def __init__(self, source_root: str | None = None, before: tuple[str, ...] = ()) -> None:
+        """``before``: sections rendered elsewhere (already escaped HTML), shown above the overview:
+        ``seamscope try`` puts its trials table there, in the report of the chosen run."""
         self.source_root = source_root
+        self.before = before
 
     def render(self, receipt: Receipt) -> str:
         return self.render_view(build_view(receipt, self.source_root))
 
     def render_view(self, view: ReportView) -> str:
         tpl = environment().get_template("report.html.j2")
-        return tpl.render(v=view, compile_colour=COMPILE_COLOUR)
+        return tpl.render(v=view, compile_colour=COMPILE_COLOUR, before=self.before)
 
 
 def write_html_report(
-    receipt: Receipt, out_dir: str | os.PathLike[str], source_root: str | None = None
+    receipt: Receipt, out_dir: str | os.PathLike[str], source_root: str | None = None,
+    before: tuple[str, ...] = (),
 ) -> str:
     """Write ``index.html`` into ``out_dir`` (beside ``receipt.json``); return its path."""
-    return write_rendered(HtmlRenderer(source_root), receipt, out_dir, "index")
+    return write_rendered(HtmlRenderer(source_root, before), receipt, out_dir, "index")

@@ -8,17 +8,12 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..analyze.units import fmt_ns
 from ..model.trials import Candidate, Metric, Trials
 
 
 def _ns(v: float | None) -> str:
-    if v is None:
-        return "–"
-    if v >= 1e9:
-        return f"{v / 1e9:.2f} s"
-    if v >= 1e6:
-        return f"{v / 1e6:.2f} ms"
-    return f"{v / 1e3:.1f} µs"
+    return fmt_ns(v)
 
 
 def _metric(c: Candidate, name: str) -> Metric | None:

@@ -1,0 +1,239 @@
+"""One trial run: a fresh process (forked from a server that imported torch once, or a new
+interpreter) running ``seamscope run`` with a candidate's flags, its own empty inductor cache, and
+what it measured read back as :class:`RunFigures`. A crash or a hang is the run's result."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..model.receipt import Receipt
+from ..model.trials import RunFigures
+from . import fingerprint as fpmod
+from .forkserver import close_server
+
+
+@dataclass
+class Setup:
+    script: str
+    args: list[str]
+    out: str
+    seed: int = 0
+    repeat: int = 3
+    timeout: float | None = None
+    budget_s: float | None = None
+    python: str = sys.executable
+    progress: Callable[[str], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    """Seconds, for the budget and the ETA."""
+    forker: Any = None
+    """The fork server each run is forked from (None: each run a new interpreter)."""
+
+
+def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
+    """The ``seamscope run ...`` line of one run (what the table shows, without the output flags)."""
+    return ["seamscope", "run", "--out", out_dir, *spec_flags, "--seed", str(setup.seed), setup.script,
+            *(["--", *setup.args] if setup.args else [])]
+
+
+def shell_join(words: list[str]) -> str:
+    """Like ``shlex.join``, but a word with single quotes only (``L['x']:0``) goes in double quotes."""
+    out = []
+    for w in words:
+        if "'" in w and not any(ch in w for ch in '"$`\\!'):
+            out.append(f'"{w}"')
+        else:
+            out.append(shlex.quote(w))
+    return " ".join(out)
+
+
+@dataclass
+class Outcome:
+    figures: RunFigures
+    receipt: Receipt | None
+    stderr: str
+    fingerprints: fpmod.Fingerprints | None = None
+
+
+def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False) -> Outcome:
+    """One fresh process with its own empty inductor cache; a crash or hang is its result."""
+    out_dir = os.path.join(setup.out, rel_dir)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir, exist_ok=True)
+    cache = tempfile.mkdtemp(prefix="seamscope-try-cache-")
+    record = os.path.join(out_dir, "fingerprints.json")
+    if not fingerprint:
+        record = os.path.join(cache, "timing.json")  # only the script's own time is kept
+    argv = ["run", "--quiet", "--no-html", "--out", out_dir, *flags, "--seed", str(setup.seed),
+            "--record-out", record, *(["--fingerprint"] if fingerprint else []), setup.script]
+    if setup.args:
+        argv += ["--", *setup.args]
+    env_set = dict(setup.env)
+    env_set["TORCHINDUCTOR_CACHE_DIR"] = cache
+    env_set["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    unset = ["TORCH_COMPILE_DYNAMIC_SOURCES"]
+    t0 = time.perf_counter_ns()
+    error = None
+    exit_code: int | None
+    try:
+        if setup.forker is not None and setup.forker.alive():
+            err_path = os.path.join(cache, "stderr.txt")
+            exit_code = setup.forker.run(argv, env_set, unset, err_path, setup.timeout)
+            with open(err_path, "rb") as f:
+                err_b = f.read()
+        else:
+            exit_code, err_b = _spawn(setup, argv, env_set, unset)
+    except KeyboardInterrupt:
+        shutil.rmtree(cache, ignore_errors=True)
+        raise
+    if exit_code is None:
+        error = f"hung: killed after {setup.timeout:g} s"
+    process_ns = time.perf_counter_ns() - t0
+    stderr = err_b.decode(errors="replace")
+    fps = None
+    if os.path.exists(record):
+        try:
+            fps = fpmod.load(record)
+        except (OSError, msgspec.DecodeError):
+            fps = None
+    shutil.rmtree(cache, ignore_errors=True)
+    receipt = None
+    path = os.path.join(out_dir, "receipt.json")
+    if exit_code == 0 and os.path.exists(path):
+        from ..ingest.receipt import load_receipt
+
+        receipt = load_receipt(path)
+    if error is None and exit_code != 0:
+        if exit_code is not None and exit_code < 0:
+            error = f"crashed: killed by signal {signal.Signals(-exit_code).name}"
+        else:
+            lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith("seamscope: wrote")]
+            error = f"exit {exit_code}: " + (lines[-1].strip() if lines else "no message")
+    fig = figures_of(label, receipt, exit_code, error, process_ns,
+                     os.path.relpath(path, setup.out) if receipt is not None else None,
+                     fps.script_ns if fps is not None else None)
+    return Outcome(fig, receipt, stderr, fps if fingerprint else None)
+
+
+def _spawn(setup: Setup, argv: list[str], env_set: dict[str, str], unset: list[str]) -> tuple[int | None, bytes]:
+    """One run as a new interpreter (where ``fork`` is missing, or the fork server died)."""
+    env = dict(os.environ)
+    env.update(env_set)
+    for k in unset:
+        env.pop(k, None)
+    proc = subprocess.Popen([setup.python, "-m", "seamscope", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _, err_b = proc.communicate(timeout=setup.timeout)
+        return proc.returncode, err_b
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err_b = proc.communicate()
+        return None, err_b
+    except KeyboardInterrupt:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
+
+
+class Forker:
+    """The client of ``trials_worker --serve``: each run forked from a process that imported
+    torch once. ``run`` returns the exit code (None: killed after the timeout)."""
+
+    def __init__(self, python: str) -> None:
+        import json
+
+        self._json = json
+        r, w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen([python, "-m", "seamscope.experiments.trials_worker", "--reply-fd", str(w)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=env, pass_fds=(w,), start_new_session=True)
+        os.close(w)
+        self.replies = os.fdopen(r, "r")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _read(self, timeout: float | None) -> dict[str, Any] | None:
+        import select
+
+        if timeout is not None:
+            ready, _, _ = select.select([self.replies], [], [], max(0.0, timeout))
+            if not ready:
+                return None
+        line = self.replies.readline()
+        if not line:
+            raise OSError("the fork server died")
+        return dict(self._json.loads(line))
+
+    def run(self, argv: list[str], env: dict[str, str], unset: list[str], stderr_path: str,
+            timeout: float | None) -> int | None:
+        assert self.proc.stdin is not None
+        job = {"argv": argv, "env": env, "unset": unset, "stderr": stderr_path, "cwd": os.getcwd()}
+        self.proc.stdin.write((self._json.dumps(job) + "\n").encode())
+        self.proc.stdin.flush()
+        started = self._read(None)
+        assert started is not None
+        pid = int(started["pid"])
+        try:
+            done = self._read(timeout)
+            if done is None:
+                os.kill(pid, signal.SIGKILL)
+                self._read(None)
+                return None
+            return int(done["exit"])
+        except KeyboardInterrupt:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.close()
+            raise
+
+    def close(self) -> None:
+        close_server(self.proc, self.replies)
+
+
+def make_forker(python: str) -> Forker | None:
+    """The fork server, unless ``fork`` is missing or ``SEAMSCOPE_TRIALS_ISOLATION=process``."""
+    if not hasattr(os, "fork") or os.environ.get("SEAMSCOPE_TRIALS_ISOLATION") == "process":
+        return None
+    try:
+        return Forker(python)
+    except OSError:
+        return None
+
+
+def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error: str | None, process_ns: int,
+               rel: str | None, script_ns: int | None) -> RunFigures:
+    if receipt is None:
+        return RunFigures(label=label, ok=False, exit_code=exit_code, error=error or "no receipt written",
+                          process_ns=process_ns, script_ns=script_ns)
+    s = receipt.summary
+    steady = next((p for p in s.phases if p.phase == "steady"), None)
+    total = sum(p.wall_ns for p in s.phases)
+    return RunFigures(
+        label=label, ok=True, exit_code=exit_code, error=None, process_ns=process_ns, script_ns=script_ns,
+        receipt=rel, receipt_sha256=receipt.receipt_sha256, calls=s.call_count, total_ns=total,
+        compile_ns=s.compile_ns, steady_calls=steady.calls if steady else 0,
+        steady_median_ns=steady.median_ns if steady and steady.calls else None,
+        steady_p90_ns=steady.p90_ns if steady and steady.calls else None,
+        breaks=s.break_site_count, recompiles=s.recompile_count, fallbacks=s.fallback_count,
+    )
