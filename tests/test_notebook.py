@@ -1,5 +1,5 @@
 """Notebooks: a receipt, a ledger and a session show the report's overview and top findings
-(``_repr_html_``, the same view model as the HTML report), and ``%load_ext seamscope`` gives the
+(IPython's HTML formatter, the same view model as the HTML report), and ``%load_ext seamscope`` gives the
 ``%%seamscope`` cell magic (run in a real IPython shell; skipped where IPython is not installed)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fakes import XSS_SCRIPT, fake_ledger, fake_receipt, plant
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.render.html import HtmlRenderer
-from seamscope.render.notebook import NOTEBOOK_FINDINGS
+from seamscope.render.notebook import NOTEBOOK_FINDINGS, ledger_html, notebook_html
 
 
 def section(html: str, sid: str) -> str:
@@ -22,7 +22,7 @@ def section(html: str, sid: str) -> str:
 
 def test_a_receipt_shows_the_reports_overview_and_top_findings() -> None:
     receipt = fake_receipt(12)
-    nb = receipt._repr_html_()
+    nb = notebook_html(receipt)
     report = HtmlRenderer("/nonexistent").render(receipt)
     assert section(nb, "overview") == section(report, "overview")
     found = re.findall(r'<li class="finding', section(nb, "top-findings"))
@@ -33,12 +33,12 @@ def test_a_receipt_shows_the_reports_overview_and_top_findings() -> None:
 
 def test_a_ledger_shows_the_same_view_as_its_receipt() -> None:
     led = fake_ledger(6)
-    assert led._repr_html_() == make_receipt(led)._repr_html_()
+    assert ledger_html(led) == notebook_html(make_receipt(led))
 
 
 def test_planted_markup_is_escaped_in_the_notebook_view() -> None:
     receipt = make_receipt(plant(fake_ledger(6), XSS_SCRIPT, "evil.py"))
-    nb = receipt._repr_html_()
+    nb = notebook_html(receipt)
     assert XSS_SCRIPT not in nb and "&lt;script&gt;" in nb
 
 
@@ -57,7 +57,7 @@ def test_a_session_shows_itself_open_and_closed(dynamo_reset: None) -> None:
     assert "open: so far" in open_view
     closed = s._repr_html_()
     assert "open: so far" not in closed
-    assert section(closed, "overview") == section(make_receipt(s.ledger)._repr_html_(), "overview")
+    assert section(closed, "overview") == section(notebook_html(make_receipt(s.ledger)), "overview")
     assert '<div class="num">2</div><div class="lbl">calls</div>' in closed
 
 
@@ -111,7 +111,7 @@ def test_cell_magic_observes_the_cell_and_shows_the_summary(shell, displayed, tm
     assert s.last_receipt.decision.note == "a cell"
     (bundle,) = displayed
     assert "3 calls" in bundle["text/plain"] and "wrote" in bundle["text/plain"]
-    assert section(bundle["text/html"], "overview") == section(s.last_receipt._repr_html_(), "overview")
+    assert section(bundle["text/html"], "overview") == section(notebook_html(s.last_receipt), "overview")
     # a function compiled in an earlier cell is observed in the next one
     shell.run_cell_magic("seamscope", f"--out {out} --quiet", "g(torch.ones(4))\ng(torch.ones(4))")
     assert shell.user_ns["_seamscope"].ledger.totals.calls == 2
@@ -134,3 +134,19 @@ def test_cell_magic_bad_options_and_a_cell_that_raises(shell, displayed, tmp_pat
     s = shell.user_ns["_seamscope"]
     assert s.ledger.totals.calls == 3 and not s.active
     assert "the cell raised" in displayed[-1]["text/plain"]
+
+
+def test_a_shell_displays_receipts_and_ledgers_as_the_overview(shell) -> None:
+    """IPython's own HTML formatter shows a receipt and a ledger (registered by name, so the data
+    model holds no display code); a shell that started before ``import seamscope`` is covered by
+    ``%load_ext seamscope``, one that started after by the import itself."""
+    import seamscope
+
+    receipt, led = fake_receipt(6), fake_ledger(6)
+    html = shell.display_formatter.formatters["text/html"]
+    html.type_printers.clear()
+    html.deferred_printers.clear()
+    assert html(receipt) is None  # nothing registered: IPython would show the text repr
+    seamscope._show_in_notebooks()  # as ``import seamscope`` does in a running shell
+    assert html(receipt) == notebook_html(receipt)
+    assert html(led) == ledger_html(led)

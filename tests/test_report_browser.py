@@ -13,6 +13,7 @@ from fakes import XSS_IMG, XSS_SCRIPT
 from seamscope.analyze.receipt import make_receipt
 from seamscope.model.ledger import RegionEvent
 from seamscope.render.html import write_html_report
+from seamscope.render.notebook import notebook_html
 
 pytestmark = [pytest.mark.browser, pytest.mark.torch]
 
@@ -140,7 +141,7 @@ def test_notebook_view_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_p
     page.write_text(
         '<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
         "content=\"default-src 'none'; style-src 'unsafe-inline'\"></head><body>"
-        + receipt._repr_html_() + "</body></html>"
+        + notebook_html(receipt) + "</body></html>"
     )
     driver = start_chromium(str(tmp_path / "profile"))
     try:

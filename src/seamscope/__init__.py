@@ -6,6 +6,7 @@ only when used.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 __version__ = "0.1.0"
@@ -18,6 +19,20 @@ def load_ipython_extension(shell: Any) -> None:
     from .magics import load_ipython_extension as load
 
     load(shell)
+    _show_in_notebooks(shell)
+
+
+def _show_in_notebooks(shell: Any = None) -> None:
+    """In a running IPython shell, receipts and ledgers display as the report's overview
+    (``render.notebook``); outside one, nothing is imported."""
+    if shell is None:
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or not hasattr(shell, "display_formatter"):
+        return
+    from .render.notebook import register
+
+    register(shell)
 
 
 def __getattr__(name: str) -> Any:
@@ -39,3 +54,6 @@ def __getattr__(name: str) -> Any:
 
         return load_receipt
     raise AttributeError(f"module 'seamscope' has no attribute {name!r}")
+
+
+_show_in_notebooks()

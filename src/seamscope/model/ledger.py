@@ -413,9 +413,3 @@ class Ledger(Struct, frozen=True):
     site_id_scheme: int = 1
     """How this ledger's site ids were made (:data:`SITE_ID_SCHEME`); 1 when not recorded."""
 
-    def _repr_html_(self) -> str:
-        """In Jupyter: the report's overview and top findings (``render.notebook``)."""
-        from ..analyze.receipt import make_receipt
-        from ..render.notebook import notebook_html
-
-        return notebook_html(make_receipt(self))

@@ -157,9 +157,3 @@ class Receipt(Struct, frozen=True):
     findings: FindingsSection | None = None
     ranks: RanksSection | None = None
     shapes: ShapeStudy | None = None
-
-    def _repr_html_(self) -> str:
-        """In Jupyter: the report's overview and top findings (``render.notebook``)."""
-        from ..render.notebook import notebook_html
-
-        return notebook_html(self)
