@@ -36,7 +36,6 @@ _OWN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 _GB_CODE = re.compile(r"/gb/gb(\d{4})\.html")
 _SITE_LINE = re.compile(r"Graph break in user code at (.*):(\d+)\s*$")
 _TB_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in (.+?)\s*$')
-_RESUME = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
 _RESUME_AT = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
 _CACHE_ARTIFACT = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$")
 
@@ -114,7 +113,7 @@ def _depth_in(site: BreakSite, file: str, function: str) -> int | None:
 
 def user_function(name: str) -> str:
     """Resume functions are named after the user's function: show the user's name."""
-    m = _RESUME.match(name)
+    m = _RESUME_AT.match(name)
     return m.group(1) if m else name
 
 
@@ -282,18 +281,16 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
     return [_normalize_reason(r.strip(), cwd) for r in reasons if r.strip()]
 
 
-@functools.lru_cache(maxsize=8192)
-def _normalize_reason(text: str, cwd: str | None) -> str:
-    # A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
-    return normalize_text(text, cwd)
+# A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
+_normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
+
+_US, _S = 1000, 1e9
+"""Nanoseconds in a microsecond and in a second (the units of ``compilation_metrics``' times)."""
 
 
-def _ns(us: Any) -> int | None:
-    return int(round(float(us) * 1000)) if isinstance(us, (int, float)) else None
-
-
-def _s_ns(s: Any) -> int | None:
-    return int(round(float(s) * 1e9)) if isinstance(s, (int, float)) else None
+def _ns(value: Any, unit: float) -> int | None:
+    """A time from the metrics, in ``unit`` (:data:`_US`, :data:`_S`), as integer nanoseconds."""
+    return int(round(float(value) * unit)) if isinstance(value, (int, float)) else None
 
 
 def status_of(metrics: dict[str, Any]) -> CompileStatus:
@@ -512,10 +509,11 @@ class CompileEventAssembler:
             file=file,
             line=int(m.get("co_firstlineno") or p.line or 0),
             status=status,
-            duration_ns=_ns(m.get("duration_us")) or _s_ns(m.get("entire_frame_compile_time_s")),
-            dynamo_ns=_ns(m.get("dynamo_cumulative_compile_time_us")),
-            aot_ns=_ns(m.get("aot_autograd_cumulative_compile_time_us")),
-            backend_ns=_ns(m.get("inductor_cumulative_compile_time_us")) or _s_ns(m.get("backend_compile_time_s")),
+            duration_ns=_ns(m.get("duration_us"), _US) or _ns(m.get("entire_frame_compile_time_s"), _S),
+            dynamo_ns=_ns(m.get("dynamo_cumulative_compile_time_us"), _US),
+            aot_ns=_ns(m.get("aot_autograd_cumulative_compile_time_us"), _US),
+            backend_ns=_ns(m.get("inductor_cumulative_compile_time_us"), _US)
+            or _ns(m.get("backend_compile_time_s"), _S),
             graph_count=p.graphs if status == "ok" else 0,
             guard_count=m.get("guard_count") if isinstance(m.get("guard_count"), int) else None,
             fx_cache=fx_cache,  # type: ignore[arg-type]
