@@ -155,17 +155,9 @@ SKIPPED_FRAME_TYPE = (
 
 @dataclass
 class ParsedBreak:
-    file: str
-    line: int
-    function: str
-    gb_code: str | None
-    gb_type: str | None
-    reason: str
-    user_stack: list[Frame]
-    code: str
-    scope: str = ""
-    occurrence: int | None = None
-    frame_skipped: bool = False
+    """One break record, read: the site it names (no compile ids yet) and what it lacked."""
+
+    site: BreakSite
     missing: tuple[str, ...] = ()
     """Fields the record lacked (``user_stack``, ``gb_code``, ``location``)."""
 
@@ -242,20 +234,22 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
             code = found.text
         if not function:
             function = found.qualname.rsplit(".", 1)[-1]
-    return ParsedBreak(
-        file=normalize_path(raw_file, cwd),
+    file = normalize_path(raw_file, cwd)
+    site = BreakSite(
+        site_id=site_id_for(file, scope, gb_code, gb_type, code, occurrence, line),
+        file=file,
         line=line,
         function=function,
         gb_code=gb_code,
         gb_type=gb_type,
         reason=normalize_text(body, cwd),
         user_stack=stack,
-        code=code,
+        compile_ids=[],
         scope=scope,
-        occurrence=occurrence,
+        statement=code.strip(),
         frame_skipped=skipped,
-        missing=missing,
     )
+    return ParsedBreak(site, missing)
 
 
 def _resolve(path: str, cwd: str | None) -> str:
@@ -415,32 +409,29 @@ class CompileEventAssembler:
             self.unknown_events[key] = self.unknown_events.get(key, 0) + 1
 
     def _site(self, pb: ParsedBreak, cid: str) -> BreakSite:
-        sid = site_id_for(pb.file, pb.scope, pb.gb_code, pb.gb_type, pb.code, pb.occurrence, pb.line)
+        new = pb.site
+        sid = new.site_id
         prev = self.sites.get(sid)
         cids = list(prev.compile_ids) if prev else []
         if cid not in cids:
             bisect.insort(cids, cid, key=compile_frame_index)
         for name in pb.missing:
             self.missing_fields[name] = self.missing_fields.get(name, 0) + 1
-        if prev is not None and len(prev.user_stack) > len(pb.user_stack):
+        if prev is None:
+            site = msgspec.structs.replace(new, compile_ids=cids)
+        elif len(prev.user_stack) > len(new.user_stack):
             # the same statement seen with more detail before: keep that, add what is new
             site = msgspec.structs.replace(
-                prev, compile_ids=cids, frame_skipped=prev.frame_skipped or pb.frame_skipped
+                prev, compile_ids=cids, frame_skipped=prev.frame_skipped or new.frame_skipped
             )
-        else:
-            site = BreakSite(
-                site_id=sid,
-                file=pb.file,
-                line=pb.line,
-                function=pb.function,
-                gb_code=pb.gb_code or (prev.gb_code if prev else None),
-                gb_type=pb.gb_type or (prev.gb_type if prev else None),
-                reason=pb.reason or (prev.reason if prev else ""),
-                user_stack=pb.user_stack,
+        else:  # this record's fields, and the earlier one's where this one lacks them
+            site = msgspec.structs.replace(
+                new,
                 compile_ids=cids,
-                scope=pb.scope,
-                statement=pb.code.strip(),
-                frame_skipped=pb.frame_skipped or (prev.frame_skipped if prev else False),
+                gb_code=new.gb_code or prev.gb_code,
+                gb_type=new.gb_type or prev.gb_type,
+                reason=new.reason or prev.reason,
+                frame_skipped=new.frame_skipped or prev.frame_skipped,
             )
         self.sites[sid] = site
         if self.sink is not None:
