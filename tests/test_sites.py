@@ -185,9 +185,9 @@ def test_a_skipped_frame_break_keeps_the_inner_type_and_is_one_site_with_the_pla
     line = line_of(SOURCE, stmt, 2)
     plain = reason(path, line, "forward", stmt)
     wrapped = reason(path, line, "forward", stmt, skipped=True)
-    pb = parse_break_reason(wrapped, cwd="/")
+    pb = parse_break_reason(wrapped, cwd="/").site
     assert pb.frame_skipped and pb.gb_type == "Call to `torch._dynamo.graph_break()`" and pb.gb_code == "GB0025"
-    assert not parse_break_reason(plain, cwd="/").frame_skipped
+    assert not parse_break_reason(plain, cwd="/").site.frame_skipped
     for order in ([plain, wrapped], [wrapped, plain]):
         (site,) = sites_of([("0/0", order[0]), ("1/0", order[1])])
         assert site.gb_type == "Call to `torch._dynamo.graph_break()`" and site.frame_skipped

@@ -70,11 +70,10 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
     path = s.write(opts["out"])
     shell.user_ns["_seamscope"] = s
     notes = [f"wrote {path}"]
-    from .commands._common import write_report_if_available
+    from .render.html import write_html_report
 
-    html_path = write_report_if_available(s.last_receipt, os.path.dirname(path))
-    if html_path:
-        notes.append(f"report {html_path}")
+    if s.last_receipt is not None:  # what write() just wrote
+        notes.append(f"report {write_html_report(s.last_receipt, os.path.dirname(path))}")
     if opts["trace_out"] is not None and s.ledger is not None:
         from .render.seamscope_trace import write_trace
 

@@ -32,13 +32,14 @@ def need_torch(command: str) -> None:
 
 def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> int:
     from ..ingest.receipt import load_receipt
+    from ..render.html import write_html_report
     from ..render.terminal import TerminalRenderer
 
     if result.receipt_path is None:
         return result.exit_code or 1
     receipt = getattr(result.session, "last_receipt", None) or load_receipt(result.receipt_path)
     out_dir = os.path.dirname(result.receipt_path)
-    html = write_report_if_available(receipt, out_dir) if html_report else None
+    html = write_html_report(receipt, out_dir) if html_report else None
     if not quiet:
         TerminalRenderer().print(receipt)
     for w in receipt.ledger.run.warnings:
@@ -48,12 +49,6 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
     if result.message:
         click.echo(f"seamscope: {result.message}", err=True)
     return int(result.exit_code)
-
-
-def write_report_if_available(receipt: Any, out_dir: str) -> str | None:
-    from ..render.html import write_html_report
-
-    return str(write_html_report(receipt, out_dir))
 
 
 class ProgressLine:

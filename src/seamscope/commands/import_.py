@@ -16,7 +16,6 @@ from ..analyze.units import counted
 from ..errors import UnusableInput
 
 if TYPE_CHECKING:
-    from ..ingest.seamscope_trace import SeamscopeTraceImport
     from ..ingest.torch_trace import TraceImport
 
 MAX_SHOWN = 10  # issues printed per file; the rest are counted
@@ -30,7 +29,7 @@ def _sniff(path: str) -> bytes:
         raise UnusableInput(f"{path}: cannot read: {e.strerror}") from None
 
 
-def _out_names(results: list[TraceImport | SeamscopeTraceImport]) -> list[str]:
+def _out_names(results: list[TraceImport]) -> list[str]:
     if len(results) == 1:
         return [""]
     names: list[str] = []
@@ -68,7 +67,7 @@ def command(path: str, out: str, strict: bool) -> int:
             )
     else:
         files = [path]
-    results: list[TraceImport | SeamscopeTraceImport] = []
+    results: list[TraceImport] = []
     for p in files:
         if looks_like_trace(_sniff(p)):
             results.append(import_seamscope_trace(p))

@@ -35,14 +35,13 @@ def command(directory: str, out: str | None, fail_on_divergence: bool, world_siz
 def write_merged(receipt: Any, out: str) -> str:
     from ..model.canonical import pretty_bytes
     from ..render.files import write_atomic
+    from ..render.html import write_html_report
     from ..render.receipt_json import write_receipt_files
-    from ._common import write_report_if_available
 
     if out.endswith(".json"):
         return write_atomic(out, pretty_bytes(receipt))
     path = write_receipt_files(receipt, out)
-    html = write_report_if_available(receipt, os.path.dirname(path))
-    return path + (f", {html}" if html else "")
+    return f"{path}, {write_html_report(receipt, os.path.dirname(path))}"
 
 
 def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, quiet: bool = False) -> int:

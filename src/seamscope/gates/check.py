@@ -14,10 +14,13 @@ RC1a2b3c4d=0``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..analyze.units import fmt_ns
 from ..errors import UnusableInput
+from ..model.diff import CauseChange, SiteChange
 from ..model.headline import RecompileCause
 from ..model.receipt import Receipt, SiteSummary
 from .budget import reason_text
@@ -144,6 +147,31 @@ def _absolute(receipt: Receipt, limits: Limits, rep: CheckReport) -> None:
         rep.lines.extend(f"  {f.compile_id} {f.frame_name} [{f.status}]: {f.reason}" for f in s.fallbacks)
 
 
+_C = TypeVar("_C", SiteChange, CauseChange)
+
+
+def _added_removed(
+    rep: CheckReport,
+    changes: list[_C],
+    what: str,
+    added_heading: str,
+    removed_heading: str,
+    *,
+    added: Callable[[_C], str],
+    removed: Callable[[_C], str],
+) -> None:
+    """What the candidate added fails the check, one line each; what it removed is only listed."""
+    new = [c for c in changes if c.change == "added"]
+    gone = [c for c in changes if c.change == "removed"]
+    if new:
+        rep.problems.append(f"{len(new)} new {what}, not in the baseline")
+        rep.lines.append(added_heading)
+        rep.lines.extend(f"  + {added(c)}" for c in new)
+    if gone:
+        rep.lines.append(removed_heading)
+        rep.lines.extend(f"  - {removed(c)}" for c in gone)
+
+
 def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckReport) -> None:
     from ..analyze.diff import compare, refusals
 
@@ -164,15 +192,11 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
     sites = {x.site_id: x for x in s.break_sites}
     base_sites = {x.site_id: x for x in bs.break_sites}
     rep.lines.extend(f"note: {n}" for n in cmp.notes if "site-id scheme" in n)
-    added = [c for c in cmp.sites if c.change == "added"]
-    removed = [c for c in cmp.sites if c.change == "removed"]
-    if added:
-        rep.problems.append(f"{len(added)} new break site(s), not in the baseline")
-        rep.lines.append("new break sites:")
-        rep.lines.extend(f"  + {site_line(sites[c.site_id])}" for c in added)
-    if removed:
-        rep.lines.append("break sites gone since the baseline:")
-        rep.lines.extend(f"  - {site_line(base_sites[c.site_id])}" for c in removed)
+    _added_removed(
+        rep, cmp.sites, "break site(s)", "new break sites:", "break sites gone since the baseline:",
+        added=lambda c: site_line(sites[c.site_id]),
+        removed=lambda c: site_line(base_sites[c.site_id]),
+    )
     if s.recompile_count > bs.recompile_count:
         rep.problems.append(f"more recompiles than the baseline: {bs.recompile_count} -> {s.recompile_count}")
         rep.lines.append("recompiles (frame | failed guards, numbers masked):")
@@ -183,15 +207,13 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
         )
     elif s.recompile_count < bs.recompile_count:
         rep.lines.append(f"fewer recompiles than the baseline: {bs.recompile_count} -> {s.recompile_count}")
-    new_causes = [c for c in cmp.causes if c.change == "added"]
-    gone_causes = [c for c in cmp.causes if c.change == "removed"]
-    if new_causes:
-        rep.problems.append(f"{len(new_causes)} new recompile cause(s), not in the baseline")
-        rep.lines.append("new recompile causes (the recompiles one input change set off):")
-        rep.lines.extend(f"  + {c.cause_id}  {c.description}: {c.recompiles_after} recompile(s)" for c in new_causes)
-    if gone_causes:
-        rep.lines.append("recompile causes gone since the baseline:")
-        rep.lines.extend(f"  - {c.cause_id}  {c.description}: {c.recompiles_before} recompile(s)" for c in gone_causes)
+    _added_removed(
+        rep, cmp.causes, "recompile cause(s)",
+        "new recompile causes (the recompiles one input change set off):",
+        "recompile causes gone since the baseline:",
+        added=lambda c: f"{c.cause_id}  {c.description}: {c.recompiles_after} recompile(s)",
+        removed=lambda c: f"{c.cause_id}  {c.description}: {c.recompiles_before} recompile(s)",
+    )
     if s.fallback_count > bs.fallback_count:
         rep.problems.append(f"more fallbacks than the baseline: {bs.fallback_count} -> {s.fallback_count}")
         rep.lines.append("fallbacks:")

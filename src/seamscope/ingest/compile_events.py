@@ -36,7 +36,6 @@ _OWN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 _GB_CODE = re.compile(r"/gb/gb(\d{4})\.html")
 _SITE_LINE = re.compile(r"Graph break in user code at (.*):(\d+)\s*$")
 _TB_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in (.+?)\s*$')
-_RESUME = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
 _RESUME_AT = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
 _CACHE_ARTIFACT = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$")
 
@@ -114,7 +113,7 @@ def _depth_in(site: BreakSite, file: str, function: str) -> int | None:
 
 def user_function(name: str) -> str:
     """Resume functions are named after the user's function: show the user's name."""
-    m = _RESUME.match(name)
+    m = _RESUME_AT.match(name)
     return m.group(1) if m else name
 
 
@@ -156,17 +155,9 @@ SKIPPED_FRAME_TYPE = (
 
 @dataclass
 class ParsedBreak:
-    file: str
-    line: int
-    function: str
-    gb_code: str | None
-    gb_type: str | None
-    reason: str
-    user_stack: list[Frame]
-    code: str
-    scope: str = ""
-    occurrence: int | None = None
-    frame_skipped: bool = False
+    """One break record, read: the site it names (no compile ids yet) and what it lacked."""
+
+    site: BreakSite
     missing: tuple[str, ...] = ()
     """Fields the record lacked (``user_stack``, ``gb_code``, ``location``)."""
 
@@ -243,20 +234,22 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
             code = found.text
         if not function:
             function = found.qualname.rsplit(".", 1)[-1]
-    return ParsedBreak(
-        file=normalize_path(raw_file, cwd),
+    file = normalize_path(raw_file, cwd)
+    site = BreakSite(
+        site_id=site_id_for(file, scope, gb_code, gb_type, code, occurrence, line),
+        file=file,
         line=line,
         function=function,
         gb_code=gb_code,
         gb_type=gb_type,
         reason=normalize_text(body, cwd),
         user_stack=stack,
-        code=code,
+        compile_ids=[],
         scope=scope,
-        occurrence=occurrence,
+        statement=code.strip(),
         frame_skipped=skipped,
-        missing=missing,
     )
+    return ParsedBreak(site, missing)
 
 
 def _resolve(path: str, cwd: str | None) -> str:
@@ -282,18 +275,16 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
     return [_normalize_reason(r.strip(), cwd) for r in reasons if r.strip()]
 
 
-@functools.lru_cache(maxsize=8192)
-def _normalize_reason(text: str, cwd: str | None) -> str:
-    # A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
-    return normalize_text(text, cwd)
+# A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
+_normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
+
+_US, _S = 1000, 1e9
+"""Nanoseconds in a microsecond and in a second (the units of ``compilation_metrics``' times)."""
 
 
-def _ns(us: Any) -> int | None:
-    return int(round(float(us) * 1000)) if isinstance(us, (int, float)) else None
-
-
-def _s_ns(s: Any) -> int | None:
-    return int(round(float(s) * 1e9)) if isinstance(s, (int, float)) else None
+def _ns(value: Any, unit: float) -> int | None:
+    """A time from the metrics, in ``unit`` (:data:`_US`, :data:`_S`), as integer nanoseconds."""
+    return int(round(float(value) * unit)) if isinstance(value, (int, float)) else None
 
 
 def status_of(metrics: dict[str, Any]) -> CompileStatus:
@@ -418,32 +409,29 @@ class CompileEventAssembler:
             self.unknown_events[key] = self.unknown_events.get(key, 0) + 1
 
     def _site(self, pb: ParsedBreak, cid: str) -> BreakSite:
-        sid = site_id_for(pb.file, pb.scope, pb.gb_code, pb.gb_type, pb.code, pb.occurrence, pb.line)
+        new = pb.site
+        sid = new.site_id
         prev = self.sites.get(sid)
         cids = list(prev.compile_ids) if prev else []
         if cid not in cids:
             bisect.insort(cids, cid, key=compile_frame_index)
         for name in pb.missing:
             self.missing_fields[name] = self.missing_fields.get(name, 0) + 1
-        if prev is not None and len(prev.user_stack) > len(pb.user_stack):
+        if prev is None:
+            site = msgspec.structs.replace(new, compile_ids=cids)
+        elif len(prev.user_stack) > len(new.user_stack):
             # the same statement seen with more detail before: keep that, add what is new
             site = msgspec.structs.replace(
-                prev, compile_ids=cids, frame_skipped=prev.frame_skipped or pb.frame_skipped
+                prev, compile_ids=cids, frame_skipped=prev.frame_skipped or new.frame_skipped
             )
-        else:
-            site = BreakSite(
-                site_id=sid,
-                file=pb.file,
-                line=pb.line,
-                function=pb.function,
-                gb_code=pb.gb_code or (prev.gb_code if prev else None),
-                gb_type=pb.gb_type or (prev.gb_type if prev else None),
-                reason=pb.reason or (prev.reason if prev else ""),
-                user_stack=pb.user_stack,
+        else:  # this record's fields, and the earlier one's where this one lacks them
+            site = msgspec.structs.replace(
+                new,
                 compile_ids=cids,
-                scope=pb.scope,
-                statement=pb.code.strip(),
-                frame_skipped=pb.frame_skipped or (prev.frame_skipped if prev else False),
+                gb_code=new.gb_code or prev.gb_code,
+                gb_type=new.gb_type or prev.gb_type,
+                reason=new.reason or prev.reason,
+                frame_skipped=new.frame_skipped or prev.frame_skipped,
             )
         self.sites[sid] = site
         if self.sink is not None:
@@ -512,10 +500,11 @@ class CompileEventAssembler:
             file=file,
             line=int(m.get("co_firstlineno") or p.line or 0),
             status=status,
-            duration_ns=_ns(m.get("duration_us")) or _s_ns(m.get("entire_frame_compile_time_s")),
-            dynamo_ns=_ns(m.get("dynamo_cumulative_compile_time_us")),
-            aot_ns=_ns(m.get("aot_autograd_cumulative_compile_time_us")),
-            backend_ns=_ns(m.get("inductor_cumulative_compile_time_us")) or _s_ns(m.get("backend_compile_time_s")),
+            duration_ns=_ns(m.get("duration_us"), _US) or _ns(m.get("entire_frame_compile_time_s"), _S),
+            dynamo_ns=_ns(m.get("dynamo_cumulative_compile_time_us"), _US),
+            aot_ns=_ns(m.get("aot_autograd_cumulative_compile_time_us"), _US),
+            backend_ns=_ns(m.get("inductor_cumulative_compile_time_us"), _US)
+            or _ns(m.get("backend_compile_time_s"), _S),
             graph_count=p.graphs if status == "ok" else 0,
             guard_count=m.get("guard_count") if isinstance(m.get("guard_count"), int) else None,
             fx_cache=fx_cache,  # type: ignore[arg-type]

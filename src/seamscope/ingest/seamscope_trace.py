@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 
 import msgspec
 
@@ -33,7 +32,7 @@ from ..model.trace import (
     TraceHeader,
     TraceRecord,
 )
-from .torch_trace import Issue, ParseStats
+from .torch_trace import ParseStats, TraceImport
 
 _records = msgspec.json.Decoder(TraceRecord)
 
@@ -42,17 +41,6 @@ def looks_like_trace(head: bytes) -> bool:
     """True when the first bytes of a file are a seamscope trace header."""
     first = head.lstrip().split(b"\n", 1)[0]
     return first.startswith(b"{") and b'"kind":"seamscope.trace"' in first.replace(b" ", b"")
-
-
-@dataclass
-class SeamscopeTraceImport:
-    path: str
-    ledger: Ledger
-    stats: ParseStats
-
-    @property
-    def issues(self) -> list[Issue]:
-        return self.stats.issues
 
 
 def _header(path: str, line: bytes) -> TraceHeader:
@@ -74,7 +62,7 @@ def _header(path: str, line: bytes) -> TraceHeader:
         raise UnusableInput(f"{path}:1: trace header does not match docs/trace.schema.json: {e}") from None
 
 
-def import_seamscope_trace(path: str) -> SeamscopeTraceImport:
+def import_seamscope_trace(path: str) -> TraceImport:
     stats = ParseStats()
     h = hashlib.sha256()
     header: TraceHeader | None = None
@@ -159,4 +147,4 @@ def import_seamscope_trace(path: str) -> SeamscopeTraceImport:
         retention=retention,
         site_id_scheme=header.site_id_scheme,
     )
-    return SeamscopeTraceImport(path=os.fspath(path), ledger=ledger, stats=stats)
+    return TraceImport(path=os.fspath(path), ledger=ledger, stats=stats)

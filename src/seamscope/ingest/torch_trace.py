@@ -226,7 +226,8 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
 
 @dataclass
 class TraceImport:
-    """One log read into a ledger, with what was skipped on the way."""
+    """One input file (a ``TORCH_TRACE`` log, a seamscope trace) read into a ledger, with what was
+    skipped on the way."""
 
     path: str
     ledger: Ledger

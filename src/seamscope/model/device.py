@@ -92,6 +92,29 @@ class _DevCall:
         self.ctx: Any = None
 
 
+class SyncCount:
+    """Device-to-host syncs counted since the last :meth:`take`, and the host clock value
+    (``clock()``) at the first of them: what :meth:`DeviceSource.take_syncs` hands over."""
+
+    __slots__ = ("clock", "n", "first")
+
+    def __init__(self, clock: Callable[[], int]) -> None:
+        self.clock = clock
+        self.n = 0
+        self.first: int | None = None
+
+    def add(self) -> None:
+        if self.n == 0:
+            self.first = self.clock()
+        self.n += 1
+
+    def take(self) -> tuple[int, int | None]:
+        got = (self.n, self.first)
+        self.n = 0
+        self.first = None
+        return got
+
+
 def _seam_syncs(source: DeviceSource, island_end: int, island_start: int) -> tuple[int | None, int | None]:
     got = source.take_syncs()
     if got is None:
@@ -294,8 +317,7 @@ class FakeDevice:
         self.capture = False
         self.current = 0
         self.counting = False
-        self._syncs = 0
-        self._first_sync: int | None = None
+        self._syncs = SyncCount(lambda: clock.now)
         self.made = 0
         self.records = 0
         self.synchronized = 0
@@ -310,9 +332,7 @@ class FakeDevice:
 
     def sync(self) -> None:
         if self.counting:
-            if self._syncs == 0:
-                self._first_sync = self.clock.now
-            self._syncs += 1
+            self._syncs.add()
         if not self.hung and self.free_at > self.clock.now:
             self.clock.now = self.free_at
 
@@ -361,9 +381,4 @@ class FakeDevice:
         self.counting = False
 
     def take_syncs(self) -> tuple[int, int | None] | None:
-        if not self.count_syncs:
-            return None
-        got = (self._syncs, self._first_sync)
-        self._syncs = 0
-        self._first_sync = None
-        return got
+        return self._syncs.take() if self.count_syncs else None
