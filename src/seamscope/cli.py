@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import __version__
+from ._version import __version__
 from .errors import SeamscopeError
 
 # name -> module; a command whose module is absent is simply not offered.

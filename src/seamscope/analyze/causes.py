@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..model.findings import ChurnPattern, Finding, Remedy
 from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
-from .findings import guard_pattern
+from .findings_churn import guard_pattern
 from .findings_common import config_remedy, frame_label, stable_frame
 from .units import fmt_ns
 

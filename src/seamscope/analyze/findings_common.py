@@ -8,8 +8,9 @@ import re
 
 import msgspec
 
-from ..model.findings import Finding, Remedy, RemedyAction
+from ..model.findings import Finding
 from ..model.normalize import normalize_text
+from ..model.remedy import Remedy, RemedyAction
 
 PROBE = "seamscope probe FILE.py:FUNC"
 """Placeholder for the user's workload in suggested commands (the ledger does not name it)."""

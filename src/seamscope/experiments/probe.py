@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .. import __version__
+from .._version import __version__
 from ..analyze.receipt import make_receipt
 from ..analyze.stats import quantile
 from ..capture import adapter

@@ -519,7 +519,7 @@ def study_receipt(study: Study, command: list[str] | None = None) -> Any:
     policy's own ledger is its own receipt under ``policies/``)."""
     import platform
 
-    from .. import __version__
+    from .._version import __version__
     from ..analyze.receipt import make_receipt
     from ..model.builder import LedgerBuilder
     from ..model.ledger import Environment, RunInfo

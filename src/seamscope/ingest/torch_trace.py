@@ -251,7 +251,7 @@ def _version_issue(path: str, version: str | None) -> str | None:
 
 def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
     """Read one log into a ledger (compile-time evidence only; no calls)."""
-    from .. import __version__
+    from .._version import __version__
 
     stats = ParseStats()
     asm = CompileEventAssembler(cwd=cwd)

@@ -13,7 +13,9 @@ from typing import Literal
 
 import msgspec
 
+from .headline import Headline, RankedItem, RecompileCause
 from .ledger import Frame, Struct
+from .remedy import Remedy
 
 BreakClass = Literal[
     "data_dependent_control_flow",
@@ -27,43 +29,6 @@ BreakClass = Literal[
 
 ChurnPattern = Literal["shape", "value", "flag", "stride", "dtype_device", "recompile_limit", "other"]
 """What changed between calls to make a frame compile again, named from its failed guards."""
-
-RemedyAction = Literal[
-    "tensor_ops_or_cond",
-    "capture_scalar_outputs",
-    "capture_dynamic_output_shape_ops",
-    "custom_op",
-    "keep_boundary",
-    "remove_boundary",
-    "move_out_of_hot_path",
-    "reorder_logging",
-    "move_state_out",
-    "mark_dynamic_or_bucket",
-    "drop_dynamic_false",
-    "pass_argument_always",
-    "host_value_as_python",
-    "make_contiguous",
-    "cast_inputs",
-    "pass_as_tensor",
-    "split_by_flag",
-    "fix_churn_or_raise_limit",
-    "report_upstream",
-    "read_hints",
-]
-
-
-class Remedy(Struct, frozen=True):
-    """One thing to try, tied to the finding's evidence."""
-
-    action: RemedyAction
-    text: str
-    config: dict[str, str] = {}
-    """A configuration change to try (``torch._dynamo.config`` key → value), if the remedy is one."""
-    try_with: str | None = None
-    """How to try and measure it: a ``seamscope`` command line."""
-    torch_hints: list[str] = []
-    """PyTorch's own hints for this break, as the reason text gave them."""
-
 
 class Cause(Struct, frozen=True):
     """Why capture broke here: the class, from ``gb_code``/``gb_type``/reason via a table."""
@@ -240,8 +205,3 @@ class FindingsSection(Struct, frozen=True):
     """Break findings and recompile causes in one list, by cost in this run."""
     causes: list[RecompileCause] = []
     """Recompiles grouped by the input change that set them off (the churn findings are per frame)."""
-
-
-# The headline types refer to Remedy and FindingsSection refers to them: imported last so that
-# either module can be imported first.
-from .headline import Headline, RankedItem, RecompileCause  # noqa: E402

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Literal
 
 from .ledger import Struct
+from .remedy import Remedy
 
 CauseFamily = Literal["size", "value", "flag", "dtype_device", "other", "recompile_limit"]
 """What kind of input property changed: a size (shape, stride, or a value guard on a number that
@@ -119,6 +120,3 @@ class Headline(Struct, frozen=True):
     no_steady_calls: bool
     """Every call compiled: the figures are warm-up, no call shows the steady cost."""
     notes: list[str] = []
-
-
-from .findings import Remedy  # noqa: E402  (findings imports this module; either may come first)
