@@ -27,6 +27,9 @@ Used internals (torch 2.9–2.14 were read; 2.13 is tested):
   this torch reads a per-dimension ``:N`` suffix there, and the debug record that module's logger
   writes when a source is marked dynamic names the frames a ``--mark-dynamic`` changed (only
   torch 2.13 was checked; without either, ``--mark-dynamic`` says what is missing).
+- ``torch._dynamo.convert_frame.input_codes`` (weak references to every code object Dynamo
+  converted) and ``torch._dynamo.eval_frame._debug_get_cache_entry_list``: the live cache entries,
+  whose code names the graphs Dynamo can run now (``graphs_compiled_so_far``).
 - the attributes ``torch._dynamo.disable`` sets on its wrapper (``_torchdynamo_disable``,
   ``_torchdynamo_orig_callable``...): a backend's graph already disabled is unwrapped before
   seamscope wraps it, as Dynamo's ``innermost_fn`` would.
@@ -38,6 +41,7 @@ import builtins
 import inspect
 import logging
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -393,28 +397,47 @@ def hooked_contexts() -> int:
 
 COMPILED_FN_PREFIX = "__compiled_fn"
 """Dynamo installs each compiled graph as a global of the compiled frame's module under a name
-with this prefix (``torch._dynamo.reset()`` removes them)."""
+with this prefix; the code it makes for a frame calls the graph by that name."""
 
 
 def graphs_compiled_so_far() -> int:
-    """How many compiled graphs Dynamo holds now (module globals named ``__compiled_fn...``).
+    """How many compiled graphs Dynamo can run now: the graphs called by the code of the live
+    cache entries of every frame Dynamo converted.
 
     Graphs compiled before capture began are not wrapped, so their runs cannot be timed as
-    regions; capture says how many there are. An upper bound: Dynamo drops a graph's global with
-    its cache entry, but a few outlive ``torch._dynamo.reset()``. About 0.1 s over a few thousand
-    modules.
+    regions; capture says how many there are. The ``__compiled_fn`` globals themselves are no
+    measure: ``torch._dynamo.reset()`` drops the cache entries but leaves some of those globals
+    behind, so they pile up over compiles and resets. Raises :class:`AdapterProblem` when the
+    code tracker or the cache-entry list is missing.
     """
-    import sys
-
-    seen: set[int] = set()
-    for mod in list(sys.modules.values()):
-        d = getattr(mod, "__dict__", None)
-        if not isinstance(d, dict):
+    try:
+        from torch._dynamo.convert_frame import input_codes
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError as e:  # pragma: no cover - depends on torch version
+        raise AdapterProblem(f"no Dynamo cache entries to read ({e}): graphs compiled before "
+                             "the session began are not counted") from e
+    seen = getattr(input_codes, "seen", None)
+    if not isinstance(seen, list):  # pragma: no cover - depends on torch version
+        raise AdapterProblem("Dynamo's code tracker changed: graphs compiled before the session "
+                             "began are not counted")
+    names: set[str] = set()
+    for ref in list(seen):
+        code = ref()
+        if code is None:
             continue
-        for k, v in list(d.items()):
-            if isinstance(k, str) and k.startswith(COMPILED_FN_PREFIX):
-                seen.add(id(v))
-    return len(seen)
+        for entry in _debug_get_cache_entry_list(code):
+            _graph_names(getattr(entry, "code", None), names)
+    return len(names)
+
+
+def _graph_names(code: Any, into: set[str]) -> None:
+    """The compiled graphs a piece of Dynamo's code calls (nested code objects included)."""
+    if not isinstance(code, types.CodeType):
+        return
+    into.update(n for n in code.co_names if n.startswith(COMPILED_FN_PREFIX))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _graph_names(const, into)
 
 
 def context_backend_name(ctx: Any) -> str | None:

@@ -405,7 +405,11 @@ class Session:
     def _install_calls(self) -> Callable[[], None]:
         contexts = adapter.live_compile_contexts()
         if contexts:
-            before = self.graphs_before = adapter.graphs_compiled_so_far()
+            try:
+                before = self.graphs_before = adapter.graphs_compiled_so_far()
+            except adapter.AdapterProblem as e:
+                self.warnings.append(str(e))
+                before = 0
             if before:
                 self.warnings.append(
                     f"Dynamo holds {before} graph(s) compiled before the session began: calls that run them "
