@@ -7,7 +7,7 @@ needs is missing: capture then records what it still can and says what it could 
 
 - ``structured_trace``: the structured-trace logger, read in process, and the filter in front of
   ``trace_structured`` that builds only the records capture reads;
-- ``calls``: the entry and exit hook of every compile context (callables compiled before capture
+- ``contexts``: the entry and exit hook of every compile context (callables compiled before capture
   started), and the graphs Dynamo holds compiled already;
 - ``graphs``: the hook on every graph any backend compiles (a region per run), the compile id;
 - ``config``: Dynamo's settings, read and set (``run``'s remedy flags);
@@ -20,7 +20,7 @@ Import the names from here (``from seamscope.capture import adapter``; ``adapter
 from __future__ import annotations
 
 from .base import TESTED_VERSIONS, AdapterProblem, torch_version, version_warning
-from .calls import (
+from .contexts import (
     COMPILED_FN_PREFIX,
     context_backend_name,
     graphs_compiled_so_far,
