@@ -20,14 +20,6 @@ Import the names from here (``from seamscope.capture import adapter``; ``adapter
 from __future__ import annotations
 
 from .base import TESTED_VERSIONS, AdapterProblem, torch_version, version_warning
-from .contexts import (
-    COMPILED_FN_PREFIX,
-    context_backend_name,
-    graphs_compiled_so_far,
-    hook_compiled_calls,
-    hooked_contexts,
-    live_compile_contexts,
-)
 from .config import (
     DYNAMIC_SOURCE_LOGGER,
     DYNAMO_SETTINGS,
@@ -40,6 +32,14 @@ from .config import (
     set_recompile_limit,
     stance_names,
     watch_dynamic_source_marks,
+)
+from .contexts import (
+    COMPILED_FN_PREFIX,
+    context_backend_name,
+    graphs_compiled_so_far,
+    hook_compiled_calls,
+    hooked_contexts,
+    live_compile_contexts,
 )
 from .dynamo import (
     clear_counters,
