@@ -17,6 +17,8 @@ import time
 import warnings
 from typing import Any
 
+from ..model.device import SyncCount
+
 SYNC_TEXT = "called a synchronizing CUDA operation"
 """What torch warns at a sync in mode "warn"; matched loosely (any "synchroniz..." warning)."""
 SYNC_FILTER = r".*synchroniz"
@@ -36,8 +38,7 @@ class CudaDevice:
         self._set_mode = cuda.set_sync_debug_mode
         self._clock = time.perf_counter_ns
         self.syncs_counted = cuda.get_sync_debug_mode() == 0
-        self._n = 0
-        self._first: int | None = None
+        self._syncs = SyncCount()
         self._watching = False
         self._old_show: Any = None
         if self.syncs_counted:
@@ -54,9 +55,7 @@ class CudaDevice:
 
         def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
             if device._watching and "synchroniz" in str(message).lower():
-                if device._n == 0:
-                    device._first = device._clock()
-                device._n += 1
+                device._syncs.add(device._clock)
                 return
             old(message, category, filename, lineno, file, line)
 
@@ -84,12 +83,7 @@ class CudaDevice:
             self._set_mode("default")
 
     def take_syncs(self) -> tuple[int, int | None] | None:
-        if not self.syncs_counted:
-            return None
-        got = (self._n, self._first)
-        self._n = 0
-        self._first = None
-        return got
+        return self._syncs.take() if self.syncs_counted else None
 
     # --- events ------------------------------------------------------------------------------
 

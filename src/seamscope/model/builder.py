@@ -21,7 +21,6 @@ from __future__ import annotations
 import operator
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from .device_sums import DeviceSums
@@ -130,14 +129,17 @@ class _Kept:
         self.error = error
 
 
-@dataclass
 class _PhaseAcc:
-    calls: int = 0
-    wall: int = 0
-    region: int = 0
-    island: int = 0
-    compile: int = 0
-    overhead: int = 0
+    """A phase's running sums: the fields of its ``PhaseTotal``, but the phase."""
+
+    __slots__ = ("calls", "wall_ns", "region_ns", "island_ns", "compile_ns", "overhead_ns")
+
+    def __init__(self) -> None:
+        self.calls = self.wall_ns = self.region_ns = self.island_ns = self.compile_ns = 0
+        self.overhead_ns = 0
+
+    def total(self, phase: Phase) -> PhaseTotal:
+        return PhaseTotal(phase=phase, **{k: getattr(self, k) for k in self.__slots__})
 
 
 class LedgerBuilder:
@@ -500,10 +502,10 @@ class LedgerBuilder:
         if plan.final_acc is not None:
             plan.final_acc.island_after += gap
         acc.calls += calls
-        acc.wall += wall
-        acc.region += wall - island - overhead
-        acc.island += island
-        acc.overhead += overhead
+        acc.wall_ns += wall
+        acc.region_ns += wall - island - overhead
+        acc.island_ns += island
+        acc.overhead_ns += overhead
 
     def end_call(self, end_ns: int, error: str | None = None) -> Call | None:
         """Close the open call: derive islands and crossings, update totals, maybe retain.
@@ -551,11 +553,11 @@ class LedgerBuilder:
             phase = "steady"
         acc = self._phase[phase]
         acc.calls += 1
-        acc.wall += wall
-        acc.region += sums[SUM_REGION]
-        acc.island += sums[SUM_ISLAND]
-        acc.compile += sums[SUM_COMPILE]
-        acc.overhead += sums[SUM_OVERHEAD]
+        acc.wall_ns += wall
+        acc.region_ns += sums[SUM_REGION]
+        acc.island_ns += sums[SUM_ISLAND]
+        acc.compile_ns += sums[SUM_COMPILE]
+        acc.overhead_ns += sums[SUM_OVERHEAD]
         self._call_count += 1
         if dc is not None:
             self._device_end(dc, plan, spans, phase, wall, end_ns)
@@ -808,18 +810,7 @@ class LedgerBuilder:
         self._calls = list(calls)
         comps = sorted(self._compilations.values(), key=lambda c: (compile_frame_index(c.compile_id), c.compile_id))
         sites = sorted(self._sites.values(), key=lambda s: (s.file, s.line, s.site_id))
-        phases = [
-            PhaseTotal(
-                phase=p,
-                calls=a.calls,
-                wall_ns=a.wall,
-                region_ns=a.region,
-                island_ns=a.island,
-                compile_ns=a.compile,
-                overhead_ns=a.overhead,
-            )
-            for p, a in self._phase.items()
-        ]
+        phases = [a.total(p) for p, a in self._phase.items()]
         regions = [
             RegionTotal(
                 compile_id=cid,

@@ -71,6 +71,29 @@ class DeviceSource(Protocol):
         """The timed call ended: stop counting (CUDA: the mode is restored)."""
 
 
+class SyncCount:
+    """Device-to-host syncs counted since the last ``take``, and the host clock value of the first:
+    what a device source's ``take_syncs`` returns (the CUDA source and the fake share it)."""
+
+    __slots__ = ("n", "first")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.first: int | None = None
+
+    def add(self, clock: Callable[[], int]) -> None:
+        """One more sync; ``clock`` is read for the first one only."""
+        if self.n == 0:
+            self.first = clock()
+        self.n += 1
+
+    def take(self) -> tuple[int, int | None]:
+        got = (self.n, self.first)
+        self.n = 0
+        self.first = None
+        return got
+
+
 class _DevCall:
     """A call being timed: its events, in the order recorded."""
 
@@ -294,8 +317,7 @@ class FakeDevice:
         self.capture = False
         self.current = 0
         self.counting = False
-        self._syncs = 0
-        self._first_sync: int | None = None
+        self._syncs = SyncCount()
         self.made = 0
         self.records = 0
         self.synchronized = 0
@@ -310,9 +332,7 @@ class FakeDevice:
 
     def sync(self) -> None:
         if self.counting:
-            if self._syncs == 0:
-                self._first_sync = self.clock.now
-            self._syncs += 1
+            self._syncs.add(lambda: self.clock.now)
         if not self.hung and self.free_at > self.clock.now:
             self.clock.now = self.free_at
 
@@ -361,9 +381,4 @@ class FakeDevice:
         self.counting = False
 
     def take_syncs(self) -> tuple[int, int | None] | None:
-        if not self.count_syncs:
-            return None
-        got = (self._syncs, self._first_sync)
-        self._syncs = 0
-        self._first_sync = None
-        return got
+        return self._syncs.take() if self.count_syncs else None
