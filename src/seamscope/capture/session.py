@@ -24,7 +24,8 @@ from typing import Any
 
 import msgspec
 
-from .. import __version__, _native
+from .. import _native
+from .._version import __version__
 from ..ingest.compile_events import CompileEventAssembler, needed
 from ..model.builder import LedgerBuilder
 from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
