@@ -258,3 +258,11 @@ def test_graphs_compiled_so_far_counts_only_live_graphs_over_compiles_and_resets
         assert adapter.graphs_compiled_so_far() == graphs
     torch._dynamo.reset()
     assert adapter.graphs_compiled_so_far() == 0
+
+
+def test_graphs_compiled_so_far_says_what_is_missing_when_dynamos_code_tracker_changed(monkeypatch):
+    import torch._dynamo.convert_frame as convert_frame
+
+    monkeypatch.setattr(convert_frame, "input_codes", object())  # no list of weak references
+    with pytest.raises(adapter.AdapterProblem, match="graphs compiled before the session began are not counted"):
+        adapter.graphs_compiled_so_far()

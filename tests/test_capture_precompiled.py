@@ -111,6 +111,19 @@ def test_no_graphs_compiled_before_the_session_after_a_reset() -> None:
     assert s.ledger.calls[0].phase == "cold"
 
 
+def test_calls_are_observed_when_graphs_compiled_before_cannot_be_counted(monkeypatch) -> None:
+    import torch._dynamo.convert_frame as convert_frame
+
+    fn = _ways()["torch.compile(model)"]
+    _call(fn, "torch.compile(model)")  # warm, before the session
+    monkeypatch.setattr(convert_frame, "input_codes", object())  # a Dynamo whose code tracker changed
+    with session() as s:
+        _call(fn, "torch.compile(model)")
+    assert s.ledger.totals.calls == 1 and s.ledger.calls[0].outcome == "hit"
+    assert any("are not counted" in w for w in s.ledger.run.warnings)
+    assert not any("Dynamo holds" in w for w in s.ledger.run.warnings)
+
+
 @pytest.mark.parametrize("way", ["decorator at import", "model.compile()", "torch.compile(model)",
                                  "imported function", "optimizer step"])
 def test_a_budget_observes_a_callable_compiled_before_it(way: str) -> None:
