@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MODULES = [
     "src/seamscope/model/builder.py",
+    "src/seamscope/model/plan.py",  # the call plans, split from the builder
     "src/seamscope/analyze/summary.py",
     "src/seamscope/model/hashing.py",
     "src/seamscope/model/canonical.py",

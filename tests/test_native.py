@@ -22,9 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seamscope import _native
-from seamscope.model.builder import LedgerBuilder, _RegionAcc, _SiteAcc
+from seamscope.model.builder import LedgerBuilder
 from seamscope.model.fake import fake_environment
 from seamscope.model.ledger import RegionEvent, RunInfo
+from seamscope.model.plan import RegionAcc, SiteAcc
 from seamscope.model.selfcheck import self_check
 
 speedups = _native.NATIVE
@@ -219,9 +220,9 @@ def test_plan_sums_equal_sum_fast_or_refuse(calls):
     for spans, start, end in calls:
         n = len(spans)
         sums = by_shape.setdefault(n, speedups.PlanSums("o" + "r" * (n - 1)))
-        raccs: list[_RegionAcc | None] = [None] + [_RegionAcc() for _ in range(n - 1)]
-        gaccs: list[_SiteAcc | None] = [_SiteAcc() for _ in range(n)]
-        final = _SiteAcc()
+        raccs: list[RegionAcc | None] = [None] + [RegionAcc() for _ in range(n - 1)]
+        gaccs: list[SiteAcc | None] = [SiteAcc() for _ in range(n)]
+        final = SiteAcc()
         ref = LedgerBuilder._sum_fast(raccs, gaccs, final, spans, start, end)
         ordered = all(
             (s[1] >= (spans[i - 1][7] if spans[i - 1][0] == "r" else spans[i - 1][2]) if i else s[1] >= start)

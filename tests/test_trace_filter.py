@@ -209,7 +209,7 @@ def test_break_reasons_without_dynamos_frames_parse_to_the_same_sites(monkeypatc
 
         return build
 
-    monkeypatch.setattr(adapter, "lean_break_reason", both)
+    monkeypatch.setattr(adapter.structured_trace, "lean_break_reason", both)  # where the filter looks it up
     with sole_reader(), session() as s:
         breaks_and_recompiles()
     assert len(pairs) >= 3

@@ -1,8 +1,8 @@
 /* seamscope's hot path in C: steady calls opened, timed and summed without Python objects.
  *
  * Optional. Without this module (no compiler at install time, another clock) capture and the
- * builder use their pure-Python path (capture/session.py's wrappers, LedgerBuilder._sum_fast),
- * and tests/test_native.py checks both give the same figures.
+ * builder use their pure-Python path (the wrappers of capture/calls.py and capture/regions.py,
+ * LedgerBuilder._sum_fast), and tests/test_native.py checks both give the same figures.
  *
  * Why it exists: the Python path costs about 1 microsecond per region crossing plus 5-10 per call
  * on a slow 2-core machine, mostly cache misses in Python code that runs once between two long

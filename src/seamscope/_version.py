@@ -1,4 +1,4 @@
-"""The version, in a module of its own so that every part can import it without importing the package's
-``__init__`` (which imports parts of the package lazily: a cycle otherwise)."""
+"""seamscope's version, in a module of its own: modules inside the package read it from here,
+so that none of them imports the package itself (which imports some of them, lazily)."""
 
 __version__ = "0.1.0"

@@ -2,7 +2,7 @@
 and device-to-host syncs counted with ``torch.cuda.set_sync_debug_mode("warn")``.
 
 Public torch APIs only (``torch.cuda.Event``, ``current_stream``, ``is_current_stream_capturing``,
-``get_sync_debug_mode``/``set_sync_debug_mode``), so nothing here belongs in ``adapter.py``.
+``get_sync_debug_mode``/``set_sync_debug_mode``), so nothing here belongs in ``adapter``.
 
 Syncs: while a call timed on the device runs, the sync debug mode is "warn" (restored to
 "default" when the call ends). torch then warns at each synchronizing operation; a filter turns

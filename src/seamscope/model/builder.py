@@ -7,13 +7,13 @@ integer nanoseconds. Totals are exact over every call; per-call detail is bounde
 then a systematic sample whose stride doubles), so 100,000 calls do not grow memory.
 
 Speed: a call's structure (its *plan*: which sites it crosses, which island follows which break)
-depends only on the sequence of compile ids it ran, so it is computed once and cached. A steady
-call that is not kept in detail then only adds its durations into accumulators the plan resolved
-(``_sum_fast``), and its crossings and region runs are counted per plan, not per call
-(``_Plan.fold``). With capture's C lane attached (``attach_lane``, see ``seamscope._speedups``),
-such a call is opened and closed in C and adds its durations per span position into the plan's
-``PlanSums``; anything else that happens during it (a compilation, a guard failure, a fallback)
-makes the builder adopt the call and end it here.
+depends only on the sequence of compile ids it ran, so it is computed once (``plan.py``) and
+cached. A steady call that is not kept in detail then only adds its durations into accumulators
+the plan resolved (``_sum_fast``), and its crossings and region runs are counted per plan, not
+per call (``Plan.fold``). With capture's C lane attached (``attach_lane``, see
+``seamscope._speedups``), such a call is opened and closed in C and adds its durations per span
+position into the plan's ``PlanSums``; anything else that happens during it (a compilation, a
+guard failure, a fallback) makes the builder adopt the call and end it here.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from __future__ import annotations
 import operator
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .device_sums import DeviceSums
 from .ledger import (
+    PHASES,
     SCHEMA_VERSION,
     SITE_ID_SCHEME,
     BreakEvent,
@@ -32,11 +33,6 @@ from .ledger import (
     Call,
     Compilation,
     CompileEvent,
-    DevicePhaseTotal,
-    DeviceRegionTotal,
-    DeviceSiteTotal,
-    DeviceTimeline,
-    DeviceTotals,
     Environment,
     Event,
     FallbackEvent,
@@ -54,6 +50,7 @@ from .ledger import (
     Totals,
     compile_frame_index,
 )
+from .plan import Plan, RegionAcc, SiteAcc, make_plan
 from .spans import (
     BOOK_END,
     COMPILATION,
@@ -80,7 +77,6 @@ DEFAULT_OUTSIDE_CAP = 1024
 DEFAULT_DEVICE_EVERY = 16
 """On a device, one steady call in this many not kept in detail is timed there too."""
 
-PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
 
 
 # A span is a plain tuple (the hot path builds one per region run); its layout, and what item 3
@@ -90,60 +86,6 @@ _START = operator.itemgetter(START)
 """Spans sort by start; spans that start together keep the order they were reported in."""
 _KEY = operator.itemgetter(KEY)
 
-
-_NEVER = 1 << 62
-"""A region's running minimum before its first run (build() reports 0 for a region never run)."""
-
-
-@dataclass
-class _RegionAcc:
-    runs: int = 0
-    total: int = 0
-    min: int = _NEVER
-    max: int = 0
-    outside_runs: int = 0
-    outside: int = 0
-
-
-@dataclass
-class _SiteAcc:
-    crossings: int = 0
-    calls: int = 0
-    island_after: int = 0
-
-
-@dataclass
-class _Plan:
-    steps: list[tuple[tuple[str, ...], str | None, tuple[str, ...]]]
-    """Per span: sites crossed before it, the site the island before it follows, sites after."""
-    final_gap_site: str | None
-    raccs: list[_RegionAcc | None] | None = None
-    """Per span, resolved once: its region's accumulator (None for overhead). None when the
-    call compiled: then the general path handles it."""
-    gaccs: list[_SiteAcc | None] = field(default_factory=list)
-    """Per span: the accumulator of the site the island before it follows."""
-    final_acc: _SiteAcc | None = None
-    counts: list[tuple[_SiteAcc, int]] = field(default_factory=list)
-    """Each distinct site crossed, with how often per call."""
-    rcounts: list[tuple[_RegionAcc, int]] = field(default_factory=list)
-    """Each distinct region run, with how often per call."""
-    uses: int = 0
-    """Calls that followed this plan whose crossings and region runs are not yet folded in."""
-    sums: Any = None
-    """The C ``PlanSums`` of the steady calls C closed, not yet added to the totals (None: no C
-    lane, a plan with a compilation, or a plan not cached)."""
-
-    def fold(self) -> None:
-        """Crossings and region runs are counted per plan, not per call: a steady call only
-        bumps ``uses``."""
-        n = self.uses
-        if n:
-            for acc, k in self.counts:
-                acc.crossings += k * n
-                acc.calls += n
-            for racc, k in self.rcounts:
-                racc.runs += k * n
-            self.uses = 0
 
 
 def _at(ev: Event, start: int) -> int:
@@ -175,7 +117,7 @@ class _Kept:
     __slots__ = ("index", "phase", "outcome", "wall", "oc", "end", "plan", "error")
 
     def __init__(
-        self, oc: _OpenCall, end: int, plan: _Plan, phase: Phase, outcome: str, wall: int, error: str | None
+        self, oc: _OpenCall, end: int, plan: Plan, phase: Phase, outcome: str, wall: int, error: str | None
     ) -> None:
         self.index = oc.index
         self.oc = oc
@@ -187,14 +129,17 @@ class _Kept:
         self.error = error
 
 
-@dataclass
 class _PhaseAcc:
-    calls: int = 0
-    wall: int = 0
-    region: int = 0
-    island: int = 0
-    compile: int = 0
-    overhead: int = 0
+    """A phase's running sums: the fields of its ``PhaseTotal``, but the phase."""
+
+    __slots__ = ("calls", "wall_ns", "region_ns", "island_ns", "compile_ns", "overhead_ns")
+
+    def __init__(self) -> None:
+        self.calls = self.wall_ns = self.region_ns = self.island_ns = self.compile_ns = 0
+        self.overhead_ns = 0
+
+    def total(self, phase: Phase) -> PhaseTotal:
+        return PhaseTotal(phase=phase, **{k: getattr(self, k) for k in self.__slots__})
 
 
 class LedgerBuilder:
@@ -229,14 +174,14 @@ class LedgerBuilder:
         self._compilations: dict[str, Compilation] = {}
         self._sites: dict[str, BreakSite] = {}
         self._phase: dict[Phase, _PhaseAcc] = {p: _PhaseAcc() for p in PHASES}
-        self._regions: dict[str, _RegionAcc] = {}
-        self._site_acc: dict[str, _SiteAcc] = {}
+        self._regions: dict[str, RegionAcc] = {}
+        self._site_acc: dict[str, SiteAcc] = {}
         self._outside: list[OutsideRegion] = []
         self._outside_dropped = 0
         self._fallback_seen = False
         self._fallen_frames: set[int] = set()
         """Frame ids that hit the recompile limit (or fell back for a reason not recorded)."""
-        self._plans: dict[tuple[str, ...], _Plan] = {}
+        self._plans: dict[tuple[str, ...], Plan] = {}
         self.plan_cap = 4096
         """Distinct call structures kept (a program whose every call differs stays bounded)."""
         self.call_observers: list[Callable[[Call], None]] = []
@@ -251,12 +196,8 @@ class LedgerBuilder:
         self.device_every = 0
         self.device_call: Any = None
         """The open call's device handle (events recorded at region entry and exit), or None."""
-        self._dev_phase: dict[Phase, list[int]] = {}
-        self._dev_regions: dict[str, list[int]] = {}
-        self._dev_sites: dict[tuple[Phase, str], list[int]] = {}
-        self._dev_timelines: dict[int, DeviceTimeline] = {}
-        self._dev_incomplete = 0
-        self._dev_foreign = 0
+        self._dev = DeviceSums()
+        """The device timelines' sums, as calls resolve (``attach_device``)."""
         self.open_spans: list[_Span] | None = None
         """The open call's span list, or None outside a call. Capture's region wrapper appends
         ``region_run``'s tuple here itself: one Python call fewer per region crossing."""
@@ -303,7 +244,7 @@ class LedgerBuilder:
 
         if every < 1:
             raise ValueError("every must be >= 1")
-        self._device = DeviceTracker(source, self._device_done)
+        self._device = DeviceTracker(source, self._dev.done)
         self.device_every = every
         if self._lane is not None:
             self._lane.keep_detail = False  # the call due in detail is opened here, its regions timed
@@ -314,40 +255,7 @@ class LedgerBuilder:
         """The device tracker, or None."""
         return self._device
 
-    def _device_done(self, index: int, timeline: DeviceTimeline, ctx: Any, foreign: bool) -> None:
-        """A call's device timeline, resolved (in any order, after the call ended)."""
-        phase, sites, wall, retained = ctx
-        if foreign:
-            self._dev_foreign += 1
-        if retained:
-            self._dev_timelines[index] = timeline
-        if not timeline.complete:
-            self._dev_incomplete += 1
-            return
-        acc = self._dev_phase.setdefault(phase, [0] * 7)
-        gaps = sum(s.gap_ns for s in timeline.seams)
-        waits = sum(s.host_wait_ns or 0 for s in timeline.seams)
-        syncs = sum(s.syncs or 0 for s in timeline.seams)
-        for i, v in enumerate((1, timeline.span_ns, timeline.span_ns - gaps, gaps, waits, syncs, wall)):
-            acc[i] += v
-        for r in timeline.regions:
-            racc = self._dev_regions.setdefault(r.compile_id, [0, 0])
-            racc[0] += 1
-            racc[1] += r.duration_ns
-        if sites is not None and len(sites) == len(timeline.seams):
-            crossed: set[str] = set()
-            for site, seam in zip(sites, timeline.seams, strict=True):
-                if site is None:
-                    continue
-                sacc = self._dev_sites.setdefault((phase, site), [0, 0, 0, 0])
-                sacc[0] += seam.gap_ns
-                sacc[1] += seam.host_wait_ns or 0
-                sacc[2] += seam.syncs or 0
-                if site not in crossed:
-                    crossed.add(site)
-                    sacc[3] += 1
-
-    def _device_end(self, dc: Any, plan: _Plan, spans: list[_Span], phase: Phase, wall: int, end_ns: int) -> None:
+    def _device_end(self, dc: Any, plan: Plan, spans: list[_Span], phase: Phase, wall: int, end_ns: int) -> None:
         """Close the open call's device lane: which break each device seam follows (the island
         before each region, then the one after the last), then resolve what completed."""
         sites: list[str | None] | None = [
@@ -523,7 +431,7 @@ class LedgerBuilder:
     def outside_region(
         self, compile_id: str, kind: Literal["backward", "forward"], duration_ns: int, attributed_call: int | None
     ) -> None:
-        acc = self._regions.setdefault(compile_id, _RegionAcc())
+        acc = self._regions.setdefault(compile_id, RegionAcc())
         acc.outside_runs += 1
         acc.outside += duration_ns
         if len(self._outside) < self.outside_cap:
@@ -571,7 +479,7 @@ class LedgerBuilder:
             self._add_sums(plan)
             plan.fold()
 
-    def _add_sums(self, plan: _Plan) -> None:
+    def _add_sums(self, plan: Plan) -> None:
         """Add the sums of the steady calls C closed on this plan to the totals (what
         ``_sum_fast`` adds per call, added per span position for all of them at once). C only
         opens calls while no fallback was seen, so they are all steady."""
@@ -594,10 +502,10 @@ class LedgerBuilder:
         if plan.final_acc is not None:
             plan.final_acc.island_after += gap
         acc.calls += calls
-        acc.wall += wall
-        acc.region += wall - island - overhead
-        acc.island += island
-        acc.overhead += overhead
+        acc.wall_ns += wall
+        acc.region_ns += wall - island - overhead
+        acc.island_ns += island
+        acc.overhead_ns += overhead
 
     def end_call(self, end_ns: int, error: str | None = None) -> Call | None:
         """Close the open call: derive islands and crossings, update totals, maybe retain.
@@ -645,11 +553,11 @@ class LedgerBuilder:
             phase = "steady"
         acc = self._phase[phase]
         acc.calls += 1
-        acc.wall += wall
-        acc.region += sums[SUM_REGION]
-        acc.island += sums[SUM_ISLAND]
-        acc.compile += sums[SUM_COMPILE]
-        acc.overhead += sums[SUM_OVERHEAD]
+        acc.wall_ns += wall
+        acc.region_ns += sums[SUM_REGION]
+        acc.island_ns += sums[SUM_ISLAND]
+        acc.compile_ns += sums[SUM_COMPILE]
+        acc.overhead_ns += sums[SUM_OVERHEAD]
         self._call_count += 1
         if dc is not None:
             self._device_end(dc, plan, spans, phase, wall, end_ns)
@@ -693,74 +601,11 @@ class LedgerBuilder:
 
     # --- accounting --------------------------------------------------------------------------
 
-    def _plan(self, key: tuple[str, ...]) -> _Plan:
-        """The structure of a call, from the kinds and compile ids of its spans alone: which
-        sites are crossed before and after each span, and which site each island follows.
-
-        One physical crossing of a site can show in several frames (a caller that tried to
-        inline the helper that broke, the helper itself, their resume functions), and some of
-        those frames run no graph. An *episode* opens at the first signal and closes when a
-        frame at the outermost depth seen resumes; each episode is one crossing.
-        """
-        steps: list[tuple[tuple[str, ...], str | None, tuple[str, ...]]] = []
-        crossings: list[str] = []
-        pending: str | None = None
-        open_depth: dict[str, int] = {}
-        closed_recently: set[str] = set()
-        for item in key:
-            pre: list[str] = []
-            post: list[str] = []
-            is_region = item not in (COMPILATION, OVERHEAD)
-            comp = self._compilations.get(item) if is_region else None
-            if comp is not None:
-                closed_recently.intersection_update({comp.resume_site_id, comp.own_break_site_id})
-                site = comp.resume_site_id
-                if site is not None:
-                    # Entering a resume function: the seam before it is the break it resumes
-                    # after, even when the frame before produced no graph (a disabled function).
-                    depth = comp.resume_depth or 0
-                    if site in open_depth:
-                        if depth <= open_depth[site]:
-                            del open_depth[site]
-                            closed_recently.add(site)
-                    elif site not in closed_recently:
-                        pre.append(site)  # the frames before ran no graph: this is the first sign
-                        closed_recently.add(site)
-                    pending = site
-            gap_site = pending
-            if is_region:
-                pending = None
-                if comp is not None and comp.own_break_site_id is not None:
-                    site = comp.own_break_site_id
-                    depth = comp.own_break_depth or 0
-                    if site not in open_depth:
-                        post.append(site)
-                        open_depth[site] = depth
-                    else:
-                        open_depth[site] = min(open_depth[site], depth)
-                    pending = site
-            crossings.extend(pre)
-            crossings.extend(post)
-            steps.append((tuple(pre), gap_site, tuple(post)))
-        site_acc = self._site_acc
-        plan = _Plan(steps=steps, final_gap_site=pending)
-        plan.counts = [
-            (site_acc.setdefault(site, _SiteAcc()), crossings.count(site)) for site in dict.fromkeys(crossings)
-        ]
-        plan.final_acc = site_acc.setdefault(pending, _SiteAcc()) if pending is not None else None
-        regions = self._regions
-        ran = [item for item in key if item not in (COMPILATION, OVERHEAD)]
-        plan.rcounts = [(regions.setdefault(cid, _RegionAcc()), ran.count(cid)) for cid in dict.fromkeys(ran)]
-        if COMPILATION not in key:
-            plan.raccs = [None if item == OVERHEAD else regions.setdefault(item, _RegionAcc()) for item in key]
-            plan.gaccs = [None if step[1] is None else site_acc.setdefault(step[1], _SiteAcc()) for step in steps]
-        return plan
-
-    def _use_plan(self, key: tuple[str, ...]) -> _Plan:
+    def _use_plan(self, key: tuple[str, ...]) -> Plan:
         """The cached plan for ``key`` (made if new), with this call counted in its uses."""
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plan(key)
+            plan = make_plan(key, self._compilations, self._site_acc, self._regions)
             plan.uses = 1
             if len(self._plans) < self.plan_cap:
                 self._plans[key] = plan
@@ -774,7 +619,7 @@ class LedgerBuilder:
         return plan
 
     def _account(
-        self, oc: _OpenCall, end_ns: int, plan: _Plan, detail: bool
+        self, oc: _OpenCall, end_ns: int, plan: Plan, detail: bool
     ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
         """Sums (region, island, compile, overhead, compilations) and, if ``detail``, the events."""
         if plan.raccs is not None and not detail:
@@ -783,9 +628,9 @@ class LedgerBuilder:
 
     @staticmethod
     def _sum_fast(
-        raccs: list[_RegionAcc | None],
-        gaccs: list[_SiteAcc | None],
-        final_acc: _SiteAcc | None,
+        raccs: list[RegionAcc | None],
+        gaccs: list[SiteAcc | None],
+        final_acc: SiteAcc | None,
         spans: list[_Span],
         cursor: int,
         end_ns: int,
@@ -832,15 +677,15 @@ class LedgerBuilder:
         return end_ns - start - island_sum - overhead_sum, island_sum, 0, overhead_sum, 0
 
     def _account_detail(
-        self, oc: _OpenCall, end_ns: int, plan: _Plan, detail: bool, accumulate: bool = True
+        self, oc: _OpenCall, end_ns: int, plan: Plan, detail: bool, accumulate: bool = True
     ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
         """``accumulate=False``: the events only, the totals left alone (a ``_Kept`` call,
         whose sums were added when it ended)."""
         start = oc.start
         spans = oc.spans
-        site_acc: dict[str, _SiteAcc] = self._site_acc if accumulate else defaultdict(_SiteAcc)
-        regions: dict[str, _RegionAcc] = self._regions if accumulate else defaultdict(_RegionAcc)
-        final_acc = plan.final_acc if accumulate else _SiteAcc()
+        site_acc: dict[str, SiteAcc] = self._site_acc if accumulate else defaultdict(SiteAcc)
+        regions: dict[str, RegionAcc] = self._regions if accumulate else defaultdict(RegionAcc)
+        final_acc = plan.final_acc if accumulate else SiteAcc()
         region_sum = compile_sum = overhead_sum = island_sum = compile_n = 0
         events: list[Event] | None = [] if detail else None
         cursor = start
@@ -871,7 +716,7 @@ class LedgerBuilder:
                 overhead_sum += dur
             elif kind == REGION:
                 region_sum += dur
-                racc = regions.setdefault(sp[KEY], _RegionAcc())
+                racc = regions.setdefault(sp[KEY], RegionAcc())
                 racc.min = min(racc.min, dur)
                 racc.max = max(racc.max, dur)
                 racc.total += dur
@@ -957,28 +802,15 @@ class LedgerBuilder:
         if self._device is not None:
             self._device.poll()
         calls = [self._made(c) for c in self._calls]
-        if self._dev_timelines:
+        timelines = self._dev.timelines
+        if timelines:
             kept = {c.index for c in calls}
-            self._dev_timelines = {i: t for i, t in self._dev_timelines.items() if i in kept}
-            calls = [
-                _replace(c, device=self._dev_timelines[c.index]) if c.index in self._dev_timelines else c
-                for c in calls
-            ]
+            timelines = self._dev.timelines = {i: t for i, t in timelines.items() if i in kept}
+            calls = [_replace(c, device=timelines[c.index]) if c.index in timelines else c for c in calls]
         self._calls = list(calls)
         comps = sorted(self._compilations.values(), key=lambda c: (compile_frame_index(c.compile_id), c.compile_id))
         sites = sorted(self._sites.values(), key=lambda s: (s.file, s.line, s.site_id))
-        phases = [
-            PhaseTotal(
-                phase=p,
-                calls=a.calls,
-                wall_ns=a.wall,
-                region_ns=a.region,
-                island_ns=a.island,
-                compile_ns=a.compile,
-                overhead_ns=a.overhead,
-            )
-            for p, a in self._phase.items()
-        ]
+        phases = [a.total(p) for p, a in self._phase.items()]
         regions = [
             RegionTotal(
                 compile_id=cid,
@@ -1005,8 +837,8 @@ class LedgerBuilder:
         )
         run = self.run
         if self._device is not None:
-            totals = _replace(totals, device=self._device_totals())
-            run = _replace(run, warnings=[*run.warnings, *self._device_warnings()])
+            totals = _replace(totals, device=self._dev.totals(self._device))
+            run = _replace(run, warnings=[*run.warnings, *self._dev.warnings(self._device)])
         retention = Retention(
             first=self.first_calls,
             cap=self.call_cap,
@@ -1030,62 +862,6 @@ class LedgerBuilder:
             retention=retention,
             site_id_scheme=SITE_ID_SCHEME,
         )
-
-
-    def _device_totals(self) -> DeviceTotals:
-        phases = []
-        for p in PHASES:
-            a = self._dev_phase.get(p)
-            if a is None:
-                continue
-            calls, span, region, gap, wait, syncs, wall = a
-            phases.append(
-                DevicePhaseTotal(
-                    phase=p, calls=calls, span_ns=span, region_ns=region, gap_ns=gap, host_wait_ns=wait,
-                    syncs=syncs, wall_ns=wall,
-                )
-            )
-        regions = [
-            DeviceRegionTotal(compile_id=cid, runs=a[0], total_ns=a[1])
-            for cid, a in sorted(self._dev_regions.items(), key=lambda kv: (compile_frame_index(kv[0]), kv[0]))
-        ]
-        sites = [
-            DeviceSiteTotal(phase=key[0], site_id=key[1], gap_ns=a[0], host_wait_ns=a[1], syncs=a[2], calls=a[3])
-            for key, a in sorted(self._dev_sites.items(), key=lambda kv: (PHASES.index(kv[0][0]), kv[0][1]))
-        ]
-        return DeviceTotals(
-            source=str(getattr(self._device.source, "name", "device")),
-            phases=phases,
-            regions=regions,
-            sites=sites,
-            incomplete=self._dev_incomplete,
-            syncs_counted=bool(getattr(self._device.source, "syncs_counted", True)),
-        )
-
-    def _device_warnings(self) -> list[str]:
-        out = []
-        if self._dev_foreign:
-            out.append(
-                f"{self._dev_foreign} call(s) timed on the device ran a region while another stream than the "
-                "call's was current: work on other streams is not attributed to regions or seams"
-            )
-        skipped = self._device.capture_skipped
-        if skipped:
-            out.append(
-                f"{skipped} call(s) made while a CUDA graph was being captured (at their start or end) were not "
-                "timed on the device"
-            )
-        if self._dev_incomplete:
-            out.append(
-                f"{self._dev_incomplete} call(s) timed on the device have an incomplete device timeline "
-                "(an event never completed: a hung kernel, an interrupted run, or a CUDA graph capture "
-                "begun during the call)"
-            )
-        if not getattr(self._device.source, "syncs_counted", True):
-            out.append(
-                "device-to-host syncs were not counted: a sync debug mode was already set (left as it was)"
-            )
-        return out
 
 
 def _replace(obj, **changes):  # type: ignore[no-untyped-def]

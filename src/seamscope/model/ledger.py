@@ -30,6 +30,8 @@ SITE_ID_SCHEME = 2
 Phase = Literal["cold", "steady", "fallback"]
 """A ``run`` call's phase (docs/conventions.md, "Phases"): something compiled in it, cache hits only, or the call
 ran after a recompile-limit fallback."""
+PHASES: tuple[Phase, ...] = ("cold", "steady", "fallback")
+"""The phases in the order totals list them."""
 
 Outcome = Literal["hit", "compile", "recompile", "fallback", "error"]
 """What happened to the cache in a call: all hits; a first compilation of some frame; a

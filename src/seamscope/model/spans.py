@@ -2,7 +2,7 @@
 
 A span is a tuple, not an object, because the hot path builds one per region run. Three places
 read and write it: the builder (``model/builder.py``), capture's Python region wrapper
-(``capture/session.py``) and the C lane (``_speedups.c``, which mirrors these indices as
+(``capture/regions.py``) and the C lane (``_speedups.c``, which mirrors these indices as
 ``SPAN_*`` constants; ``_speedups.SPAN_LAYOUT`` exposes them and a test checks both agree).
 
 Every span starts with the same four items::

@@ -1,0 +1,107 @@
+"""Every use of a private PyTorch API, in one place: this package, one module per PyTorch area.
+
+PyTorch's internals change between releases. Each function here does one thing, is tested on its
+own (tests/test_adapter.py), and degrades with a message instead of a crash when the internal it
+needs is missing: capture then records what it still can and says what it could not. torch
+2.9–2.14 were read; 2.13 is tested. Each module's docstring names the internals it uses:
+
+- ``structured_trace``: the structured-trace logger, read in process, and the filter in front of
+  ``trace_structured`` that builds only the records capture reads;
+- ``contexts``: the entry and exit hook of every compile context (callables compiled before capture
+  started), and the graphs Dynamo holds compiled already;
+- ``graphs``: the hook on every graph any backend compiles (a region per run), the compile id;
+- ``config``: Dynamo's settings, read and set (``run``'s remedy flags);
+- ``dynamo``: whether Dynamo is compiling, its reset, counters, backends and errors;
+- ``base``: the exception every module raises, and the version check.
+
+Import the names from here (``from seamscope.capture import adapter``; ``adapter.X``).
+"""
+
+from __future__ import annotations
+
+from .base import TESTED_VERSIONS, AdapterProblem, torch_version, version_warning
+from .config import (
+    DYNAMIC_SOURCE_LOGGER,
+    DYNAMO_SETTINGS,
+    dynamic_sources_patch,
+    dynamic_sources_support,
+    dynamo_config_patch,
+    dynamo_setting,
+    dynamo_settings,
+    mark_dynamic,
+    set_recompile_limit,
+    stance_names,
+    watch_dynamic_source_marks,
+)
+from .contexts import (
+    COMPILED_FN_PREFIX,
+    context_backend_name,
+    graphs_compiled_so_far,
+    hook_compiled_calls,
+    hooked_contexts,
+    live_compile_contexts,
+)
+from .dynamo import (
+    clear_counters,
+    compile_wrapper,
+    dynamo_counters,
+    dynamo_reset,
+    frames_ok,
+    is_compile_error,
+    is_compiling,
+    is_compiling_fn,
+    lookup_backend,
+)
+from .graphs import current_compile_id, may_have_compiled_backward, wrap_compiled_graphs
+from .structured_trace import (
+    TraceWants,
+    add_trace_handler,
+    exception_chain_text,
+    filter_trace_records,
+    lean_break_reason,
+    trace_filter_installed,
+    trace_logger,
+)
+
+__all__ = [
+    "COMPILED_FN_PREFIX",
+    "DYNAMIC_SOURCE_LOGGER",
+    "DYNAMO_SETTINGS",
+    "TESTED_VERSIONS",
+    "AdapterProblem",
+    "TraceWants",
+    "add_trace_handler",
+    "clear_counters",
+    "compile_wrapper",
+    "context_backend_name",
+    "current_compile_id",
+    "dynamic_sources_patch",
+    "dynamic_sources_support",
+    "dynamo_config_patch",
+    "dynamo_counters",
+    "dynamo_reset",
+    "dynamo_setting",
+    "dynamo_settings",
+    "exception_chain_text",
+    "filter_trace_records",
+    "frames_ok",
+    "graphs_compiled_so_far",
+    "hook_compiled_calls",
+    "hooked_contexts",
+    "is_compile_error",
+    "is_compiling",
+    "is_compiling_fn",
+    "lean_break_reason",
+    "live_compile_contexts",
+    "lookup_backend",
+    "mark_dynamic",
+    "may_have_compiled_backward",
+    "set_recompile_limit",
+    "stance_names",
+    "torch_version",
+    "trace_filter_installed",
+    "trace_logger",
+    "version_warning",
+    "watch_dynamic_source_marks",
+    "wrap_compiled_graphs",
+]

@@ -1,0 +1,161 @@
+"""Dynamo's settings: read for the receipt, set for one experiment or for one run by ``run``'s
+remedy flags (``--dynamo-config``, ``--mark-dynamic``, ``--stance``).
+
+Internals used:
+- ``torch._dynamo.config``: the settings that decide behaviour.
+- ``torch.compiler.config.dynamic_sources``; ``torch._dynamo.variables.builder._parse_source_entry``
+  tells whether this torch reads a per-dimension ``:N`` suffix there, and the debug record that
+  module's logger writes when a source is marked dynamic names the frames a ``--mark-dynamic``
+  changed (only torch 2.13 was checked; without either, ``--mark-dynamic`` says what is missing).
+- ``torch._dynamo.mark_dynamic``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .graphs import current_compile_id
+
+DYNAMO_SETTINGS = (
+    "recompile_limit",
+    "accumulated_recompile_limit",
+    "capture_scalar_outputs",
+    "capture_dynamic_output_shape_ops",
+    "automatic_dynamic_shapes",
+    "assume_static_by_default",
+    "specialize_int",
+    "specialize_float",
+    "optimize_ddp",
+    "suppress_errors",
+)
+
+
+def dynamo_settings() -> dict[str, str]:
+    try:
+        import torch._dynamo.config as cfg
+    except ImportError:  # pragma: no cover
+        return {}
+    import warnings
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # some settings warn that they are deprecated
+        for name in DYNAMO_SETTINGS:
+            if hasattr(cfg, name):
+                out[name] = repr(getattr(cfg, name))
+    return out
+
+
+def dynamo_config_patch(settings: dict[str, Any]) -> Any:
+    """A context manager that sets Dynamo settings (``capture_scalar_outputs=True``, ...) for the
+    time of an experiment. Unknown names raise ``KeyError`` naming them."""
+    import torch._dynamo.config as cfg
+
+    unknown = [k for k in settings if not hasattr(cfg, k)]
+    if unknown:
+        raise KeyError(", ".join(sorted(unknown)))
+    return cfg.patch(**settings)
+
+
+def set_recompile_limit(limit: int) -> None:
+    import torch._dynamo.config as cfg
+
+    cfg.recompile_limit = limit
+
+
+def mark_dynamic(t: Any, dim: int, min: int | None = None, max: int | None = None) -> None:  # noqa: A002
+    import torch._dynamo
+
+    torch._dynamo.mark_dynamic(t, dim, min=min, max=max)
+
+
+def dynamo_setting(name: str) -> tuple[bool, Any]:
+    """Whether ``torch._dynamo.config`` has the setting ``name``, and its current value."""
+    import warnings
+
+    import torch._dynamo.config as cfg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if not hasattr(cfg, name):
+            return False, None
+        return True, getattr(cfg, name)
+
+
+def dynamic_sources_support() -> tuple[bool, bool]:
+    """(``torch.compiler.config.dynamic_sources`` exists, it accepts a per-dimension ``:N``
+    suffix). The suffix parser is private; without it an entry ``L['x']:0`` would be read as a
+    regular expression that matches no source."""
+    import torch
+
+    cfg = getattr(getattr(torch, "compiler", None), "config", None)
+    has = cfg is not None and hasattr(cfg, "dynamic_sources")
+    if not has:
+        return False, False
+    try:
+        from torch._dynamo.variables.builder import _parse_source_entry
+    except ImportError:
+        return True, False
+    return True, _parse_source_entry("L['x']:0") == ("L['x']", 0)
+
+
+def dynamic_sources_patch(value: str) -> Any:
+    """A context manager that sets ``torch.compiler.config.dynamic_sources`` (comma-separated)."""
+    import torch
+
+    return torch.compiler.config.patch(dynamic_sources=value)  # type: ignore[attr-defined]
+
+
+DYNAMIC_SOURCE_LOGGER = "torch._dynamo.variables.builder"
+
+
+def watch_dynamic_source_marks(on_mark: Callable[[str, str, str | None], None]) -> Callable[[], None]:
+    """``on_mark(source, entry, compile_id)`` each time Dynamo marks a source dynamic because of a
+    ``dynamic_sources`` entry (its debug record on the builder's logger). Returns the undo."""
+    log = logging.getLogger(DYNAMIC_SOURCE_LOGGER)
+    shown = log.getEffectiveLevel()
+
+    class _Watch(logging.Filter):
+        # A filter on the logger sees each record before any handler (its own or an ancestor's);
+        # records below the level the logger had are dropped again, so nothing more is printed.
+        def filter(self, record: logging.LogRecord) -> bool:
+            try:
+                if "marked dynamic due to dynamic-sources entry" in str(record.msg) and len(record.args or ()) == 2:
+                    src, entry = record.args  # type: ignore[misc]
+                    on_mark(str(src), str(entry), current_compile_id())
+            except Exception:  # never break the user's compile
+                pass
+            return record.levelno >= shown
+
+    watch = _Watch()
+    old_level = log.level
+    log.setLevel(logging.DEBUG)
+    log.addFilter(watch)
+
+    def undo() -> None:
+        log.removeFilter(watch)
+        log.setLevel(old_level)
+
+    return undo
+
+
+def stance_names() -> tuple[str, ...]:
+    """The stances ``torch.compiler.set_stance`` accepts (read from its signature's Literal)."""
+    import typing
+
+    import torch
+
+    fn = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    if fn is None:
+        return ()
+    try:
+        hint = typing.get_type_hints(fn).get("stance")
+        args = typing.get_args(hint)
+        if args and all(isinstance(a, str) for a in args):
+            return tuple(args)
+    except Exception:
+        pass
+    return ("default", "force_eager", "eager_on_recompile", "fail_on_recompile", "eager_then_compile",
+            "aot_eager_then_compile")

@@ -1,0 +1,142 @@
+"""Capture's region hooks: every run of every compiled graph is a timed region.
+
+Every graph any backend compiles is wrapped (``adapter.wrap_compiled_graphs``); each run of it is
+recorded into the open call with the tensors and bytes it hands back (seam traffic, in the calls
+kept in detail), by C (``_speedups.RegionTimer``) or by the Python ``region`` below. A run with
+no call open counts as a run outside any call; a compiled backward is timed when autograd runs it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..model.builder import LedgerBuilder
+from ..model.spans import REGION
+from . import adapter
+from .state import SessionState
+
+
+class RegionHooks(SessionState):
+    # --- hook 2: every run of every compiled graph is a region -----------------------------------
+
+    def _install_graphs(self) -> Callable[[], None]:
+        return adapter.wrap_compiled_graphs(self._wrap_graph)
+
+    def _wrap_graph(
+        self, compiled_fn: Callable[..., Any], compile_id: str | None, autograd: bool = True
+    ) -> Callable[..., Any]:
+        import torch
+
+        cid = compile_id or "?"
+        gi = self._graph_index.get(cid, -1) + 1
+        self._graph_index[cid] = gi
+        session = self
+        clock = self.clock
+        Tensor = torch.Tensor
+        is_grad_enabled = torch.is_grad_enabled
+        # a compiled backward to time: only from a backend that returns more than the FX graph
+        # (aot_eager, inductor), for a graph compiled with autograd (checking costs ~1 µs a run)
+        check_backward = autograd and adapter.may_have_compiled_backward(compiled_fn)
+
+        def find_backward(out: Any) -> None:
+            if is_grad_enabled():
+                for t in out if isinstance(out, (list, tuple)) else (out,):
+                    node = getattr(t, "grad_fn", None)
+                    if node is not None:
+                        session._hook_backward(node, cid)
+                        break
+
+        def region(*args: Any, **kwargs: Any) -> Any:
+            b = session._live
+            if b is None:
+                return compiled_fn(*args, **kwargs)
+            if session._device_probe:
+                session._probe_device(b, args)
+            dc = b.device_call
+            if dc is not None and session._call_thread == threading.get_ident():
+                entry = b.device.enter(dc, clock())  # timed on the device: events at entry and exit
+            else:
+                dc = None
+            t0 = clock()
+            out = compiled_fn(*args, **kwargs)
+            t1 = clock()
+            if dc is not None:
+                b.device.exit(dc, cid, entry, t1)
+            if check_backward:
+                find_backward(out)
+            spans = b.open_spans  # region_run, inlined: this is the per-crossing hot path
+            if spans is None or (session._depth and session._call_thread != threading.get_ident()):
+                if spans is None:
+                    session.outside_graph_runs += 1
+                b.outside_region(cid, "forward", t1 - t0, None)  # no call open, or another thread's
+            elif b.detailed:
+                # Seam traffic (what this region hands back to eager code), sampled: measured
+                # in the calls kept in full detail, where it is reported.
+                n = nbytes = 0
+                if isinstance(out, (list, tuple)):
+                    for t in out:
+                        if isinstance(t, Tensor):
+                            n += 1
+                            nbytes += t.nbytes
+                elif isinstance(out, Tensor):
+                    n, nbytes = 1, out.nbytes
+                spans.append((REGION, t0, t1, cid, gi, n, nbytes, clock()))  # model/spans.py's layout
+            else:
+                spans.append((REGION, t0, t1, cid, gi, None, None, clock()))
+            return out
+
+        if self.native is not None and self._lane is not None:
+            # Steady calls not kept in detail: the same span, recorded by C (``_speedups.c``);
+            # every other case goes to ``region`` above.
+            timer = self.native.RegionTimer(
+                compiled_fn, self._lane, cid, gi, region, find_backward if check_backward else None
+            )
+            # Dynamo's disable() wrapper asks every run for ``__name__``: a missing one costs a
+            # raised and caught AttributeError per region crossing
+            timer.__name__ = getattr(compiled_fn, "__name__", "compiled_graph")
+            timer.__qualname__ = getattr(compiled_fn, "__qualname__", timer.__name__)
+            return timer  # type: ignore[no-any-return]
+        return region
+
+    def _probe_device(self, b: LedgerBuilder, args: Any) -> None:
+        """Attach the CUDA device source once a compiled graph runs on CUDA inputs (a model on
+        CPU in a CUDA process keeps the CPU path); stop looking after the first calls."""
+        from .device import cuda_device, holds_cuda_tensor
+
+        if holds_cuda_tensor(args):
+            import torch
+
+            self._device_probe = False
+            source = cuda_device(torch)
+            if source is not None:
+                self._device_source = source
+                b.attach_device(source)
+        elif b.call_count >= self.first_calls:
+            self._device_probe = False
+
+    def _foreign_run(self, compile_id: str, duration_ns: int) -> None:
+        """C's report of a graph run on another thread than the open call's."""
+        b = self._live
+        if b is not None:
+            b.outside_region(compile_id, "forward", duration_ns, None)
+
+    def _hook_backward(self, node: Any, cid: str) -> None:
+        """Time the compiled backward of this region when autograd runs it (outside the call)."""
+        if "CompiledFunction" not in type(node).__name__ and "CompiledFunction" not in node.name():
+            return
+        b = self.builder
+        call_index = b.current_call_index if b is not None else None
+        clock = self.clock
+        start: list[int] = []
+
+        def pre(grad_outputs: Any) -> None:
+            start.append(clock())
+
+        def post(grad_inputs: Any, grad_outputs: Any) -> None:
+            if start and self.builder is not None:
+                self.builder.outside_region(cid, "backward", clock() - start.pop(), call_index)
+
+        node.register_prehook(pre)
+        node.register_hook(post)
