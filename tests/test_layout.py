@@ -1,0 +1,166 @@
+"""The codebase's shape: modules a newcomer can read in one sitting, and no import cycle.
+
+Both are read from the source text (``ast``), so they hold for lazy imports inside functions too;
+imports under ``if TYPE_CHECKING:`` are for annotations only and never run, so they do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+PKG = os.path.join(SRC, "seamscope")
+
+MAX_LINES = 700
+LIMITS = {"seamscope.model.builder": 900}
+"""The hot path's home may be longer: splitting it would cost a module lookup per call."""
+
+
+def _modules() -> dict[str, str]:
+    out = {}
+    for folder, _, files in os.walk(PKG):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                name = os.path.relpath(path, SRC)[: -len(".py")].replace(os.sep, ".")
+                out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _is_extension(name: str) -> bool:
+    *pkg, leaf = name.split(".")
+    folder = os.path.join(SRC, *pkg)
+    return os.path.isdir(folder) and any(
+        f.startswith(leaf + ".") and f.endswith((".so", ".pyd")) for f in os.listdir(folder))
+
+
+def import_graph(mods: dict[str, str]) -> dict[str, set[str]]:
+    """Module → the package's modules it imports (``from . import x`` names module ``x`` when it
+    is one, else the package)."""
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+                       for b in n.body for x in ast.walk(b)}
+        is_pkg = path.endswith("__init__.py")
+        for n in ast.walk(tree):
+            if id(n) in typing_only:
+                continue
+            targets: list[str] = []
+            if isinstance(n, ast.Import):
+                targets = [a.name for a in n.names]
+            elif isinstance(n, ast.ImportFrom):
+                if n.level:
+                    parts = name.split(".") if is_pkg else name.split(".")[:-1]
+                    parts = parts[: len(parts) - (n.level - 1)]
+                    base = ".".join(parts + ([n.module] if n.module else []))
+                else:
+                    base = n.module or ""
+                for a in n.names:
+                    sub = f"{base}.{a.name}"
+                    targets.append(sub if sub in mods or _is_extension(sub) else base)
+            graph[name].update(t for t in targets if t in mods and t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on:
+                    low[v] = min(low[v], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_module_is_too_long() -> None:
+    long = {}
+    for name, path in _modules().items():
+        with open(path, encoding="utf-8") as f:
+            n = sum(1 for _ in f)
+        if n > LIMITS.get(name, MAX_LINES):
+            long[name] = n
+    assert not long, f"split by responsibility: {long}"
+
+
+def test_no_import_cycle_lazy_imports_included() -> None:
+    assert cycles(import_graph(_modules())) == []
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("text, edge", [
+    ("def f():\n    from .model import receipt\n", "seamscope.model.receipt"),  # lazy, a submodule
+    ("from .model.receipt import Receipt\n", "seamscope.model.receipt"),
+    ("from ._version import __version__\n", "seamscope._version"),
+    ("from . import __version__\n", "seamscope"),  # an attribute of the package: the package itself
+])
+def test_the_graph_reads_lazy_and_relative_imports(monkeypatch, text, edge) -> None:
+    probe = os.path.join(PKG, "cli.py")
+    monkeypatch.setattr("builtins.open", _fake_open(probe, text))
+    assert import_graph(_modules())["seamscope.cli"] == {edge}
+
+
+def test_typing_only_imports_do_not_count(monkeypatch) -> None:
+    probe = os.path.join(PKG, "cli.py")
+    text = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .model.receipt import Receipt\n"
+    monkeypatch.setattr("builtins.open", _fake_open(probe, text))
+    graph = import_graph(_modules())
+    assert "seamscope.model.receipt" not in graph["seamscope.cli"]
+
+
+def _fake_open(path: str, text: str):
+    import builtins
+    import io
+
+    real = builtins.open
+
+    def fake(p, *a, **k):
+        if os.fspath(p) == path:
+            return io.StringIO(text)
+        return real(p, *a, **k)
+
+    return fake
