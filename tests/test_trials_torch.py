@@ -269,14 +269,17 @@ def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen([*SEAMSCOPE, "try", "--quiet", "--repeat", "2", "--out", "o", "--only",
-                             "capture_scalar_outputs", os.path.join(W, "item_break.py")],
+                             "capture_scalar_outputs", os.path.join(W, "item_break_hold.py")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # the next run's folder appears once the candidate's first repetition is in the table
-    done = tmp_path / "o" / "trials" / "baseline" / "rep-2"
+    # the third run (the baseline's second repetition) holds until it is killed: interrupt it there,
+    # once the candidate's first repetition is in the table
+    runs = tmp_path / "runs.txt"
     deadline = time.monotonic() + 600
-    while not done.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while proc.poll() is None and time.monotonic() < deadline and (
+            not runs.exists() or len(runs.read_text().splitlines()) < 3):
         time.sleep(0.2)
-    assert done.exists(), proc.communicate()[1] if proc.poll() is not None else "no run finished"
+    assert proc.poll() is None, proc.communicate()[1]
+    assert (tmp_path / "o" / "trials" / "baseline" / "rep-2").exists()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
