@@ -42,7 +42,8 @@ def parse_budget(text: str | None) -> float | None:
 def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str | None,
             candidates: tuple[str, ...], only: tuple[str, ...], skip: tuple[str, ...], markdown: str | None,
             quiet: bool, target: str, args: tuple[str, ...]) -> int:
-    """Run TARGET as it is and with each remedy its findings suggest; rank them with verdicts."""
+    """Run TARGET (a script, or a workload FILE.py:FUNC) as it is and with each remedy its findings
+    suggest; rank them with verdicts. A workload takes --lengths/--lengths-file/--dim after --."""
     from ..capture.remedies import prepare, spec_from_words
     from ..experiments.trial_runs import Setup
     from ..experiments.trials import BaselineFailed, run_trials
