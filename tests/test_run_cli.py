@@ -62,6 +62,7 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal, even from a background job
     )
     # wait until calls are running (each call prints a line), then press Ctrl-C
     out = tmp_path / "o"

@@ -262,6 +262,15 @@ def test_try_baseline_failure_runs_nothing_else(tmp_path):
 
 
 @pytest.mark.timeout(1800)
+def _ctrl_c_as_a_terminal_delivers_it() -> None:
+    """A shell starts background jobs with SIGINT ignored, and Python then keeps it ignored: the
+    suite run from a background job would test nothing. The child gets the default, as in a
+    terminal."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     import signal
     import time
@@ -270,7 +279,8 @@ def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen([*SEAMSCOPE, "try", "--quiet", "--repeat", "2", "--out", "o", "--only",
                              "capture_scalar_outputs", os.path.join(W, "item_break_hold.py")],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_a_terminal_delivers_it)
     # the third run (the baseline's second repetition) holds until it is killed: interrupt it there,
     # once the candidate's first repetition is in the table
     runs = tmp_path / "runs.txt"
