@@ -86,12 +86,12 @@ def module_of(file: str, script: str | None) -> str | None:
     there is none to give (a workload's own file cannot be patched either)."""
     if script is None or not file.endswith(".py"):
         return None
+    workload = ".py:" in script
+    own = os.path.abspath(script.rpartition(":")[0] if workload else script)
     path = os.path.abspath(file)
-    if os.path.isfile(script) and path == os.path.abspath(script):
-        return "__main__"
-    root = os.path.dirname(os.path.abspath(script.rpartition(":")[0] if ".py:" in script else script))
-    if ".py:" in script and path == os.path.abspath(script.rpartition(":")[0]):
-        return None
+    if path == own:
+        return None if workload else "__main__"
+    root = os.path.dirname(own)
     norm = path.replace(os.sep, "/")
     if "/site-packages/" in norm:
         rel = norm.rsplit("/site-packages/", 1)[1]
@@ -615,7 +615,7 @@ def _decision(chosen: Candidate | None, base: Candidate, deterministic: bool | N
         evidence += "; " + break_even(chosen, base)
     rec = next((m for m in chosen.metrics if m.name == "recompiles"), None)
     trigger = ("roll back if the steady median per call exceeds the baseline's ("
-               f"{_fmt_ns(_median_of(base, 'steady median'))}), if recompiles exceed "
+               f"{fmt_ns(_median_of(base, 'steady median'))}), if recompiles exceed "
                f"{int(rec.max) if rec and rec.max is not None else 0} per run, or if outputs differ from eager "
                "beyond the tolerance")
     return evidence, trigger
@@ -628,13 +628,9 @@ def break_even(chosen: Candidate, base: Candidate) -> str:
     lost = (_median_of(chosen, "steady median") or 0) - (_median_of(base, "steady median") or 0)
     if saved <= 0 or lost <= 0:
         return "steady calls are slower"
-    return (f"steady calls are slower by {_fmt_ns(lost)} each: it pays off for runs of up to about "
+    return (f"steady calls are slower by {fmt_ns(lost)} each: it pays off for runs of up to about "
             f"{int(saved / lost):,} more steady calls than this one")
 
 
 def _median_of(c: Candidate, name: str) -> float | None:
     return next((m.median for m in c.metrics if m.name == name), None)
-
-
-def _fmt_ns(ns: float | None) -> str:
-    return fmt_ns(ns)

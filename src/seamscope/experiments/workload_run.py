@@ -109,20 +109,17 @@ def main(argv: list[str]) -> int:
     import torch
 
     from . import fingerprint
-    from .ladder import compile_kwargs, resolve_backend
+    from .ladder import resolve_backend
     from .shapes_worker import Inputs
-    from .workload import as_call, load_workload, prepare
+    from .workload import as_call, grad_mode, load_workload, prepare
 
     wl = prepare(load_workload(ns.workload))
     dim = ns.dim if ns.dim is not None else wl.length_dim
     inputs = Inputs(wl, dim)
-    opts = dict(wl.compile_options)
-    kwargs = compile_kwargs(opts)
-    kwargs.update({k: opts[k] for k in ("mode", "options") if k in opts})
+    kwargs = {k: v for k, v in wl.compile_options.items() if k != "backend"}  # the workload's backend field wins
     compiled = torch.compile(wl.fn_or_module, backend=resolve_backend(wl.backend), **kwargs)
     torch.manual_seed(wl.seed)
-    grad = torch.enable_grad if wl.grad else torch.no_grad
-    with grad():
+    with grad_mode(wl):
         for family, item in schedule(wl, lengths):
             entry = inputs.make(item) if lengths is not None else item
             view: Any = None

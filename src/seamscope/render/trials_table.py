@@ -12,10 +12,6 @@ from ..analyze.units import fmt_ns
 from ..model.trials import Candidate, Metric, Trials
 
 
-def _ns(v: float | None) -> str:
-    return fmt_ns(v)
-
-
 def _metric(c: Candidate, name: str) -> Metric | None:
     return next((m for m in c.metrics if m.name == name), None)
 
@@ -24,9 +20,9 @@ def _time_cell(c: Candidate, name: str) -> str:
     m = _metric(c, name)
     if m is None or m.median is None:
         return "–"
-    text = _ns(m.median)
+    text = fmt_ns(m.median)
     if m.min is not None and m.max is not None and len(c.runs) > 1:
-        text += f" ({_ns(m.min)}–{_ns(m.max)})"
+        text += f" ({fmt_ns(m.min)}–{fmt_ns(m.max)})"
     if m.ratio_median is not None and c.origin != "baseline":
         text += f" ×{m.ratio_median:.2f}"
     return text
