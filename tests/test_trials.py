@@ -32,7 +32,7 @@ from seamscope.experiments.trials import (
     shell_join,
     source_of_guard,
 )
-from seamscope.model.trials import Candidate, OutputCheck, RunFigures, Trials
+from seamscope.model.trials import CallTime, Candidate, OutputCheck, RunFigures, Trials, group_text
 from seamscope.render.trials_table import TrialsHtmlRenderer, TrialsMarkdownRenderer
 
 # --- flags ---------------------------------------------------------------------------------------
@@ -147,10 +147,24 @@ def test_verdict_properties(ratios, base):
         assert b == "slower"
 
 
-def _run(label, steady, total, recompiles=0, ok=True):
+def _run(label, steady, total, recompiles=0, ok=True, per_call=()):
     return RunFigures(label=label, ok=ok, exit_code=0 if ok else 1, total_ns=total, compile_ns=total // 2,
                       steady_median_ns=steady, steady_p90_ns=steady, steady_calls=10, calls=12, breaks=0,
-                      recompiles=recompiles, fallbacks=0)
+                      recompiles=recompiles, fallbacks=0, per_call=list(per_call))
+
+
+def _calls(label, phases_times, breaks=0, recompiles=0, fallbacks=0, frame_status=None, problems=()):
+    """A run from ``[(phase, wall_ns), ...]``: its summary figures as a receipt would give them."""
+    import statistics
+
+    per = [CallTime(index=i, phase=p, wall_ns=int(w)) for i, (p, w) in enumerate(phases_times)]
+    steady = [c.wall_ns for c in per if c.phase == "steady"]
+    return RunFigures(label=label, ok=True, exit_code=0, total_ns=sum(c.wall_ns for c in per),
+                      compile_ns=sum(c.wall_ns for c in per if c.phase == "cold") // 2,
+                      steady_calls=len(steady), steady_median_ns=int(statistics.median(steady)) if steady else None,
+                      steady_p90_ns=max(steady) if steady else None, calls=len(per), breaks=breaks,
+                      recompiles=recompiles, fallbacks=fallbacks, per_call=per, frame_status=frame_status or {},
+                      problems=list(problems))
 
 
 def test_metrics_pair_each_repetition_with_its_baseline():
@@ -158,13 +172,16 @@ def test_metrics_pair_each_repetition_with_its_baseline():
     cand = [_run("rep-1", 50, 900, 1), _run("rep-2", 100, 1900, 3)]
     ms = {m.name: m for m in metrics_of(cand, base)}
     assert ms["steady median"].ratios == [0.5, 0.5]
-    assert ms["steady median"].verdict == "no measurable change"  # the baseline doubled between reps
+    assert ms["steady median"].verdict == "n/a"  # medians over each run's own steady calls: never judged
     assert ms["total"].ratios == [0.9, 0.95]
+    assert ms["total"].verdict == "noisy"  # the baseline doubled between reps
     assert ms["recompiles"].median == 2 and ms["recompiles"].min == 1 and ms["recompiles"].max == 3
     assert ms["recompiles"].verdict == "n/a"
 
 
 def test_overall_verdict_follows_total_time_then_steady():
+    assert overall("noisy", "no measurable change") == "noisy"
+    assert overall("noisy", "faster") == "faster"
     assert overall("faster", "n/a") == "faster"
     assert overall("faster", "no measurable change") == "no measurable change"
     assert overall("slower", "faster") == "faster"
@@ -174,16 +191,16 @@ def test_overall_verdict_follows_total_time_then_steady():
 
 def test_break_even_of_a_remedy_that_slows_steady_calls():
     from seamscope.experiments.trials import break_even
-    from seamscope.model.trials import Metric
+    from seamscope.model.trials import Metric, Paired
 
-    def cand(steady, total):
+    def cand(total, ratio=None, base_ns=None):
         return msgspec.structs.replace(_cand("c", "faster", []), metrics=[
-            Metric(name="steady median", median=steady, min=steady, max=steady),
-            Metric(name="total", median=total, min=total, max=total)])
+            Metric(name="total", median=total, min=total, max=total)],
+            paired=Paired(calls=5, ratio_median=ratio, baseline_ns=base_ns))
 
-    text = break_even(cand(150_000, 2e9), cand(100_000, 3e9))
-    assert "50 µs" in text and "20,000" in text
-    assert break_even(cand(150_000, 3e9), cand(100_000, 2e9)) == "steady calls are slower"
+    text = break_even(cand(2e9, 1.5, 100_000), cand(3e9))
+    assert "50 µs" in text and "20,000" in text and "paired over 5 calls" in text
+    assert break_even(cand(3e9, 1.5, 100_000), cand(2e9)) == "steady calls are slower"
 
 
 def _cand(name, verdict, flags, outputs="equal", steady=0.5):
@@ -356,7 +373,7 @@ def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
     t, log = _trial(monkeypatch, tmp_path, {}, budget=115)
     by = {c.name: c for c in t.candidates}
     assert by["cso"].status == "tried" and by["dyn"].status == "tried"
-    assert by["limit"].status == "not tried" and by["limit"].reason == "over the budget"
+    assert by["limit"].status == "not tried" and (by["limit"].reason or "").startswith("over the budget")
     assert not any("limit" in entry for entry in log)
     assert by["cso"].verdict == "no measurable change"  # equal figures
     assert t.chosen is None and t.decision.startswith("keep the script as it is")
@@ -395,3 +412,281 @@ def test_module_of_a_source_file(tmp_path):
     assert module_of("/elsewhere/tool.py", str(script)) is None
     assert module_of(str(tmp_path / "my-file.py"), str(script)) is None  # not importable by name
     assert module_of(str(script), f"{script}:workload") is None  # a workload's own file
+
+
+# --- paired calls, noise, what a candidate breaks (fake runs with per-call figures) ----------------
+
+MS = 1_000_000
+
+
+class _PerCallRuns:
+    """One process per run, its figures from ``make(flags, k)`` (k: the how-many-th run of those
+    flags); the fake clock advances ``first_s`` for the very first run (the fork server starting),
+    then ``run_s``."""
+
+    def __init__(self, make, run_s=10.0, first_s=None):
+        self.make, self.run_s, self.first_s = make, run_s, first_s
+        self.count: dict[str, int] = {}
+        self.now = 0.0
+        self.log = []
+
+    def clock(self):
+        return self.now
+
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
+        from seamscope.experiments.trial_runs import Outcome
+
+        self.now += self.first_s if (self.first_s is not None and not self.log) else self.run_s
+        self.log.append(rel_dir)
+        key = " ".join(flags)
+        k = self.count.get(key, 0)
+        self.count[key] = k + 1
+        fig = msgspec.structs.replace(self.make(flags, k), label=label, script_ns=int(self.run_s * 0.9e9))
+        return Outcome(fig, object(), "", _prints(_leaf()) if fingerprint else None)
+
+
+def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, first_s=None):
+    from seamscope.experiments import trial_runs
+    from seamscope.experiments import trials as tr
+
+    fake = _PerCallRuns(make, first_s=first_s)
+    monkeypatch.setattr(tr, "run_once", fake)
+    monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: drafts)
+    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=repeat, budget_s=budget,
+                             clock=fake.clock)
+    t, _ = tr.run_trials(setup, [], [], [])
+    return t, fake.log
+
+
+def _draft(name, words, cost=100):
+    from seamscope.experiments.trials import Draft
+
+    return Draft(name=name, spec=spec_from_words(words), origin="F1", targets="t", cost_ns=cost)
+
+
+def _gpt2_like(flags, k):
+    """dynamic=False on 12 lengths then 3 repeats (the recompile limit is hit): the baseline's
+    steady calls are 12 and 13 only, call 14 runs eagerly; under dynamic=true calls 1-14 are steady
+    on one graph, longer inputs costing more. Per repetition a jitter of 1%."""
+    j = 1.0 + 0.01 * ((k * 7) % 3 - 1)
+    if not flags:  # the baseline
+        calls = [("cold", 800 * MS)] + [("cold", 300 * MS)] * 11 + [
+            ("steady", 1.27 * MS), ("steady", 1.05 * MS), ("fallback", 2.36 * MS)]
+        return _calls("x", [(p, w * j) for p, w in calls], recompiles=11, fallbacks=2)
+    calls = [("cold", 900 * MS)] + [("steady", (1.5 + 0.1 * i) * MS) for i in range(1, 12)] + [
+        ("steady", 0.93 * MS), ("steady", 1.01 * MS), ("steady", 1.98 * MS)]
+    return _calls("x", [(p, w * j) for p, w in calls])
+
+
+def test_steady_calls_are_paired_when_the_candidate_has_more_of_them(monkeypatch, tmp_path):
+    """The candidate's steady calls (1-14) are a superset of the baseline's (12, 13): two medians
+    over them say "slower"; call by call it is as fast or faster."""
+    t, _ = _per_call_trial(monkeypatch, tmp_path, _gpt2_like, [_draft("dynamic-true", ["--compile-option",
+                                                                                        "dynamic=true"])])
+    (c,) = t.candidates
+    assert c.paired is not None and c.paired.calls == 2
+    assert c.paired.ratio_median == pytest.approx((0.93 / 1.27 + 1.01 / 1.05) / 2, rel=0.02)
+    assert c.steady_verdict == "faster" and c.total_verdict == "faster" and t.chosen == "dynamic-true"
+    assert "slower" not in t.decision
+    texts = [group_text(g) for g in c.paired.unpaired]
+    assert texts == ["calls 1–11: compiled (cold) in the baseline, steady here",
+                     "call 14: eager fallback in the baseline, steady here: 0.84×"]
+    assert "call 14: eager fallback in the baseline, steady here: 0.84×" in t.decision
+    md = TrialsMarkdownRenderer().render(t)
+    assert "(2 paired)" in md and "call 14: eager fallback" in md
+
+
+def _equal_work(speed, outlier=None):
+    """Call 0 compiles, calls 1-20 steady; the candidate runs at ``speed``× the baseline.
+    ``outlier``: (flags key, repetition, call) that took 100× as long."""
+
+    def make(flags, k):
+        key = " ".join(flags)
+        f = 1.0 if not flags else speed
+        j = 1.0 + 0.01 * ((k * 5) % 3 - 1)
+        calls = [("cold", 500 * MS * (1.0 if not flags else 0.95) * j)] + [
+            ("steady", (1.0 + 0.02 * i) * MS * f * j) for i in range(1, 21)]
+        if outlier is not None and outlier[:2] == (key, k):
+            p, w = calls[outlier[2]]
+            calls[outlier[2]] = (p, w * 100)
+        return _calls("x", calls)
+
+    return make
+
+
+def test_one_repetition_with_a_100x_outlier_moves_no_verdict(monkeypatch, tmp_path):
+    flags = ["--dynamo-config", "capture_scalar_outputs=True"]
+    make = _equal_work(0.8, outlier=(" ".join(flags), 1, 7))
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)])
+    (c,) = t.candidates
+    assert c.paired.ratio_median == pytest.approx(0.8, rel=0.02)
+    assert c.paired.worst_noise == pytest.approx(100, rel=0.05)  # seen, and said
+    assert c.steady_verdict == "faster" and c.total_verdict == "faster" and c.verdict == "faster"
+    total = next(m for m in c.metrics if m.name == "total")
+    assert total.ratio_median == pytest.approx((500 * 0.95 + 0.8 * 24.2) / (500 + 24.2), rel=0.01)
+    # and an outlier in the baseline
+    t, _ = _per_call_trial(monkeypatch, tmp_path, _equal_work(0.8, outlier=("", 2, 3)), [_draft("cso", flags)])
+    assert t.candidates[0].verdict == "faster"
+
+
+def test_a_busy_machine_is_noisy_never_slower(monkeypatch, tmp_path):
+    """Every call 1×-30× slower at random in some repetitions, on both sides, the candidate no
+    different: the verdict says so (noisy) and the table says why."""
+    import random
+
+    rng = random.Random(3)
+
+    def make(flags, k):
+        calls = [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 20
+        return _calls("x", [(p, w * (rng.choice([1.0, 1.0, 3.0, 30.0]))) for p, w in calls])
+
+    flags = ["--dynamo-config", "capture_scalar_outputs=True"]
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)])
+    (c,) = t.candidates
+    assert c.verdict in ("noisy", "no measurable change") and "slower" not in (c.steady_verdict, c.total_verdict)
+    assert c.verdict == "noisy" and "the machine is busy" in (c.noise_note or "")
+    assert t.chosen is None and "noisy" in t.decision
+    text = TrialsMarkdownRenderer().render(t)
+    assert "noisy: the same call varied" in text
+
+
+def test_a_candidate_that_breaks_compilation_is_never_recommended(monkeypatch, tmp_path):
+    unbacked = ["--dynamo-config", "automatic_dynamic_shapes_mark_as='unbacked'"]
+    dyn = ["--compile-option", "dynamic=true"]
+
+    def make(flags, k):
+        if flags == unbacked:  # fastest of all, but 0/2 failed and the frame falls back
+            return _calls("x", [("cold", 300 * MS)] + [("steady", 0.5 * MS)] * 10, breaks=1, recompiles=3,
+                          fallbacks=1, frame_status={"forward (unet.py:10) ok": 2, "forward (unet.py:10) failed": 1},
+                          problems=["0/2 failed: Could not guard on data-dependent expression in forward (unet.py:10)"])
+        f = 0.7 if flags == dyn else 1.0
+        return _calls("x", [("cold", 500 * MS * f)] + [("steady", 1.0 * MS)] * 10, recompiles=2,
+                      frame_status={"forward (unet.py:10) ok": 3})
+
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("unbacked", unbacked), _draft("dyn", dyn)])
+    by = {c.name: c for c in t.candidates}
+    assert by["unbacked"].verdict == "faster" and by["unbacked"].broke == [
+        "0/2 failed: Could not guard on data-dependent expression in forward (unet.py:10)"]
+    assert by["unbacked"].adds == ["break sites 0 → 1", "recompiles 2 → 3"]
+    assert not recommendable(by["unbacked"]) and t.chosen == "dyn"
+    assert [c.name for c in t.candidates][:2] == ["dyn", "unbacked"]
+    assert "combined" not in by  # never combined either
+    md = TrialsMarkdownRenderer().render(t)
+    assert "breaks compilation" in md and "0/2 failed: Could not guard" in md
+
+
+def test_a_candidate_that_adds_breaks_must_beat_every_clean_one():
+    from seamscope.experiments.trials import choose_best
+    from seamscope.model.trials import Metric
+
+    def cand(name, total, adds=()):
+        return Candidate(name=name, flags=[], origin="F1", targets="t", code_change="c", command="c",
+                         verdict="faster", outputs=OutputCheck(status="equal"), adds=list(adds),
+                         metrics=[Metric(name="total", median=1.0, min=1.0, max=1.0, ratio_median=total,
+                                         baseline_spread=0.05)])
+
+    assert choose_best(rank([cand("adds", 0.76, ["break sites 5 → 11"]), cand("clean", 0.78)])).name == "clean"
+    assert choose_best(rank([cand("adds", 0.5, ["break sites 5 → 11"]), cand("clean", 0.78)])).name == "adds"
+    assert choose_best([cand("adds", 0.9, ["recompiles 25 → 35"])]).name == "adds"
+
+
+def test_a_mark_that_matched_no_source_has_no_effect(monkeypatch, tmp_path):
+    mark = ["--mark-dynamic", "L['args'][0]:2"]
+
+    def make(flags, k):
+        r = _calls("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 10)
+        return msgspec.structs.replace(r, unmatched_marks=["L['args'][0]:2"] if flags else [])
+
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("mark", mark)])
+    (c,) = t.candidates
+    assert c.verdict == "no effect" and c.reason == "the mark matched no source"
+    assert "no effect: the mark matched no source" in TrialsMarkdownRenderer().render(t)
+
+
+def test_the_budget_schedules_by_measured_run_times(monkeypatch, tmp_path):
+    """The first run also starts the fork server (50 s here, 10 s each later run): estimating
+    every run from it left candidates untried in a budget that had room for all of them."""
+    drafts = [_draft(n, ["--dynamo-config", f"recompile_limit={i}"], cost=100 - i) for i, n in
+              enumerate(["a", "b", "c"], 10)]
+    # the baseline: 50 + 10 (rep 2) + 30 (outputs); each candidate 3 runs: 90 s more
+    t, log = _per_call_trial(monkeypatch, tmp_path, _equal_work(1.0), drafts, repeat=2, budget=185, first_s=50)
+    assert all(c.status == "tried" for c in t.candidates), [(c.name, c.reason) for c in t.candidates]
+    t, log = _per_call_trial(monkeypatch, tmp_path, _equal_work(1.0), drafts, repeat=2, budget=150, first_s=50)
+    by = {c.name: c for c in t.candidates}
+    assert by["a"].status == by["b"].status == "tried" and by["c"].status == "not tried"
+
+
+def test_the_verdict_column_says_each_verdict_once():
+    from seamscope.render.trials_table import verdict_cell
+
+    c = _cand("c", "no measurable change", [])
+    c = msgspec.structs.replace(c, steady_verdict="no measurable change", total_verdict="no measurable change")
+    assert verdict_cell(c) == "no measurable change"
+    c = msgspec.structs.replace(c, verdict="faster", total_verdict="faster", steady_verdict="no measurable change")
+    assert verdict_cell(c) == "faster (steady no measurable change)"
+
+
+# --- the catalogue -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("guard", "source"), [
+    ("tensor 'args[0]' size mismatch at index 2. expected 16, actual 24", "L['args'][0]:2"),
+    ("tensor 'kwargs['x']' size mismatch at index 1. expected 1, actual 2", "L['kwargs']['x']:1"),
+    ("tensor '___stack0[0]' size mismatch at index 1. expected 1, actual 2", None),
+    ("tensor '__resume_frame_values[2]' size mismatch at index 0. expected 1, actual 2", None),
+    ("tensor 'dict.__getitem__(___stack0, list(dict.keys(___stack0))[0])' size mismatch at index 1. "
+     "expected 1, actual 2", None),
+])
+def test_guard_sources_in_the_users_syntax(guard, source):
+    assert source_of_guard(guard) == source
+
+
+def _churn_receipt(findings, fallbacks=0):
+    from types import SimpleNamespace as NS
+
+    return NS(findings=NS(findings=findings), ledger=NS(compilations=[], break_sites=[]),
+              summary=NS(fallback_count=fallbacks))
+
+
+def _churn(fid, cost, guards, frame="forward", pattern="shape"):
+    from types import SimpleNamespace as NS
+
+    return NS(finding_id=fid, site_id=None, sentence=f"{fid} recompiles", cost=None, remedies=[],
+              churn=NS(pattern=pattern, compile_ns=cost, guards=guards, frame_name=frame, fallback=False))
+
+
+def test_one_candidate_per_cause_internal_sources_folded_and_capped():
+    from seamscope.experiments.trial_catalogue import catalogue
+
+    unet = _churn("FR1", 900, ["tensor 'args[0]' size mismatch at index 2. expected 16, actual 24",
+                               "tensor 'args[0]' size mismatch at index 3. expected 16, actual 24"])
+    internal = _churn("FR2", 500, [f"tensor '___stack0[{i}]' size mismatch at index 1. expected 1, actual 2"
+                                   for i in range(5)] + [
+        "tensor '__resume_frame_values[2]' size mismatch at index 0. expected 1, actual 2"], frame="attn")
+    folded: list[str] = []
+    ds = catalogue(_churn_receipt([unet, internal]), folded=folded)
+    flags = [d.spec.flags() for d in ds]
+    # one mark candidate for the cause, marking every dimension it names; nothing for ___stack0
+    assert ["--mark-dynamic", "L['args'][0]:2", "--mark-dynamic", "L['args'][0]:3"] in flags
+    assert not any("___stack0" in " ".join(f) or "__resume" in " ".join(f) for f in flags)
+    assert any("___stack0[0]:1" in f and "folded into dynamic-true" in f for f in folded)
+    assert ds[0].spec.flags() == ["--compile-option", "dynamic=true"]  # every cause's best first
+    assert len(ds) == len({" ".join(f) for f in flags}) <= 8
+    many = [_churn(f"FR{i}", 1000 - i, [f"tensor 'x{i}' size mismatch at index 0. expected 1, actual 2"])
+            for i in range(12)]
+    folded = []
+    ds = catalogue(_churn_receipt(many), folded=folded)
+    assert len(ds) == 8 and any("over the cap of 8" in f for f in folded)
+    # by the cost of the cause: the costliest causes' marks are in, the cheapest are folded
+    names = [d.name for d in ds]
+    assert "mark-dynamic-l-x0-0" in names and not any("x11" in n for n in names)
+
+
+def test_compile_sites_are_read_from_the_script(tmp_path):
+    from seamscope.experiments.trial_catalogue import compile_sites
+
+    script = tmp_path / "gpt2_static.py"
+    script.write_text("import torch\n\nm = torch.nn.Linear(2, 2)\nf = torch.compile(m, dynamic=False)\n"
+                      "@torch.compile\ndef g(x):\n    return x\n")
+    assert compile_sites(str(script)) == ["gpt2_static.py:4", "gpt2_static.py:5"]
+    assert compile_sites(str(tmp_path / "missing.py")) == []

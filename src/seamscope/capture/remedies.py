@@ -542,6 +542,11 @@ def _note_marks(plan: Plan, session: Any) -> None:
         frames.setdefault(f"{entry} marked {src}", set()).add(f"{frame} [{cid}]")
     text = "; ".join(f"{k} in {', '.join(sorted(v))}" for k, v in sorted(frames.items()))
     text = "--mark-dynamic changed compilations of: " + (text or "no frame (no source matched)")
+    matched = {entry for _, entry, _ in plan.marks}
+    missing = [src for src in plan.spec.mark_dynamic if src not in matched]
+    if missing:
+        # read back by ``trials`` (a candidate whose mark matched nothing is not a result)
+        text += "; --mark-dynamic matched no source: " + " | ".join(missing)
     from ..model.receipt import Decision
 
     d = session.decision or Decision()

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ..model.receipt import Receipt
-from ..model.trials import RunFigures
+from ..model.trials import CallTime, RunFigures
 from . import fingerprint as fpmod
 from .forkserver import close_server
 
@@ -236,4 +236,48 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
         steady_median_ns=steady.median_ns if steady and steady.calls else None,
         steady_p90_ns=steady.p90_ns if steady and steady.calls else None,
         breaks=s.break_site_count, recompiles=s.recompile_count, fallbacks=s.fallback_count,
+        per_call=[CallTime(index=c.index, phase=c.phase, wall_ns=c.wall_ns, family=c.family)
+                  for c in receipt.ledger.calls],
+        frame_status=frame_status(receipt), problems=compile_problems(receipt),
+        unmatched_marks=unmatched_marks(receipt),
     )
+
+
+def _frame(c: Any) -> str:
+    return f"{c.frame_name} ({os.path.basename(c.file)}:{c.line})"
+
+
+def frame_status(receipt: Receipt) -> dict[str, int]:
+    """Compilations counted by frame and status (compile ids differ between runs; frames do not)."""
+    out: dict[str, int] = {}
+    for c in receipt.ledger.compilations:
+        key = f"{_frame(c)} {c.status}"
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+def compile_problems(receipt: Receipt) -> list[str]:
+    """``0/2 failed: could not guard on data-dependent expression ... at FILE:LINE`` for each
+    compilation that failed or fell back."""
+    out = []
+    for c in receipt.ledger.compilations:
+        if c.status not in ("failed", "fallback"):
+            continue
+        reason = (c.fail_reason or c.fail_type or "").strip().splitlines()
+        text = reason[0].strip() if reason else ""
+        if len(text) > 160:
+            text = text[:157] + "..."
+        out.append(f"{c.compile_id} {c.status}{': ' + text if text else ''} in {_frame(c)}")
+    return out
+
+
+UNMATCHED = "--mark-dynamic matched no source: "
+
+
+def unmatched_marks(receipt: Receipt) -> list[str]:
+    """The marks the run's decision note says matched nothing (see ``remedies._note_marks``)."""
+    note = receipt.decision.note if receipt.decision is not None and receipt.decision.note else ""
+    for part in note.split("; "):
+        if part.startswith(UNMATCHED):
+            return [s for s in part[len(UNMATCHED):].split(" | ") if s]
+    return []

@@ -12,7 +12,6 @@ The arithmetic (catalogue, verdicts, ranking) is torch-free and tested on fakes.
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -20,326 +19,37 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..analyze.units import fmt_ns
-from ..capture.remedies import RemedySpec, code_change, parse_assignment, spec_from_words
+from ..capture.remedies import RemedySpec, code_change, compile_override, spec_from_words
 from ..model.receipt import Receipt
-from ..model.trials import (
-    Candidate,
-    Metric,
-    MetricVerdict,
-    OutputCheck,
-    Overhead,
-    RunFigures,
-    Trials,
-    Verdict,
-)
+from ..model.trials import Candidate, OutputCheck, Overhead, RunFigures, Trials, Verdict, group_text
 from . import fingerprint as fpmod
-from .trial_runs import Outcome, Setup, run_command, run_once, shell_join
-
-# --- the catalogue (torch-free) -------------------------------------------------------------------
-
-
-@dataclass
-class Draft:
-    """A candidate before it runs."""
-
-    name: str
-    spec: RemedySpec
-    origin: str
-    targets: str
-    cost_ns: int = 0
-
-
-_GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
-
-
-def source_of_guard(guard: str) -> str | None:
-    """``tensor 'x' size mismatch at index 0`` → ``L['x']:0`` (the syntax of ``dynamic_sources``).
-
-    Names Dynamo prints as a plain local become ``L['name']``; others (``L['self']...``) are kept."""
-    m = _GUARD_SIZE.search(guard)
-    if m is None:
-        return None
-    name, dim = m.group(1), m.group(2)
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        name = f"L['{name}']"
-    return f"{name}:{dim}"
-
-
-def _slug(text: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
-    return s[:48] or "candidate"
-
-
-def buckets_for(lengths: list[int]) -> str | None:
-    """Four buckets at the quartiles of the trace's distinct lengths (the largest is the last), as
-    a ``buckets:`` policy; None when there are too few distinct lengths to bucket."""
-    distinct = sorted(set(lengths))
-    if len(distinct) < 3:
-        return None
-    picks = sorted({distinct[min(len(distinct) - 1, (len(distinct) * q) // 4)] for q in (1, 2, 3)} | {distinct[-1]})
-    return "buckets:" + ",".join(str(n) for n in picks)
-
-
-def module_of(file: str, script: str | None) -> str | None:
-    """The importable name of a source file as ``--disable`` takes it: ``__main__`` for the
-    script itself, a dotted path below the script's folder or below ``site-packages``; None when
-    there is none to give (a workload's own file cannot be patched either)."""
-    if script is None or not file.endswith(".py"):
-        return None
-    workload = ".py:" in script
-    own = os.path.abspath(script.rpartition(":")[0] if workload else script)
-    path = os.path.abspath(file)
-    if path == own:
-        return None if workload else "__main__"
-    root = os.path.dirname(own)
-    norm = path.replace(os.sep, "/")
-    if "/site-packages/" in norm:
-        rel = norm.rsplit("/site-packages/", 1)[1]
-    elif path.startswith(root + os.sep):
-        rel = os.path.relpath(path, root).replace(os.sep, "/")
-    else:
-        return None
-    parts = rel[: -len(".py")].split("/")
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
-
-
-def disable_targets(receipt: Receipt, script: str | None) -> list[tuple[str, int, int]]:
-    """Functions called from a compiled frame that hold two or more break sites, as
-    ``(MODULE:QUALNAME, summed cost of their break findings, sites)``, costliest first: wrapped in
-    ``torch.compiler.disable`` they become one explicit boundary instead of several breaks."""
-    frames = {c.compile_id: c.frame_name for c in receipt.ledger.compilations}
-    cost = {f.site_id: (f.cost_ns or 0) for f in (receipt.findings.findings if receipt.findings else []) if f.site_id}
-    groups: dict[str, list[str]] = {}
-    inlined: set[str] = set()
-    for site in receipt.ledger.break_sites:
-        scope = site.scope or site.function
-        mod = module_of(site.file, script)
-        if not scope or "<" in scope or mod is None:
-            continue
-        target = f"{mod}:{scope}"
-        groups.setdefault(target, []).append(site.site_id)
-        if any(frames.get(cid) not in (None, scope.rsplit(".", 1)[-1]) for cid in site.compile_ids):
-            inlined.add(target)  # reached from a caller's compiled frame: the function is a callee
-    out = [(t, sum(cost.get(i, 0) for i in ids), len(ids)) for t, ids in groups.items()
-           if len(ids) >= 2 and t in inlined]
-    return sorted(out, key=lambda x: (-x[1], x[0]))
-
-
-def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False,
-              script: str | None = None) -> list[Draft]:
-    """One candidate per applicable remedy of the baseline's findings, costliest finding first.
-
-    For a workload target (``FILE.py:FUNC``), shape churn also gets the shape study's padding
-    policies: ``pow2``, and with a length trace four buckets at its quartiles. A function that
-    holds several break sites gets ``--disable`` (one boundary for them all)."""
-    out: dict[str, Draft] = {}
-
-    def add(name: str, flags: list[str], origin: str, targets: str, cost: int) -> None:
-        spec = spec_from_words(flags)
-        key = " ".join(spec.flags())
-        if key in out:
-            out[key].cost_ns = max(out[key].cost_ns, cost)
-            return
-        out[key] = Draft(name=_slug(name), spec=spec, origin=origin, targets=targets, cost_ns=cost)
-
-    fs = receipt.findings
-    if fs is None:
-        return []
-    for f in fs.findings:
-        cost = 0
-        if f.cost is not None:
-            cost = f.cost.estimated_ns
-        elif f.churn is not None:
-            cost = f.churn.compile_ns
-        for r in f.remedies:
-            if r.action in ("capture_scalar_outputs", "capture_dynamic_output_shape_ops"):
-                add(r.action, ["--dynamo-config", f"{r.action}=True"], f.finding_id, f.sentence, cost)
-            elif r.action == "reorder_logging":
-                for key, val in r.config.items():
-                    fn = val.removeprefix("add ").strip()
-                    target = f"builtins:{fn}" if "." not in fn and ":" not in fn else fn.replace(".", ":", 1)
-                    if ":" in target:
-                        add(f"{key} {fn}", ["--dynamo-config", f"{key}+={target}"], f.finding_id, f.sentence, cost)
-            elif r.action == "fix_churn_or_raise_limit":
-                add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id, f.sentence, cost)
-        if f.churn is not None and f.churn.pattern in ("shape", "recompile_limit", "stride"):
-            sources = sorted({s for g in f.churn.guards if (s := source_of_guard(g)) is not None})
-            add("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost)
-            for s in sources[:2]:
-                add(f"mark dynamic {s}", ["--mark-dynamic", s], f.finding_id, f.sentence, cost)
-            if f.churn.pattern == "shape":
-                add("mark as unbacked", ["--dynamo-config", "automatic_dynamic_shapes_mark_as='unbacked'"],
-                    f.finding_id, f.sentence, cost)
-            if f.churn.fallback:
-                add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id, f.sentence, cost)
-            if workload and f.churn.pattern in ("shape", "recompile_limit"):
-                add("pad pow2", ["--pad", "pow2"], f.finding_id, f.sentence, cost)
-                buckets = buckets_for(workload_lengths or [])
-                if buckets is not None:
-                    add(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost)
-    for target, cost, n in disable_targets(receipt, script)[:2]:
-        add(f"disable {target}", ["--disable", target], "breaks", f"{n} break sites inside {target}", cost)
-    if receipt.summary.fallback_count and not any("recompile_limit" in k for k in out):
-        add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], "fallbacks",
-            f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)
-    drafts = sorted(out.values(), key=lambda d: (-d.cost_ns, d.name))
-    return _unique_names(drafts)
-
-
-def _unique_names(drafts: list[Draft]) -> list[Draft]:
-    seen: dict[str, int] = {}
-    for d in drafts:
-        n = seen.get(d.name, 0)
-        seen[d.name] = n + 1
-        if n:
-            d.name = f"{d.name}-{n + 1}"
-    return drafts
-
-
-def choose(drafts: list[Draft], only: list[str], skip: list[str]) -> list[Draft]:
-    """``--only``/``--skip``: names (or a part of the flags)."""
-
-    def hit(d: Draft, keys: list[str]) -> bool:
-        flags = " ".join(d.spec.flags())
-        return any(k == d.name or k in flags for k in keys)
-
-    if only:
-        drafts = [d for d in drafts if hit(d, only)]
-    return [d for d in drafts if not hit(d, skip)]
-
-
-# --- verdicts (torch-free) ------------------------------------------------------------------------
-
-
-def metric_verdict(ratios: list[float], baseline: list[float]) -> tuple[MetricVerdict, float | None, float | None]:
-    """``faster``/``slower`` only when every repetition's ratio lies on the same side of 1 and the
-    median ratio differs from 1 by more than the baseline's own spread between repetitions.
-    Returns (verdict, median ratio, baseline spread)."""
-    if not ratios or not baseline or len(ratios) != len(baseline):
-        return "n/a", None, None
-    med = statistics.median(ratios)
-    bmed = statistics.median(baseline)
-    spread = (max(baseline) - min(baseline)) / bmed if bmed > 0 else 0.0
-    if all(r < 1.0 for r in ratios) and 1.0 - med > spread:
-        return "faster", med, spread
-    if all(r > 1.0 for r in ratios) and med - 1.0 > spread:
-        return "slower", med, spread
-    return "no measurable change", med, spread
-
-
-METRICS = (
-    ("steady median", "steady_median_ns"),
-    ("steady p90", "steady_p90_ns"),
-    ("total", "total_ns"),
-    ("compile", "compile_ns"),
-    ("breaks", "breaks"),
-    ("recompiles", "recompiles"),
-    ("fallbacks", "fallbacks"),
+from .trial_catalogue import (  # noqa: F401 - the catalogue's names, as callers import them
+    Draft,
+    buckets_for,
+    catalogue,
+    choose,
+    compile_sites,
+    disable_targets,
+    module_of,
+    source_of_guard,
+    unique_names,
 )
-
-
-def metrics_of(runs: list[RunFigures], base_runs: list[RunFigures]) -> list[Metric]:
-    """Each figure's median and spread over repetitions; timings also their ratios to the baseline
-    of the same repetition (pairs where either side lacks the figure are left out)."""
-    out = []
-    for name, attr in METRICS:
-        vals = [getattr(r, attr) for r in runs if r.ok and getattr(r, attr) is not None]
-        ratios: list[float] = []
-        bvals: list[float] = []
-        if attr.endswith("_ns"):
-            for r, b in zip(runs, base_runs, strict=False):
-                x, y = getattr(r, attr), getattr(b, attr)
-                if r.ok and b.ok and x is not None and y:
-                    ratios.append(x / y)
-                    bvals.append(float(y))
-        verdict, med, spread = metric_verdict(ratios, bvals)
-        if len(ratios) != len(runs):
-            verdict = "n/a" if not ratios else verdict
-        out.append(Metric(name=name, median=float(statistics.median(vals)) if vals else None,
-                          min=float(min(vals)) if vals else None, max=float(max(vals)) if vals else None,
-                          ratios=ratios, ratio_median=med, baseline_spread=spread,
-                          verdict=verdict if attr in ("steady_median_ns", "total_ns", "steady_p90_ns", "compile_ns")
-                          else "n/a"))
-    return out
-
-
-def overall(steady: MetricVerdict, total: MetricVerdict) -> Verdict:
-    """The row's verdict: the total time's (every observed call, compilation included: what the
-    script cost as it ran), else the steady time's. When the two disagree the table shows both and
-    the decision gives the break-even number of calls."""
-    v = total if total != "n/a" else steady
-    return "no measurable change" if v == "n/a" else v
-
-
-VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "slower": 2, "changes outputs": 3, "failed": 4, "not tried": 5}
-
-
-def _median_ratio(c: Candidate, name: str) -> float:
-    for m in c.metrics:
-        if m.name == name and m.ratio_median is not None:
-            return m.ratio_median
-    return 1.0
-
-
-def rank(cands: list[Candidate]) -> list[Candidate]:
-    """Verdict first, then the steady median ratio, then the total ratio."""
-    key = sorted(cands, key=lambda c: (VERDICT_ORDER[c.verdict], _median_ratio(c, "steady median"),
-                                       _median_ratio(c, "total"), c.name))
-    return [msgspec.structs.replace(c, rank=i) for i, c in enumerate(key, 1)]
-
-
-def recommendable(c: Candidate) -> bool:
-    """Faster, and its outputs checked: equal, or undecidable because the baseline is not
-    deterministic (said in the table). A remedy that changes outputs is never recommended."""
-    return c.verdict == "faster" and c.outputs.status in ("equal", "could not decide")
-
-
-SHAPE_POLICY = "shape policy"
-
-
-def conflict_key(flag: str, value: str) -> str | None:
-    """Two flags conflict when they set the same thing (a setting, a compile option, the stance);
-    ``dynamic=``, ``--mark-dynamic`` and ``automatic_dynamic_shapes_mark_as`` are all one shape
-    policy, so at most one of them is combined."""
-    if flag == "--mark-dynamic":
-        return SHAPE_POLICY
-    if flag == "--dynamo-config":
-        name, op, _ = parse_assignment(flag, value)
-        if name.startswith("automatic_dynamic_shapes"):
-            return SHAPE_POLICY
-        return None if op == "+=" else f"config:{name}"
-    if flag == "--compile-option":
-        name = value.split("=", 1)[0]
-        return SHAPE_POLICY if name == "dynamic" else "option:" + name
-    if flag == "--stance":
-        return "stance"
-    if flag == "--pad":
-        return "pad"
-    return None
-
-
-def combine(cands: list[Candidate]) -> list[str] | None:
-    """The flags of the best recommendable candidates that do not conflict (None: fewer than two)."""
-    taken: dict[str, str] = {}
-    flags: list[str] = []
-    used = 0
-    for c in cands:
-        if not recommendable(c):
-            continue
-        pairs = list(zip(c.flags[::2], c.flags[1::2], strict=True))
-        keys = [conflict_key(f, v) for f, v in pairs]
-        if any(k is not None and k in taken for k in keys):
-            continue
-        for (f, v), k in zip(pairs, keys, strict=True):
-            if k is not None:
-                taken[k] = c.name
-            if [f, v] not in [flags[i:i + 2] for i in range(0, len(flags), 2)]:
-                flags += [f, v]
-        used += 1
-    return flags if used >= 2 else None
-
+from .trial_runs import Outcome, Setup, run_command, run_once, shell_join  # noqa: F401
+from .trial_verdicts import (  # noqa: F401
+    NOISE_LIMIT,
+    VERDICT_ORDER,
+    choose_best,
+    combine,
+    compile_changes,
+    conflict_key,
+    metric_verdict,
+    metrics_of,
+    overall,
+    paired,
+    rank,
+    recommendable,
+    unmatched,
+)
 
 # --- the trial ------------------------------------------------------------------------------------
 
@@ -360,6 +70,8 @@ class _State:
     failed: dict[str, str] = field(default_factory=dict)
     started: float = 0.0
     run_s: list[float] = field(default_factory=list)
+    times: dict[str, list[float]] = field(default_factory=dict)
+    """Seconds each name's timed runs took (the budget's schedule)."""
     interrupted: bool = False
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
@@ -379,21 +91,32 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
            keys: dict[str, str] | None = None) -> None:
     """Interleaved repetitions: for each repetition every candidate once, in order (the baseline
     first). ``reps``: the repetition numbers (each run's folder is ``trials/NAME/rep-K``);
-    ``keys``: where a name's figures are kept, when not under its own name."""
+    ``keys``: where a name's figures are kept, when not under its own name. Under ``--budget`` a
+    candidate starts only when the runs still owed (see :func:`seconds_needed`) fit in what is
+    left; later repetitions stop at the budget (those done are kept)."""
     keys = keys or {}
     for rep in reps:
         for name, flags in names:
             key = keys.get(name, name)
             if name in st.failed or name in st.not_tried:
                 continue
-            if st.setup.budget_s is not None and name != "baseline" and st.setup.clock() - st.started > st.setup.budget_s:
+            budget = st.setup.budget_s
+            if budget is not None and name != "baseline":
+                elapsed = st.setup.clock() - st.started
                 if not st.runs.get(key):
-                    st.not_tried[name] = "over the budget"
-                continue  # the repetitions done so far are kept
+                    need = seconds_needed(st, name)
+                    if elapsed + need > budget:
+                        st.not_tried[name] = (f"over the budget: its runs and those still owed need about "
+                                              f"{need:.0f} s, {max(0.0, budget - elapsed):.0f} s were left")
+                        continue
+                elif elapsed > budget:
+                    continue  # the repetitions done so far are kept
             _progress(st, f"{name} · repetition {rep} · run {done[0] + 1}/{total_runs}", total_runs - done[0])
             t0 = st.setup.clock()
             oc = run_once(st.setup, flags, os.path.join("trials", name, f"rep-{rep}"), f"rep-{rep}")
-            st.run_s.append(st.setup.clock() - t0)
+            took = st.setup.clock() - t0
+            st.run_s.append(took)
+            st.times.setdefault(key, []).append(took)
             done[0] += 1
             st.runs.setdefault(key, []).append(oc.figures)
             if not oc.figures.ok:
@@ -402,18 +125,37 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
                 st.failed[name] = oc.figures.error or "failed"
 
 
-def over_budget(drafts: list[Draft], setup: Setup, elapsed: float, run_s: float) -> list[Draft]:
-    """The candidates that do not fit in ``--budget``, the cheapest findings first out.
+def seconds_needed(st: _State, admitting: str) -> float:
+    """Seconds of runs the trial still owes if ``admitting`` starts now, from the measured run
+    times: the baseline's missing repetitions and its three output runs, each started
+    candidate's missing repetitions and output run (at its own median), and the new candidate's
+    repetitions and output run (at the baseline's median, its own being unknown). The first run
+    is left out of the medians once there are others (it also started the fork server)."""
+    # the very first run also waited for the fork server to import torch: later runs say more
+    typical = statistics.median(st.run_s[1:]) if len(st.run_s) > 1 else first_run_estimate(st)
+    own = st.times.get("baseline", [])
+    base = statistics.median(own[1:]) if len(own) > 1 else typical
+    need = (max(0, st.setup.repeat - len(st.runs.get("baseline", []))) + 3) * base
+    for name, times in st.times.items():
+        if name in ("baseline", admitting) or name in st.failed or name.startswith("baseline-"):
+            continue
+        need += (max(0, st.setup.repeat - len(st.runs.get(name, []))) + 1) * statistics.median(times)
+    return need + (st.setup.repeat + 1) * base
 
-    After the first baseline run (``elapsed``, one run taking ``run_s``) the trial still needs the
-    baseline's other repetitions and three output runs (the baseline twice, eager); each candidate
-    needs its repetitions and one output run."""
-    if setup.budget_s is None:
-        return []
-    left = setup.budget_s - elapsed - (setup.repeat - 1 + 3) * run_s
-    fit = max(0, int(left // ((setup.repeat + 1) * run_s))) if run_s > 0 else len(drafts)
-    order = sorted(drafts, key=lambda d: -d.cost_ns)
-    return order[fit:]
+
+START_S = 0.5
+"""Seconds a run spends starting and writing its receipt once the fork server is up (a generous
+bound of what the trials' overhead benchmark measures: 0.09-0.45 s)."""
+
+
+def first_run_estimate(st: _State) -> float:
+    """What a run takes, from the first one alone: its script's own time plus a start, not its
+    process time (which also waited for the fork server to import torch)."""
+    first = (st.run_s or [0.0])[0]
+    fig = (st.runs.get("baseline") or [None])[0]
+    if fig is None or fig.script_ns is None:
+        return first
+    return min(first, fig.script_ns / 1e9 + START_S)
 
 
 def _check(st: _State, name: str, flags: list[str], rel: str) -> Outcome:
@@ -448,7 +190,7 @@ def output_check(cand: Outcome | None, base: fpmod.Fingerprints | None, eager: f
 def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputCheck) -> Candidate:
     flags = [f for f in d.spec.flags()]
     runs = st.runs.get(d.name, [])
-    cmd = shell_join(run_command(flags, st.setup, os.path.join(st.setup.out, "trials", d.name)))
+    cmd = reproduce_command(flags, st.setup, d.name)
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
                 code_change=code_change(d.spec) if flags else "(none: the script as it is)", command=cmd,
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
@@ -457,15 +199,45 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     if d.name in st.failed:
         return Candidate(**base, status="failed", verdict="failed", reason=st.failed[d.name], outputs=check)  # type: ignore[arg-type]
     ms = metrics_of(runs, base_runs[: len(runs)])
-    steady = next(m.verdict for m in ms if m.name == "steady median")
-    total = next(m.verdict for m in ms if m.name == "total")
+    pr = paired(runs, base_runs[: len(runs)])
+    steady = pr.verdict
+    total_m = next(m for m in ms if m.name == "total")
+    total = total_m.verdict
     verdict: Verdict = overall(steady, total)
+    broke, adds = compile_changes(runs, base_runs)
+    missing, only_marks = unmatched(flags, runs)
+    reason = None
+    if missing and only_marks and len(missing) * 2 == len(flags):
+        verdict, reason = "no effect", "the mark matched no source"
+    elif missing:
+        reason = "--mark-dynamic " + ", ".join(missing) + " matched no source"
     if check.status == "changes outputs":
         verdict = "changes outputs"
     elif check.status == "failed":
-        verdict = "failed"
+        verdict, reason = "failed", check.detail
+    note = None
+    if "noisy" in (steady, total, verdict):
+        note = noise_text(pr.worst_noise, pr.noise if pr.noise is not None else total_m.baseline_spread)
     return Candidate(**base, metrics=ms, steady_verdict=steady, total_verdict=total, verdict=verdict,  # type: ignore[arg-type]
-                     outputs=check, reason=check.detail if check.status == "failed" else None)
+                     outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
+
+
+def noise_text(worst: float | None, typical: float | None) -> str:
+    """One line on why timings could not decide."""
+    if worst is not None and typical is not None:
+        text = f"the same call varied {worst:.3g}× between repetitions (typically {typical:.0%})"
+    elif typical is not None:
+        text = f"the same call varied typically {typical:.0%} between repetitions"
+    else:
+        text = "the timings varied between repetitions"
+    return text + ": the machine is busy; rerun with more --repeat or on a quiet machine"
+
+
+def reproduce_command(flags: list[str], setup: Setup, name: str) -> str:
+    """The command line of one timed run as it ran: the same flags and seed, its own empty
+    inductor cache (``--quiet --no-html`` and the timing record left out)."""
+    words = run_command(flags, setup, os.path.join(setup.out, "trials", name, "rep-1"))
+    return 'TORCHINDUCTOR_CACHE_DIR="$(mktemp -d)" ' + shell_join(words)
 
 
 def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
@@ -491,13 +263,14 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     if not first.figures.ok or first.receipt is None:
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
-    drafts = choose(catalogue(first.receipt, *_workload_trace(setup), script=setup.script), only, skip)
+    st.times["baseline"] = [st.run_s[0]]
+    folded: list[str] = []
+    drafts = choose(catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded),
+                    only, skip)
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
-    drafts = _unique_names(drafts)
+    drafts = unique_names(drafts)
     st.drafts = drafts
-    for d in over_budget(drafts, setup, setup.clock() - st.started, st.run_s[0]):
-        st.not_tried[d.name] = "over the budget"
     baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
     order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
     total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
@@ -569,8 +342,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         vs_eager=_eager_text(base_fp, eager_fp),
         detail=None if deterministic is not False else "not deterministic: the baseline's two runs disagree"))
     base_cand = msgspec.structs.replace(base_cand, verdict="no measurable change", rank=0)
-    chosen = next((c for c in ranked if recommendable(c)), None)
-    decision, trigger = _decision(chosen, base_cand, deterministic)
+    chosen = choose_best(ranked)
+    decision, trigger = _decision(chosen, ranked, base_cand, deterministic, compile_sites(setup.script))
     timed = [r for rs in st.runs.values() for r in rs]
     checked = [oc.figures for oc in st.checks.values()] + st.baseline_check_runs
     script_ns = sum(r.script_ns or 0 for r in timed)
@@ -584,7 +357,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     trials = Trials(script=setup.script, args=list(setup.args), seed=setup.seed, repeat=setup.repeat,
                     tolerance=fpmod.tolerance_text(), deterministic=deterministic, baseline=base_cand,
                     candidates=ranked, chosen=chosen.name if chosen else None, decision=decision,
-                    rollback_trigger=trigger, interrupted=trials_interrupted, overhead=overhead)
+                    rollback_trigger=trigger, interrupted=trials_interrupted, overhead=overhead,
+                    folded=folded)
     return trials, first.receipt
 
 
@@ -595,41 +369,94 @@ def _eager_text(base: fpmod.Fingerprints | None, eager: fpmod.Fingerprints | Non
     return "equal" if c.equal else c.first_difference
 
 
-def _fmt_ratio(c: Candidate, name: str) -> str:
-    for m in c.metrics:
-        if m.name == name and m.ratio_median is not None:
-            return f"{m.ratio_median:.3f}× (spread of the baseline {m.baseline_spread or 0:.1%})"
-    return "n/a"
+def _ratio_text(c: Candidate, name: str) -> str:
+    m = next((m for m in c.metrics if m.name == name and m.ratio_median is not None), None)
+    if m is None:
+        return "n/a"
+    return f"{m.ratio_median:.3f}× ({m.verdict}; the baseline varied {m.baseline_spread or 0:.1%})"
 
 
-def _decision(chosen: Candidate | None, base: Candidate, deterministic: bool | None) -> tuple[str, str | None]:
+def paired_text(c: Candidate) -> str:
+    """``0.91× over 3 calls steady in both (0.85–0.97)``, or why there is none."""
+    p = c.paired
+    if p is None or p.ratio_median is None:
+        return "no call steady in both"
+    spread = f", {p.ratio_low:.2f}–{p.ratio_high:.2f}" if p.calls > 1 and p.ratio_low is not None else ""
+    return f"{p.ratio_median:.3f}× over {p.calls} call(s) steady in both (minimum per call{spread})"
+
+
+def change_at(c: Candidate, sites: list[str]) -> str:
+    """The code change, placed at the script's ``torch.compile`` call where its source shows it."""
+    if not sites:
+        return c.code_change
+    where = ", ".join(sites[:3])
+    opts = [v for f, v in zip(c.flags[::2], c.flags[1::2], strict=True) if f == "--compile-option"]
+    if opts and len(opts) * 2 == len(c.flags):
+        vals = ", ".join(f"{k}={v!r}" for k, v in (compile_override(o) for o in opts))
+        return f"pass {vals} to torch.compile at {where}"
+    return f"{c.code_change} (before the torch.compile call at {where})"
+
+
+def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate, deterministic: bool | None,
+              sites: list[str]) -> tuple[str, str | None]:
     if chosen is None:
-        why = "no candidate was faster with its outputs unchanged"
+        why = "no candidate was faster with its outputs unchanged and its compilation intact"
         if deterministic is False:
             why += " (the baseline is not deterministic, so outputs could not be compared)"
+        for c in ranked:
+            if c.broke and c.verdict == "faster":
+                why += f"; {c.name} was faster but is not recommended: it breaks compilation ({c.broke[0]})"
+        noisy = [c for c in ranked if c.verdict == "noisy"]
+        if noisy:
+            why += ("; the timings were noisy (" + (noisy[0].noise_note or "") + "); what stayed stable: "
+                    + "; ".join(f"{c.name}: {stable_text(c)}" for c in noisy[:3]))
         return f"keep the script as it is: {why}", None
-    evidence = (f"{chosen.name}: {chosen.code_change}; steady median {_fmt_ratio(chosen, 'steady median')} "
-                f"({chosen.steady_verdict}), total {_fmt_ratio(chosen, 'total')} ({chosen.total_verdict}), "
+    evidence = (f"{chosen.name}: {change_at(chosen, sites)}; total {_ratio_text(chosen, 'total')}, "
+                f"compile {_ratio_text(chosen, 'compile')}, steady {paired_text(chosen)} ({chosen.steady_verdict}), "
                 f"outputs {chosen.outputs.status}")
+    if chosen.paired is not None and chosen.paired.unpaired:
+        evidence += "; " + "; ".join(group_text(g) for g in chosen.paired.unpaired[:3])
+    if chosen.adds:
+        evidence += "; it adds " + ", ".join(chosen.adds) + " (and beats every candidate that adds nothing)"
     if chosen.steady_verdict == "slower":
         evidence += "; " + break_even(chosen, base)
+    if chosen.noise_note:
+        evidence += "; " + chosen.noise_note
     rec = next((m for m in chosen.metrics if m.name == "recompiles"), None)
-    trigger = ("roll back if the steady median per call exceeds the baseline's ("
-               f"{fmt_ns(_median_of(base, 'steady median'))}), if recompiles exceed "
+    trigger = ("roll back if steady calls take longer than the baseline's ("
+               f"{fmt_ns(_median_of(base, 'steady median'))} median per call), if recompiles exceed "
                f"{int(rec.max) if rec and rec.max is not None else 0} per run, or if outputs differ from eager "
                "beyond the tolerance")
     return evidence, trigger
 
 
+def stable_text(c: Candidate) -> str:
+    """The figures noise does not move: compile time (its ratio) and the counts."""
+    parts = []
+    comp = next((m for m in c.metrics if m.name == "compile" and m.ratio_median is not None), None)
+    if comp is not None:
+        parts.append(f"compile {comp.ratio_median:.2f}×")
+    parts += c.adds
+    for name in ("recompiles", "fallbacks", "breaks"):
+        m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
+        if m is not None:
+            parts.append(f"{name} {m.median:g}")
+    return ", ".join(parts) or "nothing"
+
+
 def break_even(chosen: Candidate, base: Candidate) -> str:
     """A remedy that saves compile time but makes steady calls slower pays off only up to some
-    number of steady calls: the total time saved over the steady time lost per call."""
+    number of steady calls: the total time saved over the steady time lost per call, the loss
+    from the paired comparison (calls steady in both), never from two medians over different calls."""
     saved = (_median_of(base, "total") or 0) - (_median_of(chosen, "total") or 0)
-    lost = (_median_of(chosen, "steady median") or 0) - (_median_of(base, "steady median") or 0)
+    p = chosen.paired
+    lost = 0.0
+    if p is not None and p.ratio_median is not None and p.baseline_ns is not None:
+        lost = (p.ratio_median - 1.0) * p.baseline_ns
     if saved <= 0 or lost <= 0:
         return "steady calls are slower"
-    return (f"steady calls are slower by {fmt_ns(lost)} each: it pays off for runs of up to about "
-            f"{int(saved / lost):,} more steady calls than this one")
+    return (f"steady calls are slower by {fmt_ns(lost)} each (paired over {p.calls if p else 0} calls): it pays "
+            f"off for runs of up to about {int(saved / lost):,} more steady calls than this one")
 
 
 def _median_of(c: Candidate, name: str) -> float | None:

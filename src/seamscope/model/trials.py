@@ -11,9 +11,20 @@ from typing import Literal
 
 from .ledger import Struct
 
-Verdict = Literal["faster", "slower", "no measurable change", "changes outputs", "failed", "not tried"]
-MetricVerdict = Literal["faster", "slower", "no measurable change", "n/a"]
+Verdict = Literal["faster", "slower", "no measurable change", "noisy", "no effect", "changes outputs", "failed",
+                  "not tried"]
+MetricVerdict = Literal["faster", "slower", "no measurable change", "noisy", "n/a"]
 OutputStatus = Literal["equal", "changes outputs", "could not decide", "not checked", "failed"]
+
+
+class CallTime(Struct, frozen=True, kw_only=True, array_like=True):
+    """One observed call of a run: its position, phase (``cold``/``steady``/``fallback``), wall
+    time and family (a workload's length label), as ``[index, phase, wall_ns, family]``."""
+
+    index: int
+    phase: str
+    wall_ns: int
+    family: str | None = None
 
 
 class RunFigures(Struct, frozen=True, kw_only=True):
@@ -42,6 +53,14 @@ class RunFigures(Struct, frozen=True, kw_only=True):
     breaks: int | None = None
     recompiles: int | None = None
     fallbacks: int | None = None
+    per_call: list[CallTime] = []
+    """Every retained call, in order (what the paired comparison reads)."""
+    frame_status: dict[str, int] = {}
+    """Compilations by ``FRAME (FILE:LINE) STATUS`` (the per-frame comparison's input)."""
+    problems: list[str] = []
+    """Compilations that failed or fell back: ``0/2 failed: REASON at FILE:LINE``."""
+    unmatched_marks: list[str] = []
+    """``--mark-dynamic`` sources that matched no source in any compilation."""
 
 
 class Metric(Struct, frozen=True, kw_only=True):
@@ -55,8 +74,59 @@ class Metric(Struct, frozen=True, kw_only=True):
     """Per repetition, candidate / baseline of the same repetition."""
     ratio_median: float | None = None
     baseline_spread: float | None = None
-    """(max - min) / median of the baseline's figure over the repetitions."""
+    """(max - min) / median of the baseline's figure over the repetitions; for the total, when
+    every call is recorded, the noise instead: the median over calls of (max - min) / min between
+    repetitions, and ``ratio_median`` the ratio of the sums of each call's minimum."""
     verdict: MetricVerdict = "n/a"
+
+
+class CallGroup(Struct, frozen=True, kw_only=True):
+    """Consecutive calls whose phases differ between the baseline and the candidate (unpaired)."""
+
+    first: int
+    last: int
+    baseline_phase: str
+    phase: str
+    ratio: float | None = None
+    """Candidate / baseline of the calls' minimum times, when neither side compiled in them."""
+
+
+PHASE_WORDS = {"cold": "compiled (cold)", "steady": "steady", "fallback": "eager fallback", "absent": "not called"}
+
+
+def group_text(g: CallGroup) -> str:
+    """``calls 1–11: compiled (cold) in the baseline, steady here`` (``call 14: ...: 0.84×``)."""
+    calls = f"call {g.first}" if g.first == g.last else f"calls {g.first}–{g.last}"
+    text = (f"{calls}: {PHASE_WORDS.get(g.baseline_phase, g.baseline_phase)} in the baseline, "
+            f"{PHASE_WORDS.get(g.phase, g.phase)} here")
+    return text + (f": {g.ratio:.2f}×" if g.ratio is not None else "")
+
+
+class Paired(Struct, frozen=True, kw_only=True):
+    """Steady calls compared call by call: only calls steady in both, matched by position.
+
+    Each side's time of a call is its minimum over the repetitions: noise (another process,
+    a descheduled thread) only ever adds time, so the minimum is the estimate one outlier cannot
+    move. The evidence is the per-call ratio candidate / baseline."""
+
+    calls: int
+    """Calls steady in both, in every repetition."""
+    ratio_median: float | None
+    ratio_low: float | None = None
+    """The 25th and 75th percentiles of the per-call ratios."""
+    ratio_high: float | None = None
+    baseline_ns: float | None = None
+    """Median over the paired calls of the baseline's per-call minimum."""
+    candidate_ns: float | None = None
+    rep_ratios: list[float] = []
+    """Per repetition, the median over the paired calls of candidate / baseline of that repetition."""
+    noise: float | None = None
+    """How much the same call varied between repetitions: the median over calls of (max - min) / min,
+    both sides pooled; None with one repetition."""
+    worst_noise: float | None = None
+    """The largest such variation of one call (max / min)."""
+    verdict: MetricVerdict = "n/a"
+    unpaired: list[CallGroup] = []
 
 
 class OutputCheck(Struct, frozen=True, kw_only=True):
@@ -93,6 +163,14 @@ class Candidate(Struct, frozen=True, kw_only=True):
     rank: int = 0
     reason: str | None = None
     """Why it failed or was not tried."""
+    paired: Paired | None = None
+    broke: list[str] = []
+    """Compile failures or fallbacks the baseline did not have: never recommended."""
+    adds: list[str] = []
+    """Breaks or recompiles beyond the baseline's (flagged; recommended only when it beats every
+    candidate that adds nothing)."""
+    noise_note: str | None = None
+    """Why the timings could not decide (``noisy``)."""
 
 
 class Overhead(Struct, frozen=True, kw_only=True):
@@ -126,3 +204,6 @@ class Trials(Struct, frozen=True, kw_only=True):
     rollback_trigger: str | None
     interrupted: bool = False
     overhead: Overhead | None = None
+    folded: list[str] = []
+    """Catalogue entries not tried one by one: internal sources folded into a policy candidate,
+    candidates over the cap."""

@@ -9,7 +9,7 @@ import html
 from typing import Any
 
 from ..analyze.units import fmt_ns
-from ..model.trials import Candidate, Metric, Trials
+from ..model.trials import Candidate, Metric, Trials, group_text
 
 
 def _metric(c: Candidate, name: str) -> Metric | None:
@@ -37,8 +37,53 @@ def _count_cell(c: Candidate, name: str) -> str:
     return f"{m.median:g}"
 
 
-COLUMNS = ("#", "candidate", "verdict", "steady", "total", "steady median", "steady p90", "total time",
-           "compile", "breaks", "recompiles", "fallbacks", "outputs")
+def _steady_cell(c: Candidate) -> str:
+    """The baseline: its steady median; a candidate: the paired comparison (calls steady in both)."""
+    p = c.paired
+    if c.origin == "baseline" or p is None:
+        return _time_cell(c, "steady median")
+    if p.ratio_median is None or p.candidate_ns is None:
+        return "– (no call steady in both)"
+    return f"{fmt_ns(p.candidate_ns)} ×{p.ratio_median:.2f} ({p.calls} paired)"
+
+
+def verdict_cell(c: Candidate) -> str:
+    """The row's verdict; the steady and total verdicts beside it only where they differ from it."""
+    if c.origin == "baseline":
+        return "(baseline)"
+    extra = [f"{label} {v}" for label, v in (("total", c.total_verdict), ("steady", c.steady_verdict))
+             if v not in ("n/a", c.verdict)]
+    text = c.verdict + (f" ({', '.join(extra)})" if extra else "")
+    if c.broke:
+        text += " · breaks compilation"
+    elif c.adds:
+        text += " · adds " + ", ".join(c.adds)
+    return text
+
+
+def notes(t: Trials) -> list[str]:
+    """What the table's cells cannot hold: what a candidate broke, unpaired calls, noise, folds."""
+    out = []
+    p = t.baseline.paired
+    if p is not None and p.noise is not None and p.worst_noise is not None:
+        out.append(f"timings: the same steady call of the baseline varied up to {p.worst_noise:.3g}× between "
+                   f"repetitions (typically {p.noise:.0%}); steady figures are each call's minimum over "
+                   "the repetitions, compared call by call")
+    for c in t.candidates:
+        for b in c.broke:
+            out.append(f"{c.name}: {b} (not in the baseline: never recommended)")
+        if c.paired is not None:
+            out += [f"{c.name}: {group_text(g)}" for g in c.paired.unpaired]
+        if c.noise_note and c.verdict == "noisy":
+            out.append(f"{c.name}: noisy: {c.noise_note}")
+        if c.verdict == "no effect" and c.reason:
+            out.append(f"{c.name}: no effect: {c.reason}")
+    out += [f"folded: {f}" for f in t.folded]
+    return out
+
+
+COLUMNS = ("#", "candidate", "verdict", "total time", "compile", "steady", "breaks", "recompiles", "fallbacks",
+           "outputs")
 
 
 def rows(t: Trials) -> list[list[str]]:
@@ -47,13 +92,10 @@ def rows(t: Trials) -> list[list[str]]:
         out.append([
             "" if c.origin == "baseline" else str(c.rank),
             c.name + (" ✓" if c.name == t.chosen else ""),
-            c.verdict if c.origin != "baseline" else "(baseline)",
-            c.steady_verdict if c.origin != "baseline" else "",
-            c.total_verdict if c.origin != "baseline" else "",
-            _time_cell(c, "steady median"),
-            _time_cell(c, "steady p90"),
+            verdict_cell(c),
             _time_cell(c, "total"),
             _time_cell(c, "compile"),
+            _steady_cell(c),
             _count_cell(c, "breaks"),
             _count_cell(c, "recompiles"),
             _count_cell(c, "fallbacks"),
@@ -62,8 +104,8 @@ def rows(t: Trials) -> list[list[str]]:
     return out
 
 
-TERMINAL_COLUMNS = ("#", "candidate", "verdict (steady / total)", "steady median", "steady p90", "total time",
-                    "compile", "breaks / recompiles / fallbacks", "outputs")
+TERMINAL_COLUMNS = ("#", "candidate", "verdict", "total time (with compile)", "compile", "steady per call",
+                    "breaks / recompiles / fallbacks", "outputs")
 
 
 class TrialsTerminalRenderer:
@@ -88,9 +130,10 @@ class TrialsTerminalRenderer:
         for col in TERMINAL_COLUMNS:
             table.add_column(col, overflow="fold")
         for r in rows(t):
-            table.add_row(r[0], r[1], r[2] + (f" ({r[3]} / {r[4]})" if r[3] else ""), *r[5:8], r[8],
-                          f"{r[9]} / {r[10]} / {r[11]}", r[12])
+            table.add_row(*r[:6], f"{r[6]} / {r[7]} / {r[8]}", r[9])
         console.print(table)
+        for line in notes(t):
+            console.print(f"  {line}", markup=False)
         for c in t.candidates:
             console.print(f"[bold]{c.rank}. {c.name}[/bold] — {c.code_change}\n   [dim]{c.command}[/dim]")
         if t.deterministic is False:
@@ -136,6 +179,8 @@ def _markdown(t: Trials) -> str:
     for r in rows(t):
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |")
     lines.append("")
+    lines += [f"- {n}" for n in notes(t)]
+    lines.append("")
     for c in t.candidates:
         lines.append(f"{c.rank}. **{c.name}** ({c.verdict}): `{c.code_change}`  ")
         lines.append(f"   reproduce: `{c.command}`")
@@ -153,9 +198,11 @@ def _html_section(t: Trials) -> str:
     body = "".join("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows(t))
     items = "".join(f"<li><b>{e(c.name)}</b> ({e(c.verdict)}): <code>{e(c.code_change)}</code><br>"
                     f"<code>{e(c.command)}</code></li>" for c in t.candidates)
+    note_items = "".join(f"<li>{e(n)}</li>" for n in notes(t))
+    note_list = f"<ul>{note_items}</ul>" if note_items else ""
     trigger = f"<p><b>Rollback trigger:</b> {e(t.rollback_trigger)}</p>" if t.rollback_trigger else ""
     return (f'<section id="trials"><h2>Remedy trials: {e(t.script)}</h2>'
             f"<p>{t.repeat} interleaved repetition(s), seed {t.seed}. Tolerance: {e(t.tolerance)}.</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><ol>{items}</ol>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note_list}<ol>{items}</ol>"
             f"<p><b>Decision:</b> {e(t.decision)}</p>{trigger}</section>")
 

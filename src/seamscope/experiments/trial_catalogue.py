@@ -1,0 +1,275 @@
+"""The candidates of a remedy trial, from the baseline's findings (torch-free).
+
+One candidate per cause, not per guard: a shape cause gets one mark candidate that marks every
+dimension its guards name, on the user's own inputs (``x``, ``args[0]`` as ``L['args'][0]``).
+Sources only Dynamo can name (``___stack0``, resume-frame values, ``dict.__getitem__(...)``) are
+folded into the cause's policy candidates (``dynamic=true``, the automatic-dynamic settings)
+instead of being tried one by one. Each cause lists its candidates best first; the catalogue takes
+every cause's first choice (costliest cause first), then every cause's second, and so on, up to
+:data:`CAP`, so that under a budget every cause gets its best candidate.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+
+from ..capture.remedies import RemedySpec, spec_from_words
+from ..model.receipt import Receipt
+
+CAP = 8
+"""Candidates tried at most (the baseline's findings can suggest dozens); the rest are listed."""
+MARKS_PER_CAUSE = 4
+"""Dimensions one mark candidate marks at most."""
+
+
+@dataclass
+class Draft:
+    """A candidate before it runs."""
+
+    name: str
+    spec: RemedySpec
+    origin: str
+    targets: str
+    cost_ns: int = 0
+
+
+_GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
+_INTERNAL = re.compile(r"(^|\W)(___|__resume|__stack)|\(")
+
+
+def is_internal(source: str) -> bool:
+    """A source no user can write or act on: Dynamo's stack slots, resume-frame values, calls."""
+    return _INTERNAL.search(source) is not None
+
+
+def user_source(name: str) -> str | None:
+    """The guard's tensor name in the syntax of ``dynamic_sources``: a local ``x`` becomes
+    ``L['x']``, ``args[0]`` becomes ``L['args'][0]``; ``L[...]``/``G[...]`` are kept; None for an
+    internal source."""
+    name = name.strip()
+    if is_internal(name):
+        return None
+    if re.match(r"[LG]\[", name):
+        return name
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[[^\]]+\]|\.[A-Za-z_][A-Za-z0-9_]*)*)", name)
+    if m is None:
+        return None
+    return f"L['{m.group(1)}']{m.group(2)}"
+
+
+def source_of_guard(guard: str) -> str | None:
+    """``tensor 'x' size mismatch at index 0`` → ``L['x']:0`` (None: not a size guard, or an
+    internal source)."""
+    m = _GUARD_SIZE.search(guard)
+    if m is None:
+        return None
+    src = user_source(m.group(1))
+    return None if src is None else f"{src}:{m.group(2)}"
+
+
+def internal_guard_source(guard: str) -> str | None:
+    m = _GUARD_SIZE.search(guard)
+    if m is None or not is_internal(m.group(1).strip()):
+        return None
+    return f"{m.group(1).strip()}:{m.group(2)}"
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+    return s[:48] or "candidate"
+
+
+def buckets_for(lengths: list[int]) -> str | None:
+    """Four buckets at the quartiles of the trace's distinct lengths (the largest is the last), as
+    a ``buckets:`` policy; None when there are too few distinct lengths to bucket."""
+    distinct = sorted(set(lengths))
+    if len(distinct) < 3:
+        return None
+    picks = sorted({distinct[min(len(distinct) - 1, (len(distinct) * q) // 4)] for q in (1, 2, 3)} | {distinct[-1]})
+    return "buckets:" + ",".join(str(n) for n in picks)
+
+
+def module_of(file: str, script: str | None) -> str | None:
+    """The importable name of a source file as ``--disable`` takes it: ``__main__`` for the
+    script itself, a dotted path below the script's folder or below ``site-packages``; None when
+    there is none to give (a workload's own file cannot be patched either)."""
+    if script is None or not file.endswith(".py"):
+        return None
+    workload = ".py:" in script
+    own = os.path.abspath(script.rpartition(":")[0] if workload else script)
+    path = os.path.abspath(file)
+    if path == own:
+        return None if workload else "__main__"
+    root = os.path.dirname(own)
+    norm = path.replace(os.sep, "/")
+    if "/site-packages/" in norm:
+        rel = norm.rsplit("/site-packages/", 1)[1]
+    elif path.startswith(root + os.sep):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+    else:
+        return None
+    parts = rel[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) if parts and all(p.isidentifier() for p in parts) else None
+
+
+def disable_targets(receipt: Receipt, script: str | None) -> list[tuple[str, int, int]]:
+    """Functions called from a compiled frame that hold two or more break sites, as
+    ``(MODULE:QUALNAME, summed cost of their break findings, sites)``, costliest first: wrapped in
+    ``torch.compiler.disable`` they become one explicit boundary instead of several breaks."""
+    frames = {c.compile_id: c.frame_name for c in receipt.ledger.compilations}
+    cost = {f.site_id: (f.cost_ns or 0) for f in (receipt.findings.findings if receipt.findings else []) if f.site_id}
+    groups: dict[str, list[str]] = {}
+    inlined: set[str] = set()
+    for site in receipt.ledger.break_sites:
+        scope = site.scope or site.function
+        mod = module_of(site.file, script)
+        if not scope or "<" in scope or mod is None:
+            continue
+        target = f"{mod}:{scope}"
+        groups.setdefault(target, []).append(site.site_id)
+        if any(frames.get(cid) not in (None, scope.rsplit(".", 1)[-1]) for cid in site.compile_ids):
+            inlined.add(target)  # reached from a caller's compiled frame: the function is a callee
+    out = [(t, sum(cost.get(i, 0) for i in ids), len(ids)) for t, ids in groups.items()
+           if len(ids) >= 2 and t in inlined]
+    return sorted(out, key=lambda x: (-x[1], x[0]))
+
+
+def _marks(guards: list[str]) -> tuple[list[str], list[str]]:
+    """(the user sources with every dimension the guards name, the internal ones folded)."""
+    user, internal = [], []
+    for g in guards:
+        s = source_of_guard(g)
+        if s is not None and s not in user:
+            user.append(s)
+        i = internal_guard_source(g)
+        if i is not None and i not in internal:
+            internal.append(i)
+    return sorted(user)[:MARKS_PER_CAUSE], sorted(internal)
+
+
+def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False,
+              script: str | None = None, folded: list[str] | None = None, cap: int = CAP) -> list[Draft]:
+    """One candidate per cause of the baseline's findings, every cause's best first (costliest
+    cause first), capped at ``cap``; what was folded or left over the cap goes to ``folded``.
+
+    For a workload target (``FILE.py:FUNC``), shape churn also gets the shape study's padding
+    policies: ``pow2``, and with a length trace four buckets at its quartiles. A function that
+    holds several break sites gets ``--disable`` (one boundary for them all)."""
+    folded = folded if folded is not None else []
+    causes: list[tuple[int, str, list[Draft]]] = []  # (cost, id, candidates best first)
+
+    def draft(name: str, flags: list[str], origin: str, targets: str, cost: int) -> Draft:
+        return Draft(name=_slug(name), spec=spec_from_words(flags), origin=origin, targets=targets, cost_ns=cost)
+
+    fs = receipt.findings
+    if fs is None:
+        return []
+    for f in fs.findings:
+        cost = f.cost.estimated_ns if f.cost is not None else (f.churn.compile_ns if f.churn is not None else 0)
+        mine: list[Draft] = []
+        for r in f.remedies:
+            if r.action in ("capture_scalar_outputs", "capture_dynamic_output_shape_ops"):
+                mine.append(draft(r.action, ["--dynamo-config", f"{r.action}=True"], f.finding_id, f.sentence, cost))
+            elif r.action == "reorder_logging":
+                for key, val in r.config.items():
+                    fn = val.removeprefix("add ").strip()
+                    target = f"builtins:{fn}" if "." not in fn and ":" not in fn else fn.replace(".", ":", 1)
+                    if ":" in target:
+                        mine.append(draft(f"{key} {fn}", ["--dynamo-config", f"{key}+={target}"], f.finding_id,
+                                          f.sentence, cost))
+            elif r.action == "fix_churn_or_raise_limit":
+                mine.append(draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id,
+                                  f.sentence, cost))
+        ch = f.churn
+        if ch is not None and ch.pattern in ("shape", "recompile_limit", "stride"):
+            marks, internal = _marks(ch.guards)
+            policy = draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost)
+            mine.insert(0, policy)
+            if internal:
+                folded.append(f"{', '.join(internal)} ({ch.frame_name}): internal sources, folded into "
+                              f"{policy.name} and the automatic-dynamic settings")
+            if marks:
+                words = [w for s in marks for w in ("--mark-dynamic", s)]
+                mine.append(draft("mark dynamic " + " ".join(marks), words, f.finding_id, f.sentence, cost))
+            if ch.pattern == "shape":
+                mine.append(draft("mark as unbacked",
+                                  ["--dynamo-config", "automatic_dynamic_shapes_mark_as='unbacked'"],
+                                  f.finding_id, f.sentence, cost))
+            if ch.fallback:
+                mine.append(draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id,
+                                  f.sentence, cost))
+            if workload and ch.pattern in ("shape", "recompile_limit"):
+                mine.append(draft("pad pow2", ["--pad", "pow2"], f.finding_id, f.sentence, cost))
+                buckets = buckets_for(workload_lengths or [])
+                if buckets is not None:
+                    mine.append(draft(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost))
+        if mine:
+            causes.append((cost, f.finding_id, mine))
+    for target, cost, n in disable_targets(receipt, script)[:2]:
+        causes.append((cost, f"disable {target}", [draft(f"disable {target}", ["--disable", target], "breaks",
+                                                         f"{n} break sites inside {target}", cost)]))
+    if receipt.summary.fallback_count:
+        causes.append((0, "fallbacks", [draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"],
+                                              "fallbacks",
+                                              f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)]))
+    causes.sort(key=lambda c: (-c[0], c[1]))
+    out: dict[str, Draft] = {}
+    depth = max((len(c[2]) for c in causes), default=0)
+    for level in range(depth):
+        for _, _, mine in causes:
+            if level < len(mine):
+                d = mine[level]
+                key = " ".join(d.spec.flags())
+                if key in out:
+                    out[key].cost_ns = max(out[key].cost_ns, d.cost_ns)
+                else:
+                    out[key] = d
+    drafts = list(out.values())
+    for d in drafts[cap:]:
+        folded.append(f"{d.name}: over the cap of {cap} candidates (its cause's better candidates come first)")
+    return unique_names(drafts[:cap])
+
+
+def unique_names(drafts: list[Draft]) -> list[Draft]:
+    seen: dict[str, int] = {}
+    for d in drafts:
+        n = seen.get(d.name, 0)
+        seen[d.name] = n + 1
+        if n:
+            d.name = f"{d.name}-{n + 1}"
+    return drafts
+
+
+def choose(drafts: list[Draft], only: list[str], skip: list[str]) -> list[Draft]:
+    """``--only``/``--skip``: names (or a part of the flags)."""
+
+    def hit(d: Draft, keys: list[str]) -> bool:
+        flags = " ".join(d.spec.flags())
+        return any(k == d.name or k in flags for k in keys)
+
+    if only:
+        drafts = [d for d in drafts if hit(d, only)]
+    return [d for d in drafts if not hit(d, skip)]
+
+
+def compile_sites(script: str) -> list[str]:
+    """``FILE:LINE`` of each ``torch.compile(...)`` call (or ``@torch.compile``) in the script or a
+    workload's file, read from its source; empty when it cannot be read."""
+    path = script.rpartition(":")[0] if ".py:" in script else script
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out = []
+    for n in ast.walk(tree):
+        fn = n.func if isinstance(n, ast.Call) else n if isinstance(n, ast.Attribute) else None
+        if isinstance(fn, ast.Attribute) and fn.attr == "compile" and isinstance(fn.value, ast.Name) \
+                and fn.value.id == "torch":
+            out.append(f"{os.path.basename(path)}:{fn.lineno}")
+    return sorted(set(out), key=lambda s: int(s.rsplit(":", 1)[1]))

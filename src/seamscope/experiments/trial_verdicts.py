@@ -1,0 +1,359 @@
+"""Verdicts of a remedy trial (torch-free): figures over repetitions, the paired per-call
+comparison of steady calls, the noise of the machine, what a candidate broke, the ranking.
+
+Steady time is compared call by call, never as two medians over different calls: a remedy that
+turns cold or fallback calls into steady ones changes which calls are steady, and the median of
+the candidate's steady calls then holds work the baseline's does not. Only calls steady in both
+(in every repetition) are paired; the others are reported as rows of their own.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import msgspec
+
+from ..capture.remedies import parse_assignment
+from ..model.trials import (
+    CallGroup,
+    CallTime,
+    Candidate,
+    Metric,
+    MetricVerdict,
+    Paired,
+    RunFigures,
+    Verdict,
+)
+
+NOISE_LIMIT = 0.25
+"""The same call varying by more than 25% between repetitions (the median over calls): the
+timings cannot tell small effects apart, and a verdict the effect does not clear is ``noisy``."""
+MIN_EFFECT = 0.03
+"""A time ratio within 3% of 1 is no measurable change, however quiet the machine."""
+
+
+def metric_verdict(ratios: list[float], baseline: list[float]) -> tuple[MetricVerdict, float | None, float | None]:
+    """``faster``/``slower`` only when every repetition's ratio lies on the same side of 1 and the
+    median ratio differs from 1 by more than the baseline's own spread between repetitions;
+    ``noisy`` when it does not and that spread is beyond :data:`NOISE_LIMIT`.
+    Returns (verdict, median ratio, baseline spread)."""
+    if not ratios or not baseline or len(ratios) != len(baseline):
+        return "n/a", None, None
+    med = statistics.median(ratios)
+    bmed = statistics.median(baseline)
+    spread = (max(baseline) - min(baseline)) / bmed if bmed > 0 else 0.0
+    if all(r < 1.0 for r in ratios) and 1.0 - med > spread:
+        return "faster", med, spread
+    if all(r > 1.0 for r in ratios) and med - 1.0 > spread:
+        return "slower", med, spread
+    if spread > NOISE_LIMIT:
+        return "noisy", med, spread
+    return "no measurable change", med, spread
+
+
+METRICS = (
+    ("total", "total_ns"),
+    ("compile", "compile_ns"),
+    ("steady median", "steady_median_ns"),
+    ("steady p90", "steady_p90_ns"),
+    ("breaks", "breaks"),
+    ("recompiles", "recompiles"),
+    ("fallbacks", "fallbacks"),
+)
+"""In the order a user asks: the run's time with compilation, compile time, steady time, counts."""
+
+
+def metrics_of(runs: list[RunFigures], base_runs: list[RunFigures]) -> list[Metric]:
+    """Each figure's median and spread over repetitions; timings also their ratios to the baseline
+    of the same repetition (pairs where either side lacks the figure are left out). The steady
+    figures are over each run's own steady calls: shown, never judged (see :func:`paired`)."""
+    out = []
+    for name, attr in METRICS:
+        vals = [getattr(r, attr) for r in runs if r.ok and getattr(r, attr) is not None]
+        ratios: list[float] = []
+        bvals: list[float] = []
+        if attr.endswith("_ns"):
+            for r, b in zip(runs, base_runs, strict=False):
+                x, y = getattr(r, attr), getattr(b, attr)
+                if r.ok and b.ok and x is not None and y:
+                    ratios.append(x / y)
+                    bvals.append(float(y))
+        verdict, med, spread = metric_verdict(ratios, bvals)
+        if len(ratios) != len(runs):
+            verdict = "n/a" if not ratios else verdict
+        if attr == "total_ns" and ratios:
+            verdict, med, spread = robust_total(runs, base_runs) or (verdict, med, spread)
+        out.append(Metric(name=name, median=float(statistics.median(vals)) if vals else None,
+                          min=float(min(vals)) if vals else None, max=float(max(vals)) if vals else None,
+                          ratios=ratios, ratio_median=med, baseline_spread=spread,
+                          verdict=verdict if attr in ("total_ns", "compile_ns") else "n/a"))
+    return out
+
+
+def robust_total(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[MetricVerdict, float, float] | None:
+    """The total time's verdict from every call's minimum over the repetitions, summed (what one
+    slow call or one slow repetition of it cannot move): ``faster``/``slower`` when the ratio of
+    the sums clears :data:`MIN_EFFECT` and the noise (the median variation of one call between
+    repetitions, every call of both sides) and the median of the repetitions' own ratios lies on
+    the same side; ``noisy`` when it does not and the noise is beyond :data:`NOISE_LIMIT`.
+    None when a run lacks some of its calls (retention): the caller keeps the per-repetition figure.
+    Returns (verdict, ratio, noise)."""
+    ok = [r for r in runs if r.ok]
+    bok = [r for r in base_runs if r.ok]
+    if not ok or not bok or any(len(r.per_call) != r.calls or not r.per_call for r in ok + bok):
+        return None
+    cand, base = _by_call(ok), _by_call(bok)
+    if set(cand) != set(base) or not cand:
+        return None
+    c_sum = sum(min(x.wall_ns for x in cand[i]) for i in cand)
+    b_sum = sum(min(x.wall_ns for x in base[i]) for i in base)
+    if b_sum <= 0:
+        return None
+    spreads = [(max(w) - min(w)) / min(w) for side in (cand, base) for calls in side.values()
+               if len(calls) > 1 and min(w := [x.wall_ns for x in calls]) > 0]
+    noise = statistics.median(spreads) if spreads else 0.0
+    ratio = c_sum / b_sum
+    reps = [(r.total_ns or 0) / b.total_ns for r, b in zip(ok, bok, strict=False) if b.total_ns]
+    rep_med = statistics.median(reps) if reps else ratio
+    need = max(MIN_EFFECT, noise)
+    if ratio < 1.0 - need and rep_med < 1.0:
+        return "faster", ratio, noise
+    if ratio > 1.0 + need and rep_med > 1.0:
+        return "slower", ratio, noise
+    if noise > NOISE_LIMIT:
+        return "noisy", ratio, noise
+    return "no measurable change", ratio, noise
+
+
+def _by_call(runs: list[RunFigures]) -> dict[int, list[CallTime]]:
+    """Call index → its record in each repetition (only calls every repetition has)."""
+    ok = [r for r in runs if r.ok and r.per_call]
+    if not ok:
+        return {}
+    maps = [{c.index: c for c in r.per_call} for r in ok]
+    common = set(maps[0]).intersection(*maps[1:])
+    return {i: [m[i] for m in maps] for i in sorted(common)}
+
+
+def _phase(calls: list[CallTime]) -> str:
+    phases = {c.phase for c in calls}
+    return phases.pop() if len(phases) == 1 else "/".join(sorted(phases))
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def paired(runs: list[RunFigures], base_runs: list[RunFigures]) -> Paired:
+    """The candidate's steady calls against the baseline's, call by call (see :class:`Paired`)."""
+    cand, base = _by_call(runs), _by_call(base_runs)
+    both = [i for i in sorted(set(cand) & set(base)) if _phase(cand[i]) == "steady" == _phase(base[i])
+            and (cand[i][0].family is None or base[i][0].family is None or cand[i][0].family == base[i][0].family)]
+    ratios, bmins, cmins, spreads, worst = [], [], [], [], 1.0
+    for i in both:
+        b = [c.wall_ns for c in base[i]]
+        c = [x.wall_ns for x in cand[i]]
+        if min(b) <= 0 or min(c) <= 0:
+            continue
+        ratios.append(min(c) / min(b))
+        bmins.append(float(min(b)))
+        cmins.append(float(min(c)))
+        for side in (b, c):
+            if len(side) > 1:
+                spreads.append((max(side) - min(side)) / min(side))
+                worst = max(worst, max(side) / min(side))
+    reps = []
+    for k in range(min(len(next(iter(cand.values()), [])), len(next(iter(base.values()), [])))):
+        rr = [cand[i][k].wall_ns / base[i][k].wall_ns for i in both if base[i][k].wall_ns > 0]
+        if rr:
+            reps.append(statistics.median(rr))
+    noise = statistics.median(spreads) if spreads else None
+    med = statistics.median(ratios) if ratios else None
+    return Paired(calls=len(ratios), ratio_median=med,
+                  ratio_low=_quantile(ratios, 0.25) if ratios else None,
+                  ratio_high=_quantile(ratios, 0.75) if ratios else None,
+                  baseline_ns=statistics.median(bmins) if bmins else None,
+                  candidate_ns=statistics.median(cmins) if cmins else None,
+                  rep_ratios=reps, noise=noise, worst_noise=worst if spreads else None,
+                  verdict=paired_verdict(med, reps, noise), unpaired=unpaired(cand, base))
+
+
+def paired_verdict(med: float | None, reps: list[float], noise: float | None) -> MetricVerdict:
+    """``faster``/``slower`` when the median per-call ratio clears both :data:`MIN_EFFECT` and the
+    noise (the median variation of one call between repetitions), and every repetition's own
+    paired median lies on the same side of 1; ``noisy`` when it does not and the noise is beyond
+    :data:`NOISE_LIMIT`. The median over calls of per-call minima is what one outlier (one slow
+    call, one slow repetition of it) cannot move."""
+    if med is None:
+        return "n/a"
+    need = max(MIN_EFFECT, noise or 0.0)
+    if med < 1.0 - need and all(r < 1.0 for r in reps):
+        return "faster"
+    if med > 1.0 + need and all(r > 1.0 for r in reps):
+        return "slower"
+    if noise is not None and noise > NOISE_LIMIT:
+        return "noisy"
+    return "no measurable change"
+
+
+def unpaired(cand: dict[int, list[CallTime]], base: dict[int, list[CallTime]]) -> list[CallGroup]:
+    """Consecutive calls whose phases differ between the two (cold or fallback on one side),
+    each run of them one row, with the median ratio of minimum times where neither side compiled."""
+    runs: list[tuple[str, str, list[int], list[float]]] = []
+    for i in sorted(set(cand) | set(base)):
+        bp = _phase(base[i]) if i in base else "absent"
+        cp = _phase(cand[i]) if i in cand else "absent"
+        if bp == cp:
+            continue
+        ratio = None
+        if i in base and i in cand and "cold" not in bp and "cold" not in cp:
+            b = min(c.wall_ns for c in base[i])
+            ratio = min(c.wall_ns for c in cand[i]) / b if b > 0 else None
+        if runs and runs[-1][2][-1] == i - 1 and runs[-1][:2] == (bp, cp):
+            runs[-1][2].append(i)
+        else:
+            runs.append((bp, cp, [i], []))
+        if ratio is not None:
+            runs[-1][3].append(ratio)
+    return [CallGroup(first=ids[0], last=ids[-1], baseline_phase=bp, phase=cp,
+                      ratio=statistics.median(rs) if rs and len(rs) == len(ids) else None)
+            for bp, cp, ids, rs in runs]
+
+
+def overall(steady: MetricVerdict, total: MetricVerdict) -> Verdict:
+    """The row's verdict: the total time's (every observed call, compilation included: what the
+    script cost as it ran), else the paired steady time's. When the two disagree the table shows
+    both and the decision gives the break-even number of calls."""
+    v = total if total != "n/a" else steady
+    if v == "no measurable change" and steady == "noisy":
+        return "noisy"
+    return "no measurable change" if v == "n/a" else v
+
+
+def compile_changes(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[list[str], list[str]]:
+    """(what the candidate broke: compile failures or fallbacks of a frame beyond the baseline's,
+    what it adds: more break sites or recompiles than the baseline), per frame by status and count."""
+    ok, bok = [r for r in runs if r.ok], [r for r in base_runs if r.ok]
+    if not ok or not bok:
+        return [], []
+    broke: list[str] = []
+    for key in sorted({k for r in ok for k in r.frame_status}):
+        frame, _, status = key.rpartition(" ")
+        if status not in ("failed", "fallback"):
+            continue
+        n = max(r.frame_status.get(key, 0) for r in ok)
+        if n > max(r.frame_status.get(key, 0) for r in bok):
+            texts = next((r.problems for r in ok if r.frame_status.get(key, 0) == n), [])
+            mine = [p for p in texts if p.endswith(" in " + frame) and f" {status}" in p]
+            broke += mine or [f"{frame}: {n} compilation(s) {status}"]
+    adds = []
+    for attr, word in (("breaks", "break sites"), ("recompiles", "recompiles")):
+        c = [getattr(r, attr) for r in ok if getattr(r, attr) is not None]
+        b = [getattr(r, attr) for r in bok if getattr(r, attr) is not None]
+        if c and b and statistics.median(c) > statistics.median(b):
+            adds.append(f"{word} {statistics.median(b):g} → {statistics.median(c):g}")
+    return broke, adds
+
+
+def unmatched(c_flags: list[str], runs: list[RunFigures]) -> tuple[list[str], bool]:
+    """(the candidate's marks no run matched, whether marks are all it does)."""
+    marks = [v for f, v in zip(c_flags[::2], c_flags[1::2], strict=True) if f == "--mark-dynamic"]
+    ok = [r for r in runs if r.ok]
+    if not marks or not ok:
+        return [], False
+    missing = [m for m in marks if all(m in r.unmatched_marks for r in ok)]
+    return missing, len(marks) * 2 == len(c_flags)
+
+
+VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "noisy": 2, "no effect": 3, "slower": 4,
+                 "changes outputs": 5, "failed": 6, "not tried": 7}
+
+
+def _ratio(c: Candidate, name: str) -> float:
+    if name == "steady" and c.paired is not None and c.paired.ratio_median is not None:
+        return c.paired.ratio_median
+    for m in c.metrics:
+        if m.name == ("steady median" if name == "steady" else name) and m.ratio_median is not None:
+            return m.ratio_median
+    return 1.0
+
+
+def rank(cands: list[Candidate]) -> list[Candidate]:
+    """Verdict first, then what a candidate broke or adds, then the total time's ratio (what the
+    user asked), then the paired steady ratio."""
+    key = sorted(cands, key=lambda c: (VERDICT_ORDER[c.verdict], bool(c.broke), bool(c.adds), _ratio(c, "total"),
+                                       _ratio(c, "steady"), c.name))
+    return [msgspec.structs.replace(c, rank=i) for i, c in enumerate(key, 1)]
+
+
+def recommendable(c: Candidate) -> bool:
+    """Faster, nothing broken, and its outputs checked: equal, or undecidable because the baseline
+    is not deterministic (said in the table). A remedy that changes outputs, or makes a frame fail
+    to compile or fall back, is never recommended."""
+    return c.verdict == "faster" and not c.broke and c.outputs.status in ("equal", "could not decide")
+
+
+def _spread(c: Candidate) -> float:
+    m = next((m for m in c.metrics if m.name == "total"), None)
+    return max(MIN_EFFECT, (m.baseline_spread or 0.0) if m else 0.0)
+
+
+def choose_best(ranked: list[Candidate]) -> Candidate | None:
+    """The recommendation: the best recommendable candidate that adds no break or recompile; one
+    that adds some only when it beats every such candidate beyond the noise (the best of those)."""
+    clean = [c for c in ranked if recommendable(c) and not c.adds]
+    adding = [c for c in ranked if recommendable(c) and c.adds
+              and all(_ratio(c, "total") < _ratio(o, "total") * (1.0 - _spread(o)) for o in clean)]
+    if adding:
+        return min(adding, key=lambda c: (_ratio(c, "total"), c.rank))
+    return clean[0] if clean else None
+
+
+SHAPE_POLICY = "shape policy"
+
+
+def conflict_key(flag: str, value: str) -> str | None:
+    """Two flags conflict when they set the same thing (a setting, a compile option, the stance);
+    ``dynamic=``, ``--mark-dynamic`` and ``automatic_dynamic_shapes_mark_as`` are all one shape
+    policy, so at most one of them is combined."""
+    if flag == "--mark-dynamic":
+        return SHAPE_POLICY
+    if flag == "--dynamo-config":
+        name, op, _ = parse_assignment(flag, value)
+        if name.startswith("automatic_dynamic_shapes"):
+            return SHAPE_POLICY
+        return None if op == "+=" else f"config:{name}"
+    if flag == "--compile-option":
+        name = value.split("=", 1)[0]
+        return SHAPE_POLICY if name == "dynamic" else "option:" + name
+    if flag == "--stance":
+        return "stance"
+    if flag == "--pad":
+        return "pad"
+    return None
+
+
+def combine(cands: list[Candidate]) -> list[str] | None:
+    """The flags of the best recommendable candidates that add nothing and do not conflict
+    (None: fewer than two)."""
+    taken: dict[str, str] = {}
+    flags: list[str] = []
+    used = 0
+    for c in cands:
+        if not recommendable(c) or c.adds:
+            continue
+        pairs = list(zip(c.flags[::2], c.flags[1::2], strict=True))
+        keys = [conflict_key(f, v) for f, v in pairs]
+        if any(k is not None and k in taken for k in keys):
+            continue
+        for (f, v), k in zip(pairs, keys, strict=True):
+            if k is not None:
+                taken[k] = c.name
+            if [f, v] not in [flags[i:i + 2] for i in range(0, len(flags), 2)]:
+                flags += [f, v]
+        used += 1
+    return flags if used >= 2 else None
