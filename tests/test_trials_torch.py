@@ -334,3 +334,109 @@ def test_try_disables_a_helper_with_several_breaks(tmp_path):
     assert next(m for m in dis["metrics"] if m["name"] == "breaks")["median"] == 1
     assert dis["outputs"]["status"] == "equal"
     assert "@torch.compiler.disable on helper" in dis["code_change"]
+
+
+# --- paired calls, noise, broken compilation, marks that match nothing (one trial each) ----------
+
+
+def _metric(c, name):
+    return next(m for m in c["metrics"] if m["name"] == name)
+
+
+def test_mark_of_an_args_element_in_the_users_syntax(tmp_path, dynamo_reset):
+    """The guard names ``args[0]``; the catalogue's ``L['args'][0]:0`` is a source PyTorch matches."""
+    from seamscope.experiments.trial_catalogue import source_of_guard
+
+    src = source_of_guard("tensor 'args[0]' size mismatch at index 0. expected 3, actual 4")
+    assert src == "L['args'][0]:0"
+    run_in_process(os.path.join(W, "star_args.py"), ["--mark-dynamic", src], tmp_path / "m")
+    r = load(tmp_path / "m" / "receipt.json")
+    assert r["summary"]["recompile_count"] == 0
+    assert "matched no source" not in r["decision"]["note"] and "marked" in r["decision"]["note"]
+
+
+@pytest.fixture(scope="module")
+def lengths_trial(tmp_path_factory):
+    """dynamic=False on six lengths then three repeats, the recompile limit hit; dynamic=true tried."""
+    d = tmp_path_factory.mktemp("lengths")
+    p = cli(["try", "--quiet", "--repeat", "2", "--out", "o", "--only", "dynamic=true",
+             os.path.join(W, "lengths_repeats.py")], d)
+    assert p.returncode == 0, p.stderr
+    return load(d / "o" / "trials.json"), (d / "o" / "trials.md").read_text()
+
+
+@pytest.mark.timeout(1200)
+def test_dynamic_true_is_compared_on_the_calls_steady_in_both(lengths_trial):
+    """The baseline's steady calls are 6 and 7 (cache hits); the candidate's are 1-8. Two medians
+    over those compare different work; paired, the steady verdict is not "slower", and call 8's
+    fallback-vs-compiled difference is named."""
+    t, md = lengths_trial
+    (c,) = t["candidates"]
+    assert c["name"] == "dynamic-true" and c["outputs"]["status"] == "equal"
+    assert c["paired"]["calls"] == 2
+    assert c["steady_verdict"] != "slower", c["paired"]
+    groups = {(g["first"], g["last"]): g for g in c["paired"]["unpaired"]}
+    g8 = groups[(8, 8)]
+    assert (g8["baseline_phase"], g8["phase"]) == ("fallback", "steady") and g8["ratio"] is not None
+    assert groups[(1, 3)]["baseline_phase"] == "cold" and groups[(4, 5)]["baseline_phase"] == "fallback"
+    assert "slower by" not in t["decision"]
+    assert "call 8: eager fallback in the baseline, steady here" in md
+    if t["chosen"] == "dynamic-true":
+        assert "pass dynamic=True to torch.compile at lengths_repeats.py:24" in t["decision"]
+    assert _metric(t["baseline"], "fallbacks")["median"] == 1 and _metric(c, "recompiles")["median"] == 0
+
+
+@pytest.fixture(scope="module")
+def unbacked_trial(tmp_path_factory):
+    d = tmp_path_factory.mktemp("unbacked")
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "unbacked",
+             "--candidate", "--mark-dynamic \"L['nope']:0\"", os.path.join(W, "unbacked_guard.py")], d)
+    assert p.returncode == 0, p.stderr
+    return load(d / "o" / "trials.json"), (d / "o" / "trials.md").read_text()
+
+
+@pytest.mark.timeout(1200)
+def test_a_remedy_that_makes_a_frame_fail_to_compile_is_flagged_not_recommended(unbacked_trial):
+    t, out = unbacked_trial
+    by = {c["name"]: c for c in t["candidates"]}
+    unb = by["mark-as-unbacked"]
+    assert unb["flags"] == ["--dynamo-config", "automatic_dynamic_shapes_mark_as='unbacked'"]
+    assert unb["broke"] and "failed" in unb["broke"][0] and "forward (unbacked_guard.py:" in unb["broke"][0]
+    assert _metric(t["baseline"], "fallbacks")["median"] == 0 and _metric(unb, "fallbacks")["median"] == 1
+    assert t["chosen"] != "mark-as-unbacked"
+    assert "breaks compilation" in out and "never recommended" in out
+
+
+@pytest.mark.timeout(1200)
+def test_a_mark_that_matches_no_source_has_no_effect(unbacked_trial):
+    t, out = unbacked_trial
+    user = next(c for c in t["candidates"] if c["name"] == "user-1")
+    assert user["verdict"] == "no effect" and user["reason"] == "the mark matched no source"
+    assert t["chosen"] != "user-1"
+    assert "user-1: no effect: the mark matched no source" in out
+
+
+@pytest.mark.timeout(1200)
+def test_a_loaded_machine_gives_noisy_or_the_right_verdict_never_slower(tmp_path):
+    """A busy loop on every core, started and stopped here (each also stops itself after 300 s):
+    capture_scalar_outputs removes four breaks, so the right verdict is faster; under the load
+    the trial may say noisy, never slower."""
+    import time
+
+    loop = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end:\n    pass\n"
+    busy = [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(os.cpu_count() or 2)]
+    try:
+        time.sleep(0.5)
+        p = cli(["try", "--quiet", "--repeat", "2", "--out", "o", "--only", "capture_scalar_outputs",
+                 os.path.join(W, "item_break.py")], tmp_path)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+    assert p.returncode == 0, p.stderr
+    t = load(tmp_path / "o" / "trials.json")
+    (c,) = t["candidates"]
+    assert c["verdict"] in ("faster", "noisy"), (c["verdict"], c["noise_note"])
+    assert "slower" not in (c["steady_verdict"], c["total_verdict"])
+    if c["verdict"] == "noisy":
+        assert "the machine is busy" in c["noise_note"]

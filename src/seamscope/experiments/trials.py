@@ -152,7 +152,8 @@ def first_run_estimate(st: _State) -> float:
     """What a run takes, from the first one alone: its script's own time plus a start, not its
     process time (which also waited for the fork server to import torch)."""
     first = (st.run_s or [0.0])[0]
-    fig = (st.runs.get("baseline") or [None])[0]
+    runs = st.runs.get("baseline") or []
+    fig = runs[0] if runs else None
     if fig is None or fig.script_ns is None:
         return first
     return min(first, fig.script_ns / 1e9 + START_S)

@@ -51,8 +51,9 @@ def verdict_cell(c: Candidate) -> str:
     """The row's verdict; the steady and total verdicts beside it only where they differ from it."""
     if c.origin == "baseline":
         return "(baseline)"
+    timing = c.verdict in ("faster", "slower", "no measurable change", "noisy")
     extra = [f"{label} {v}" for label, v in (("total", c.total_verdict), ("steady", c.steady_verdict))
-             if v not in ("n/a", c.verdict)]
+             if timing and v not in ("n/a", c.verdict)]
     text = c.verdict + (f" ({', '.join(extra)})" if extra else "")
     if c.broke:
         text += " · breaks compilation"
