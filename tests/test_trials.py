@@ -690,3 +690,23 @@ def test_compile_sites_are_read_from_the_script(tmp_path):
                       "@torch.compile\ndef g(x):\n    return x\n")
     assert compile_sites(str(script)) == ["gpt2_static.py:4", "gpt2_static.py:5"]
     assert compile_sites(str(tmp_path / "missing.py")) == []
+
+
+def test_a_mark_that_leaves_another_dimension_changing_gets_a_candidate_marking_both(monkeypatch, tmp_path):
+    """A guard names only the first dimension that changed (height); marked, the run recompiles on
+    the next (width): one more candidate marks both."""
+    mark = ["--mark-dynamic", "L['sample']:2"]
+
+    def make(flags, k):
+        r = _calls("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 4)
+        if flags == mark:
+            return msgspec.structs.replace(r, size_guards=["tensor 'sample' size mismatch at index 3. expected 16, "
+                                                           "actual 24"])
+        return r
+
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("mark", mark)], repeat=2)
+    by = {c.name: c for c in t.candidates}
+    assert by["mark-all"].flags == ["--mark-dynamic", "L['sample']:2", "--mark-dynamic", "L['sample']:3"]
+    assert log[:3] == ["trials/baseline/rep-1", "trials/mark/rep-1", "trials/mark-all/rep-1"]
+    assert "trials/mark-all/rep-2" in log and "trials/mark-all/check" in log
+    assert "still recompiled on L['sample']:3" in by["mark-all"].targets

@@ -389,7 +389,7 @@ def test_dynamic_true_is_compared_on_the_calls_steady_in_both(lengths_trial):
 @pytest.fixture(scope="module")
 def unbacked_trial(tmp_path_factory):
     d = tmp_path_factory.mktemp("unbacked")
-    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "unbacked",
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "unbacked", "--only", "mark-dynamic",
              "--candidate", "--mark-dynamic \"L['nope']:0\"", os.path.join(W, "unbacked_guard.py")], d)
     assert p.returncode == 0, p.stderr
     return load(d / "o" / "trials.json"), (d / "o" / "trials.md").read_text()
@@ -440,3 +440,14 @@ def test_a_loaded_machine_gives_noisy_or_the_right_verdict_never_slower(tmp_path
     assert "slower" not in (c["steady_verdict"], c["total_verdict"])
     if c["verdict"] == "noisy":
         assert "the machine is busy" in c["noise_note"]
+
+
+@pytest.mark.timeout(1200)
+def test_a_mark_that_leaves_the_width_changing_gets_a_candidate_marking_height_and_width(unbacked_trial):
+    """The guard names the height (index 2); marked, the run recompiles on the width (index 3)."""
+    t, _ = unbacked_trial
+    by = {c["name"]: c for c in t["candidates"]}
+    one, both = by["mark-dynamic-l-sample-2"], by["mark-dynamic-l-sample-2-all"]
+    assert _metric(one, "recompiles")["median"] == 1
+    assert both["flags"] == ["--mark-dynamic", "L['sample']:2", "--mark-dynamic", "L['sample']:3"]
+    assert _metric(both, "recompiles")["median"] == 0 and not both["broke"]

@@ -239,8 +239,19 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
         per_call=[CallTime(index=c.index, phase=c.phase, wall_ns=c.wall_ns, family=c.family)
                   for c in receipt.ledger.calls],
         frame_status=frame_status(receipt), problems=compile_problems(receipt),
-        unmatched_marks=unmatched_marks(receipt),
+        unmatched_marks=unmatched_marks(receipt), size_guards=size_guards(receipt),
     )
+
+
+def size_guards(receipt: Receipt) -> list[str]:
+    """The distinct size and stride guards that failed in the run, up to twenty."""
+    out: list[str] = []
+    for c in receipt.ledger.compilations:
+        for g in c.failed_guards:
+            text = g.split(": ", 1)[1] if g[:1].isdigit() and ": " in g else g
+            if " mismatch at index " in text and text not in out and len(out) < 20:
+                out.append(text)
+    return out
 
 
 def _frame(c: Any) -> str:

@@ -241,6 +241,27 @@ def reproduce_command(flags: list[str], setup: Setup, name: str) -> str:
     return 'TORCHINDUCTOR_CACHE_DIR="$(mktemp -d)" ' + shell_join(words)
 
 
+def more_dims(drafts: list[Draft], runs: dict[str, list[RunFigures]]) -> list[Draft]:
+    """For a mark candidate whose first run still recompiled on another dimension of a source it
+    marks (a guard names only the first dimension that changed: height, then width), one more
+    candidate that marks them all."""
+    out = []
+    names = {d.name for d in drafts}
+    for d in drafts:
+        if not d.spec.mark_dynamic or not runs.get(d.name) or not runs[d.name][0].ok:
+            continue
+        marked = set(d.spec.mark_dynamic)
+        bases = {m.rpartition(":")[0] for m in marked}
+        extra = sorted({s for g in runs[d.name][0].size_guards if (s := source_of_guard(g)) is not None
+                        and s.rpartition(":")[0] in bases and s not in marked})
+        if not extra or f"{d.name}-all" in names:
+            continue
+        spec = msgspec.structs.replace(d.spec, mark_dynamic=tuple(sorted(marked | set(extra))))
+        out.append(Draft(name=f"{d.name}-all", spec=spec, origin=d.origin, cost_ns=d.cost_ns,
+                         targets=f"{d.targets} (its run still recompiled on {', '.join(extra)})"))
+    return out
+
+
 def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
     """(the length trace, whether the target is a workload ``FILE.py:FUNC``)."""
     from .workload import is_workload_spec
@@ -282,6 +303,11 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     try:
         # repetition 1 of the baseline is the run above; the others run interleaved
         _timed(st, order[1:], [1], total_runs, done)
+        for d in more_dims(drafts, st.runs):  # a mark that left other dimensions changing
+            drafts.append(d)
+            order.append((d.name, d.spec.flags()))
+            total_runs += setup.repeat + 1
+            _timed(st, [(d.name, d.spec.flags())], [1], total_runs, done)
         if setup.repeat > 1:
             _timed(st, order, list(range(2, setup.repeat + 1)), total_runs, done)
         # outputs, outside the timed repetitions

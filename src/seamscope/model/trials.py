@@ -59,6 +59,8 @@ class RunFigures(Struct, frozen=True, kw_only=True):
     """Compilations by ``FRAME (FILE:LINE) STATUS`` (the per-frame comparison's input)."""
     problems: list[str] = []
     """Compilations that failed or fell back: ``0/2 failed: REASON at FILE:LINE``."""
+    size_guards: list[str] = []
+    """Distinct failed guards on a tensor's size or stride (what a mark candidate left changing)."""
     unmatched_marks: list[str] = []
     """``--mark-dynamic`` sources that matched no source in any compilation."""
 
