@@ -283,9 +283,10 @@ def _ratio(c: Candidate, name: str) -> float:
 
 
 def rank(cands: list[Candidate]) -> list[Candidate]:
-    """Verdict first, then what a candidate broke or adds, then the total time's ratio (what the
-    user asked), then the paired steady ratio."""
-    key = sorted(cands, key=lambda c: (VERDICT_ORDER[c.verdict], bool(c.broke), bool(c.adds), _ratio(c, "total"),
+    """A candidate that breaks compilation last (never recommended), then the verdict, then whether
+    it adds breaks or recompiles, then the total time's ratio (what the user asked), then the
+    paired steady ratio."""
+    key = sorted(cands, key=lambda c: (bool(c.broke), VERDICT_ORDER[c.verdict], bool(c.adds), _ratio(c, "total"),
                                        _ratio(c, "steady"), c.name))
     return [msgspec.structs.replace(c, rank=i) for i, c in enumerate(key, 1)]
 

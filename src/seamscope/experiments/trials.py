@@ -400,7 +400,7 @@ def _ratio_text(c: Candidate, name: str) -> str:
     m = next((m for m in c.metrics if m.name == name and m.ratio_median is not None), None)
     if m is None:
         return "n/a"
-    return f"{m.ratio_median:.3f}× ({m.verdict}; the baseline varied {m.baseline_spread or 0:.1%})"
+    return f"{m.ratio_median:.3f}× ({m.verdict}; noise {m.baseline_spread or 0:.1%})"
 
 
 def paired_text(c: Candidate) -> str:
