@@ -710,3 +710,13 @@ def test_a_mark_that_leaves_another_dimension_changing_gets_a_candidate_marking_
     assert log[:3] == ["trials/baseline/rep-1", "trials/mark/rep-1", "trials/mark-all/rep-1"]
     assert "trials/mark-all/rep-2" in log and "trials/mark-all/check" in log
     assert "still recompiled on L['sample']:3" in by["mark-all"].targets
+
+
+def test_one_repetition_of_two_paired_calls_gives_no_steady_verdict():
+    from seamscope.experiments.trial_verdicts import paired_verdict
+
+    assert paired_verdict(10.9, [10.9], None, calls=2) == "n/a"  # one outlier's to move
+    assert paired_verdict(10.9, [10.9], None, calls=3) == "slower"
+    assert paired_verdict(0.5, [0.5, 0.52], 0.01, calls=2) == "faster"  # minima over repetitions
+    assert paired_verdict(0.9, [0.9, 0.9], 0.5, calls=20) == "noisy"
+    assert paired_verdict(0.5, [0.5, 0.5], 0.4, calls=20) == "faster"  # an effect beyond the noise

@@ -179,16 +179,17 @@ def paired(runs: list[RunFigures], base_runs: list[RunFigures]) -> Paired:
                   baseline_ns=statistics.median(bmins) if bmins else None,
                   candidate_ns=statistics.median(cmins) if cmins else None,
                   rep_ratios=reps, noise=noise, worst_noise=worst if spreads else None,
-                  verdict=paired_verdict(med, reps, noise), unpaired=unpaired(cand, base))
+                  verdict=paired_verdict(med, reps, noise, len(ratios)), unpaired=unpaired(cand, base))
 
 
-def paired_verdict(med: float | None, reps: list[float], noise: float | None) -> MetricVerdict:
+def paired_verdict(med: float | None, reps: list[float], noise: float | None, calls: int = 3) -> MetricVerdict:
     """``faster``/``slower`` when the median per-call ratio clears both :data:`MIN_EFFECT` and the
     noise (the median variation of one call between repetitions), and every repetition's own
     paired median lies on the same side of 1; ``noisy`` when it does not and the noise is beyond
     :data:`NOISE_LIMIT`. The median over calls of per-call minima is what one outlier (one slow
-    call, one slow repetition of it) cannot move."""
-    if med is None:
+    call, one slow repetition of it) cannot move; with one repetition there is no minimum to take,
+    and a median of fewer than three calls is one outlier's to move: no verdict (``n/a``)."""
+    if med is None or (len(reps) < 2 and calls < 3):
         return "n/a"
     need = max(MIN_EFFECT, noise or 0.0)
     if med < 1.0 - need and all(r < 1.0 for r in reps):
