@@ -720,3 +720,15 @@ def test_one_repetition_of_two_paired_calls_gives_no_steady_verdict():
     assert paired_verdict(0.5, [0.5, 0.52], 0.01, calls=2) == "faster"  # minima over repetitions
     assert paired_verdict(0.9, [0.9, 0.9], 0.5, calls=20) == "noisy"
     assert paired_verdict(0.5, [0.5, 0.5], 0.4, calls=20) == "faster"  # an effect beyond the noise
+
+
+def test_the_code_change_names_the_torch_compile_call():
+    from seamscope.experiments.trials import change_at
+
+    sites = ["gpt2_static.py:10"]
+    assert change_at(spec_from_words(["--compile-option", "dynamic=true"]), sites) == (
+        "pass dynamic=True to torch.compile at gpt2_static.py:10")
+    text = change_at(spec_from_words(["--dynamo-config", "recompile_limit=64"]), sites)
+    assert text == "torch._dynamo.config.recompile_limit = 64 (before the torch.compile call at gpt2_static.py:10)"
+    assert change_at(spec_from_words(["--disable", "m:f"]), sites) == "@torch.compiler.disable on f (m)"
+    assert change_at(spec_from_words(["--compile-option", "dynamic=true"]), []) == "torch.compile(model, dynamic=True)"

@@ -71,6 +71,8 @@ class _State:
     started: float = 0.0
     run_s: list[float] = field(default_factory=list)
     times: dict[str, list[float]] = field(default_factory=dict)
+    sites: list[str] = field(default_factory=list)
+    """``FILE:LINE`` of the script's ``torch.compile`` calls (where a code change goes)."""
     """Seconds each name's timed runs took (the budget's schedule)."""
     interrupted: bool = False
     compare_ns: int = 0
@@ -193,7 +195,7 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     runs = st.runs.get(d.name, [])
     cmd = reproduce_command(flags, st.setup, d.name)
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
-                code_change=code_change(d.spec) if flags else "(none: the script as it is)", command=cmd,
+                code_change=change_at(d.spec, st.sites) if flags else "(none: the script as it is)", command=cmd,
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
     if d.name in st.not_tried and not runs:
         return Candidate(**base, status="not tried", verdict="not tried", reason=st.not_tried[d.name])  # type: ignore[arg-type]
@@ -286,6 +288,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
     st.times["baseline"] = [st.run_s[0]]
+    st.sites = compile_sites(setup.script)
     folded: list[str] = []
     drafts = choose(catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded),
                     only, skip)
@@ -370,7 +373,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         detail=None if deterministic is not False else "not deterministic: the baseline's two runs disagree"))
     base_cand = msgspec.structs.replace(base_cand, verdict="no measurable change", rank=0)
     chosen = choose_best(ranked)
-    decision, trigger = _decision(chosen, ranked, base_cand, deterministic, compile_sites(setup.script))
+    decision, trigger = _decision(chosen, ranked, base_cand, deterministic)
     timed = [r for rs in st.runs.values() for r in rs]
     checked = [oc.figures for oc in st.checks.values()] + st.baseline_check_runs
     script_ns = sum(r.script_ns or 0 for r in timed)
@@ -412,20 +415,21 @@ def paired_text(c: Candidate) -> str:
     return f"{p.ratio_median:.3f}× over {p.calls} call(s) steady in both (minimum per call{spread})"
 
 
-def change_at(c: Candidate, sites: list[str]) -> str:
-    """The code change, placed at the script's ``torch.compile`` call where its source shows it."""
-    if not sites:
-        return c.code_change
+def change_at(spec: RemedySpec, sites: list[str]) -> str:
+    """The code change, placed at the script's ``torch.compile`` call where its source shows one:
+    ``pass dynamic=True to torch.compile at model.py:12``; a setting goes before that call."""
+    text = code_change(spec)
+    if not sites or spec.disable or spec.pad is not None:
+        return text
     where = ", ".join(sites[:3])
-    opts = [v for f, v in zip(c.flags[::2], c.flags[1::2], strict=True) if f == "--compile-option"]
-    if opts and len(opts) * 2 == len(c.flags):
-        vals = ", ".join(f"{k}={v!r}" for k, v in (compile_override(o) for o in opts))
+    if spec.compile_option and not (spec.dynamo_config or spec.mark_dynamic or spec.stance):
+        vals = ", ".join(f"{k}={v!r}" for k, v in (compile_override(o) for o in spec.compile_option))
         return f"pass {vals} to torch.compile at {where}"
-    return f"{c.code_change} (before the torch.compile call at {where})"
+    return f"{text} (before the torch.compile call at {where})"
 
 
-def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate, deterministic: bool | None,
-              sites: list[str]) -> tuple[str, str | None]:
+def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate,
+              deterministic: bool | None) -> tuple[str, str | None]:
     if chosen is None:
         why = "no candidate was faster with its outputs unchanged and its compilation intact"
         if deterministic is False:
@@ -438,7 +442,7 @@ def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate
             why += ("; the timings were noisy (" + (noisy[0].noise_note or "") + "); what stayed stable: "
                     + "; ".join(f"{c.name}: {stable_text(c)}" for c in noisy[:3]))
         return f"keep the script as it is: {why}", None
-    evidence = (f"{chosen.name}: {change_at(chosen, sites)}; total {_ratio_text(chosen, 'total')}, "
+    evidence = (f"{chosen.name}: {chosen.code_change}; total {_ratio_text(chosen, 'total')}, "
                 f"compile {_ratio_text(chosen, 'compile')}, steady {paired_text(chosen)} ({chosen.steady_verdict}), "
                 f"outputs {chosen.outputs.status}")
     if chosen.paired is not None and chosen.paired.unpaired:
