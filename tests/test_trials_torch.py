@@ -381,6 +381,7 @@ def test_dynamic_true_is_compared_on_the_calls_steady_in_both(lengths_trial):
     assert groups[(1, 3)]["baseline_phase"] == "cold" and groups[(4, 5)]["baseline_phase"] == "fallback"
     assert "slower by" not in t["decision"]
     assert "call 8: eager fallback in the baseline, steady here" in md
+    assert c["code_change"] == "pass dynamic=True to torch.compile at lengths_repeats.py:24"
     if t["chosen"] == "dynamic-true":
         assert "pass dynamic=True to torch.compile at lengths_repeats.py:24" in t["decision"]
     assert _metric(t["baseline"], "fallbacks")["median"] == 1 and _metric(c, "recompiles")["median"] == 0
