@@ -6,7 +6,10 @@ alike, then the output checks (baseline twice, an eager run, each candidate once
 of its own outside the timed repetitions, then a combined candidate of the best remedies that do
 not conflict, measured against a baseline interleaved with it.
 
-The arithmetic (catalogue, verdicts, ranking) is torch-free and tested on fakes.
+A mark candidate whose first run still recompiles on another dimension of a source it marks gets
+a follow-up candidate that marks them all. Under ``--budget`` a candidate starts only when its
+runs fit, by measured run times. The arithmetic is torch-free and tested on fakes: the catalogue
+in ``trial_catalogue``, verdicts, pairing and ranking in ``trial_verdicts``.
 """
 
 from __future__ import annotations
