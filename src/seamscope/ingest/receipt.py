@@ -9,6 +9,7 @@ import msgspec
 from ..errors import UnusableInput
 from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
 from ..model.receipt import Receipt
+from .limits import decode_json
 
 
 def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
@@ -31,11 +32,7 @@ def load_receipt(path: str | os.PathLike[str]) -> Receipt:
 
 
 def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
-    try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        hint = " (truncated?)" if "truncated" in str(e).lower() or not data.strip() else ""
-        raise UnusableInput(f"{name}: not valid JSON{hint}: {e}") from None
+    raw = decode_json(data, name)
     if not isinstance(raw, dict) or raw.get("kind") != "seamscope.receipt":
         raise UnusableInput(f"{name}: not a seamscope receipt (no \"kind\": \"seamscope.receipt\")")
     version = raw.get("schema_version")
