@@ -35,13 +35,12 @@ def command(directory: str, out: str | None, fail_on_divergence: bool, world_siz
 
 
 def write_merged(receipt: Any, out: str) -> str:
-    from ..model.canonical import pretty_bytes
     from ..render.files import write_atomic
     from ..render.html import write_html_report
-    from ..render.receipt_json import write_receipt_files
+    from ..render.receipt_json import ReceiptJsonRenderer, write_receipt_files
 
     if out.endswith(".json"):
-        return write_atomic(out, pretty_bytes(receipt))
+        return write_atomic(out, ReceiptJsonRenderer().render(receipt))
     path = write_receipt_files(receipt, out)
     return f"{path}, {write_html_report(receipt, os.path.dirname(path))}"
 

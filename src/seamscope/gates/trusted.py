@@ -14,7 +14,7 @@ import os
 import msgspec
 
 from ..analyze.summary import summarize
-from ..analyze.verify import check_receipt
+from ..analyze.verify import check_receipt, read_raw
 from ..errors import UnusableInput
 from ..ingest.receipt import parse_receipt, read_receipt_bytes
 from ..model.receipt import Receipt
@@ -24,7 +24,7 @@ def load_trusted_receipt(path: str | os.PathLike[str]) -> Receipt:
     """The receipt at ``path`` with its summary recomputed; exit 2 when it fails verification."""
     data, name = read_receipt_bytes(path)
     receipt = parse_receipt(data, name)
-    v = check_receipt(msgspec.json.decode(data))
+    v = check_receipt(read_raw(data, name))
     if not v.ok:
         codes = ", ".join(sorted(v.codes))
         raise UnusableInput(

@@ -7,6 +7,7 @@ import os
 import msgspec
 
 from ..errors import UnusableInput
+from ..model.guard_table import expand
 from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
 from ..model.receipt import Receipt
 from .limits import decode_json
@@ -45,6 +46,10 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
         receipt = msgspec.convert(raw, type=Receipt)
     except msgspec.ValidationError as e:
         raise UnusableInput(f"{name}: does not match the receipt schema: {e}") from None
+    try:
+        receipt = expand(receipt)
+    except ValueError as e:
+        raise UnusableInput(f"{name}: {e}") from None
     if receipt.ledger.schema_version not in SCHEMA_VERSIONS_READ:
         raise UnusableInput(
             f"{name}: ledger schema version {receipt.ledger.schema_version!r} is not supported "
