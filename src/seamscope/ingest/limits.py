@@ -13,6 +13,7 @@ or a ``RecursionError`` deep inside a report. :func:`decode_json` turns them int
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -60,6 +61,16 @@ def field_problem(obj: Any, ints: bool = True) -> str | None:
     return None
 
 
+def _locate(data: bytes) -> str | None:
+    """The field a strict decoder refused, when it is a number out of range or a NaN/Infinity
+    literal (Python's own parser reads both, and :func:`field_problem` then names the path)."""
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return field_problem(raw)
+
+
 def decode_json(data: bytes, name: str) -> Any:
     """``msgspec.json.decode`` of a whole file, refusing what :func:`field_problem` refuses."""
     try:
@@ -67,6 +78,9 @@ def decode_json(data: bytes, name: str) -> Any:
     except RecursionError:
         raise UnusableInput(f"{name}: JSON nested deeper than {MAX_DEPTH} levels") from None
     except msgspec.DecodeError as e:
+        located = _locate(data)
+        if located is not None:
+            raise UnusableInput(f"{name}: {located}") from None
         hint = " (truncated?)" if "truncated" in str(e).lower() or not data.strip() else ""
         raise UnusableInput(f"{name}: not valid JSON{hint}: {e}") from None
     problem = field_problem(raw, ints=LONG_DIGITS.search(data) is not None)
