@@ -110,8 +110,8 @@ def _mutate(raw: Any, data: st.DataObject) -> Any:
 
 
 # ``make fuzz`` draws its profile's 500; ``make test`` few enough to stay quick
-_fuzz = settings(max_examples=500 if FUZZ else examples(40), suppress_health_check=[HealthCheck.too_slow])
-_fuzz_slow = settings(max_examples=500 if FUZZ else examples(25), suppress_health_check=[HealthCheck.too_slow])
+_fuzz = settings(max_examples=500 if FUZZ else examples(30), suppress_health_check=[HealthCheck.too_slow])
+_fuzz_slow = settings(max_examples=500 if FUZZ else examples(15), suppress_health_check=[HealthCheck.too_slow])
 
 
 @_fuzz
