@@ -69,7 +69,7 @@ def sweep_compilations() -> list[Compilation]:
 
 def sweep_ledger(steady_calls: int = 0, *, cold: int = 3) -> Ledger:
     calls = [FakeCall([C("0/0", 10), R("0/0", 100), ISL(1_000), C("5/0", 10), R("5/0", 100)])]
-    calls += [FakeCall([R("0/0", 100), ISL(1_000), C("9/1", 10), R("5/0", 100)]) for _ in range(cold)]
+    calls += [FakeCall([R("0/0", 100), ISL(1_000), C("0/1", 10), R("5/0", 100)]) for _ in range(cold)]
     calls += [FakeCall([R("0/0", 100), ISL(1_000 if i == 0 else 100_000), R("5/0", 100)])
               for i in range(max(0, 4 - cold) + steady_calls)]
     led = play(FakeProgram(breaks={"0/0": "item"}, calls=calls)).build()

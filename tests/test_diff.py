@@ -14,6 +14,7 @@ from fakes import TRACE, baseline_program, build, candidate_program
 
 from seamscope.analyze.diff import attach_comparison, break_even, compare, recompile_key
 from seamscope.analyze.inputs import InputTrace, inputs_sha256, script_sha256
+from seamscope.analyze.receipt import rehash
 from seamscope.cli import cli
 from seamscope.errors import UnusableInput
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep
@@ -24,7 +25,7 @@ from seamscope.render.receipt_json import write_receipt_files
 def _with_trace(r: Receipt, trace: str | None) -> Receipt:
     led = r.ledger
     led = msgspec.structs.replace(led, run=msgspec.structs.replace(led.run, input_trace_sha256=trace))
-    return msgspec.structs.replace(r, ledger=led)
+    return rehash(msgspec.structs.replace(r, ledger=led))
 
 
 def test_phase_deltas_and_verdict() -> None:

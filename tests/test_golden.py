@@ -18,9 +18,9 @@ import pytest
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.ingest.torch_trace import find_logs, import_torch_trace
-from seamscope.model.canonical import pretty_bytes
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
 from seamscope.model.ledger import Ledger
+from seamscope.render.receipt_json import ReceiptJsonRenderer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "golden")
@@ -78,7 +78,7 @@ CASES: dict[str, Callable[[], Ledger]] = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_receipt_bytes_equal_the_golden_file(name: str) -> None:
-    got = pretty_bytes(make_receipt(CASES[name]()))
+    got = ReceiptJsonRenderer().render(make_receipt(CASES[name]()))
     path = os.path.join(GOLDEN, f"{name}.receipt.json")
     if REGEN:
         with open(path, "wb") as f:

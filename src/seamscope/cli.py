@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ._version import __version__
+from .analyze.display import visible
 from .errors import SeamscopeError
 
 # name -> module; a command whose module is absent is simply not offered.
@@ -55,8 +56,12 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         rv = cli.main(args=argv, prog_name="seamscope", standalone_mode=False)
     except SeamscopeError as e:
-        click.echo(f"seamscope: {e}", err=True)
+        click.echo(f"seamscope: {visible(str(e))}", err=True)
         sys.exit(e.exit_code)
+    except (RecursionError, OverflowError) as e:
+        # The readers refuse deep nesting and huge numbers (ingest.limits); this is the backstop.
+        click.echo(f"seamscope: unusable input: {type(e).__name__}: {visible(str(e))}", err=True)
+        sys.exit(2)
     except click.exceptions.Abort:
         click.echo("seamscope: interrupted", err=True)
         sys.exit(130)

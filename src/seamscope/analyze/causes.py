@@ -35,7 +35,7 @@ from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
 from .findings_churn import guard_pattern
 from .findings_common import config_remedy, frame_label, stable_frame
-from .units import fmt_ns
+from .units import fmt_ns, number_ranges
 
 _SIZE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
 _STRIDE = re.compile(r"stride mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
@@ -324,7 +324,8 @@ def _finish(r: RecompileCause, rank: int) -> RecompileCause:
 
 def cause_sentence(r: RecompileCause) -> str:
     n_calls = len(r.occurrences)
-    calls = ", ".join("outside calls" if o.call_index is None else str(o.call_index) for o in r.occurrences)
+    known = [o.call_index for o in r.occurrences if o.call_index is not None]
+    calls = ", ".join(p for p in (number_ranges(known), "outside calls" if len(known) < n_calls else "") if p)
     where = f"in call{'s' if n_calls != 1 else ''} {calls}"
     recur = f" (recurs {n_calls}×)" if n_calls > 1 else ""
     frames = f"{len(r.frames)} frame{'s' if len(r.frames) != 1 else ''}"

@@ -106,8 +106,11 @@ def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[Recomp
             "what ran in each call is unknown."
         )
     if top is not None:
-        share = f", {_pct(top.cost_ns or 0, total.wall_ns)} of the calls' time" if top.share is not None else ""
-        sentence += f" Costliest: {top.sentence} ({fmt_ns(top.cost_ns)}{share})."
+        # the figure once: a cause's sentence already says what it cost
+        extra = [] if fmt_ns(top.cost_ns) in top.sentence else [fmt_ns(top.cost_ns)]
+        if top.share is not None:
+            extra.append(f"{_pct(top.cost_ns or 0, total.wall_ns)} of the calls' time")
+        sentence += f" Costliest: {top.sentence}" + (f" ({', '.join(extra)})" if extra else "") + "."
     elif ledger.run.has_runtime and total.calls:
         sentence += " Nothing to rank: no break sites and no recompiles."
     if no_steady:

@@ -27,3 +27,20 @@ def noun(n: int, singular: str, plural: str | None = None) -> str:
 def counted(n: int, singular: str, plural: str | None = None) -> str:
     """``1 call``, ``0 calls``, ``2 break sites``: one way to write a count in every renderer."""
     return f"{n} {noun(n, singular, plural)}"
+
+
+def number_ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 5, 7, 8, 9]`` → ``1–3, 5, 7–9``: a list of call indices people can read at any
+    length (three or more consecutive numbers as a range; order kept, runs only ascending)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{numbers[i]}–{numbers[j]}")
+        else:
+            parts.extend(str(n) for n in numbers[i : j + 1])
+        i = j + 1
+    return ", ".join(parts)

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from ..ingest.receipt import parse_receipt, read_receipt_bytes
-from .verify_hashes import receipt_hash, structure_hash
+from .verify_hashes import expand_guard_table, receipt_hash, structure_hash
 
 PHASES = ("cold", "steady", "fallback")
 
@@ -110,7 +110,7 @@ def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
     parse_receipt(data, name)
     raw = msgspec.json.decode(data)
     assert isinstance(raw, dict)
-    return raw
+    return expand_guard_table(raw)
 
 
 def load_raw(path: str | os.PathLike[str]) -> dict[str, Any]:

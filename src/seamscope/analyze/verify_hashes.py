@@ -118,3 +118,29 @@ def structure_hash(raw: dict[str, Any]) -> str:
         "region_runs": [[r["compile_id"], r["runs"], r["outside_runs"]] for r in led["totals"]["regions"]],
         "site_crossings": [[s["site_id"], s["crossings"], s["calls_crossing"]] for s in led["totals"]["sites"]],
     })
+
+
+def expand_guard_table(raw: dict[str, Any]) -> dict[str, Any]:
+    """The receipt with its ``guard_table`` (failed guards stored once) expanded back into each
+    compilation's and recompile summary's ``failed_guards``, as the hashes cover them. A receipt
+    the reader already accepted (``ingest.receipt``), so every index is in the table."""
+    table = raw.get("guard_table")
+    if not table:
+        return raw
+    texts = table["texts"]
+
+    def names(refs: list[Any]) -> list[str]:
+        out = []
+        for r in refs:
+            a, b = (r, r) if isinstance(r, int) else r
+            step = 1 if b >= a else -1
+            out += [texts[i] for i in range(a, b + step, step)]
+        return out
+
+    led = dict(raw["ledger"])
+    led["compilations"] = [{**c, "failed_guards": c["failed_guards"] + names(r)}
+                           for c, r in zip(led["compilations"], table["compilations"], strict=True)]
+    summ = dict(raw["summary"])
+    summ["recompiles"] = [{**c, "failed_guards": c["failed_guards"] + names(r)}
+                          for c, r in zip(summ["recompiles"], table["recompiles"], strict=True)]
+    return {**raw, "ledger": led, "summary": summ, "guard_table": None}

@@ -10,11 +10,21 @@ from typing import Any
 
 import click
 
+from ..analyze.display import shown
 from ..errors import UnusableInput
 
 #: Commands that run PyTorch; every other command reads files and works without it.
 NEEDS_TORCH = ("demo", "probe", "run", "shapes")
 TORCH_FREE = ("check", "diff", "import", "merge", "report", "summary", "verify")
+
+
+#: A whole output line holding user strings is cut past this many characters.
+LINE_LIMIT = 2000
+
+
+def say(line: str, err: bool = False) -> None:
+    """``click.echo`` of a line that holds user strings: control characters visible, long lines cut."""
+    click.echo(shown(line, LINE_LIMIT), err=err)
 
 
 def need_torch(command: str) -> None:
@@ -43,11 +53,11 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
     if not quiet:
         TerminalRenderer().print(receipt)
     for w in receipt.ledger.run.warnings:
-        click.echo(f"seamscope: warning: {w}", err=True)
+        click.echo(f"seamscope: warning: {shown(w)}", err=True)
     where = result.receipt_path + (f", {html}" if html else "")
-    click.echo(f"seamscope: wrote {where}", err=True)
+    click.echo(f"seamscope: wrote {shown(where, None)}", err=True)
     if result.message:
-        click.echo(f"seamscope: {result.message}", err=True)
+        click.echo(f"seamscope: {shown(result.message)}", err=True)
     return int(result.exit_code)
 
 

@@ -10,7 +10,8 @@ import click
 
 from ..errors import AnswerIsNo, UnusableInput
 from ..gates.check import Limits, check
-from ..ingest.receipt import load_receipt
+from ..gates.trusted import load_trusted_receipt
+from ._common import say
 
 
 def parse_cause_limits(items: tuple[str, ...]) -> dict[str, int]:
@@ -48,20 +49,20 @@ def command(receipt: str, baseline: str | None, max_breaks: int | None, max_reco
     limits = Limits(max_breaks=max_breaks, max_recompiles=max_recompiles,
                     max_fallbacks=max_fallbacks, max_steady_regression=max_steady,
                     cause_recompiles=parse_cause_limits(cause_limits))
-    r = load_receipt(receipt)
+    r = load_trusted_receipt(receipt)
     b = None
     if baseline is not None:
         try:
-            b = load_receipt(baseline)
+            b = load_trusted_receipt(baseline)
         except UnusableInput as e:
             raise UnusableInput(f"baseline: {e}") from None
     rep = check(r, limits, b)
     for line in rep.lines:
-        click.echo(line)
+        say(line)
     if rep.ok:
         click.echo("within budget")
         return 0
     click.echo("over budget:")
     for p in rep.problems:
-        click.echo(f"  - {p}")
+        say(f"  - {p}")
     raise AnswerIsNo(f"over budget: {'; '.join(rep.problems)}")

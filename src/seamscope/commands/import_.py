@@ -14,6 +14,7 @@ import click
 
 from ..analyze.units import counted
 from ..errors import UnusableInput
+from ._common import say
 
 if TYPE_CHECKING:
     from ..ingest.torch_trace import TraceImport
@@ -80,7 +81,7 @@ def command(path: str, out: str, strict: bool) -> int:
         written = write_receipt_files(receipt, target)
         s = receipt.summary
         rank = f" (rank {r.ledger.run.rank})" if r.ledger.run.rank is not None else ""
-        click.echo(
+        say(
             f"{r.path}{rank} → {written}: {counted(s.compile_count, 'compile')} "
             f"({counted(s.recompile_count, 'recompile')}), {counted(s.graph_count, 'graph')}, "
             f"{counted(s.break_site_count, 'break site')}, {counted(s.fallback_count, 'fallback')}, "
@@ -91,9 +92,9 @@ def command(path: str, out: str, strict: bool) -> int:
         problems += n
         if n:
             kinds = ", ".join(f"{v} {k}" for k, v in sorted(st.skipped.items()))
-            click.echo(f"warning: {r.path}: {n} problem(s) ({kinds}); everything readable was kept", err=True)
+            say(f"warning: {r.path}: {n} problem(s) ({kinds}); everything readable was kept", err=True)
             for issue in st.issues[:MAX_SHOWN]:
-                click.echo(f"  {issue}", err=True)
+                say(f"  {issue}", err=True)
             if n > MAX_SHOWN:
                 click.echo(f"  … {n - MAX_SHOWN} more", err=True)
     if strict and problems:

@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from ._common import say
+
 
 @click.command("merge")
 @click.argument("directory", type=click.Path())
@@ -33,13 +35,12 @@ def command(directory: str, out: str | None, fail_on_divergence: bool, world_siz
 
 
 def write_merged(receipt: Any, out: str) -> str:
-    from ..model.canonical import pretty_bytes
     from ..render.files import write_atomic
     from ..render.html import write_html_report
-    from ..render.receipt_json import write_receipt_files
+    from ..render.receipt_json import ReceiptJsonRenderer, write_receipt_files
 
     if out.endswith(".json"):
-        return write_atomic(out, pretty_bytes(receipt))
+        return write_atomic(out, ReceiptJsonRenderer().render(receipt))
     path = write_receipt_files(receipt, out)
     return f"{path}, {write_html_report(receipt, os.path.dirname(path))}"
 
@@ -51,34 +52,34 @@ def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, 
     sec = receipt.ranks
     if not quiet:
         ws = f"world size {sec.world_size}" if sec.world_size is not None else "world size not recorded"
-        click.echo(f"{len(sec.ranks_present)} rank(s) merged ({ws}); {sec.ledger_note}")
-        click.echo(f"{'rank':>4}  {'calls':>5}  {'compiles':>8}  {'recompiles':>10}  {'graphs':>6}  "
+        say(f"{len(sec.ranks_present)} rank(s) merged ({ws}); {sec.ledger_note}")
+        say(f"{'rank':>4}  {'calls':>5}  {'compiles':>8}  {'recompiles':>10}  {'graphs':>6}  "
                    f"{'sites (user/ddp/other)':>22}  {'DDP splits':>10}  {'steady median':>13}")
         for e in sec.ranks:
             o = [s.origin for s in e.sites]
             sites = f"{o.count('user')}/{o.count('ddp')}/{o.count('framework')}"
             splits = ", ".join(f"{d.compile_id}:{d.submodules}" for d in e.ddp_splits) or "–"
             calls = str(e.call_count) if e.has_runtime else "–"
-            click.echo(f"{e.rank:>4}  {calls:>5}  {e.compile_count:>8}  {e.recompile_count:>10}  "
+            say(f"{e.rank:>4}  {calls:>5}  {e.compile_count:>8}  {e.recompile_count:>10}  "
                        f"{e.graph_count:>6}  {sites:>22}  {splits:>10}  {fmt_ns(e.steady_median_ns):>13}")
         for e in sec.ranks[:1]:
             for d in e.ddp_splits:
-                click.echo(f"DDP split: {d.compile_id} {d.frame_name} ran as {d.submodules} submodules, one per "
+                say(f"DDP split: {d.compile_id} {d.frame_name} ran as {d.submodules} submodules, one per "
                            "DDP bucket (DDPOptimizer; not graph breaks)")
             for s in e.sites:
                 if s.origin != "user":
                     who = "torch's DDP code" if s.origin == "ddp" else "library code"
-                    click.echo(f"framework break in {who}, not yours: {s.file}:{s.line} in {s.function}")
+                    say(f"framework break in {who}, not yours: {s.file}:{s.line} in {s.function}")
         if sec.divergences:
-            click.echo("divergences:")
+            say("divergences:")
             for d in sec.divergences:
                 at = f" from call {d.first_call}" if d.first_call is not None else ""
-                click.echo(f"  {d.kind}: rank(s) {', '.join(map(str, d.ranks))}{at}: {d.detail.splitlines()[0]}")
+                say(f"  {d.kind}: rank(s) {', '.join(map(str, d.ranks))}{at}: {(d.detail.splitlines() or [''])[0]}")
         else:
-            click.echo("no divergence between the ranks")
+            say("no divergence between the ranks")
     for p in sec.problems:
-        click.echo(f"seamscope: problem: {p.message}", err=True)
-    click.echo(f"seamscope: wrote {path}", err=True)
+        say(f"seamscope: problem: {p.message}", err=True)
+    say(f"seamscope: wrote {path}", err=True)
     if sec.problems:
         return 2
     if fail_on_divergence and sec.divergences:

@@ -7,6 +7,7 @@ import json
 import click
 
 from ..analyze.verify import CODES, load_raw, verify
+from ._common import say
 
 
 @click.command()
@@ -33,11 +34,11 @@ def command(receipt: str | None, baseline: str | None, as_json: bool, codes: boo
         click.echo(json.dumps(v.to_json(), indent=1, ensure_ascii=False))
     else:
         for line in v.lines():
-            click.echo(line)
+            say(line)
         for n in v.notes:
-            click.echo(f"note: {n}")
+            say(f"note: {n}")
         if v.ok:
-            click.echo(f"ok: {v.checks} checks agree ({receipt})")
+            say(f"ok: {v.checks} checks agree ({receipt})")
         else:
-            click.echo(f"FAILED: {len(v.failures)} codes over {v.checks} checks ({receipt})")
+            say(f"FAILED: {len(v.failures)} codes over {v.checks} checks ({receipt})")
     return 0 if v.ok else 1

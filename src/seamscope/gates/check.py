@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..analyze.units import fmt_ns
+from ..analyze.units import fmt_ns, number_ranges
 from ..errors import UnusableInput
 from ..model.diff import CauseChange, SiteChange
 from ..model.headline import RecompileCause
@@ -104,7 +104,7 @@ def check(receipt: Receipt, limits: Limits, baseline: Receipt | None = None) -> 
 
 
 def cause_line(c: RecompileCause) -> str:
-    calls = ", ".join(map(str, c.calls)) or "outside calls"
+    calls = number_ranges(list(c.calls)) or "outside calls"
     return (f"{c.cause_id}  {c.change}: {c.recompiles} recompile(s) over {len(c.frames)} frame(s) "
             f"in call(s) {calls}")
 

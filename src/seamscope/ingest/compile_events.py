@@ -268,7 +268,7 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
         try:
             val = json.loads(text)
             reasons = [str(v) for v in val] if isinstance(val, list) else [str(val)]
-        except ValueError:
+        except (ValueError, RecursionError):
             reasons = [text]
     else:
         reasons = [text]

@@ -7,8 +7,10 @@ import os
 import msgspec
 
 from ..errors import UnusableInput
+from ..model.guard_table import expand
 from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
 from ..model.receipt import Receipt
+from .limits import decode_json
 
 
 def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
@@ -31,11 +33,7 @@ def load_receipt(path: str | os.PathLike[str]) -> Receipt:
 
 
 def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
-    try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        hint = " (truncated?)" if "truncated" in str(e).lower() or not data.strip() else ""
-        raise UnusableInput(f"{name}: not valid JSON{hint}: {e}") from None
+    raw = decode_json(data, name)
     if not isinstance(raw, dict) or raw.get("kind") != "seamscope.receipt":
         raise UnusableInput(f"{name}: not a seamscope receipt (no \"kind\": \"seamscope.receipt\")")
     version = raw.get("schema_version")
@@ -48,6 +46,10 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
         receipt = msgspec.convert(raw, type=Receipt)
     except msgspec.ValidationError as e:
         raise UnusableInput(f"{name}: does not match the receipt schema: {e}") from None
+    try:
+        receipt = expand(receipt)
+    except ValueError as e:
+        raise UnusableInput(f"{name}: {e}") from None
     if receipt.ledger.schema_version not in SCHEMA_VERSIONS_READ:
         raise UnusableInput(
             f"{name}: ledger schema version {receipt.ledger.schema_version!r} is not supported "

@@ -32,9 +32,17 @@ from ..model.trace import (
     TraceHeader,
     TraceRecord,
 )
+from .limits import LONG_DIGITS, field_problem
 from .torch_trace import ParseStats, TraceImport
 
 _records = msgspec.json.Decoder(TraceRecord)
+
+
+def _line_problem(line: bytes) -> str | None:
+    """An integer beyond 64 bits in a record line (the typed decoder bounds nesting and floats)."""
+    if not LONG_DIGITS.search(line):
+        return None
+    return field_problem(msgspec.json.decode(line))
 
 
 def looks_like_trace(head: bytes) -> bool:
@@ -46,8 +54,11 @@ def looks_like_trace(head: bytes) -> bool:
 def _header(path: str, line: bytes) -> TraceHeader:
     try:
         raw = msgspec.json.decode(line)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, RecursionError) as e:
         raise UnusableInput(f"{path}:1: not a seamscope trace (header is not JSON: {e})") from None
+    problem = field_problem(raw)
+    if problem is not None:
+        raise UnusableInput(f"{path}:1: trace header: {problem}")
     if not isinstance(raw, dict) or raw.get("kind") != TRACE_KIND or raw.get("record") != "header":
         raise UnusableInput(f"{path}:1: not a seamscope trace (no header with \"kind\": \"{TRACE_KIND}\")")
     if raw.get("trace_version") != TRACE_VERSION or raw.get("schema_version") not in SCHEMA_VERSIONS_READ:
@@ -89,9 +100,13 @@ def import_seamscope_trace(path: str) -> TraceImport:
             stats.records += 1
             try:
                 rec = _records.decode(line)
-            except msgspec.DecodeError as e:
+            except (msgspec.DecodeError, RecursionError) as e:
                 # ValidationError is a DecodeError: both mean "not a valid record line".
                 stats.problem(path, n, "schema", f"line does not match docs/trace.schema.json ({e}); skipped")
+                continue
+            problem = _line_problem(line)
+            if problem is not None:
+                stats.problem(path, n, "schema", f"{problem}; skipped")
                 continue
             stats.decoded += 1
             if isinstance(rec, CompilationRecord):

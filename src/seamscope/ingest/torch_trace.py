@@ -32,6 +32,7 @@ import msgspec
 from ..model.builder import LedgerBuilder
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
+from .limits import LONG_DIGITS, field_problem
 
 #: What a ``TORCH_TRACE`` log cannot tell (RunInfo.absent): marked, never invented.
 ABSENT = [
@@ -203,9 +204,13 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             continue
         try:
             meta = _decode(line[j + 2 :])
-        except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
             if ln != stats.cut_line:  # a cut last line is reported once, as ``truncated``
                 stats.problem(name, ln, "bad_json", f"unreadable JSON ({e}); record skipped")
+            continue
+        bad = field_problem(meta, ints=LONG_DIGITS.search(line) is not None)
+        if bad is not None:
+            stats.problem(name, ln, "bad_json", f"{bad}; record skipped")
             continue
         if not isinstance(meta, dict):
             stats.problem(name, ln, "bad_json", "record is not a JSON object")
@@ -258,7 +263,7 @@ def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
     for ln, meta, payload in iter_records(path, stats):
         try:
             asm.feed(meta, payload)
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as e:
             # A record of the right kind with the wrong shape (another PyTorch version, an edit).
             stats.problem(path, ln, "bad_record", f"record not understood ({type(e).__name__}: {e}); skipped")
     for kind, n in asm.unknown_events.items():

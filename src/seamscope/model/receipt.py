@@ -13,6 +13,7 @@ import msgspec
 
 from .diff import Comparison
 from .findings import FindingsSection
+from .guard_table import GuardTable
 from .ledger import Frame, Ledger, Struct
 from .probe import ProbeResult
 from .ranks import RanksSection
@@ -157,3 +158,7 @@ class Receipt(Struct, frozen=True):
     findings: FindingsSection | None = None
     ranks: RanksSection | None = None
     shapes: ShapeStudy | None = None
+    guard_table: GuardTable | None = None
+    """In ``receipt.json`` only: each failed-guard text once, referred to by the compilations and
+    recompile summaries, whose ``failed_guards`` are then empty on disk (readers expand it back;
+    see :mod:`seamscope.model.guard_table`). None in memory and in a receipt without recompiles."""

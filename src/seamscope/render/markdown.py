@@ -1,11 +1,14 @@
 """A short Markdown summary fit for a pull-request comment.
 
 Everything from a trace or user code is escaped: GitHub renders inline HTML and Markdown syntax in
-comments, so a reason such as ``<img src=x onerror=...>`` or ``__init__`` must stay text.
+comments, so a reason such as ``<img src=x onerror=...>`` or ``__init__`` must stay text, a ``|``
+must not end a table cell, and a control character (``ESC[2J`` for a reader who ``cat``s the file)
+is shown as a visible escape.
 """
 
 from __future__ import annotations
 
+from ..analyze.display import visible
 from ..analyze.report_view import Comparison, ReportView, build_view, first_line
 from ..model.receipt import Receipt
 from .terminal import fmt_ns
@@ -17,7 +20,7 @@ def esc(text: str | None, limit: int = 200) -> str:
     """One line of user text, inert in GitHub Markdown (and in a table cell)."""
     if text is None:
         return "–"
-    t = " ".join(str(text).split())
+    t = " ".join(visible(str(text)).split())
     if len(t) > limit:
         t = t[: limit - 1] + "…"
     t = t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -74,7 +77,8 @@ class MarkdownRenderer:
             basis = "breaks and recompile causes, by time spent in this run" if view.headline else "by measured cost"
             lines += [f"**Top findings** ({basis})", ""]
             for f in view.top_findings[: self.max_rows]:
-                where = f" `{f.where}`" if f.where and "`" not in f.where else (f" {esc(f.where)}" if f.where else "")
+                plain = f.where and "`" not in f.where and visible(f.where) == f.where and len(f.where) <= 200
+                where = f" `{f.where}`" if plain else (f" {esc(f.where)}" if f.where else "")
                 lines.append(f"{f.rank}. **{esc(f.kind)}**{where}: {esc(f.headline)} ({fmt_ns(f.cost_ns)})")
                 if f.detail:
                     lines.append(f"   {esc(f.detail, 240)}")

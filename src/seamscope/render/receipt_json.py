@@ -8,6 +8,7 @@ import os
 
 from ..analyze.summary import call_parts
 from ..model.canonical import pretty_bytes
+from ..model.guard_table import compact
 from ..model.ledger import RegionEvent
 from ..model.receipt import Receipt
 from . import write_rendered
@@ -33,7 +34,8 @@ class ReceiptJsonRenderer:
     extension = ".json"
 
     def render(self, receipt: Receipt) -> bytes:
-        return pretty_bytes(receipt)
+        """The file's bytes: canonical JSON, failed guards stored once (:mod:`~seamscope.model.guard_table`)."""
+        return pretty_bytes(compact(receipt))
 
 
 class CallsCsvRenderer:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import msgspec
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from ..analyze.display import markup
 from ..analyze.units import counted, fmt_ns
 from ..model.receipt import Receipt
 
@@ -17,15 +17,19 @@ from ..model.receipt import Receipt
 def plain_text(draw: Callable[[Console], None], width: int) -> str:
     """What ``draw`` prints on a console, as plain text (no colour, no markup)."""
     buf = io.StringIO()
-    draw(Console(file=buf, width=width, color_system=None, highlight=False))
+    draw(Console(file=buf, width=width, color_system=None, highlight=False, emoji=False))
     return buf.getvalue()
+
+
+#: A sentence the analysis wrote around user strings is cut later than a bare name.
+SENTENCE = 1200
 
 
 class TerminalRenderer:
     extension = ".txt"
 
     def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
-        self.console = console or Console(highlight=False)
+        self.console = console or Console(highlight=False, emoji=False)
         self.max_rows = max_rows
 
     def render(self, receipt: Receipt) -> str:
@@ -43,7 +47,7 @@ class TerminalRenderer:
         )
         self.print_headline(receipt)
         if not s.has_runtime:
-            c.print("[yellow]no runtime data[/yellow]: " + "; ".join(led.run.absent))
+            c.print("[yellow]no runtime data[/yellow]: " + markup("; ".join(led.run.absent), SENTENCE))
         if s.phases:
             t = Table(title="calls by phase", title_justify="left")
             for col in ("phase", "calls", "median", "p90", "regions/call", "islands", "compile", "overhead"):
@@ -52,7 +56,7 @@ class TerminalRenderer:
                 if p.calls == 0:
                     continue
                 t.add_row(
-                    p.phase,
+                    markup(p.phase),
                     str(p.calls),
                     fmt_ns(p.median_ns),
                     fmt_ns(p.p90_ns),
@@ -69,10 +73,10 @@ class TerminalRenderer:
                 t.add_column(col)
             for b in s.break_sites[: self.max_rows]:
                 t.add_row(
-                    b.site_id,
-                    f"{b.file}:{b.line} ({b.function})",
-                    b.gb_code or "–",
-                    b.gb_type or b.reason.splitlines()[0][:60],
+                    markup(b.site_id),
+                    markup(f"{b.file}:{b.line} ({b.function})"),
+                    markup(b.gb_code or "–"),
+                    markup(b.gb_type or (b.reason.splitlines() or [""])[0], 60),
                     "–" if b.crossings is None else str(b.crossings),
                     fmt_ns(b.island_after_ns),
                 )
@@ -85,14 +89,14 @@ class TerminalRenderer:
             t.add_column("failed guard")
             for r in s.recompiles[: self.max_rows]:
                 t.add_row(
-                    r.compile_id,
-                    f"{r.frame_name} {r.file}:{r.line}",
+                    markup(r.compile_id),
+                    markup(f"{r.frame_name} {r.file}:{r.line}"),
                     "–" if r.call_index is None else str(r.call_index),
-                    (r.failed_guards[0] if r.failed_guards else "–").splitlines()[0][:100],
+                    markup(((r.failed_guards[0] if r.failed_guards else "–").splitlines() or [""])[0], 100),
                 )
             c.print(t)
         for f in s.fallbacks[: self.max_rows]:
-            c.print(f"[red]fallback[/red] {f.compile_id} {f.frame_name}: {f.reason}")
+            c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(f.frame_name)}: {markup(f.reason)}")
         if receipt.findings is not None:
             self.print_findings(receipt)
         if led.retention.dropped:
@@ -107,7 +111,7 @@ class TerminalRenderer:
         hl = sec.headline if sec is not None else None
         if hl is None:
             return
-        self.console.print(f"[bold]{escape(hl.sentence)}[/bold]")
+        self.console.print(f"[bold]{markup(hl.sentence, SENTENCE)}[/bold]")
 
     def print_ranked(self, receipt: Receipt) -> None:
         """Breaks and recompile causes in one list, by time spent in this run."""
@@ -119,14 +123,14 @@ class TerminalRenderer:
         breaks = {f.finding_id: f for f in sec.findings}
         c.print("[bold]findings ranked by time in this run[/bold] (breaks and recompile causes)")
         for it in sec.ranked[: self.max_rows]:
-            c.print(f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] {escape(it.sentence)}")
+            c.print(f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] {markup(it.sentence, SENTENCE)}")
             cause = causes.get(it.item_id)
             remedy = cause.remedy if cause is not None else None
             if remedy is None and it.item_id in breaks and breaks[it.item_id].remedies:
                 remedy = breaks[it.item_id].remedies[0]
             if remedy is not None:
-                tail = f" [dim](try: {escape(remedy.try_with)})[/dim]" if remedy.try_with else ""
-                c.print(f"     [green]→[/green] {escape(remedy.text)}{tail}")
+                tail = f" [dim](try: {markup(remedy.try_with)})[/dim]" if remedy.try_with else ""
+                c.print(f"     [green]→[/green] {markup(remedy.text, SENTENCE)}{tail}")
 
     def _device_phases(self, receipt: Receipt) -> None:
         """Device time per phase, per call timed on the device (absent on CPU)."""
@@ -140,7 +144,7 @@ class TerminalRenderer:
             d = p.device
             assert not isinstance(d, msgspec.UnsetType)
             t.add_row(
-                p.phase,
+                markup(p.phase),
                 str(d.calls),
                 fmt_ns(d.wall_per_call_ns),
                 fmt_ns(d.span_per_call_ns),
@@ -164,10 +168,10 @@ class TerminalRenderer:
                 continue
             c.print(f"[bold]{title}[/bold]")
             for f in rows[: self.max_rows]:
-                c.print(f"  {f.rank}. {escape(f.sentence)}")
+                c.print(f"  {f.rank}. {markup(f.sentence, SENTENCE)}")
                 if f.remedies:
                     r = f.remedies[0]
-                    tail = f" [dim](try: {escape(r.try_with)})[/dim]" if r.try_with else ""
-                    c.print(f"     [green]→[/green] {escape(r.text)}{tail}")
+                    tail = f" [dim](try: {markup(r.try_with)})[/dim]" if r.try_with else ""
+                    c.print(f"     [green]→[/green] {markup(r.text, SENTENCE)}{tail}")
         for m in sec.missing:
-            c.print(f"[yellow]findings:[/yellow] {escape(m)}")
+            c.print(f"[yellow]findings:[/yellow] {markup(m, SENTENCE)}")

@@ -1,0 +1,128 @@
+"""Failed-guard texts stored once in ``receipt.json``, however often they recur.
+
+When a frame recompiles, Dynamo names the guard that failed for *every* cache entry it already
+holds, so the ``k``-th recompile of a frame repeats the ``k - 1`` texts before it: held in each
+compilation and again in its recompile summary, a run of 300 recompiles wrote 45,000 copies
+(7.5 MB). On disk the receipt instead holds each distinct text once (``guard_table.texts``) and
+every compilation and recompile summary names its texts by index; a run of consecutive indices
+is one ``[first, last]`` pair (either direction), so the common case costs one pair per
+recompile and the file grows linearly with recompiles.
+
+In memory nothing changes: readers expand the table back into ``failed_guards`` (and drop it),
+writers build it; hashes are over the expanded content. A receipt written without a table (an
+older one) is read as it is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from .ledger import Struct
+
+if TYPE_CHECKING:
+    from .receipt import Receipt
+
+#: Most failed-guard entries a table may expand to (a hostile file could name one run of the
+#: whole table millions of times); 300 recompiles of one frame expand to 45,000.
+MAX_EXPANDED = 5_000_000
+
+Refs = list[int | list[int]]
+
+
+class GuardTable(Struct, frozen=True):
+    """Each distinct failed-guard text once; who refers to which (by position)."""
+
+    texts: list[str]
+    compilations: list[Refs]
+    """Per ``ledger.compilations`` entry, in order: its ``failed_guards`` as indices into
+    ``texts`` (an integer, or ``[first, last]`` for a run of consecutive indices)."""
+    recompiles: list[Refs]
+    """Per ``summary.recompiles`` entry, in order, the same."""
+
+
+def encode_refs(ids: list[int]) -> Refs:
+    """``[5, 4, 3, 2, 9]`` → ``[[5, 2], 9]``: runs of consecutive indices as pairs."""
+    out: Refs = []
+    i = 0
+    while i < len(ids):
+        j = i + 1
+        step = ids[j] - ids[i] if j < len(ids) else 0
+        if step in (1, -1):
+            while j + 1 < len(ids) and ids[j + 1] - ids[j] == step:
+                j += 1
+            out.append([ids[i], ids[j]])
+            i = j + 1
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def decode_refs(refs: Refs, n_texts: int, where: str) -> list[int]:
+    """The indices ``refs`` names; ValueError naming ``where`` for one the table lacks."""
+    out: list[int] = []
+    for r in refs:
+        if isinstance(r, int):
+            lo = hi = r
+        elif len(r) == 2:
+            lo, hi = r
+        else:
+            raise ValueError(f"{where}: a run of guard texts is [first, last], not {len(r)} numbers")
+        if not (0 <= lo < n_texts and 0 <= hi < n_texts):
+            raise ValueError(f"{where}: guard text {max(lo, hi)} is not in the table of {n_texts}")
+        out.extend(range(lo, hi + 1) if lo <= hi else range(lo, hi - 1, -1))
+    return out
+
+
+def compact(receipt: Receipt) -> Receipt:
+    """The receipt as written: failed guards moved into one table (unchanged when there are none)."""
+    led, summ = receipt.ledger, receipt.summary
+    if not any(c.failed_guards for c in led.compilations) and not any(r.failed_guards for r in summ.recompiles):
+        return receipt
+    index: dict[str, int] = {}
+
+    def refs(texts: list[str]) -> Refs:
+        return encode_refs([index.setdefault(t, len(index)) for t in texts])
+
+    comp_refs = [refs(c.failed_guards) for c in led.compilations]
+    rec_refs = [refs(r.failed_guards) for r in summ.recompiles]
+    table = GuardTable(texts=list(index), compilations=comp_refs, recompiles=rec_refs)
+    rep = msgspec.structs.replace
+    led = rep(led, compilations=[rep(c, failed_guards=[]) for c in led.compilations])
+    summ = rep(summ, recompiles=[rep(r, failed_guards=[]) for r in summ.recompiles])
+    return rep(receipt, ledger=led, summary=summ, guard_table=table)
+
+
+def expand(receipt: Receipt) -> Receipt:
+    """The receipt as every analysis reads it: ``failed_guards`` whole, no table.
+
+    Raises ValueError (naming the field) for a table that does not fit the receipt."""
+    table = receipt.guard_table
+    if table is None:
+        return receipt
+    led, summ = receipt.ledger, receipt.summary
+    n = len(table.texts)
+    total = sum(hi - lo + 1 if lo <= hi else lo - hi + 1
+                for refs in (*table.compilations, *table.recompiles)
+                for lo, hi in ((r, r) if isinstance(r, int) else (r[0], r[-1]) if r else (0, -1) for r in refs))
+    if total > MAX_EXPANDED:
+        raise ValueError(f"guard_table names {total} failed guards, over the {MAX_EXPANDED} a receipt may hold")
+    for what, refs, items in (("compilations", table.compilations, led.compilations),
+                              ("recompiles", table.recompiles, summ.recompiles)):
+        if len(refs) != len(items):
+            raise ValueError(f"guard_table.{what}: {len(refs)} entries for {len(items)} {what}")
+
+    def texts(old: list[str], refs: Refs, where: str) -> list[str]:
+        return [*old, *(table.texts[i] for i in decode_refs(refs, n, where))]
+
+    rep = msgspec.structs.replace
+    comps = [rep(c, failed_guards=texts(c.failed_guards, r, f"guard_table.compilations[{i}]"))
+             for i, (c, r) in enumerate(zip(led.compilations, table.compilations, strict=True))]
+    recs = [rep(c, failed_guards=texts(c.failed_guards, r, f"guard_table.recompiles[{i}]"))
+            for i, (c, r) in enumerate(zip(summ.recompiles, table.recompiles, strict=True))]
+    return rep(receipt, ledger=rep(led, compilations=comps), summary=rep(summ, recompiles=recs), guard_table=None)
+
+
+__all__ = ["GuardTable", "Refs", "encode_refs", "decode_refs", "compact", "expand"]
