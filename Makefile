@@ -32,7 +32,7 @@ $(NOTORCH)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c
 
 test-notorch: $(NOTORCH)/.installed-stamp
 	rm -f $(NOTORCH_PASSED)
-	$(NOTORCH)/bin/python -m pytest -q -m "not torch" -p no:cacheprovider $(XDIST) --record-passed $(NOTORCH_PASSED)
+	$(NOTORCH)/bin/python -m pytest -q -m "not torch" -p no:cacheprovider $(XDIST) --record-passed $(NOTORCH_PASSED) tests
 
 venv: $(STAMP)
 
@@ -50,7 +50,7 @@ browser:
 # passed in the torch-free lane are deselected here; those that skipped there for want of torch
 # or an extra run here).
 test: $(STAMP) browser test-notorch test-core
-	$(BIN)/python -m pytest $(XDIST) --skip-passed $(NOTORCH_PASSED)
+	$(BIN)/python -m pytest $(XDIST) --skip-passed $(NOTORCH_PASSED) tests
 
 # The optional extras must degrade: a second venv with the core dependencies, torch and the test
 # runner only (no matplotlib, transformers, selenium, jsonschema, IPython), running the tests that
