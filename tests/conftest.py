@@ -101,15 +101,15 @@ class _PassedRecorder:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     path = config.getoption("--skip-passed")
-    if not path:
-        return
-    try:
-        with open(path, encoding="utf-8") as f:
-            done = {ln.strip() for ln in f if ln.strip()}
-    except OSError as e:
-        raise pytest.UsageError(f"--skip-passed {path}: {e.strerror}; run the torch-free lane first "
-                                "(make test-notorch)") from None
-    keep = [it for it in items if it.nodeid not in done]
-    if len(keep) != len(items):
-        config.hook.pytest_deselected(items=[it for it in items if it.nodeid in done])
-        items[:] = keep
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                done = {ln.strip() for ln in f if ln.strip()}
+        except OSError as e:
+            raise pytest.UsageError(f"--skip-passed {path}: {e.strerror}; run the torch-free lane first "
+                                    "(make test-notorch)") from None
+        keep = [it for it in items if it.nodeid not in done]
+        if len(keep) != len(items):
+            config.hook.pytest_deselected(items=[it for it in items if it.nodeid in done])
+            items[:] = keep
+
