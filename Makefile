@@ -6,7 +6,11 @@ STAMP := $(VENV)/.installed-stamp
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor-cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-notorch test-core venv browser lint mutation bench fuzz clean
+.PHONY: demo test test-notorch test-core venv browser lint mutation bench bench-smoke fuzz clean
+
+# pytest-xdist workers per lane (this project's CI machines have two cores)
+JOBS ?= 2
+XDIST := -n $(JOBS) --dist loadfile
 
 $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,15 +21,18 @@ $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $(STAMP)
 
-# The torch-free core: a venv without torch, running every test not marked `torch`.
+# The torch-free core: a venv without torch, running every test not marked `torch`. It records the
+# tests that passed there; the torch lane of `make test` skips exactly those (each test runs once).
 NOTORCH := .venv-notorch
+NOTORCH_PASSED := .lane-notorch-passed
 $(NOTORCH)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c
 	test -x $(NOTORCH)/bin/python || $(PY) -m venv $(NOTORCH)
-	$(NOTORCH)/bin/python -m pip install -q -e . pytest pytest-timeout hypothesis jsonschema
+	$(NOTORCH)/bin/python -m pip install -q -e . pytest pytest-timeout pytest-xdist hypothesis jsonschema
 	touch $@
 
 test-notorch: $(NOTORCH)/.installed-stamp
-	$(NOTORCH)/bin/python -m pytest -q -m "not torch" -p no:cacheprovider
+	rm -f $(NOTORCH_PASSED)
+	$(NOTORCH)/bin/python -m pytest -q -m "not torch" -p no:cacheprovider $(XDIST) --record-passed $(NOTORCH_PASSED) tests
 
 venv: $(STAMP)
 
@@ -39,8 +46,11 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
+# Every test once: the torch-free lane, the extras lane, then the rest in .venv (the tests that
+# passed in the torch-free lane are deselected here; those that skipped there for want of torch
+# or an extra run here).
 test: $(STAMP) browser test-notorch test-core
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST) --skip-passed $(NOTORCH_PASSED) tests
 
 # The optional extras must degrade: a second venv with the core dependencies, torch and the test
 # runner only (no matplotlib, transformers, selenium, jsonschema, IPython), running the tests that
@@ -53,12 +63,12 @@ CORE_TESTS := tests/test_imports.py tests/test_shapes.py tests/test_model_receip
 
 $(CORE_STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
 	test -x $(CORE_VENV)/bin/python || $(PY) -m venv $(CORE_VENV)
-	$(CORE_VENV)/bin/python -m pip install -q torch==2.13.0 pytest pytest-timeout hypothesis
+	$(CORE_VENV)/bin/python -m pip install -q torch==2.13.0 pytest pytest-timeout pytest-xdist hypothesis
 	$(CORE_VENV)/bin/python -m pip install -q -e .
 	touch $(CORE_STAMP)
 
 test-core: $(CORE_STAMP)
-	$(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not inductor" $(CORE_TESTS)
+	$(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) -m "not inductor" $(CORE_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
@@ -71,8 +81,12 @@ fuzz: $(STAMP)
 mutation: $(STAMP)
 	$(BIN)/python benchmarks/mutation.py
 
-bench: $(STAMP)
+# The benchmarks still run (smoke: small sizes, nothing timed against a threshold), then the bench.
+bench-smoke: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider benchmarks/test_smoke.py
+
+bench: bench-smoke
 	$(BIN)/python benchmarks/capture_overhead.py
 
 clean:
-	rm -rf $(VENV) $(NOTORCH) $(CORE_VENV) seamscope-out .torchinductor-cache .pytest_cache
+	rm -rf $(VENV) $(NOTORCH) $(CORE_VENV) $(NOTORCH_PASSED) seamscope-out .torchinductor-cache .pytest_cache

@@ -5,7 +5,12 @@ killed when some test fails. Nothing is excluded by pragma. It runs in a scratch
 and of the chosen tests (mutmut writes a ``mutants/`` folder next to them), so the working tree is
 never touched, and prints the kill rate: killed / (killed + survived + no tests + timeouts).
 
-Usage: ``python benchmarks/mutation.py [--jobs N] [--keep]``. Not part of ``make test``.
+It fails (exit 1) when it measured nothing: no mutant was scored, some mutants were never run
+(a runner error, a test module that cannot be imported in the copy), or the unmutated tests did
+not pass there. A kill rate over no mutants is not a result.
+
+Usage: ``python benchmarks/mutation.py [--jobs N] [--keep] [--only NAME ...]``. Not part of
+``make test``.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ MODULES = [
     "src/seamscope/analyze/diff.py",
 ]
 
-# Fast and torch-free: the fake event source, receipts, the oracle, the diff.
+# Fast and torch-free: the fake event source, receipts, the oracle, the diff. Every module of
+# tests/ that is not a test file (conftest.py, fakes.py: what the tests import) is copied too.
 TESTS = [
-    "tests/conftest.py",
     "tests/test_model_ledger.py",
     "tests/test_model_summary.py",
     "tests/test_model_receipt.py",
@@ -46,6 +51,29 @@ TESTS = [
 # Tests that run seamscope in a subprocess exercise the installed, unmutated code, and the schema
 # golden file differs under mutmut's rewritten sources: skip them.
 DESELECT = "not cli and not does_not_import and not torch and not subprocess and not committed_schema"
+
+
+def helper_modules() -> list[str]:
+    """The modules of tests/ that are not test files (conftest.py, fakes.py): the tests import them."""
+    return sorted(f"tests/{p.name}" for p in (ROOT / "tests").glob("*.py") if not p.name.startswith("test_"))
+
+
+SCORED = ("killed", "survived", "no_tests", "timeout", "suspicious")
+
+
+def measured_nothing(stats: dict[str, int], returncode: int) -> str | None:
+    """Why a mutmut run measured nothing worth a kill rate, or None when its figures stand."""
+    if returncode != 0:
+        return f"mutmut exited {returncode} (a runner error, or the unmutated tests failed)"
+    scored = sum(stats.get(k, 0) for k in SCORED)
+    if scored == 0:
+        return f"no mutant was scored ({stats.get('total', 0)} generated)"
+    # pytest's own exit 2 (a collection error: a test module that cannot import) is what mutmut
+    # calls "check was interrupted by user"; such a mutant, or one never run, has no verdict
+    unrun = stats.get("total", 0) - scored - stats.get("skipped", 0)
+    if unrun:
+        return f"{unrun} of {stats.get('total', 0)} mutants got no verdict (never run, a collection error, a crash)"
+    return None
 
 
 def main() -> int:
@@ -64,7 +92,11 @@ def main() -> int:
         shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
         (work / "tests").mkdir()
         tests = [t for t in TESTS if (ROOT / t).exists()]
-        for t in tests:
+        missing = sorted(set(TESTS) - set(tests))
+        if missing:
+            print(f"test files not found: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        for t in tests + helper_modules():
             shutil.copy2(ROOT / t, work / t)
         if (ROOT / "docs").is_dir():  # the committed receipt schema a test compares against
             shutil.copytree(ROOT / "docs", work / "docs")
@@ -86,11 +118,14 @@ def main() -> int:
             "\n[tool:pytest]\ntestpaths = tests\ntimeout = 60\n"
             "markers =\n    torch: needs torch\n    inductor: inductor\n"
         )
-        print(f"mutating {len(modules)} modules against {len(tests) - 1} test files in {work}")
+        if not modules:
+            print(f"no module matches --only {' '.join(args.only or [])}", file=sys.stderr)
+            return 2
+        print(f"mutating {len(modules)} modules against {len(tests)} test files in {work}")
         t0 = time.monotonic()
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", SEAMSCOPE_MUTATION="1")
-        subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs)], cwd=work, env=env,
-                       check=False)
+        run = subprocess.run([str(mutmut), "run", "--max-children", str(args.jobs)], cwd=work,
+                             env=env, check=False)
         subprocess.run([str(mutmut), "export-cicd-stats"], cwd=work, env=env, check=False,
                        stdout=subprocess.DEVNULL)
         stats_path = work / "mutants" / "mutmut-cicd-stats.json"
@@ -101,7 +136,7 @@ def main() -> int:
         res = subprocess.run([str(mutmut), "results"], cwd=work, env=env, capture_output=True,
                              text=True, check=False)
         survivors = [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
-        scored = sum(stats.get(k, 0) for k in ("killed", "survived", "no_tests", "timeout", "suspicious"))
+        scored = sum(stats.get(k, 0) for k in SCORED)
         killed = stats.get("killed", 0)
         rate = 100.0 * killed / scored if scored else 0.0
         print(json.dumps(stats, indent=1))
@@ -110,6 +145,10 @@ def main() -> int:
             for s in survivors[:40]:
                 print("  " + s)
         print(f"kill rate: {rate:.1f}% ({killed}/{scored}) in {time.monotonic() - t0:.0f} s")
+        problem = measured_nothing(stats, run.returncode)
+        if problem:
+            print(f"mutation testing failed: {problem}", file=sys.stderr)
+            return 1
         return 0
     finally:
         if args.keep:

@@ -59,3 +59,57 @@ def _no_session_left_behind():
         s = mod.active_session()
         s.stop()
         pytest.fail("a seamscope session was left active")
+
+
+# --- lanes: each test runs once per `make test` -------------------------------------------------
+# The torch-free lane (``.venv-notorch``) records the tests that passed there; the torch lane then
+# deselects exactly those, so a torch-free test runs once, and a test that skipped without torch
+# or an extra (``importorskip`` inside an unmarked test) still runs, in the lane that has them.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("seamscope lanes")
+    group.addoption("--record-passed", metavar="FILE", default=None,
+                    help="write the ids of the tests that passed to FILE (the torch-free lane)")
+    group.addoption("--skip-passed", metavar="FILE", default=None,
+                    help="deselect the tests FILE lists (they passed in the torch-free lane); FILE must exist")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--record-passed") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_PassedRecorder(config.getoption("--record-passed")), "seamscope-lanes")
+
+
+class _PassedRecorder:
+    """In the controlling process only (pytest-xdist sends every worker's reports to it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.passed: set[str] = set()
+        self.failed: set[str] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.failed.add(report.nodeid)
+        elif report.when == "call" and report.passed:
+            self.passed.add(report.nodeid)
+
+    def pytest_sessionfinish(self) -> None:
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.writelines(f"{n}\n" for n in sorted(self.passed - self.failed))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    path = config.getoption("--skip-passed")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                done = {ln.strip() for ln in f if ln.strip()}
+        except OSError as e:
+            raise pytest.UsageError(f"--skip-passed {path}: {e.strerror}; run the torch-free lane first "
+                                    "(make test-notorch)") from None
+        keep = [it for it in items if it.nodeid not in done]
+        if len(keep) != len(items):
+            config.hook.pytest_deselected(items=[it for it in items if it.nodeid in done])
+            items[:] = keep
+

@@ -23,6 +23,18 @@ def run(args, cwd, **kw):
     return subprocess.run([*SEAMSCOPE, *args], capture_output=True, text=True, cwd=cwd, timeout=300, **kw)
 
 
+def run_here(args, cwd, monkeypatch, capsys):
+    """``seamscope ARGS`` in this process (for what is not about the process itself): exit code,
+    stdout, stderr."""
+    from seamscope.cli import main
+
+    monkeypatch.chdir(cwd)
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, e.value.code, out.out, out.err)
+
+
 def receipt(path):
     with open(os.path.join(path, "receipt.json")) as f:
         return json.load(f)
@@ -40,8 +52,8 @@ def test_two_runs_have_equal_structure_hash(tmp_path):
     assert ra["ledger"]["run"]["input_trace_sha256"] == rb["ledger"]["run"]["input_trace_sha256"]
 
 
-def test_script_not_found_exit_2(tmp_path):
-    p = run(["run", "nope.py"], tmp_path)
+def test_script_not_found_exit_2(tmp_path, monkeypatch, capsys):
+    p = run_here(["run", "nope.py"], tmp_path, monkeypatch, capsys)
     assert p.returncode == 2 and "nope.py: no such script" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -101,9 +113,10 @@ def test_trace_out_then_import_gives_the_same_receipt(tmp_path):
 ECHO_ARGS = "import sys\nprint('ARGS', sys.argv[1:])\n"
 
 
-def test_run_options_after_the_script_go_to_it_with_a_warning(tmp_path):
+def test_run_options_after_the_script_go_to_it_with_a_warning(tmp_path, monkeypatch, capsys):
     (tmp_path / "train.py").write_text(ECHO_ARGS)
-    p = run(["run", "--quiet", "--out", "o", "train.py", "--out", "runs/a", "--epochs", "1", "--quiet"], tmp_path)
+    p = run_here(["run", "--quiet", "--out", "o", "train.py", "--out", "runs/a", "--epochs", "1", "--quiet"],
+                 tmp_path, monkeypatch, capsys)
     assert p.returncode == 0, p.stderr
     assert "ARGS ['--out', 'runs/a', '--epochs', '1', '--quiet']" in p.stdout  # the script got them
     warnings = [ln for ln in p.stderr.splitlines() if "went to train.py" in ln]
@@ -115,10 +128,11 @@ def test_run_options_after_the_script_go_to_it_with_a_warning(tmp_path):
     assert not (tmp_path / "runs").exists() and (tmp_path / "o" / "receipt.json").exists()
 
 
-def test_no_warning_after_a_double_dash_or_for_the_scripts_own_options(tmp_path):
+def test_no_warning_after_a_double_dash_or_for_the_scripts_own_options(tmp_path, monkeypatch, capsys):
     (tmp_path / "train.py").write_text(ECHO_ARGS)
-    p = run(["run", "--quiet", "--out", "o", "train.py", "--", "--out", "runs/a"], tmp_path)
-    q = run(["run", "--quiet", "--out", "o", "train.py", "--epochs", "1", "--output=x"], tmp_path)
+    p = run_here(["run", "--quiet", "--out", "o", "train.py", "--", "--out", "runs/a"], tmp_path, monkeypatch, capsys)
+    q = run_here(["run", "--quiet", "--out", "o", "train.py", "--epochs", "1", "--output=x"], tmp_path, monkeypatch,
+                 capsys)
     assert p.returncode == 0 and q.returncode == 0, p.stderr + q.stderr
     assert "ARGS ['--out', 'runs/a']" in p.stdout and "ARGS ['--epochs', '1', '--output=x']" in q.stdout
     assert "went to" not in p.stderr + q.stderr

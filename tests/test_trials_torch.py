@@ -261,7 +261,6 @@ def test_try_baseline_failure_runs_nothing_else(tmp_path):
     assert os.listdir(tmp_path / "o" / "trials") == ["baseline"]
 
 
-@pytest.mark.timeout(1800)
 def _ctrl_c_as_a_terminal_delivers_it() -> None:
     """A shell starts background jobs with SIGINT ignored, and Python then keeps it ignored: the
     suite run from a background job would test nothing. The child gets the default, as in a
@@ -271,6 +270,7 @@ def _ctrl_c_as_a_terminal_delivers_it() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.timeout(1800)
 def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     import signal
     import time

@@ -137,19 +137,24 @@ def test_padded_outputs_compare_with_unpadded_ones(tmp_path, dynamo_reset):
 
 
 @pytest.mark.torch
-def test_workload_bad_input_exits_2(tmp_path):
-    cases = [
-        (["run", "--pad", "pow2", os.path.join(HERE, "workloads", "trials", "shape_churn.py")], "workload target"),
-        (["run", "--pad", "dynamic", f"{TINY}:tiny"], "--pad"),
-        (["run", "--disable", "shapes_tiny:_tokens", f"{TINY}:tiny"], "workload's own file"),
-        (["run", f"{TINY}:tiny", "--", "--lengths", "0,x"], "length"),
-        (["try", f"{tmp_path}/missing.py:f"], "no such workload file"),
-    ]
-    for args, text in cases:
-        p = _cli([*args[:1], "--out", "o", *args[1:]], tmp_path)
-        assert p.returncode == 2, (args, p.stderr)
-        assert text in p.stderr.strip().splitlines()[-1], (args, p.stderr)
-        assert not (tmp_path / "o").exists(), args
+@pytest.mark.parametrize("args,text", [
+    (["run", "--pad", "pow2", os.path.join(HERE, "workloads", "trials", "shape_churn.py")], "workload target"),
+    (["run", "--pad", "dynamic", f"{TINY}:tiny"], "--pad"),
+    (["run", "--disable", "shapes_tiny:_tokens", f"{TINY}:tiny"], "workload's own file"),
+    (["run", f"{TINY}:tiny", "--", "--lengths", "0,x"], "length"),
+    (["try", "missing.py:f"], "no such workload file"),
+], ids=["pad-a-script", "pad-policy", "disable-own-file", "lengths", "missing-file"])
+def test_workload_bad_input_exits_2(args, text, tmp_path, monkeypatch, capsys):
+    """Refused before anything runs: in-process (what is tested is the validation, not a process)."""
+    from seamscope.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main([*args[:1], "--out", "o", *args[1:]])
+    err = capsys.readouterr().err
+    assert e.value.code == 2, (args, err)
+    assert text in err.strip().splitlines()[-1], (args, err)
+    assert not (tmp_path / "o").exists(), args
 
 
 @pytest.mark.torch

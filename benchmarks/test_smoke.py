@@ -1,4 +1,4 @@
-"""The capture benchmarks still run (they are not timed here: no threshold in a unit test)."""
+"""The benchmarks still run (`make bench-smoke`, not `make test`): small sizes, nothing timed here (no threshold in a test)."""
 
 from __future__ import annotations
 
