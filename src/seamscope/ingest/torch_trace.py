@@ -70,7 +70,11 @@ class Issue:
     note: bool = False
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
+        return self.named(self.file)
+
+    def named(self, file: str) -> str:
+        """The same, with the file named ``file`` (a receipt names the log by its base name)."""
+        where = f"{file}:{self.line}" if self.line else file
         return f"{where}: note: {self.text}" if self.note else f"{where}: {self.text}"
 
 
@@ -343,9 +347,9 @@ def _version_issue(version: str) -> str | None:
 #: The log formats a ``TORCH_TRACE`` file can be in, by the field its ``compilation_metrics``
 #: give a frame's compile time in (docs/import.md says which PyTorch builds wrote which).
 LOG_FORMATS = {
-    "duration_us": "duration_us, with log_format_version (builds of 2025 on)",
-    "cumulative_us": "dynamo_cumulative_compile_time_us without duration_us (builds of late 2024)",
-    "seconds": "entire_frame_compile_time_s only (builds of 2024)",
+    "duration_us": "compile time from duration_us",
+    "cumulative_us": "compile time from dynamo_cumulative_compile_time_us (no duration_us)",
+    "seconds": "compile time from entire_frame_compile_time_s (no microsecond fields)",
 }
 
 
@@ -359,7 +363,7 @@ def _notes(path: str, asm: CompileEventAssembler, stats: ParseStats) -> None:
             stats.problem(path, 0, "version", msg)
     if asm.log_format:
         main = max(asm.log_format, key=lambda k: asm.log_format[k])
-        text = f"log format {main}: compile times from {LOG_FORMATS[main]}"
+        text = f"log format {main} ({LOG_FORMATS[main]}"
         if asm.log_format_versions:
             text += f"; log_format_version {', '.join(map(str, sorted(asm.log_format_versions)))}"
         if asm.null_autograd_ids:
@@ -367,7 +371,7 @@ def _notes(path: str, asm: CompileEventAssembler, stats: ParseStats) -> None:
         others = sorted(k for k in asm.log_format if k != main)
         if others:
             text += f"; also {', '.join(f'{asm.log_format[k]} record(s) as {k}' for k in others)}"
-        stats.note(path, 0, "log_format", text)
+        stats.note(path, 0, "log_format", text + ")")
     autograd = sum(1 for c in asm.compilations if c.startswith("!"))
     if autograd:
         stats.note(path, 0, "compiled_autograd",
@@ -421,9 +425,10 @@ def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
     elif stats.rank is not None and stats.rank != rank:
         stats.problem(path, stats.rank_line, "rank_mismatch",
                       f"record says rank {stats.rank}, the file's name rank {rank}: taken from the name")
-    warnings = [str(i) for i in stats.notes] + [str(i) for i in stats.issues]
+    base = os.path.basename(path)
+    warnings = [i.named(base) for i in stats.notes] + [i.named(base) for i in stats.issues]
     if stats.problem_count > len(stats.issues):
-        warnings.append(f"{path}: {stats.problem_count - len(stats.issues)} more problems not listed")
+        warnings.append(f"{base}: {stats.problem_count - len(stats.issues)} more problems not listed")
     run = RunInfo(
         source="torch_trace",
         command=[os.path.basename(path)],
