@@ -249,7 +249,10 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             continue
         j = line.find(b"] {", 0, 400)
         if j < 0:
-            stats.problem(name, ln, "bad_line", "not a structured-trace record (no glog prefix and JSON)")
+            if ln == stats.cut_line:
+                stats.problem(name, ln, "truncated", CUT_TEXT)
+            else:
+                stats.problem(name, ln, "bad_line", "not a structured-trace record (no glog prefix and JSON)")
             continue
         stats.records += 1
         stats.last_record = ln
