@@ -215,11 +215,9 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
 
     def flush(at_end: bool = False) -> tuple[int, dict[str, Any], str | None]:
         ln, meta, md5 = pend  # type: ignore[misc]
-        cut = at_end and stats.cut_line > 0 and not stats.skipped.get("truncated")
+        cut = at_end and stats.cut_line > 0
         if not chunks:
-            if cut:
-                stats.problem(name, stats.cut_line, "truncated", CUT_TEXT)
-            else:
+            if not (cut and stats.cut_line == ln):  # else reported as truncated already
                 stats.problem(name, ln, "payload", "payload announced (has_payload) but missing")
             return ln, meta, None
         raw, whole = _payload_text(b"\n".join(chunks), chunks, md5)
@@ -236,6 +234,8 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
         stats.payloads_read += 1
         return ln, meta, text
 
+    records = events = last_rec = 0  # kept local in the loop; written to ``stats`` after it
+    last_line = b""
     for ln, line in iter_lines(path, stats):
         if line[:1] == b"\t":
             if pend is not None:
@@ -254,15 +254,13 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             else:
                 stats.problem(name, ln, "bad_line", "not a structured-trace record (no glog prefix and JSON)")
             continue
-        stats.records += 1
-        stats.last_record = ln
+        records += 1
+        last_rec, last_line = ln, line
         k0 = j + 4
         k1 = line.find(b'"', k0)
         key = line[k0:k1] if line[k0 - 1 : k0] == b'"' and k1 > 0 else b""
         if key in ignored:
-            stats.events += 1
-            if ln == stats.cut_line:
-                _check_cut_record(name, line[j + 2 :], stats)
+            events += 1
             continue
         if key not in needed:
             if key:
@@ -275,13 +273,11 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
                 else:
                     stats.skipped["unknown_event"] += 1
                 stats.unknown_events[skey] = stats.unknown_events.get(skey, 0) + 1
-                stats.events += 1
-                if ln == stats.cut_line:
-                    _check_cut_record(name, line[j + 2 :], stats)
+                events += 1
                 continue
             stats.problem(name, ln, "bad_json", "record does not start with an event key")
             continue
-        stats.events += 1
+        events += 1
         try:
             meta = _decode(line[j + 2 :])
         except (msgspec.DecodeError, UnicodeDecodeError) as e:
@@ -305,19 +301,25 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
                 pend = (ln, meta, md5)
                 continue
         yield ln, meta, None
+    stats.records, stats.events, stats.last_record = stats.records + records, stats.events + events, last_rec
     if pend is not None:
         yield flush(at_end=True)
-    elif stats.cut_line and stats.cut_line > stats.last_record > 0 and not stats.skipped.get("truncated"):
+    elif stats.cut_line and last_rec == stats.cut_line:
+        _check_cut_record(name, last_line, stats)
+    elif stats.cut_line and stats.cut_line > last_rec > 0 and not stats.skipped.get("truncated"):
         # the file ends inside the payload of a record whose payload was skipped unread
         if not _cut_payload_complete(path, stats):
             stats.problem(name, stats.cut_line, "truncated", CUT_TEXT)
 
 
-def _check_cut_record(name: str, raw: bytes, stats: ParseStats) -> None:
-    """A skipped record on the last line, without a newline: cut unless it decodes whole and
-    announces no payload."""
+def _check_cut_record(name: str, line: bytes, stats: ParseStats) -> None:
+    """The last record, on a line without a newline: cut unless it decodes whole and announces no
+    payload. (A record the reader decoded was judged already.)"""
+    if stats.skipped.get("truncated"):
+        return
+    j = line.find(b"] {", 0, 400)
     try:
-        meta = _decode(raw)
+        meta = _decode(line[j + 2 :])
     except (msgspec.DecodeError, UnicodeDecodeError):
         meta = None
     if not isinstance(meta, dict) or isinstance(meta.get("has_payload"), str):
