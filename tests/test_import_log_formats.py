@@ -95,7 +95,8 @@ def matches_tlparse(log: Path, tmp_path: Path, **kw) -> TraceImport:  # type: ig
 # --- the real torch 2.13 logs ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["breaks", "limit", "autograd", "reset", "failure"])
+@pytest.mark.parametrize("name", ["breaks", "limit", "autograd", "reset", "failure", "breaks-torch-2.14.1",
+                                  "autograd-torch-2.14.1", "breaks-torch-2.15.0", "autograd-torch-2.15.0"])
 def test_real_logs_match_tlparse_and_say_their_format(name, tmp_path):
     imp = matches_tlparse(real_log(name), tmp_path)
     assert imp.stats.problem_count == 0, imp.issues
@@ -300,3 +301,17 @@ def test_files_without_records_are_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("no structured-trace records") == 2 and "skipped" in err
     assert (tmp_path / "o" / "receipt.json").exists()
+
+
+@pytest.mark.parametrize("version", ["2.14.1", "2.15.0"])
+def test_newer_torch_logs_read_like_2_13(version, tmp_path):
+    """The same workloads under torch 2.14.1 and 2.15.0 give the same ledger shape as 2.13."""
+    for name in ("breaks", "autograd"):
+        new = matches_tlparse(real_log(f"{name}-torch-{version}"), tmp_path / name)
+        old = import_torch_trace(str(real_log(name)))
+        assert new.ledger.environment.torch_version.startswith(version)
+        assert [c.compile_id for c in new.ledger.compilations] == [c.compile_id for c in old.ledger.compilations]
+        assert [(c.status, c.graph_count) for c in new.ledger.compilations] == [
+            (c.status, c.graph_count) for c in old.ledger.compilations]
+        assert [(s.function, s.gb_code) for s in new.ledger.break_sites] == [
+            (s.function, s.gb_code) for s in old.ledger.break_sites]

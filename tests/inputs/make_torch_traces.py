@@ -1,7 +1,9 @@
 """Writes the ``TORCH_TRACE`` logs under ``torch_trace/`` that the golden-receipt tests import.
 
 Run from the repository root: ``.venv/bin/python tests/inputs/make_torch_traces.py [NAME ...]``
-(torch 2.13.0, CPU; no names: every workload). Each workload runs in its own process with ``TORCH_TRACE`` pointing at ``torch_trace/NAME``.
+(torch 2.13.0, CPU; no names: every workload). ``--python PY`` runs the workloads with another
+interpreter (another torch) and writes ``torch_trace/NAME-torch-VERSION`` (always shrunk), e.g.
+``--python .venv-torch-2.15.0/bin/python breaks``. Each workload runs in its own process with ``TORCH_TRACE`` pointing at ``torch_trace/NAME``.
 The logs are committed, so the golden tests need no torch; regenerate them only on purpose (a new
 torch release), then regenerate the golden receipts (``SEAMSCOPE_REGEN_GOLDEN=1``) in the same commit.
 
@@ -165,20 +167,29 @@ def shrink(path: str) -> None:
         f.write(b"".join(out))
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], python: str | None = None) -> None:
+    suffix = ""
+    if python is not None:
+        version = subprocess.run([python, "-c", "import torch; print(torch.__version__.split('+')[0])"],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+        suffix = f"-torch-{version}"
     for name, code in WORKLOADS.items():
         if names and name not in names:
             continue
-        out = os.path.join(HERE, "torch_trace", name)
+        out = os.path.join(HERE, "torch_trace", name + suffix)
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
-        env = dict(os.environ, TORCH_TRACE=out, PYTHONHASHSEED="0")
-        subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL)
+        env = dict(os.environ, TORCH_TRACE=out, PYTHONHASHSEED="0", CUDA_VISIBLE_DEVICES="")
+        subprocess.run([python or sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL)
         for f in os.listdir(out):
-            if name in SHRUNK:
+            if name in SHRUNK or suffix:
                 shrink(os.path.join(out, f))
             print(name, f, os.path.getsize(os.path.join(out, f)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    py = None
+    if args[:1] == ["--python"]:
+        py, args = args[1], args[2:]
+    main(args, py)

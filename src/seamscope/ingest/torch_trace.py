@@ -44,7 +44,7 @@ ABSENT = [
 ]
 
 #: PyTorch minor versions whose logs this parser was checked against.
-TESTED_TORCH = ("2.13",)
+TESTED_TORCH = ("2.13", "2.14", "2.15")
 
 LOG_NAME = re.compile(r"^dedicated_log_torch_trace_.*\.log$")
 #: The rank in a log's name: ``..._rank_5_x1y2.log`` (PyTorch's) or ``..._rank_5.log`` (renamed).
