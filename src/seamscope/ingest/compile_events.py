@@ -310,7 +310,6 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
 _normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
 
 
-
 def _ns(value: Any, unit: float) -> int | None:
     """A time from the metrics, in ``unit`` (:data:`_US`, :data:`_S`), as integer nanoseconds."""
     return int(round(float(value) * unit)) if isinstance(value, (int, float)) else None
@@ -539,7 +538,7 @@ class CompileEventAssembler:
                 self.notices.append(("no_start", f"compilation_metrics for {cid} without its dynamo_start"))
         if p is None:
             p = _Pending()
-        if m.get("log_format_version") is not None and isinstance(m["log_format_version"], int):
+        if isinstance(m.get("log_format_version"), int):
             self.log_format_versions.add(m["log_format_version"])
         if m.get("pytorch_version"):
             self.torch_version = str(m["pytorch_version"])

@@ -12,9 +12,10 @@ MD5). Why this parser is fast and small:
 - a payload is joined and decoded only for the two artifacts whose text is needed (break reasons
   and recompile reasons); every other payload line costs one byte comparison.
 
-Tolerance: a bad line, a cut payload, an unknown event kind or a log from an
-untested PyTorch version becomes an :class:`Issue` with the file and line, counted per kind; what is
-readable is kept. Nothing from a file is ever executed (JSON only: no eval, no pickle), and torch is
+Tolerance: a bad line, a cut payload, an unknown event kind, a disagreement inside the log or a
+log from an untested PyTorch version becomes an :class:`Issue` with the file and line, counted per
+kind; what is readable is kept. What the reader recognised (the log's format, compiled autograd,
+resets, an unknown version) is a note, no problem. The rules per log format: docs/import.md. Nothing from a file is ever executed (JSON only: no eval, no pickle), and torch is
 never imported.
 """
 
