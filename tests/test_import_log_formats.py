@@ -12,6 +12,7 @@ No torch needed: tlparse is a Rust binary.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -140,13 +141,18 @@ def _null_autograd(lines: list[bytes]) -> list[bytes]:
     return [ln.replace(b', "frame_id": ', b', "compiled_autograd_id": null, "frame_id": ', 1) for ln in lines]
 
 
-def test_null_compiled_autograd_id_is_an_ordinary_record(tmp_path):
-    log = variant(real_log("failure"), tmp_path / "dedicated_log_torch_trace_null.log", _null_autograd)
+@pytest.mark.parametrize("metrics_id", [True, False], ids=["metrics-id", "no-metrics-id"])
+def test_null_compiled_autograd_id_is_an_ordinary_record(metrics_id, tmp_path):
+    def edit(lines: list[bytes]) -> list[bytes]:
+        lines = _null_autograd(lines)
+        return lines if metrics_id else edit_metrics(lambda m: m.pop("compile_id"))(lines)
+
+    log = variant(real_log("failure"), tmp_path / "dedicated_log_torch_trace_null.log", edit)
     assert log.read_bytes().count(b'"compiled_autograd_id": null') > 10
     imp = matches_tlparse(log, tmp_path)
     assert imp.stats.problem_count == 0, imp.issues
     s = make_receipt(imp.ledger).summary
-    assert (s.compile_count, s.fallback_count) == (1, 1)
+    assert (s.compile_count, s.fallback_count, s.graph_count) == (1, 1, 1)
     assert "RuntimeError: boom" in s.fallbacks[0].reason
     assert "null compiled_autograd_id" in {n.kind: n.text for n in imp.stats.notes}["log_format"]
 
@@ -315,3 +321,45 @@ def test_newer_torch_logs_read_like_2_13(version, tmp_path):
             (c.status, c.graph_count) for c in old.ledger.compilations]
         assert [(s.function, s.gb_code) for s in new.ledger.break_sites] == [
             (s.function, s.gb_code) for s in old.ledger.break_sites]
+
+
+def test_seconds_only_logs_of_2024_give_compile_time_and_an_unknown_version(tmp_path):
+    def early_2024(m: dict) -> None:
+        for k in [k for k in m if k.endswith("_us") or k in ("log_format_version", "pytorch_version")]:
+            del m[k]
+
+    src = real_log("breaks")
+    log = variant(src, tmp_path / "dedicated_log_torch_trace_s.log", edit_metrics(early_2024))
+    assert b"duration_us" not in log.read_bytes() and b"entire_frame_compile_time_s" in log.read_bytes()
+    imp = matches_tlparse(log, tmp_path)
+    assert imp.stats.problem_count == 0, imp.issues
+    full = {c.compile_id: c for c in import_torch_trace(str(src)).ledger.compilations}
+    for c in imp.ledger.compilations:  # the same span, in seconds rounded to the microsecond
+        assert c.duration_ns == full[c.compile_id].duration_ns and c.dynamo_ns is None
+    notes = {n.kind: n.text for n in imp.stats.notes}
+    assert notes["log_format"].startswith("log format seconds") and "version_unknown" in notes
+    assert cli("import", str(log), "--out", str(tmp_path / "o"), "--strict") == 0
+
+
+def test_each_generation_keeps_its_own_cache_outcome(tmp_path):
+    """Rounds after a reset hit the caches the first round filled: each round keeps its outcome."""
+    def cache_hits(lines: list[bytes]) -> list[bytes]:
+        out, round_of = [], Counter()
+        for ln in lines:
+            if b'] {"compilation_metrics": ' in ln:
+                rec = json.loads(ln[ln.index(b"] {") + 2 :])
+                cid = rec["compilation_metrics"]["compile_id"]
+                round_of[cid] += 1
+                name = "fx_graph_cache_miss" if round_of[cid] == 1 else "fx_graph_cache_hit"
+                x, y = cid.split("/")
+                meta = {"artifact": {"name": name, "encoding": "json"}, "frame_id": int(x),
+                        "frame_compile_id": int(y), "attempt": 0, "has_payload": hashlib.md5(b"{}").hexdigest()}
+                out.append(b"V1201 09:58:50.000000 1 torch/_inductor/codecache.py:1] " + json.dumps(meta).encode()
+                           + b"\n\t{}\n")
+            out.append(ln)
+        return out
+
+    log = variant(real_log("reset"), tmp_path / "dedicated_log_torch_trace_cache.log", cache_hits)
+    imp = matches_tlparse(log, tmp_path)
+    assert [(c.compile_id, c.fx_cache) for c in imp.ledger.compilations] == [
+        ("0/0", "miss"), ("1/0", "miss"), ("0/0@2", "hit"), ("1/0@2", "hit"), ("0/0@3", "hit"), ("1/0@3", "hit")]
