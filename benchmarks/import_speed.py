@@ -12,7 +12,8 @@ Logs are made once from real runs and cached in ``.bench-cache/`` (git-ignored):
   generated code in payloads).
 
 A real run is grown to the target size by concatenating copies of itself (the copies are real
-records; compile ids repeat, which both tools accept). Runs are interleaved (seamscope, tlparse,
+records; compile ids repeat, so seamscope reads each copy as one more generation of ids, as after
+a reset, and tlparse files them under the same ids). Runs are interleaved (seamscope, tlparse,
 seamscope, ...) and medians reported; peak RSS is the child's ``ru_maxrss``.
 """
 

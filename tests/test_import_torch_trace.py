@@ -248,7 +248,9 @@ def test_cut_log_recovers_everything_before_the_cut(basic, tmp_path):
         for cid in done:
             assert got.get(cid) == full[cid], (cut, cid)
         if not data[:cut].endswith(b"\n"):
-            assert imp.stats.skipped.get("truncated") == 1
+            # cut, unless only the newline of a whole last line (not inside a payload) is missing
+            whole = data[cut : cut + 1] == b"\n" and data[cut + 1 : cut + 2] != b"\t"
+            assert imp.stats.skipped.get("truncated", 0) == (0 if whole else 1), cut
 
 
 def _edit(log: str, tmp_path: Path, fn) -> str:  # type: ignore[no-untyped-def]
@@ -304,9 +306,10 @@ def test_non_utf8_and_missing_payload(basic, tmp_path):
         return lines[: j + 1] + lines[k:]  # the break reason's payload is gone
 
     imp = import_torch_trace(_edit(log, tmp_path, damage), cwd=str(tmp))
-    assert imp.stats.skipped == {"bad_json": 1, "payload": 1}
+    # the unreadable dynamo_start leaves its compilation's metrics without a start: said too
+    assert imp.stats.skipped == {"bad_json": 1, "payload": 1, "no_start": 1}
     kinds = [i.kind for i in imp.issues]
-    assert kinds == ["bad_json", "payload"]
+    assert kinds[:2] == ["bad_json", "payload"] and "no_start" in kinds
     # compilations after the damage are all there
     full = import_torch_trace(log, cwd=str(tmp)).ledger
     assert {c.compile_id for c in imp.ledger.compilations} == {c.compile_id for c in full.compilations}
@@ -342,11 +345,12 @@ def test_empty_file_and_empty_directory(tmp_path):
     empty.write_bytes(b"")
     imp = import_torch_trace(str(empty))
     assert imp.stats.skipped == {"empty": 1} and imp.ledger.compilations == []
+    # no structured-trace record in the file, or in any file of the directory: refused
     with pytest.raises(SystemExit) as e:
         main(["import", str(empty.parent), "--out", str(tmp_path / "o")])
-    assert e.value.code == 0
+    assert e.value.code == 2
     with pytest.raises(SystemExit) as e:
-        main(["import", str(empty), "--out", str(tmp_path / "o"), "--strict"])
+        main(["import", str(empty), "--out", str(tmp_path / "o")])
     assert e.value.code == 2
     (tmp_path / "none").mkdir()
     with pytest.raises(SystemExit) as e:

@@ -4,6 +4,7 @@ record, a view row from a summary row."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, TypeVar, cast
 
 import msgspec
@@ -11,13 +12,18 @@ import msgspec
 R = TypeVar("R")
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The field names of a Struct or dataclass (looked up once per class: it reads annotations)."""
+    if issubclass(cls, msgspec.Struct):
+        return tuple(f.name for f in msgspec.structs.fields(cls))
+    return tuple(f.name for f in dataclasses.fields(cast(Any, cls)))
+
+
 def carry(cls: type[R], source: object, **given: Any) -> R:
     """A ``cls`` (a msgspec Struct or a dataclass) with the ``given`` fields; every other field is
     ``source``'s field of the same name, which must exist."""
-    if issubclass(cls, msgspec.Struct):
-        names = [f.name for f in msgspec.structs.fields(cls)]
-    else:
-        names = [f.name for f in dataclasses.fields(cast(Any, cls))]
+    names = _field_names(cast(Any, cls))
     unknown = sorted(set(given) - set(names))
     if unknown:
         raise TypeError(f"{cls.__name__} has no field {', '.join(unknown)}")

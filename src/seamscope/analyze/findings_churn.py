@@ -6,6 +6,7 @@ Ranked by compile time: a recompile storm is a different problem from a frequent
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 
@@ -35,6 +36,9 @@ _VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
 
 
+# A frame's recompile reasons repeat every earlier entry's reason (see ingest.compile_events): the
+# same texts come back once per recompile, so each is parsed once.
+@functools.lru_cache(maxsize=8192)
 def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
     """(pattern, subject, value) of one failed guard text, as PyTorch writes recompile reasons."""
     g = guard.strip()

@@ -6,6 +6,7 @@ import msgspec
 
 from ..model.builder import PHASES
 from ..model.ledger import BreakEvent, Call, CompileEvent, IslandEvent, Ledger, RegionEvent
+from ..model.normalize import reason_headline
 from ..model.receipt import (
     DevicePhaseStats,
     FallbackSummary,
@@ -54,7 +55,7 @@ def summarize(ledger: Ledger) -> Summary:
         )
     recompiles = [carry(RecompileSummary, c) for c in comps if c.is_recompile]
     fallbacks = [
-        carry(FallbackSummary, c, reason=(c.fail_reason or c.fail_type or c.status).splitlines()[0])
+        carry(FallbackSummary, c, reason=reason_headline(c.fail_reason or c.fail_type or c.status))
         for c in comps
         if c.status != "ok"
     ]

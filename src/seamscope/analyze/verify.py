@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from ..ingest.receipt import parse_receipt, read_receipt_bytes
+from ..model.ledger import compile_frame_index
 from .verify_hashes import expand_guard_table, receipt_hash, structure_hash
 
 PHASES = ("cold", "steady", "fallback")
@@ -159,11 +160,8 @@ def percent(before: int | None, after: int | None) -> float | None:
 
 
 def frame_index(compile_id: str) -> tuple[int, int] | None:
-    head = compile_id.split("_")[0]
-    parts = head.split("/")
-    if len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit():
-        return None
-    return int(parts[0]), int(parts[1])
+    idx = compile_frame_index(compile_id)
+    return None if idx == (1 << 30, 0) else idx
 
 
 DURATION_KINDS = ("region", "island", "compile")

@@ -2,7 +2,11 @@
 
 A directory gives one ledger per log (one per rank), written to ``OUT/rank-N/`` when there are
 several. Problems in the input are listed (file and line) and counted; the command still writes
-what was readable and exits 0, or 2 under ``--strict``.
+what was readable and exits 0, or 2 under ``--strict``. Notes (the log format recognised, an
+unknown PyTorch version, compiled autograd, resets) are printed and kept in the receipt, and are
+no problem. A file without a single structured-trace record (not a ``TORCH_TRACE`` log) is
+refused: exit 2, one line; in a directory such a file is skipped, and when every file is one,
+the directory is refused.
 """
 
 from __future__ import annotations
@@ -49,7 +53,9 @@ def _out_names(results: list[TraceImport]) -> list[str]:
 @click.argument("path", type=click.Path())
 @click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
               help="Folder for receipt.json (rank-N/ subfolders when several logs).")
-@click.option("--strict", is_flag=True, help="Exit 2 when any line could not be read.")
+@click.option("--strict", is_flag=True,
+              help="Exit 2 when the input has any problem (a line that could not be read, a disagreement "
+                   "inside the log); notes do not count.")
 def command(path: str, out: str, strict: bool) -> int:
     """Read TORCH_TRACE logs (a file or their directory) or a seamscope trace into receipts."""
     from ..analyze.receipt import make_receipt
@@ -69,12 +75,21 @@ def command(path: str, out: str, strict: bool) -> int:
     else:
         files = [path]
     results: list[TraceImport] = []
+    empty: list[str] = []
     for p in files:
         if looks_like_trace(_sniff(p)):
             results.append(import_seamscope_trace(p))
+            continue
+        r = import_torch_trace(p)
+        if r.stats.events == 0:
+            empty.append(p)
         else:
-            results.append(import_torch_trace(p))
-    problems = 0
+            results.append(r)
+    if not results:
+        raise UnusableInput(f"no structured-trace records in {path}")
+    for p in empty:
+        click.echo(f"warning: {p}: no structured-trace records (not a TORCH_TRACE log?); skipped", err=True)
+    problems = len(empty)
     for r, name in zip(results, _out_names(results), strict=True):
         target = os.path.join(out, name) if name else out
         receipt = make_receipt(r.ledger)
@@ -88,6 +103,8 @@ def command(path: str, out: str, strict: bool) -> int:
             f"{counted(s.restart_count, 'restart')}"
         )
         st = r.stats
+        for note in getattr(st, "notes", ()):
+            click.echo(f"note: {note.file}: {note.text}", err=True)
         n = st.problem_count
         problems += n
         if n:

@@ -58,6 +58,9 @@ IGNORED_EVENTS = frozenset(
         "cache_hit", "cache_miss", "cache_bypass", "create_unbacked_symbol", "export",
         "get_extra_remote_code_state", "put_local_code_state", "graph_dump",
         "guard_on_data_dependent_error", "inductor_input_graph", "propagate_real_tensors_provenance",
+        # compile work done while the program runs (a lazily compiled backward): not a frame
+        # compilation; tlparse lists them apart from the compile ids' metrics too
+        "compilation_metrics_runtime", "bwd_compilation_metrics_runtime",
     }
 )
 #: Artifacts whose payload the ledger reads; every other payload is skipped unread.
@@ -92,14 +95,42 @@ def event_key(meta: dict[str, Any]) -> str | None:
     return None
 
 
-def compile_id_of(meta: dict[str, Any]) -> str | None:
-    """``x/y`` from the record's context (attempts are folded in: ``x/y_z`` → ``x/y``)."""
-    if "compiled_autograd_id" in meta:
-        return None
+def compile_id_of(meta: dict[str, Any], autograd: bool = False) -> str | None:
+    """``x/y`` from the record's context (attempts are folded in: ``x/y_z`` → ``x/y``).
+
+    A record with a compiled-autograd id (``"compiled_autograd_id": N``; a null one, which builds of
+    late 2024 write on every record, is an ordinary record) belongs to Dynamo compiling compiled
+    autograd's graph ``N``: ``!N/x/y`` when ``autograd``, else None. The graph itself
+    (``!N/-/-``, no frame) is no frame compilation: None.
+    """
     fid, fcid = meta.get("frame_id"), meta.get("frame_compile_id")
+    ca = meta.get("compiled_autograd_id")
+    if ca is not None:
+        if autograd and isinstance(ca, int) and isinstance(fid, int) and isinstance(fcid, int):
+            return f"!{ca}/{fid}/{fcid}"
+        return None
     if isinstance(fid, int) and isinstance(fcid, int):
         return f"{fid}/{fcid}"
     return None
+
+
+def _metrics_id(value: Any) -> str | None:
+    """The compile id a ``compilation_metrics`` payload names, attempt folded (``0/1_2`` → ``0/1``)."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value.split("_", 1)[0]
+
+
+_US, _S = 1000, 1e9
+"""Nanoseconds in a microsecond and in a second (the units of ``compilation_metrics``' times)."""
+
+#: How a ``compilation_metrics`` record gives the frame's compile time, newest layout first:
+#: (layout, field, unit). ``log_format`` in :class:`CompileEventAssembler`; docs/import.md.
+TIME_FIELDS: tuple[tuple[str, str, float], ...] = (
+    ("duration_us", "duration_us", _US),
+    ("cumulative_us", "dynamo_cumulative_compile_time_us", _US),
+    ("seconds", "entire_frame_compile_time_s", _S),
+)
 
 
 def _depth_in(site: BreakSite, file: str, function: str) -> int | None:
@@ -278,9 +309,6 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
 # A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
 _normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
 
-_US, _S = 1000, 1e9
-"""Nanoseconds in a microsecond and in a second (the units of ``compilation_metrics``' times)."""
-
 
 def _ns(value: Any, unit: float) -> int | None:
     """A time from the metrics, in ``unit`` (:data:`_US`, :data:`_S`), as integer nanoseconds."""
@@ -327,9 +355,22 @@ class _Pending:
 class CompileEventAssembler:
     """Feed events in file order; read ``compilations`` and ``sites`` at any time."""
 
-    def __init__(self, cwd: str | None = None, sink: CompileSink | None = None) -> None:
+    def __init__(self, cwd: str | None = None, sink: CompileSink | None = None, from_log: bool = False) -> None:
         self.cwd = cwd
         self.sink = sink
+        self.from_log = from_log
+        """Reading a whole ``TORCH_TRACE`` log (import), not live events: compiled-autograd
+        compilations are kept (``!N/x/y``), ids reused after a reset start a new generation
+        (``x/y@g``), and disagreements inside the log are collected in :attr:`notices`."""
+        self.generation = 1
+        self._done: set[str] = set()  # ids of the current generation whose metrics were read
+        self.notices: list[tuple[str, str]] = []
+        """``(kind, text)`` of disagreements met by the last :meth:`feed` (``from_log`` only);
+        the reader takes them, with the line, and clears the list."""
+        self.log_format: dict[str, int] = {}
+        """Metrics records by the field their compile time came from (:data:`TIME_FIELDS`)."""
+        self.log_format_versions: set[int] = set()
+        self.null_autograd_ids = False
         self.strings: dict[int, str] = {}
         self.pending: dict[str, _Pending] = {}
         self.compilations: dict[str, Compilation] = {}
@@ -350,7 +391,17 @@ class CompileEventAssembler:
             if isinstance(value, list) and len(value) == 2 and isinstance(value[1], int):
                 self.strings[value[1]] = str(value[0])
             return
-        cid = compile_id_of(meta)
+        cid = compile_id_of(meta, self.from_log)
+        if self.from_log:
+            if not self.null_autograd_ids and "compiled_autograd_id" in meta and meta["compiled_autograd_id"] is None:
+                self.null_autograd_ids = True
+            if cid is not None:
+                if key == "dynamo_start" and cid in self._done and not meta.get("attempt"):
+                    # frame ids start again at 0 after torch._dynamo.reset(): a new generation
+                    self.generation += 1
+                    self._done = set()
+                if self.generation > 1:
+                    cid = f"{cid}@{self.generation}"
         if key == "dynamo_start":
             if cid is None:
                 return
@@ -408,6 +459,15 @@ class CompileEventAssembler:
         else:
             self.unknown_events[key] = self.unknown_events.get(key, 0) + 1
 
+    def _duration(self, m: dict[str, Any]) -> int | None:
+        """The frame's compile time from the newest field the record has (:data:`TIME_FIELDS`)."""
+        for layout, name, unit in TIME_FIELDS:
+            ns = _ns(m.get(name), unit)
+            if ns is not None:
+                self.log_format[layout] = self.log_format.get(layout, 0) + 1
+                return ns
+        return None
+
     def _site(self, pb: ParsedBreak, cid: str) -> BreakSite:
         new = pb.site
         sid = new.site_id
@@ -456,11 +516,30 @@ class CompileEventAssembler:
         return found
 
     def _finish(self, m: dict[str, Any], ctx_cid: str | None, t_ns: int | None) -> None:
-        cid = str(m.get("compile_id") or ctx_cid or "")
-        if not cid or cid.startswith("!"):
-            return  # compiled autograd; not a Dynamo frame compilation
-        cid = cid.split("_", 1)[0]
-        p = self.pending.pop(cid, None) or _Pending()
+        # The record's own id (its envelope) names the compilation, as in tlparse; the id inside
+        # the metrics is used only when the record has none.
+        mid = _metrics_id(m.get("compile_id"))
+        if ctx_cid is None:
+            if mid is None or (mid.startswith("!") and not self.from_log):
+                return  # compiled autograd (live capture): not a Dynamo frame compilation
+            cid = mid if self.generation == 1 else f"{mid}@{self.generation}"
+        else:
+            cid = ctx_cid
+            base = cid.split("@", 1)[0]
+            if mid is not None and mid != base and self.from_log:
+                self.notices.append((
+                    "id_mismatch",
+                    f"compilation_metrics names compile id {mid} but its record is {base}: counted as {base}",
+                ))
+        p = self.pending.pop(cid, None)
+        if self.from_log:
+            self._done.add(cid.split("@", 1)[0])
+            if (p is None or not p.started) and not m.get("fail_type"):
+                self.notices.append(("no_start", f"compilation_metrics for {cid} without its dynamo_start"))
+        if p is None:
+            p = _Pending()
+        if isinstance(m.get("log_format_version"), int):
+            self.log_format_versions.add(m["log_format_version"])
         if m.get("pytorch_version"):
             self.torch_version = str(m["pytorch_version"])
         if m.get("python_version"):
@@ -500,7 +579,7 @@ class CompileEventAssembler:
             file=file,
             line=int(m.get("co_firstlineno") or p.line or 0),
             status=status,
-            duration_ns=_ns(m.get("duration_us"), _US) or _ns(m.get("entire_frame_compile_time_s"), _S),
+            duration_ns=self._duration(m),
             dynamo_ns=_ns(m.get("dynamo_cumulative_compile_time_us"), _US),
             aot_ns=_ns(m.get("aot_autograd_cumulative_compile_time_us"), _US),
             backend_ns=_ns(m.get("inductor_cumulative_compile_time_us"), _US)

@@ -12,9 +12,10 @@ MD5). Why this parser is fast and small:
 - a payload is joined and decoded only for the two artifacts whose text is needed (break reasons
   and recompile reasons); every other payload line costs one byte comparison.
 
-Tolerance: a bad line, a cut payload, an unknown event kind or a log from an
-untested PyTorch version becomes an :class:`Issue` with the file and line, counted per kind; what is
-readable is kept. Nothing from a file is ever executed (JSON only: no eval, no pickle), and torch is
+Tolerance: a bad line, a cut payload, an unknown event kind, a disagreement inside the log or a
+log from an untested PyTorch version becomes an :class:`Issue` with the file and line, counted per
+kind; what is readable is kept. What the reader recognised (the log's format, compiled autograd,
+resets, an unknown version) is a note, no problem. The rules per log format: docs/import.md. Nothing from a file is ever executed (JSON only: no eval, no pickle), and torch is
 never imported.
 """
 
@@ -45,9 +46,11 @@ ABSENT = [
 ]
 
 #: PyTorch minor versions whose logs this parser was checked against.
-TESTED_TORCH = ("2.13",)
+TESTED_TORCH = ("2.13", "2.14", "2.15")
 
-LOG_NAME = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_)?.*\.log$")
+LOG_NAME = re.compile(r"^dedicated_log_torch_trace_.*\.log$")
+#: The rank in a log's name: ``..._rank_5_x1y2.log`` (PyTorch's) or ``..._rank_5.log`` (renamed).
+RANK_IN_NAME = re.compile(r"(?:^|_)rank_(\d+)(?:_[^/]*)?\.log$")
 
 CHUNK = 1 << 20  # 1 MiB reads: few syscalls, bounded memory
 MAX_MESSAGES = 50  # issues kept with their line; the rest are only counted
@@ -59,16 +62,22 @@ _decode = msgspec.json.Decoder().decode
 
 @dataclass(frozen=True)
 class Issue:
-    """One problem in an input file, as a user reads it: ``file:line: text``."""
+    """One problem in an input file, as a user reads it: ``file:line: text``; or a note (what the
+    reader recognised or decided, no problem: ``file: note: text``)."""
 
     file: str
     line: int
     kind: str
     text: str
+    note: bool = False
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.text}"
+        return self.named(self.file)
+
+    def named(self, file: str) -> str:
+        """The same, with the file named ``file`` (a receipt names the log by its base name)."""
+        where = f"{file}:{self.line}" if self.line else file
+        return f"{where}: note: {self.text}" if self.note else f"{where}: {self.text}"
 
 
 @dataclass
@@ -84,10 +93,20 @@ class ParseStats:
     unknown_events: dict[str, int] = field(default_factory=dict)
     issues: list[Issue] = field(default_factory=list)
     """The first :data:`MAX_MESSAGES` problems with their line; ``skipped`` counts them all."""
+    notes: list[Issue] = field(default_factory=list)
+    """What the reader recognised or decided (log format, unknown version, compiled autograd,
+    resets): no problem, never counted by ``--strict``."""
     sha256: str = ""
     cut_line: int = 0
-    """The last line when it had no newline (already reported as ``truncated``)."""
+    """The last line when it had no newline; reported as ``truncated`` only when what it ends
+    (a record or a payload) is incomplete."""
     rank: int | None = None
+    rank_line: int = 0
+    """The first record naming ``rank``."""
+    events: int = 0
+    """Records with an event key (read or skipped): zero means the file is no ``TORCH_TRACE`` log."""
+    last_record: int = 0
+    """The line of the last record (for a payload cut at the end of the file)."""
     bytes: int = 0
 
     def problem(self, file: str, line: int, kind: str, text: str) -> None:
@@ -95,14 +114,17 @@ class ParseStats:
         if len(self.issues) < MAX_MESSAGES:
             self.issues.append(Issue(file, line, kind, text))
 
+    def note(self, file: str, line: int, kind: str, text: str) -> None:
+        self.notes.append(Issue(file, line, kind, text, note=True))
+
     @property
     def problem_count(self) -> int:
         return sum(self.skipped.values())
 
 
 def rank_from_name(path: str) -> int | None:
-    m = LOG_NAME.match(os.path.basename(path))
-    return int(m.group(1)) if m and m.group(1) is not None else None
+    m = RANK_IN_NAME.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
 
 
 def find_logs(directory: str) -> list[str]:
@@ -133,10 +155,52 @@ def iter_lines(path: str, stats: ParseStats) -> Iterator[tuple[int, bytes]]:
     stats.sha256 = h.hexdigest()
     if rest:
         n += 1
-        stats.cut_line = n
-        stats.problem(path, n, "truncated", "last line has no newline (file cut while written?)")
+        stats.cut_line = n  # the reader says whether it was cut (CUT_TEXT)
         yield n, rest
     stats.lines = n
+
+
+CUT_TEXT = "last line has no newline and is incomplete (file cut while written?)"
+
+
+def _payload_text(raw: bytes, chunks: list[bytes], md5: str) -> tuple[bytes, bool]:
+    """The payload's bytes and whether they match their MD5; a file with CRLF line ends (a copy
+    through Windows) matches once the ``\r`` of each line is dropped."""
+    if hashlib.md5(raw).hexdigest() == md5:
+        return raw, True
+    if b"\r" in raw:
+        lf = b"\n".join(c[:-1] if c[-1:] == b"\r" else c for c in chunks)
+        if hashlib.md5(lf).hexdigest() == md5:
+            return lf, True
+    return raw, False
+
+
+def _tail_lines(path: str, n: int) -> list[bytes]:
+    """The last ``n`` lines of a file without a final newline, read backwards (a bounded read at
+    the end; only for a payload cut there)."""
+    with open(path, "rb") as f:
+        pos = f.seek(0, os.SEEK_END)
+        data = b""
+        while pos > 0 and data.count(b"\n") < n:
+            step = min(CHUNK, pos)
+            pos -= step
+            f.seek(pos)
+            data = f.read(step) + data
+    return data.split(b"\n")[-n:]
+
+
+def _cut_payload_complete(path: str, stats: ParseStats) -> bool:
+    """Whether a payload that ends the file without a newline, of a record the reader skipped,
+    is whole: its record's ``has_payload`` MD5 matches the lines read back."""
+    lines = _tail_lines(path, stats.cut_line - stats.last_record + 1)
+    head, body = lines[0], [ln[1:] for ln in lines[1:]]
+    j = head.find(b"] {", 0, 400)
+    try:
+        meta = _decode(head[j + 2 :]) if j >= 0 else None
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+    md5 = meta.get("has_payload") if isinstance(meta, dict) else None
+    return isinstance(md5, str) and _payload_text(b"\n".join(body), body, md5)[1]
 
 
 def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, Any], str | None]]:
@@ -151,22 +215,29 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
     ignored = _IGNORED
     needed = _NEEDED
 
-    def flush() -> tuple[int, dict[str, Any], str | None]:
+    def flush(at_end: bool = False) -> tuple[int, dict[str, Any], str | None]:
         ln, meta, md5 = pend  # type: ignore[misc]
+        cut = at_end and stats.cut_line > 0
         if not chunks:
-            stats.problem(name, ln, "payload", "payload announced (has_payload) but missing")
+            if not (cut and stats.cut_line == ln):  # else reported as truncated already
+                stats.problem(name, ln, "payload", "payload announced (has_payload) but missing")
             return ln, meta, None
-        raw = b"\n".join(chunks)
+        raw, whole = _payload_text(b"\n".join(chunks), chunks, md5)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             text = raw.decode("utf-8", "replace")
             stats.problem(name, ln, "non_utf8", "payload is not UTF-8 (bad bytes replaced)")
-        if hashlib.md5(raw).hexdigest() != md5:
-            stats.problem(name, ln, "payload", "payload does not match its MD5 (cut or altered); kept as read")
+        if not whole:
+            if cut and stats.cut_line == ln + len(chunks):
+                stats.problem(name, stats.cut_line, "truncated", CUT_TEXT)
+            else:
+                stats.problem(name, ln, "payload", "payload does not match its MD5 (cut or altered); kept as read")
         stats.payloads_read += 1
         return ln, meta, text
 
+    records = events = last_rec = 0  # kept local in the loop; written to ``stats`` after it
+    last_line = b""
     for ln, line in iter_lines(path, stats):
         if line[:1] == b"\t":
             if pend is not None:
@@ -180,13 +251,18 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             continue
         j = line.find(b"] {", 0, 400)
         if j < 0:
-            stats.problem(name, ln, "bad_line", "not a structured-trace record (no glog prefix and JSON)")
+            if ln == stats.cut_line:
+                stats.problem(name, ln, "truncated", CUT_TEXT)
+            else:
+                stats.problem(name, ln, "bad_line", "not a structured-trace record (no glog prefix and JSON)")
             continue
-        stats.records += 1
+        records += 1
+        last_rec, last_line = ln, line
         k0 = j + 4
         k1 = line.find(b'"', k0)
         key = line[k0:k1] if line[k0 - 1 : k0] == b'"' and k1 > 0 else b""
         if key in ignored:
+            events += 1
             continue
         if key not in needed:
             if key:
@@ -199,13 +275,17 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
                 else:
                     stats.skipped["unknown_event"] += 1
                 stats.unknown_events[skey] = stats.unknown_events.get(skey, 0) + 1
+                events += 1
                 continue
             stats.problem(name, ln, "bad_json", "record does not start with an event key")
             continue
+        events += 1
         try:
             meta = _decode(line[j + 2 :])
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as e:
-            if ln != stats.cut_line:  # a cut last line is reported once, as ``truncated``
+            if ln == stats.cut_line:  # a cut last line is reported once, as ``truncated``
+                stats.problem(name, ln, "truncated", CUT_TEXT)
+            else:
                 stats.problem(name, ln, "bad_json", f"unreadable JSON ({e}); record skipped")
             continue
         bad = field_problem(meta, ints=LONG_DIGITS.search(line) is not None)
@@ -217,16 +297,39 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             continue
         stats.decoded += 1
         if stats.rank is None and isinstance(meta.get("rank"), int):
-            stats.rank = meta["rank"]
+            stats.rank, stats.rank_line = meta["rank"], ln
         md5 = meta.get("has_payload")
+        if ln == stats.cut_line and isinstance(md5, str):  # its payload never came
+            stats.problem(name, ln, "truncated", CUT_TEXT)
         if key == b"artifact" and isinstance(md5, str):
             art = meta.get("artifact")
             if isinstance(art, dict) and art.get("name") in PAYLOAD_ARTIFACTS:
                 pend = (ln, meta, md5)
                 continue
         yield ln, meta, None
+    stats.records, stats.events, stats.last_record = stats.records + records, stats.events + events, last_rec
     if pend is not None:
-        yield flush()
+        yield flush(at_end=True)
+    elif stats.cut_line and last_rec == stats.cut_line:
+        _check_cut_record(name, last_line, stats)
+    elif stats.cut_line and stats.cut_line > last_rec > 0 and not stats.skipped.get("truncated"):
+        # the file ends inside the payload of a record whose payload was skipped unread
+        if not _cut_payload_complete(path, stats):
+            stats.problem(name, stats.cut_line, "truncated", CUT_TEXT)
+
+
+def _check_cut_record(name: str, line: bytes, stats: ParseStats) -> None:
+    """The last record, on a line without a newline: cut unless it decodes whole and announces no
+    payload. (A record the reader decoded was judged already.)"""
+    if stats.skipped.get("truncated"):
+        return
+    j = line.find(b"] {", 0, 400)
+    try:
+        meta = _decode(line[j + 2 :])
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        meta = None
+    if not isinstance(meta, dict) or isinstance(meta.get("has_payload"), str):
+        stats.problem(name, stats.cut_line, "truncated", CUT_TEXT)
 
 
 @dataclass
@@ -243,9 +346,7 @@ class TraceImport:
         return self.stats.issues
 
 
-def _version_issue(path: str, version: str | None) -> str | None:
-    if version is None:
-        return "no compilation_metrics with pytorch_version: PyTorch version unknown"
+def _version_issue(version: str) -> str | None:
     if not any(version == t or version.startswith(t + ".") or version.startswith(t + "+") for t in TESTED_TORCH):
         return (
             f"log written by PyTorch {version}; seamscope reads logs of PyTorch "
@@ -254,18 +355,61 @@ def _version_issue(path: str, version: str | None) -> str | None:
     return None
 
 
+#: The log formats a ``TORCH_TRACE`` file can be in, by the field its ``compilation_metrics``
+#: give a frame's compile time in (docs/import.md says which PyTorch builds wrote which).
+LOG_FORMATS = {
+    "duration_us": "compile time from duration_us",
+    "cumulative_us": "compile time from dynamo_cumulative_compile_time_us (no duration_us)",
+    "seconds": "compile time from entire_frame_compile_time_s (no microsecond fields)",
+}
+
+
+def _notes(path: str, asm: CompileEventAssembler, stats: ParseStats) -> None:
+    """What the reader recognised: the log's format, its PyTorch version, compiled autograd, resets."""
+    if asm.torch_version is None:
+        stats.note(path, 0, "version_unknown", "no compilation_metrics with pytorch_version: PyTorch version unknown")
+    else:
+        msg = _version_issue(asm.torch_version)
+        if msg is not None:
+            stats.problem(path, 0, "version", msg)
+    if asm.log_format:
+        main = max(asm.log_format, key=lambda k: asm.log_format[k])
+        text = f"log format {main} ({LOG_FORMATS[main]}"
+        if asm.log_format_versions:
+            text += f"; log_format_version {', '.join(map(str, sorted(asm.log_format_versions)))}"
+        if asm.null_autograd_ids:
+            text += "; records carry a null compiled_autograd_id"
+        others = sorted(k for k in asm.log_format if k != main)
+        if others:
+            text += f"; also {', '.join(f'{asm.log_format[k]} record(s) as {k}' for k in others)}"
+        stats.note(path, 0, "log_format", text + ")")
+    autograd = sum(1 for c in asm.compilations if c.startswith("!"))
+    if autograd:
+        stats.note(path, 0, "compiled_autograd",
+                   f"{autograd} compilation(s) of compiled autograd graphs (ids !N/x/y) counted as compilations")
+    if asm.generation > 1:
+        stats.note(path, 0, "generations",
+                   f"compile ids restart {asm.generation - 1} time(s) (torch._dynamo.reset()): "
+                   f"{asm.generation} generations, the later ones' ids marked x/y@2 … x/y@{asm.generation}")
+
+
 def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
     """Read one log into a ledger (compile-time evidence only; no calls)."""
     from .._version import __version__
 
     stats = ParseStats()
-    asm = CompileEventAssembler(cwd=cwd)
+    asm = CompileEventAssembler(cwd=cwd, from_log=True)
+    notices = asm.notices
     for ln, meta, payload in iter_records(path, stats):
         try:
             asm.feed(meta, payload)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as e:
             # A record of the right kind with the wrong shape (another PyTorch version, an edit).
             stats.problem(path, ln, "bad_record", f"record not understood ({type(e).__name__}: {e}); skipped")
+        if notices:
+            for kind, text in notices:
+                stats.problem(path, ln, kind, text)
+            notices.clear()
     for kind, n in asm.unknown_events.items():
         stats.unknown_events[kind] = stats.unknown_events.get(kind, 0) + n
     for name, n in sorted(asm.missing_fields.items()):
@@ -275,12 +419,10 @@ def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
         stats.skipped[kind] += n - 1
     if stats.bytes == 0:
         stats.problem(path, 0, "empty", "empty file: no records")
-    elif stats.decoded == 0:
+    elif stats.events == 0:
         stats.problem(path, 0, "no_records", "no structured-trace records found (is this a TORCH_TRACE log?)")
     else:
-        msg = _version_issue(path, asm.torch_version)
-        if msg is not None:
-            stats.problem(path, 0, "version", msg)
+        _notes(path, asm, stats)
     incomplete = sorted(asm.pending)
     if incomplete:
         stats.problem(
@@ -291,9 +433,13 @@ def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
     rank = rank_from_name(path)
     if rank is None:
         rank = stats.rank
-    warnings = [str(i) for i in stats.issues]
+    elif stats.rank is not None and stats.rank != rank:
+        stats.problem(path, stats.rank_line, "rank_mismatch",
+                      f"record says rank {stats.rank}, the file's name rank {rank}: taken from the name")
+    base = os.path.basename(path)
+    warnings = [i.named(base) for i in stats.notes] + [i.named(base) for i in stats.issues]
     if stats.problem_count > len(stats.issues):
-        warnings.append(f"{path}: {stats.problem_count - len(stats.issues)} more problems not listed")
+        warnings.append(f"{base}: {stats.problem_count - len(stats.issues)} more problems not listed")
     run = RunInfo(
         source="torch_trace",
         command=[os.path.basename(path)],

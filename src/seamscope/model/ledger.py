@@ -161,12 +161,26 @@ class Compilation(Struct, frozen=True):
         return compile_frame_index(self.compile_id)[1] > 0
 
 
+#: Frame indexes of one log generation (ids reused after ``torch._dynamo.reset()``) are offset by
+#: this much per generation, so that ``0/0@2`` is another frame than ``0/0``.
+GENERATION_STRIDE = 1 << 20
+
+
 def compile_frame_index(compile_id: str) -> tuple[int, int]:
-    """``"3/1"`` → (3, 1); ``"3/1_2"`` → (3, 1). Unparseable ids sort last."""
-    head = compile_id.split("_", 1)[0]
+    """``"3/1"`` → (3, 1); ``"3/1_2"`` → (3, 1). Unparseable ids sort last.
+
+    Two forms come from imported logs: ``!N/x/y`` (Dynamo compiling compiled autograd's graph
+    ``N``; frame ``x`` of the same counter as plain ids) → (x, y), and ``x/y@g`` (the ``g``-th
+    generation of ids, after ``g - 1`` resets) → (x + (g - 1) · :data:`GENERATION_STRIDE`, y).
+    """
+    head, _, gen = compile_id.partition("@")
+    head = head.split("_", 1)[0]
+    if head[:1] == "!":
+        head = head.split("/", 1)[-1]
     try:
         x, y = head.split("/", 1)
-        return int(x), int(y)
+        g = int(gen) - 1 if gen else 0
+        return int(x) + g * GENERATION_STRIDE, int(y)
     except ValueError:
         return (1 << 30, 0)
 

@@ -41,3 +41,14 @@ def normalize_text(text: str, cwd: str | None = None) -> str:
     text = _ID_EQ.sub(r"\g<1><id>", text)
     text = _PID.sub(r"\g<1><pid>", text)
     return _ABS_PATH.sub(lambda m: normalize_path(m.group(0), cwd), text)
+
+
+def reason_headline(text: str) -> str:
+    """A reason's first line, as a one-line summary; when that line only introduces what follows
+    (``backend='x' raised:``), the next line (the cause) is joined to it."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
