@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..analyze.report_view import Comparison, ReportView, build_view, first_line
 from ..model.receipt import Receipt
+from .compile_time_table import markdown_lines
 from .terminal import fmt_ns
 
 _MD_SPECIAL = "\\`*_[]#|~"
@@ -81,6 +82,7 @@ class MarkdownRenderer:
                 for b in f.beneath[:3]:
                     lines.append(f"   - {esc(b, 240)}")
             lines.append("")
+        lines += markdown_lines(view.compile_time, esc, self.max_rows)
         if view.recompiles:
             lines += ["**Recompiles**", "", "| compile id | frame | call | failed guard |", "|---|---|---:|---|"]
             for r in view.recompiles[: self.max_rows]:

@@ -47,6 +47,7 @@ from .device import build_device_lanes
 from .findings import headline_parts, top_findings
 from .ranks import build_ranks
 from .sections import memory_section, optional_section
+from .compile_time import build_compile_time
 from .shapes import build_shapes
 
 # --- building ------------------------------------------------------------------------------------
@@ -126,6 +127,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         does_not_establish=list(receipt.decision.does_not_establish),
         ranks=build_ranks(receipt),
         shapes=build_shapes(receipt),
+        compile_time=build_compile_time(receipt),
         **hl_parts,
     )
 
