@@ -45,6 +45,7 @@ STAGE_WORDS: dict[str, str] = {
 #: A repeated block is worth a finding when its instances hold at least this share of the graph.
 MIN_BLOCK_SHARE = 0.25
 _INDEX = re.compile(r"\[\d+\]")
+_ON_SELF = re.compile(r"(L\['self'\]|\bself\b)[.\[]")
 
 
 # --- the stage split -----------------------------------------------------------------------------
@@ -63,10 +64,10 @@ def stages_of(c: Compilation) -> dict[str, int | None]:
         out["unsplit"] = 0
         return out
     if call is None:
-        if c.dynamo_ns is None:
-            out["unsplit"] = total
+        if c.dynamo_ns is None or {"aot_autograd", "backend"} & set(c.metrics_absent):
+            out["unsplit"] = total  # the backend call's time was not recorded: no split
             return out
-        call = 0  # Dynamo's time recorded and no backend call: it never reached the backend
+        call = 0  # recorded as none: the frame never reached a backend
     call = min(call, total)
     out["dynamo"] = total - call
     ind_v = min(ind, call) if ind is not None else None
@@ -274,9 +275,9 @@ def _regional_remedy(cls: str, kv_cache: bool) -> list[Remedy]:
     )
     if kv_cache:
         text += (
-            f". Its instances update transformers' KV cache: compiled one by one, each instance guards on its "
-            f"own layer's cache state (layers[i].is_initialized) and recompiles, up to the recompile limit, so "
-            f"regional compilation gains nothing unless the cache is off (use_cache=False) or static"
+            ". Its instances update transformers' KV cache: compiled one by one, each instance guards on its "
+            "own layer's cache state (layers[i].is_initialized) and recompiles, up to the recompile limit, so "
+            "regional compilation gains nothing unless the cache is off (use_cache=False) or static"
         )
     return [Remedy(action="regional_compile", text=text, try_with=f"seamscope try SCRIPT --regional {cls}")]
 
@@ -355,7 +356,7 @@ def _repeated_frames(
         cs = sorted(cs, key=lambda c: compile_frame_index(c.compile_id))
         guards = [c.failed_guards for c in cs if c.is_recompile]
         per_index = _same_but_index(guards)
-        on_self = all(g and any("'self'" in x or "L['self']" in x for x in g) for g in guards) and bool(guards)
+        on_self = bool(guards) and all(g and _ON_SELF.search(g[0]) for g in guards)
         if per_index is None and not on_self:
             continue
         total = sum(c.duration_ns or 0 for c in cs[1:])

@@ -28,7 +28,15 @@ from .. import _native
 from .._version import __version__
 from ..ingest.compile_events import CompileEventAssembler, needed
 from ..model.builder import LedgerBuilder
-from ..model.ledger import BreakSite, CompileCacheState, Compilation, Environment, Ledger, ModuleRepeat, RunInfo
+from ..model.ledger import (
+    BreakSite,
+    Compilation,
+    CompileCacheState,
+    Environment,
+    Ledger,
+    ModuleRepeat,
+    RunInfo,
+)
 from ..model.normalize import normalize_path
 from ..model.receipt import Receipt
 from . import adapter

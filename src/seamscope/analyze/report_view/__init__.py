@@ -45,8 +45,8 @@ from .base import (
     VariantsChart,
     pick_timeline_calls,
 )
-from .compile_time import CompileTimeRow, CompileTimeView, build_compile_time
 from .comparison import Comparison, PhaseDelta, build_comparison, comparison_in_receipt
+from .compile_time import CompileTimeRow, CompileTimeView, build_compile_time
 from .device import GAP_COLOUR, SYNC_COLOUR, DeviceLaneRow, DeviceLanes, build_device_lanes
 from .findings import (
     HeadlineView,

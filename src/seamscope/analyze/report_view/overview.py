@@ -43,11 +43,11 @@ from .base import (
     _pct,
     pick_timeline_calls,
 )
+from .compile_time import build_compile_time
 from .device import build_device_lanes
 from .findings import headline_parts, top_findings
 from .ranks import build_ranks
 from .sections import memory_section, optional_section
-from .compile_time import build_compile_time
 from .shapes import build_shapes
 
 # --- building ------------------------------------------------------------------------------------
