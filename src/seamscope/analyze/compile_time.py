@@ -45,6 +45,7 @@ STAGE_WORDS: dict[str, str] = {
 #: A repeated block is worth a finding when its instances hold at least this share of the graph.
 MIN_BLOCK_SHARE = 0.25
 _INDEX = re.compile(r"\[\d+\]")
+_PREFIX = re.compile(r"^\s*\d+/\d+:\s*")
 _ON_SELF = re.compile(r"(L\['self'\]|\bself\b)[.\[]")
 
 
@@ -330,13 +331,20 @@ def _repeated_graph_blocks(
 def _same_but_index(guards: list[list[str]]) -> str | None:
     """The failed guards of successive recompiles, when they differ only in their numbers (one
     guard per instance: ``layers[1]`` then ``layers[2]``): the first, with ``i`` for the index."""
-    firsts = [g[0] for g in guards if g]
+    firsts = [_guard_expr(g[0]) for g in guards if g]
     if len(firsts) < 2 or len(set(firsts)) < 2:
         return None
     shapes = {_INDEX.sub("[i]", g) for g in firsts}
     if len(shapes) != 1:
         return None
-    return _INDEX.sub("[i]", firsts[0].splitlines()[0])
+    return _INDEX.sub("[i]", firsts[0])
+
+
+def _guard_expr(guard: str) -> str:
+    """A failed guard's expression: no ``0/1:`` prefix, no source comment, no user stack."""
+    line = guard.splitlines()[0] if guard else ""
+    line = _PREFIX.sub("", line)
+    return line.split("  #", 1)[0].strip()
 
 
 def _repeated_frames(
@@ -356,7 +364,7 @@ def _repeated_frames(
         cs = sorted(cs, key=lambda c: compile_frame_index(c.compile_id))
         guards = [c.failed_guards for c in cs if c.is_recompile]
         per_index = _same_but_index(guards)
-        on_self = bool(guards) and all(g and _ON_SELF.search(g[0]) for g in guards)
+        on_self = bool(guards) and all(g and _ON_SELF.search(_guard_expr(g[0])) for g in guards)
         if per_index is None and not on_self:
             continue
         total = sum(c.duration_ns or 0 for c in cs[1:])

@@ -179,6 +179,9 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 buckets = buckets_for(workload_lengths or [])
                 if buckets is not None:
                     add(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost)
+    for ct in fs.compile_time.findings if fs.compile_time is not None else []:  # regional.py
+        if ct.kind == "repeated_block" and ct.block is not None:
+            add(f"regional {ct.block.cls}", ["--regional", ct.block.cls], ct.finding_id, ct.sentence, ct.total_ns)
     for target, cost, n in disable_targets(receipt, script)[:2]:
         add(f"disable {target}", ["--disable", target], "breaks", f"{n} break sites inside {target}", cost)
     if receipt.summary.fallback_count and not any("recompile_limit" in k for k in out):
