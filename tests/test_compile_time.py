@@ -195,3 +195,18 @@ def test_reports_show_the_compile_time_table():
 
     html = HtmlRenderer().render_view(view)
     assert 'id="compile-time-table"' in html and "<td>6 ms</td>" in html
+
+
+def test_a_repeated_block_becomes_a_regional_trial_candidate():
+    from seamscope.capture.remedies import code_change, spec_from_words
+    from seamscope.experiments.trials import catalogue
+
+    block = ModuleRepeat(cls="Block", module="m", file="m.py", line=20, instances=4, nodes=80, nodes_min=20,
+                         nodes_max=20, graph_nodes=100)
+    led = _ledger([_compile("0/0", 100), _steady()], c0_0={"modules": [block]})
+    drafts = catalogue(make_receipt(led))
+    (d,) = [d for d in drafts if d.spec.regional]
+    assert d.spec.regional == ("Block",) and d.spec.flags() == ["--regional", "Block"]
+    assert d.origin.startswith("CT") and d.cost_ns == 60 * MS
+    assert spec_from_words(["--regional", "Block"]) == d.spec
+    assert code_change(d.spec) == "compile each Block instead of the whole model (block.compile())"

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.torch
 
 
 def _run_whole(model, ids, calls=2):
+    torch._dynamo.reset()  # transformers' layers share one wrapper's code: no entries from another test
     compiled = torch.compile(model, backend="aot_eager")
     with session(write_html=False) as s, torch.no_grad():
         outs = [compiled(ids) for _ in range(calls)]
@@ -167,3 +168,53 @@ def test_a_log_without_the_stage_fields_says_what_it_cannot_tell(blocks_log, tmp
     assert "AOTAutograd: this PyTorch version's compilation_metrics has no field for it (3 of 3" in missing
     assert "backend: this PyTorch version's compilation_metrics has no field" in missing
     assert "autotuning: this PyTorch version's compilation_metrics has no field" in missing
+
+
+def _regional(model, cls, ids, calls, backend="aot_eager"):
+    from seamscope.capture.regional import install_regional
+
+    torch._dynamo.reset()  # transformers' layers share one wrapper's code: no entries from another test
+    with session(write_html=False) as s:
+        undo = install_regional((cls,), s)
+        try:
+            f = torch.compile(model, backend=backend)
+        finally:
+            undo()
+        with torch.no_grad():
+            outs = [f(ids) for _ in range(calls)]
+    return s.ledger, outs
+
+
+def test_regional_compilation_serves_every_gpt2_block_with_one_compilation_and_equal_outputs():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=2, vocab_size=64, n_positions=32, use_cache=False)
+    model = transformers.GPT2Model(cfg).eval()
+    ids = torch.randint(0, 64, (1, 8))
+    with torch.no_grad():
+        want = model(ids).last_hidden_state
+    led, outs = _regional(model, "GPT2Block", ids, calls=2)
+    assert len(led.compilations) == 1  # one compilation serves the three instances
+    assert led.totals.calls == 2  # the model's calls; the blocks' compiled calls are nested in them
+    from seamscope.model.ledger import RegionEvent
+
+    assert [sum(isinstance(e, RegionEvent) for e in c.events) for c in led.calls] == [3, 3]
+    for out in outs:
+        torch.testing.assert_close(out.last_hidden_state, want)
+    assert any("--regional GPT2Block: compiled 3 instance(s)" in w for w in led.run.warnings)
+    assert not _repeated(analyze_findings(led))
+
+
+def test_regional_compilation_with_the_kv_cache_on_says_each_layer_recompiles():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )
+    led, _ = _regional(transformers.LlamaModel(cfg).eval(), "LlamaDecoderLayer", torch.randint(0, 64, (1, 8)), 1,
+                       backend="eager")
+    assert len(led.compilations) == 3  # one per layer: each guards on its own cache layer
+    (f,) = [f for f in analyze_findings(led).compile_time.findings if f.kind == "repeated_block"]
+    assert "layers[i].is_initialized" in f.sentence and "compiled 3 times" in f.sentence
+    assert "use_cache=False" in f.remedies[0].text
