@@ -116,3 +116,30 @@ class CompileTimeSection(Struct, frozen=True):
     """How that was told: entries counted at the start, or hits seen in an imported log."""
     findings: list[CompileTimeFinding] = []
     missing: list[str] = []
+
+
+class WarmStage(Struct, frozen=True):
+    stage: str
+    """``dynamo``, ``aot_autograd``, ``inductor``, ``autotune``, or ``unsplit``."""
+    cold_ns: int | None
+    warm_ns: int | None
+
+
+class WarmStart(Struct, frozen=True):
+    """What a restarted worker pays: the same target run twice against one persistent cache
+    directory, the first run filling it (cold), the second reading it (warm). Not a receipt
+    section: ``seamscope run --warm`` writes it beside the two runs' receipts."""
+
+    cache_dir: str
+    cold_receipt: str
+    warm_receipt: str
+    cold_compile_ns: int
+    warm_compile_ns: int
+    cold_wall_ns: int
+    warm_wall_ns: int
+    stages: list[WarmStage]
+    cold_caches: list[CacheLayer]
+    warm_caches: list[CacheLayer]
+    still_missed: list[str]
+    """The warm run's compilations that did not hit a cache layer, with PyTorch's reason."""
+    sentence: str

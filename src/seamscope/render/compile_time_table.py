@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..analyze.report_view import CompileTimeView, build_compile_time
+from ..model.compile_time import WarmStart
 from ..model.receipt import Receipt
 
 
@@ -44,3 +45,24 @@ def markdown_lines(view: CompileTimeView | None, esc: Callable[..., str], max_ro
     lines += [f"- {esc(name)}: {esc(text, 400)}" for name, text in view.caches]
     lines += [f"- {esc(view.cache_dir, 300)}", ""]
     return lines
+
+
+def print_warm_start(console: Console, ws: WarmStart) -> None:
+    """Cold against warm, per stage, and the lookups that still missed."""
+    from ..analyze.compile_time import STAGE_WORDS
+    from ..analyze.units import fmt_ns
+
+    console.print(f"[bold]{escape(ws.sentence)}[/bold]")
+    t = Table(title="compile time, cold → warm (a restarted worker)", title_justify="left")
+    for col in ("stage", "cold", "warm"):
+        t.add_column(col, justify="left" if col == "stage" else "right")
+    for s in ws.stages:
+        t.add_row(STAGE_WORDS.get(s.stage, s.stage), fmt_ns(s.cold_ns), fmt_ns(s.warm_ns))
+    t.add_row("all compile time", fmt_ns(ws.cold_compile_ns), fmt_ns(ws.warm_compile_ns))
+    t.add_row("calls' wall time", fmt_ns(ws.cold_wall_ns), fmt_ns(ws.warm_wall_ns))
+    console.print(t)
+    for c, w in zip(ws.cold_caches, ws.warm_caches, strict=True):
+        console.print(f"  [dim]{c.layer}: cold {c.hit} hit, {c.miss} miss, {c.bypass} bypass → warm {w.hit} hit, "
+                      f"{w.miss} miss, {w.bypass} bypass[/dim]")
+    for m in ws.still_missed[:max(1, 12)]:
+        console.print(f"  [yellow]still missed[/yellow] {escape(m)}")
