@@ -210,3 +210,26 @@ def test_a_repeated_block_becomes_a_regional_trial_candidate():
     assert d.origin.startswith("CT") and d.cost_ns == 60 * MS
     assert spec_from_words(["--regional", "Block"]) == d.spec
     assert code_change(d.spec) == "compile each Block instead of the whole model (block.compile())"
+
+
+def test_cold_against_warm_names_what_a_restarted_worker_still_pays():
+    from seamscope.analyze.warm_start import compare_warm
+
+    stage = {"dynamo_ns": 10 * MS, "aot_ns": 8 * MS, "backend_compile_ns": 8 * MS}
+    cold = make_receipt(_ledger([_compile("0/0", 10), _compile("1/0", 10), _steady()],
+                                c0_0={**stage, "inductor_ns": 7 * MS, "fx_cache": "miss"},
+                                c1_0={**stage, "inductor_ns": 7 * MS, "fx_cache": "miss"}))
+    warm_stage = {"dynamo_ns": 3 * MS, "aot_ns": 1 * MS, "backend_compile_ns": 1 * MS}
+    warm = make_receipt(_ledger([_compile("0/0", 3), _compile("1/0", 10), _steady()],
+                                c0_0={**warm_stage, "fx_cache": "hit"},
+                                c1_0={**stage, "inductor_ns": 7 * MS, "fx_cache": "bypass",
+                                      "fx_bypass_reason": "Unsupported FX nodes"}))
+    ws = compare_warm(cold, warm, "cache", "cold/receipt.json", "warm/receipt.json")
+    assert (ws.cold_compile_ns, ws.warm_compile_ns) == (20 * MS, 13 * MS)
+    by = {s.stage: s for s in ws.stages}
+    assert (by["dynamo"].cold_ns, by["dynamo"].warm_ns) == (4 * MS, 4 * MS)
+    assert (by["inductor"].cold_ns, by["inductor"].warm_ns) == (14 * MS, 7 * MS)
+    assert ws.still_missed == ["1/0 forward (model.py:1): FX graph cache bypass (Unsupported FX nodes)"]
+    assert "13 ms instead of 20 ms" in ws.sentence and "1 cache lookup(s) still missed" in ws.sentence
+    fx_cold, fx_warm = ws.cold_caches[0], ws.warm_caches[0]
+    assert (fx_cold.miss, fx_warm.hit, fx_warm.bypass) == (2, 1, 1)

@@ -46,7 +46,7 @@ def test_gpt2_compiled_whole_names_its_repeated_block():
     assert f.block.nodes_min == f.block.nodes_max  # identical layers trace the same code
     assert f.file.endswith("transformers/models/gpt2/modeling_gpt2.py") and f.frame_name == "GPT2Block.forward"
     assert 0 < f.cost_ns < sec.compile_time.compile_ns
-    assert f.remedies[0].try_with == "seamscope try SCRIPT --regional GPT2Block"
+    assert f.remedies[0].try_with == "seamscope run --regional GPT2Block SCRIPT"
     assert any(i.item_id == f.finding_id and i.axis == "compile_time" for i in sec.ranked)
     # the stage split adds up to the compile time, and the headline names the dominating stage
     split = sec.compile_time.split
@@ -218,3 +218,20 @@ def test_regional_compilation_with_the_kv_cache_on_says_each_layer_recompiles():
     (f,) = [f for f in analyze_findings(led).compile_time.findings if f.kind == "repeated_block"]
     assert "layers[i].is_initialized" in f.sentence and "compiled 3 times" in f.sentence
     assert "use_cache=False" in f.remedies[0].text
+
+
+@pytest.mark.inductor
+def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
+    script = tmp_path / "ind.py"
+    script.write_text("import torch\n\ng = torch.compile(lambda x: (x.sin() * 2).cos().sum(dim=-1))\n"
+                      "for _ in range(2):\n    g(torch.randn(8, 16))\n")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "seamscope", "run", "--warm", "--out", str(out), str(script)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    ws = json.loads((out / "warm-start.json").read_text())
+    cold_fx, warm_fx = ws["cold_caches"][0], ws["warm_caches"][0]
+    assert cold_fx["layer"] == "fx_graph" and cold_fx["miss"] == 1 and warm_fx["hit"] == 1
+    assert ws["still_missed"] == [] and "every cache lookup hit" in ws["sentence"]
+    assert "compile time, cold → warm" in proc.stdout
+    assert (out / "cold" / "receipt.json").exists() and (out / "warm" / "receipt.json").exists()

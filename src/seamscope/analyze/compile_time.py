@@ -280,7 +280,7 @@ def _regional_remedy(cls: str, kv_cache: bool) -> list[Remedy]:
             "own layer's cache state (layers[i].is_initialized) and recompiles, up to the recompile limit, so "
             "regional compilation gains nothing unless the cache is off (use_cache=False) or static"
         )
-    return [Remedy(action="regional_compile", text=text, try_with=f"seamscope try SCRIPT --regional {cls}")]
+    return [Remedy(action="regional_compile", text=text, try_with=f"seamscope run --regional {cls} SCRIPT")]
 
 
 def _repeated_graph_blocks(
