@@ -72,7 +72,7 @@ class MarkdownRenderer:
                 )
             lines.append("")
         if view.top_findings:
-            basis = "breaks and recompile causes, by time spent in this run" if view.headline else "by measured cost"
+            basis = "breaks, recompile causes and compile time, by time spent in this run" if view.headline else "by measured cost"
             lines += [f"**Top findings** ({basis})", ""]
             for f in view.top_findings[: self.max_rows]:
                 where = f" `{f.where}`" if f.where and "`" not in f.where else (f" {esc(f.where)}" if f.where else "")
