@@ -198,7 +198,7 @@ def test_training_step_records_compiled_backward():
 
 
 def test_degrades_when_an_internal_is_missing(monkeypatch):
-    def broken(_wrap):
+    def broken(_wrap, _on_graph=None):
         raise adapter.AdapterProblem("OutputGraph.call_user_compiler is gone: regions cannot be timed")
 
     monkeypatch.setattr(adapter, "wrap_compiled_graphs", broken)

@@ -80,7 +80,12 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
     from .headline import build_headline, rank_across
 
     causes = recompile_causes(ledger, churn)
-    ranked = rank_across(ledger, breaks, causes)
+    from .compile_time import analyze_compile_time, rank_with, with_stage_sentence
+
+    costed = [] if has_rt else [cid.split("_", 1)[0] for s in ledger.break_sites for cid in s.compile_ids]
+    compile_time = analyze_compile_time(ledger, causes, costed)
+    wall = sum(p.wall_ns for p in ledger.totals.phases)
+    ranked = rank_with(rank_across(ledger, breaks, causes), compile_time, has_rt, wall)
     ranked_by = (
         "breaks: estimated island time after the site over steady calls; churn: compile time; "
         "across axes (ranked): time spent in this run"
@@ -96,9 +101,10 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
         findings=breaks + churn,
         ranked_by=ranked_by,
         missing=missing,
-        headline=build_headline(ledger, ranked, causes),
+        headline=with_stage_sentence(build_headline(ledger, ranked, causes), compile_time, ledger.environment.backend),
         ranked=ranked,
         causes=causes,
+        compile_time=compile_time,
     )
 
 

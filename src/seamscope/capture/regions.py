@@ -22,7 +22,14 @@ class RegionHooks(SessionState):
     # --- hook 2: every run of every compiled graph is a region -----------------------------------
 
     def _install_graphs(self) -> Callable[[], None]:
-        return adapter.wrap_compiled_graphs(self._wrap_graph)
+        return adapter.wrap_compiled_graphs(self._wrap_graph, self._read_graph)
+
+    def _read_graph(self, gm: Any, compile_id: str | None) -> None:
+        """The module classes the graph traced instance by instance (``Compilation.modules``)."""
+        if compile_id is not None:
+            found = adapter.module_census(gm)
+            if found:
+                self._census.setdefault(compile_id.split("_", 1)[0], []).extend(found)
 
     def _wrap_graph(
         self, compiled_fn: Callable[..., Any], compile_id: str | None, autograd: bool = True

@@ -52,6 +52,8 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
     seed: int | None = None
     pad: str | None = None
     """A workload target's padding policy (``pow2``, ``buckets:64,128``)."""
+    regional: tuple[str, ...] = ()
+    """Classes whose instances are compiled one by one instead of the whole module (``regional.py``)."""
 
     def flags(self) -> list[str]:
         out: list[str] = []
@@ -69,6 +71,8 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
             out += ["--seed", str(self.seed)]
         if self.pad is not None:
             out += ["--pad", self.pad]
+        for v in self.regional:
+            out += ["--regional", v]
         return out
 
     def is_empty(self) -> bool:
@@ -83,6 +87,8 @@ def remedy_options(f: F) -> F:
     f = click.option("--pad", default=None, metavar="POLICY",
                      help="A workload FILE.py:FUNC only: pad each call's length (pow2, buckets:64,128,...).")(f)
     f = click.option("--seed", type=int, default=None, help="Seed random, numpy and torch before the script runs.")(f)
+    f = click.option("--regional", "regional", multiple=True, metavar="CLASS",
+                     help="Compile each instance of CLASS instead of the whole module passed to torch.compile.")(f)
     f = click.option("--disable", "disable", multiple=True, metavar="MODULE:QUALNAME",
                      help="Wrap one function in torch.compiler.disable (repeatable).")(f)
     f = click.option("--stance", default=None, metavar="NAME",
@@ -204,6 +210,7 @@ def code_change(spec: RemedySpec) -> str:
         parts.append(f"@torch.compiler.disable on {qual} ({mod})")
     if spec.pad is not None:
         parts.append(f"pad each request's length ({spec.pad}) and cut the output back")
+    parts += [f"compile each {c} instead of the whole model (block.compile())" for c in spec.regional]
     return "; ".join(parts) if parts else "(no change)"
 
 
@@ -236,9 +243,10 @@ def spec_from_words(words: list[str]) -> RemedySpec:
 def spec_from_options(dynamo_config: tuple[str, ...] = (), compile_option: tuple[str, ...] = (),
                       mark_dynamic: tuple[str, ...] = (), stance: str | None = None,
                       disable: tuple[str, ...] = (), seed: int | None = None, pad: str | None = None,
-                      **_: Any) -> RemedySpec:
+                      regional: tuple[str, ...] = (), **_: Any) -> RemedySpec:
     return RemedySpec(dynamo_config=tuple(dynamo_config), compile_option=tuple(compile_option),
-                      mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad)
+                      mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad,
+                      regional=tuple(regional))
 
 
 # --- checking and applying (torch) ----------------------------------------------------------------
@@ -507,6 +515,10 @@ def _apply(plan: Plan, session: Any) -> Callable[[], None]:
     recorder = Recorder() if plan.record_out is not None else None
     if recorder is not None and plan.fingerprint:
         undo.append(recorder.install())
+    if plan.spec.regional:  # under _wrap_compile: its overrides and output fingerprints still apply
+        from .regional import install_regional
+
+        undo.append(install_regional(plan.spec.regional, session))
     if plan.overrides or plan.fingerprint:
         undo.append(_wrap_compile(plan, recorder if plan.fingerprint else None))
     plan._t0 = time.perf_counter_ns()

@@ -28,7 +28,16 @@ from .. import _native
 from .._version import __version__
 from ..ingest.compile_events import CompileEventAssembler, needed
 from ..model.builder import LedgerBuilder
-from ..model.ledger import BreakSite, Compilation, Environment, Ledger, RunInfo
+from ..model.ledger import (
+    BreakSite,
+    Compilation,
+    CompileCacheState,
+    Environment,
+    Ledger,
+    ModuleRepeat,
+    RunInfo,
+)
+from ..model.normalize import normalize_path
 from ..model.receipt import Receipt
 from . import adapter
 from .calls import CallHooks, _error_text
@@ -87,6 +96,7 @@ class Session(CallHooks, RegionHooks):
                 platform=f"{platform.system()} {platform.machine()}",
                 device=_device(torch),
                 dynamo_config=adapter.dynamo_settings(),
+                compile_cache=_compile_cache(),
             ),
             clock=self.clock,
             first_calls=self.first_calls,
@@ -239,7 +249,8 @@ class Session(CallHooks, RegionHooks):
             return
         end = t_ns if t_ns is not None else self.clock()
         start = self._compile_start.pop(compilation.compile_id, end)
-        b.set_compilation(msgspec.structs.replace(compilation, start_ns=start - b.origin))
+        modules = _module_repeats(self._census.pop(compilation.compile_id, []), self.cwd)
+        b.set_compilation(msgspec.structs.replace(compilation, start_ns=start - b.origin, modules=modules))
         b.compile_span(compilation.compile_id, start, end)
         if compilation.is_recompile:
             b.guard_miss(compilation.compile_id, start)
@@ -273,6 +284,31 @@ def observe(fn_or_module: Any, **compile_kwargs: Any) -> Any:
         return compile_fn(fn_or_module, **compile_kwargs)
     s._note_options(compile_kwargs)
     return s.track(compile_fn(fn_or_module, **compile_kwargs))
+
+
+def _compile_cache() -> CompileCacheState | None:
+    """Inductor's cache directory and its entries, before the user's code runs."""
+    path = adapter.inductor_cache_dir()
+    if path is None:
+        return None
+    fx, aot = adapter.cache_entries(path)
+    return CompileCacheState(dir=normalize_path(path, os.getcwd()), fx_entries=fx, aot_entries=aot)
+
+
+def _module_repeats(found: list[dict[str, Any]], cwd: str) -> list[ModuleRepeat]:
+    """One compilation's census (one entry per graph and class), merged per class."""
+    merged: dict[str, ModuleRepeat] = {}
+    for d in found:
+        m = ModuleRepeat(**{**d, "file": normalize_path(d["file"], cwd)})
+        prev = merged.get(m.cls)
+        if prev is not None:  # the same class in another graph of the compilation (after a break)
+            m = msgspec.structs.replace(
+                prev, instances=prev.instances + m.instances, nodes=prev.nodes + m.nodes,
+                nodes_min=min(prev.nodes_min, m.nodes_min), nodes_max=max(prev.nodes_max, m.nodes_max),
+                graph_nodes=prev.graph_nodes + m.graph_nodes, kv_cache=prev.kv_cache or m.kv_cache,
+            )
+        merged[m.cls] = m
+    return sorted(merged.values(), key=lambda m: (-m.nodes, m.cls))
 
 
 def _env_int(name: str) -> int | None:

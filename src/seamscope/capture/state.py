@@ -82,6 +82,8 @@ class SessionState:
         """The pure-Python path's open-call slot (``_claim``): a list, as its pop is atomic."""
         self._graph_index: dict[str, int] = {}
         self._compile_start: dict[str, int] = {}
+        self._census: dict[str, list[dict[str, Any]]] = {}
+        """compile id → the module classes its graphs traced instance by instance."""
         self._compile_options: dict[str, str] = {}
         self._backend: str | None = None
         self.builder: LedgerBuilder | None = None

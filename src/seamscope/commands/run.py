@@ -25,12 +25,15 @@ from ._common import ProgressLine, finish_run, need_torch
               help="At most this many calls in the trace (totals still count every call).")
 @click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True,
               help="At most this many events per call in the trace.")
+@click.option("--warm", is_flag=True,
+              help="Run TARGET twice in fresh processes sharing one persistent compile cache (OUT/compile-cache): "
+              "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json).")
 @remedy_options
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
             rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
-            trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16,
+            trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16, warm: bool = False,
             **remedies: object) -> int:
     """Run TARGET (a script, -m MODULE, or a workload FILE.py:FUNC) with every torch.compile in it observed;
     write receipt.json, calls.csv, index.html. A workload takes --lengths, --lengths-file and --dim after --."""
@@ -53,6 +56,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
         return run_ranks(nproc, target, args_l, module=module, out=out, quiet=quiet,
                          decision_args={"--note": note, "--intervention": intervention,
                                         "--rollback-trigger": rollback_trigger})
+    if warm:
+        return _run_warm(target, args_l, module, out, quiet, remedies)
     plan = _remedy_plan(target, module, remedies)
     pad = remedies.get("pad")
     if isinstance(pad, str):
@@ -94,6 +99,22 @@ def _warn_misplaced_options(target: str, args: list[str]) -> None:
         f"`seamscope run {target} -- {rest}`",
         err=True,
     )
+
+
+def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool, remedies: dict[str, object]) -> int:
+    from ..experiments.warm_start import run_warm
+
+    _remedy_plan(target, module, remedies)  # bad flags: exit 2 before anything runs
+    rc, ws = run_warm(target, args, module, out, spec_of(remedies).flags())
+    if ws is not None and not quiet:
+        from rich.console import Console
+
+        from ..render.compile_time_table import print_warm_start
+
+        print_warm_start(Console(highlight=False), ws)
+    if ws is not None:
+        click.echo(f"seamscope: wrote {out}/cold, {out}/warm and {out}/warm-start.json", err=True)
+    return rc
 
 
 def spec_of(remedies: dict[str, object]) -> RemedySpec:

@@ -210,6 +210,10 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                     mine.append(draft(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost))
         if mine:
             causes.append((cost, f.finding_id, mine))
+    for ct in fs.compile_time.findings if fs.compile_time is not None else []:  # capture/regional.py
+        if ct.kind == "repeated_block" and ct.block is not None:
+            causes.append((ct.total_ns, ct.finding_id, [draft(f"regional {ct.block.cls}", ["--regional", ct.block.cls],
+                                                              ct.finding_id, ct.sentence, ct.total_ns)]))
     for target, cost, n in disable_targets(receipt, script)[:2]:
         causes.append((cost, f"disable {target}", [draft(f"disable {target}", ["--disable", target], "breaks",
                                                          f"{n} break sites inside {target}", cost)]))

@@ -63,8 +63,22 @@ IGNORED_EVENTS = frozenset(
         "compilation_metrics_runtime", "bwd_compilation_metrics_runtime",
     }
 )
-#: Artifacts whose payload the ledger reads; every other payload is skipped unread.
-PAYLOAD_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
+#: Artifacts whose payload the ledger reads; every other payload is skipped unread. A cache
+#: bypass's payload is small (the reason); a hit's or a miss's holds the whole key's components.
+PAYLOAD_ARTIFACTS = frozenset(
+    {"dynamo_graph_break_reason", "recompile_reasons", "fx_graph_cache_bypass", "aotautograd_cache_bypass"}
+)
+#: ``compilation_metrics`` fields the compile-time stage split reads, by the stage they tell:
+#: when a record lacks the key (an older PyTorch), ``Compilation.metrics_absent`` names the stage.
+STAGE_METRICS = {
+    "dynamo_cumulative_compile_time_us": "dynamo",
+    "aot_autograd_cumulative_compile_time_us": "aot_autograd",
+    "backend_compile_time_s": "backend",
+    "inductor_cumulative_compile_time_us": "inductor",
+    "compile_time_autotune_time_us": "autotune",
+    "inductor_fx_local_cache_hit_count": "fx_cache",
+    "aotautograd_local_cache_hit_count": "aot_cache",
+}
 #: Event kinds :meth:`CompileEventAssembler.feed` reads the metadata of (never a payload).
 METADATA_EVENTS = frozenset(
     {"str", "dynamo_start", "dynamo_output_graph", "optimize_ddp_split_child", "compilation_metrics"}
@@ -306,6 +320,18 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
     return [_normalize_reason(r.strip(), cwd) for r in reasons if r.strip()]
 
 
+def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
+    """``cache_bypass_reason`` of a cache-bypass artifact (a JSON object); None when absent."""
+    if not payload:
+        return None
+    try:
+        val = json.loads(payload)
+    except ValueError:
+        return normalize_text(payload.strip(), cwd)[:500] or None
+    reason = val.get("cache_bypass_reason") if isinstance(val, dict) else None
+    return normalize_text(str(reason), cwd)[:500] if reason else None
+
+
 # A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
 _normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
 
@@ -348,6 +374,8 @@ class _Pending:
     site_ids: list[str] = field(default_factory=list)
     fx_cache: str | None = None
     aot_cache: str | None = None
+    fx_bypass: str | None = None
+    aot_bypass: str | None = None
     started: bool = False
     ddp_splits: int | None = None
 
@@ -443,10 +471,13 @@ class CompileEventAssembler:
             else:
                 m = _CACHE_ARTIFACT.match(name)
                 if m:
+                    reason = _bypass_reason(payload, self.cwd) if m.group(2) == "bypass" else None
                     if m.group(1) == "fx_graph":
                         p.fx_cache = m.group(2)
+                        p.fx_bypass = reason or p.fx_bypass
                     else:
                         p.aot_cache = m.group(2)
+                        p.aot_bypass = reason or p.aot_bypass
         elif key == "optimize_ddp_split_child":
             if cid is not None:  # one per submodule DDPOptimizer split the graph into
                 p = self.pending.setdefault(cid, _Pending())
@@ -598,6 +629,13 @@ class CompileEventAssembler:
             resume_site_id=resume_site,
             resume_depth=resume_depth,
             ddp_split_count=p.ddp_splits,
+            backend_compile_ns=_ns(m.get("backend_compile_time_s"), _S),
+            inductor_ns=_ns(m.get("inductor_cumulative_compile_time_us"), _US),
+            codegen_ns=_ns(m.get("inductor_code_gen_cumulative_compile_time_us"), _US),
+            autotune_ns=_ns(m.get("compile_time_autotune_time_us"), _US),
+            fx_bypass_reason=p.fx_bypass,
+            aot_bypass_reason=p.aot_bypass,
+            metrics_absent=sorted({stage for key, stage in STAGE_METRICS.items() if key not in m}),
         )
         self.compilations[cid] = comp
         if self.sink is not None:

@@ -13,6 +13,7 @@ from typing import Literal
 
 import msgspec
 
+from .compile_time import CompileTimeSection
 from .headline import Headline, RankedItem, RecompileCause
 from .ledger import Frame, Struct
 from .remedy import Remedy
@@ -205,3 +206,5 @@ class FindingsSection(Struct, frozen=True):
     """Break findings and recompile causes in one list, by cost in this run."""
     causes: list[RecompileCause] = []
     """Recompiles grouped by the input change that set them off (the churn findings are per frame)."""
+    compile_time: CompileTimeSection | None = None
+    """Compile time by stage and frame, cache outcomes, and the compile-time findings (ranked too)."""

@@ -82,8 +82,8 @@ class RankedItem(Struct, frozen=True):
 
     rank: int
     item_id: str
-    """A break finding's id (``B…``) or a recompile cause's (``RC…``)."""
-    axis: Literal["fragmentation", "recompile_cause"]
+    """A break finding's id (``B…``), a recompile cause's (``RC…``) or a compile-time finding's (``CT…``)."""
+    axis: Literal["fragmentation", "recompile_cause", "compile_time"]
     cost_ns: int | None
     basis: str
     """What ``cost_ns`` measures, in words."""

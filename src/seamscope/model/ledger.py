@@ -68,6 +68,8 @@ class Environment(Struct, frozen=True):
     dynamo_config: dict[str, str] = {}
     """Settings that decide Dynamo's behaviour (``recompile_limit``, ``capture_scalar_outputs``,
     ``automatic_dynamic_shapes``, ...), values as their ``repr``."""
+    compile_cache: CompileCacheState | None = None
+    """Inductor's cache directory at the start of the run (None: not read, e.g. an imported log)."""
 
 
 class RunInfo(Struct, frozen=True):
@@ -116,6 +118,43 @@ class BreakSite(Struct, frozen=True):
     loop, a ``with`` or a ``try``): it costs the frame, not a seam."""
 
 
+class ModuleRepeat(Struct, frozen=True):
+    """Instances of one module class that one compilation traced one after another (from the
+    graph's ``nn_module_stack``): the outermost repeated class, not the classes inside it."""
+
+    cls: str
+    """The class's qualified name (``GPT2Block``)."""
+    module: str
+    """Its Python module (``transformers.models.gpt2.modeling_gpt2``)."""
+    file: str
+    """Where its ``forward`` is defined (normalised), and the first line."""
+    line: int
+    instances: int
+    """Distinct instances traced (module paths, ``L['self'].h.0`` ...)."""
+    nodes: int
+    """Graph nodes traced inside those instances, summed."""
+    nodes_min: int
+    nodes_max: int
+    """Nodes of the smallest and largest instance (equal: every instance traced the same code)."""
+    graph_nodes: int
+    """Every node of the graphs these instances were found in."""
+    first_path: str = ""
+    """The first instance's path as Dynamo names it (``L['self'].h.0``)."""
+    kv_cache: bool = False
+    """Nodes inside the instances come from ``transformers``' cache code (``cache_utils.py``):
+    each block updates per-layer cache state, which a regional compile guards on per instance."""
+
+
+class CompileCacheState(Struct, frozen=True):
+    """Inductor's persistent cache directory as the run found it (live capture only)."""
+
+    dir: str
+    fx_entries: int
+    """Entries of the FX graph cache (``fxgraph/``) before the run started."""
+    aot_entries: int
+    """Entries of the AOTAutograd cache (``aotautograd/``) before the run started."""
+
+
 class Compilation(Struct, frozen=True):
     """One frame compilation ``x/y`` (attempts after a restart folded in)."""
 
@@ -155,6 +194,23 @@ class Compilation(Struct, frozen=True):
     ddp_split_count: int | None = None
     """Submodules DDPOptimizer split this compilation's graph into at DDP bucket boundaries (each
     compiled by the backend on its own); None when it did not split it. Not graph breaks."""
+    backend_compile_ns: int | None = None
+    """The whole backend call (``backend_compile_time_s``: AOTAutograd and Inductor inside it)."""
+    inductor_ns: int | None = None
+    """Inductor's own compile (``inductor_cumulative_compile_time_us``), inside AOTAutograd."""
+    codegen_ns: int | None = None
+    """Inductor's code generation (``inductor_code_gen_cumulative_compile_time_us``)."""
+    autotune_ns: int | None = None
+    """Autotuning at compile time (``compile_time_autotune_time_us``), inside Inductor."""
+    fx_bypass_reason: str | None = None
+    """Why the FX graph cache was bypassed, as PyTorch wrote it."""
+    aot_bypass_reason: str | None = None
+    """Why the AOTAutograd cache was bypassed, as PyTorch wrote it."""
+    metrics_absent: list[str] = []
+    """Compile-time fields this PyTorch version's ``compilation_metrics`` did not have (a key
+    missing, not a null value): what the stage split cannot tell."""
+    modules: list[ModuleRepeat] = []
+    """Module classes traced once per instance in this compilation (live capture only)."""
 
     @property
     def is_recompile(self) -> bool:

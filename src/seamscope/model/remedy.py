@@ -30,6 +30,10 @@ RemedyAction = Literal[
     "fix_churn_or_raise_limit",
     "report_upstream",
     "read_hints",
+    "regional_compile",
+    "persistent_cache",
+    "fix_cache_bypass",
+    "skip_rare_frame",
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..analyze.display import visible
 from ..analyze.report_view import Comparison, ReportView, build_view, first_line
 from ..model.receipt import Receipt
+from .compile_time_table import markdown_lines
 from .terminal import fmt_ns
 
 _MD_SPECIAL = "\\`*_[]#|~"
@@ -74,7 +75,7 @@ class MarkdownRenderer:
                 )
             lines.append("")
         if view.top_findings:
-            basis = "breaks and recompile causes, by time spent in this run" if view.headline else "by measured cost"
+            basis = "breaks, recompile causes and compile time, by time spent in this run" if view.headline else "by measured cost"
             lines += [f"**Top findings** ({basis})", ""]
             for f in view.top_findings[: self.max_rows]:
                 plain = f.where and "`" not in f.where and visible(f.where) == f.where and len(f.where) <= 200
@@ -85,6 +86,7 @@ class MarkdownRenderer:
                 for b in f.beneath[:3]:
                     lines.append(f"   - {esc(b, 240)}")
             lines.append("")
+        lines += markdown_lines(view.compile_time, esc, self.max_rows)
         if view.recompiles:
             lines += ["**Recompiles**", "", "| compile id | frame | call | failed guard |", "|---|---|---:|---|"]
             for r in view.recompiles[: self.max_rows]:

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..analyze.display import markup
 from ..analyze.units import counted, fmt_ns
 from ..model.receipt import Receipt
+from .compile_time_table import print_compile_time
 
 
 def plain_text(draw: Callable[[Console], None], width: int) -> str:
@@ -98,6 +99,7 @@ class TerminalRenderer:
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(f.frame_name)}: {markup(f.reason)}")
         if receipt.findings is not None:
+            print_compile_time(c, receipt, self.max_rows)
             self.print_findings(receipt)
         if led.retention.dropped:
             c.print(
@@ -121,13 +123,16 @@ class TerminalRenderer:
         c = self.console
         causes = {x.cause_id: x for x in sec.causes}
         breaks = {f.finding_id: f for f in sec.findings}
-        c.print("[bold]findings ranked by time in this run[/bold] (breaks and recompile causes)")
+        c.print("[bold]findings ranked by time in this run[/bold] (breaks, recompile causes, compile time)")
         for it in sec.ranked[: self.max_rows]:
             c.print(f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] {markup(it.sentence, SENTENCE)}")
             cause = causes.get(it.item_id)
             remedy = cause.remedy if cause is not None else None
             if remedy is None and it.item_id in breaks and breaks[it.item_id].remedies:
                 remedy = breaks[it.item_id].remedies[0]
+            ct = next((f for f in sec.compile_time.findings if f.finding_id == it.item_id), None) if sec.compile_time else None
+            if remedy is None and ct is not None and ct.remedies:
+                remedy = ct.remedies[0]
             if remedy is not None:
                 tail = f" [dim](try: {markup(remedy.try_with)})[/dim]" if remedy.try_with else ""
                 c.print(f"     [green]→[/green] {markup(remedy.text, SENTENCE)}{tail}")

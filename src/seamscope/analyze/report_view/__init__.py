@@ -46,6 +46,7 @@ from .base import (
     pick_timeline_calls,
 )
 from .comparison import Comparison, PhaseDelta, build_comparison, comparison_in_receipt
+from .compile_time import CompileTimeRow, CompileTimeView, build_compile_time
 from .device import GAP_COLOUR, SYNC_COLOUR, DeviceLaneRow, DeviceLanes, build_device_lanes
 from .findings import (
     HeadlineView,
@@ -104,6 +105,8 @@ __all__ = [
     "ChartColumn",
     "ChartFrame",
     "Comparison",
+    "CompileTimeRow",
+    "CompileTimeView",
     "DdpSplitRow",
     "DeviceLaneRow",
     "DeviceLanes",
@@ -157,6 +160,7 @@ __all__ = [
     "VariantsChart",
     "build_calls_chart",
     "build_comparison",
+    "build_compile_time",
     "build_device_lanes",
     "build_ranks",
     "build_shapes",

@@ -14,6 +14,7 @@ from ...model.ledger import (
 if TYPE_CHECKING:
     from ...model.ledger import Struct
     from ...model.receipt import Receipt
+    from .compile_time import CompileTimeView
     from .device import DeviceLanes
     from .findings import HeadlineView
     from .ranks import RanksView
@@ -269,6 +270,8 @@ class ReportView:
     ranked across axes."""
     device_lanes: DeviceLanes | None = None
     """On a device: each timed call's host lane above its device lane (None on CPU)."""
+    compile_time: CompileTimeView | None = None
+    """Compile time by stage, per frame and for the run, and the cache outcome per layer."""
 
 
 

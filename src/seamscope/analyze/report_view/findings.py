@@ -198,6 +198,7 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
         return []
     breaks = {f.finding_id: f for f in section.findings}
     causes = {c.cause_id: c for c in section.causes}
+    compile_time = {f.finding_id: f for f in section.compile_time.findings} if section.compile_time else {}
     rows: list[FindingRow] = []
     for item in section.ranked[:limit]:
         beneath: list[str] = []
@@ -213,6 +214,11 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
                 for o in c.occurrences
             ]
             beneath.append("frames: " + "; ".join(c.frames[:12]) + ("; …" if len(c.frames) > 12 else ""))
+        elif item.axis == "compile_time" and item.item_id in compile_time:
+            ct = compile_time[item.item_id]
+            kind, file, line = ct.kind.replace("_", " "), ct.file, ct.line
+            detail = "; ".join(r.text for r in ct.remedies)
+            beneath = list(ct.missing)
         else:
             f = breaks.get(item.item_id)
             kind = "break"

@@ -43,6 +43,7 @@ from .base import (
     _pct,
     pick_timeline_calls,
 )
+from .compile_time import build_compile_time
 from .device import build_device_lanes
 from .findings import headline_parts, top_findings
 from .ranks import build_ranks
@@ -126,6 +127,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         does_not_establish=list(receipt.decision.does_not_establish),
         ranks=build_ranks(receipt),
         shapes=build_shapes(receipt),
+        compile_time=build_compile_time(receipt),
         **hl_parts,
     )
 

@@ -12,6 +12,8 @@ needs is missing: capture then records what it still can and says what it could 
 - ``graphs``: the hook on every graph any backend compiles (a region per run), the compile id;
 - ``config``: Dynamo's settings, read and set (``run``'s remedy flags);
 - ``dynamo``: whether Dynamo is compiling, its reset, counters, backends and errors;
+- ``modules``: the module classes a graph traced instance by instance (repeated blocks);
+- ``caches``: Inductor's persistent cache directory and its entries;
 - ``base``: the exception every module raises, and the version check.
 
 Import the names from here (``from seamscope.capture import adapter``; ``adapter.X``).
@@ -20,6 +22,7 @@ Import the names from here (``from seamscope.capture import adapter``; ``adapter
 from __future__ import annotations
 
 from .base import TESTED_VERSIONS, AdapterProblem, torch_version, version_warning
+from .caches import cache_entries, inductor_cache_dir
 from .config import (
     DYNAMIC_SOURCE_LOGGER,
     DYNAMO_SETTINGS,
@@ -53,6 +56,7 @@ from .dynamo import (
     lookup_backend,
 )
 from .graphs import current_compile_id, may_have_compiled_backward, wrap_compiled_graphs
+from .modules import module_census
 from .structured_trace import (
     TraceWants,
     add_trace_handler,
@@ -71,6 +75,7 @@ __all__ = [
     "AdapterProblem",
     "TraceWants",
     "add_trace_handler",
+    "cache_entries",
     "clear_counters",
     "compile_wrapper",
     "context_backend_name",
@@ -88,6 +93,7 @@ __all__ = [
     "graphs_compiled_so_far",
     "hook_compiled_calls",
     "hooked_contexts",
+    "inductor_cache_dir",
     "is_compile_error",
     "is_compiling",
     "is_compiling_fn",
@@ -95,6 +101,7 @@ __all__ = [
     "live_compile_contexts",
     "lookup_backend",
     "mark_dynamic",
+    "module_census",
     "may_have_compiled_backward",
     "set_recompile_limit",
     "stance_names",

@@ -50,13 +50,15 @@ def _realize_lazy(compiled_fn: Any) -> Any:
 
 def wrap_compiled_graphs(
     wrap: Callable[[Callable[..., Any], str | None, bool], Callable[..., Any]],
+    on_graph: Callable[[Any, str | None], None] | None = None,
 ) -> Callable[[], None]:
     """Make ``wrap(compiled_fn, compile_id, autograd)`` see every graph any backend compiles.
 
     ``autograd``: whether the graph was compiled with autograd on and an input (or parameter)
     requiring grad, the only case where a backend can attach a compiled backward to its outputs.
     Dynamo guards on both, so a run of this graph never differs. Returns the function that undoes
-    it. Raises :class:`AdapterProblem` when the hook point is gone.
+    it. Raises :class:`AdapterProblem` when the hook point is gone. ``on_graph(gm, compile_id)``,
+    when given, sees each FX graph before the backend does (its failure is logged, never raised).
     """
     try:
         from torch._dynamo.output_graph import OutputGraph
@@ -67,6 +69,11 @@ def wrap_compiled_graphs(
         raise AdapterProblem("OutputGraph.call_user_compiler is gone: regions cannot be timed")
 
     def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
+        if on_graph is not None:
+            try:
+                on_graph(gm, current_compile_id())
+            except Exception:
+                logging.getLogger("seamscope").debug("reading a graph failed", exc_info=True)
         compiled = original(self, gm, example_inputs)
         try:
             graph = _strip_disable(_realize_lazy(compiled))

@@ -1,0 +1,94 @@
+"""Which module classes a graph traced instance by instance (a block repeated N times).
+
+Internals used:
+- ``node.meta["nn_module_stack"]`` of each FX node Dynamo produced: an ordered mapping, outermost
+  first, of ``key → (path, class)`` (``("L['self'].h.0", GPT2Block)``), read before the graph is
+  handed to the backend;
+- ``node.meta["stack_trace"]``: the user stack that produced the node, as text (to see nodes
+  made by ``transformers``' cache code).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+#: Classes kept per compilation, largest first.
+MAX_CLASSES = 4
+_CACHE_FILE = "cache_utils.py"
+
+
+def _class_of(entry: Any) -> tuple[str, type | None] | None:
+    if not isinstance(entry, tuple) or len(entry) != 2:
+        return None
+    path, cls = entry
+    return str(path), cls if isinstance(cls, type) else None
+
+
+def _where(cls: type) -> tuple[str, int]:
+    fwd = getattr(cls, "forward", None)
+    code = getattr(inspect.unwrap(fwd), "__code__", None) if fwd is not None else None
+    if code is None:
+        return "", 0
+    return code.co_filename, code.co_firstlineno
+
+
+def module_census(gm: Any) -> list[dict[str, Any]]:
+    """The outermost module classes with two or more instances in ``gm``: per class, the
+    instances, the nodes traced inside them (total, smallest, largest instance), the graph's
+    nodes, the first instance's path, and whether its nodes include transformers' cache code.
+
+    Plain dicts (the ledger's ``ModuleRepeat`` fields, ``file`` not yet normalised); an empty
+    list when the graph carries no module stacks."""
+    nodes = list(gm.graph.nodes)
+    stacks: list[list[tuple[str, type]]] = []
+    paths_of: dict[type, set[str]] = {}
+    for n in nodes:
+        if n.op in ("placeholder", "output", "get_attr"):
+            continue
+        raw = n.meta.get("nn_module_stack")
+        stack: list[tuple[str, type]] = []
+        if raw:
+            for entry in raw.values():
+                pc = _class_of(entry)
+                if pc is not None and pc[1] is not None:
+                    stack.append((pc[0], pc[1]))
+                    paths_of.setdefault(pc[1], set()).add(pc[0])
+        stacks.append(stack)
+    repeated = {cls for cls, paths in paths_of.items() if len(paths) >= 2}
+    if not repeated:
+        return []
+    per: dict[type, dict[str, int]] = {}
+    cache_nodes: set[type] = set()
+    kept = [n for n in nodes if n.op not in ("placeholder", "output", "get_attr")]
+    for n, stack in zip(kept, stacks, strict=True):
+        for path, cls in stack:  # the outermost repeated class holds the node
+            if cls in repeated:
+                counts = per.setdefault(cls, {})
+                counts[path] = counts.get(path, 0) + 1
+                if _CACHE_FILE in (n.meta.get("stack_trace") or ""):
+                    cache_nodes.add(cls)
+                break
+    out: list[dict[str, Any]] = []
+    for cls, counts in per.items():
+        if len(counts) < 2:
+            continue
+        file, line = _where(cls)
+        sizes = list(counts.values())
+        out.append(
+            {
+                "cls": cls.__qualname__,
+                "module": cls.__module__,
+                "file": file,
+                "line": line,
+                "instances": len(counts),
+                "nodes": sum(sizes),
+                "nodes_min": min(sizes),
+                "nodes_max": max(sizes),
+                "graph_nodes": len(nodes),
+                "first_path": next(iter(counts)),
+                "kv_cache": cls in cache_nodes,
+            }
+        )
+    out.sort(key=lambda d: (-d["nodes"], d["cls"]))
+    return out[:MAX_CLASSES]

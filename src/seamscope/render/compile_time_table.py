@@ -1,0 +1,68 @@
+"""The compile-time table in the terminal summary and the Markdown summary (the HTML report has
+its own template, ``_compile_time.html.j2``); formats ``CompileTimeView`` only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analyze.display import markup as escape
+from ..analyze.report_view import CompileTimeView, build_compile_time
+from ..model.compile_time import WarmStart
+from ..model.receipt import Receipt
+
+
+def print_compile_time(console: Console, receipt: Receipt, max_rows: int = 12) -> None:
+    view = build_compile_time(receipt)
+    if view is None:
+        return
+    t = Table(title=f"compile time by stage ({view.dominant})", title_justify="left")
+    shown = [k for k in range(len(view.stage_columns)) if any(r.stages[k] != "–" for r in view.rows)]
+    short = ("Dynamo", "AOT/backend", "Inductor", "autotune")
+    for col in ("frame", "n", *(short[k] for k in shown), "total", "of run"):
+        t.add_column(col, justify="left" if col == "frame" else "right")
+    for r in view.rows[: max_rows + 1]:
+        t.add_row(escape(r.frame), str(r.compilations), *(r.stages[k] for k in shown), r.total, r.share)
+    console.print(t)
+    for name, text in view.caches:
+        console.print(f"  [dim]{escape(name)}: {escape(text)}[/dim]")
+    console.print(f"  [dim]{escape(view.cache_dir)}[/dim]")
+
+
+def markdown_lines(view: CompileTimeView | None, esc: Callable[..., str], max_rows: int = 5) -> list[str]:
+    if view is None:
+        return []
+    head = "| frame | compilations | " + " | ".join(esc(c) for c in view.stage_columns) + " | total | of the run | FX cache | AOT cache |"
+    lines = [f"**Compile time by stage** ({esc(view.dominant)})", "", head, "|---|" + "---:|" * (len(view.stage_columns) + 3) + "---|---|"]
+    for r in view.rows[: max_rows + 1]:
+        lines.append(
+            f"| {esc(r.frame)} | {r.compilations} | " + " | ".join(r.stages)
+            + f" | {r.total} | {r.share} | {esc(r.fx_cache)} | {esc(r.aot_cache)} |"
+        )
+    lines.append("")
+    lines += [f"- {esc(name)}: {esc(text, 400)}" for name, text in view.caches]
+    lines += [f"- {esc(view.cache_dir, 300)}", ""]
+    return lines
+
+
+def print_warm_start(console: Console, ws: WarmStart) -> None:
+    """Cold against warm, per stage, and the lookups that still missed."""
+    from ..analyze.compile_time import STAGE_WORDS
+    from ..analyze.units import fmt_ns
+
+    console.print(f"[bold]{escape(ws.sentence)}[/bold]")
+    t = Table(title="compile time, cold → warm (a restarted worker)", title_justify="left")
+    for col in ("stage", "cold", "warm"):
+        t.add_column(col, justify="left" if col == "stage" else "right")
+    for s in ws.stages:
+        t.add_row(STAGE_WORDS.get(s.stage, s.stage), fmt_ns(s.cold_ns), fmt_ns(s.warm_ns))
+    t.add_row("all compile time", fmt_ns(ws.cold_compile_ns), fmt_ns(ws.warm_compile_ns))
+    t.add_row("calls' wall time", fmt_ns(ws.cold_wall_ns), fmt_ns(ws.warm_wall_ns))
+    console.print(t)
+    for c, w in zip(ws.cold_caches, ws.warm_caches, strict=True):
+        console.print(f"  [dim]{c.layer}: cold {c.hit} hit, {c.miss} miss, {c.bypass} bypass → warm {w.hit} hit, "
+                      f"{w.miss} miss, {w.bypass} bypass[/dim]")
+    for m in ws.still_missed[:max(1, 12)]:
+        console.print(f"  [yellow]still missed[/yellow] {escape(m)}")
