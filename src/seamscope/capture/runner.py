@@ -83,7 +83,13 @@ def run_target(
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
     from ..experiments.workload import is_workload_spec
-    from .persist import RunOutput, hard_exit_on_signal, restore_signals, status_of_signal, watch_signals
+    from .persist import (
+        RunOutput,
+        hard_exit_on_signal,
+        restore_signals,
+        status_of_signal,
+        watch_signals,
+    )
     from .session import Session, status_of_exception
 
     workload = not module and is_workload_spec(target)

@@ -100,6 +100,16 @@ def status_text(status: RunStatus | msgspec.UnsetType) -> str | None:
     return f"{status.state} ({status.detail})" if status.detail else status.state
 
 
+def status_note(status: RunStatus | msgspec.UnsetType) -> str:
+    """What the figures of a run that did not complete cover ("" for a completed one or none)."""
+    if isinstance(status, msgspec.UnsetType) or status.state == "completed":
+        return ""
+    if status.state == "incomplete":
+        return ("the run had not written its final receipt (still running, or killed: SIGKILL, out of "
+                "memory, os._exit); the figures cover the calls up to this checkpoint")
+    return "the figures cover the calls until then"
+
+
 class RunInfo(Struct, frozen=True):
     """What was run: the spec, kept apart from samples and statistics."""
 

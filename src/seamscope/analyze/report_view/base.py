@@ -269,6 +269,11 @@ class ReportView:
     ranked across axes."""
     device_lanes: DeviceLanes | None = None
     """On a device: each timed call's host lane above its device lane (None on CPU)."""
+    run_status: str | None = None
+    """How the run ended (``model.ledger.status_text``); None when the receipt records none."""
+    run_completed: bool = True
+    run_status_note: str = ""
+    """For a run that did not complete: what its figures cover."""
 
 
 
