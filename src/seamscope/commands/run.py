@@ -55,7 +55,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
 
         return run_ranks(nproc, target, args_l, module=module, out=out, quiet=quiet,
                          decision_args={"--note": note, "--intervention": intervention,
-                                        "--rollback-trigger": rollback_trigger})
+                                        "--rollback-trigger": rollback_trigger},
+                         checkpoint_every=checkpoint_every)
     plan = _remedy_plan(target, module, remedies)
     pad = remedies.get("pad")
     if isinstance(pad, str):
