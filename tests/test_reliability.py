@@ -179,6 +179,9 @@ def test_summary_report_check_and_verify_show_a_run_that_did_not_complete(tmp_pa
     code, out = _cli(capsys, "report", str(tmp_path), "--out", str(tmp_path / "rep"))
     html = (tmp_path / "rep" / "index.html").read_text()
     assert code == 0 and 'id="run-status" class="warn"' in html
+    from seamscope.render.markdown import MarkdownRenderer
+
+    assert f"> **{text.replace('_', chr(92) + '_')}**" in MarkdownRenderer().render(_receipt(status))
 
 
 def test_a_completed_run_passes_check_and_says_so(tmp_path, capsys):
@@ -195,3 +198,17 @@ def test_a_receipt_without_a_status_reads_as_before(tmp_path, capsys):
     assert "status" not in raw["ledger"]["run"]  # older and imported receipts: byte for byte as before
     code, out = _cli(capsys, "check", str(tmp_path), "--max-breaks", "5")
     assert code == 0 and "run:" not in out
+
+
+def test_an_ignored_sighup_stays_ignored(monkeypatch):
+    """Under ``nohup`` a hangup must not end the run."""
+    import signal
+
+    from seamscope.capture.persist import _signals
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert signal.SIGHUP not in _signals() and signal.SIGTERM in _signals()
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    assert signal.SIGHUP in _signals()

@@ -239,7 +239,14 @@ class RunOutput:
 
 
 def _signals() -> list[int]:
-    return [getattr(signal, name) for name in SIGNALS if hasattr(signal, name)]
+    """The signals to handle: SIGTERM and SIGHUP only where not ignored (``nohup`` ignores SIGHUP,
+    and the run must then survive a hangup, as without seamscope)."""
+    out = []
+    for name in SIGNALS:
+        s = getattr(signal, name, None)
+        if s is not None and (name == "SIGINT" or signal.getsignal(s) is not signal.SIG_IGN):
+            out.append(s)
+    return out
 
 
 def signal_name(signum: int) -> str:
