@@ -211,4 +211,8 @@ def test_an_ignored_sighup_stays_ignored(monkeypatch):
         assert signal.SIGHUP not in _signals() and signal.SIGTERM in _signals()
     finally:
         signal.signal(signal.SIGHUP, old)
-    assert signal.SIGHUP in _signals()
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        assert signal.SIGHUP in _signals()
+    finally:
+        signal.signal(signal.SIGHUP, old)

@@ -136,7 +136,7 @@ class RunOutput:
     checkpointed while the session runs (``begin``), unlocked at the end (``close``)."""
 
     def __init__(self, session: Any, folder: str, checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY) -> None:
-        if checkpoint_every < 0:
+        if not checkpoint_every >= 0:  # also NaN
             raise UnusableInput("--checkpoint-every: seconds, 0 or more (0: no checkpoints)")
         self.session = session
         self.folder = os.fspath(folder)
@@ -172,7 +172,7 @@ class RunOutput:
         except BaseException:
             self.close()
             raise
-        if self.every > 0:
+        if 0 < self.every < float("inf"):
             self._due = self._t0 + self.every
             self._thread = threading.Thread(target=self._loop, name="seamscope-checkpoint", daemon=True)
             self._thread.start()
