@@ -32,8 +32,9 @@ from ..model.ledger import RunStatus
 LOCK_NAME = ".seamscope.lock"
 DEFAULT_CHECKPOINT_EVERY = 60.0
 MAX_SHARE = 0.05
-"""Checkpoints take at most this share of the run's time: after one that took ``c`` seconds,
-the next is due ``c / MAX_SHARE`` seconds later at the earliest."""
+"""Checkpoints take at most this share of the run's time (the first one excepted, whose cost is
+not known before): the next is due once the time spent on checkpoints so far, plus one more of
+the last one's cost, is at most this share of the time since the run started."""
 
 SIGNALS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 """The signals that end a run the same way, and the exit code each gives (128 + its number)."""
@@ -209,8 +210,9 @@ class RunOutput:
                     self._failed = True
                     session.warnings.append(f"a checkpoint could not be written: {e}")
                     sys.stderr.write(f"seamscope: warning: a checkpoint could not be written: {e}\n")
-        gap = max(self.every, self.last_cost / MAX_SHARE)
-        self._due = time.monotonic() + gap
+        # the next is due once the checkpoints so far and one more of the same cost are at most
+        # MAX_SHARE of the run's time
+        self._due = max(time.monotonic() + self.every, self._t0 + (self.spent + self.last_cost) / MAX_SHARE)
         self._armed = False
         self._wake.set()
 
