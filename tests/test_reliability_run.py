@@ -275,3 +275,14 @@ def test_a_session_checkpoints_while_it_runs_then_writes_its_status(tmp_path, dy
         final = json.load(f)
     assert final["ledger"]["run"]["status"] == {"state": "completed", "detail": "", "exit_code": 0}
     assert not (out / ".seamscope.lock").exists()
+
+
+def test_run_target_puts_every_signal_handler_back_and_records_completed(tmp_path, monkeypatch, dynamo_reset):
+    from seamscope.capture.runner import run_target
+
+    monkeypatch.chdir(tmp_path)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    result = run_target(LONG, ["--calls", "3"], out=str(tmp_path / "o"), checkpoint_every=0)
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert result.exit_code == 0 and result.session.ledger.run.status.state == "completed"
+    assert not (tmp_path / "o" / ".seamscope.lock").exists()

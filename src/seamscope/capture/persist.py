@@ -263,10 +263,12 @@ def exit_code_of(signum: int) -> int:
 
 
 @contextlib.contextmanager
-def hard_exit_on_signal(lock: OutLock | None = None, note: str = "") -> Iterator[None]:
+def hard_exit_on_signal(lock: OutLock | None = None, note: str = "",
+                        restore: dict[int, Any] | None = None) -> Iterator[None]:
     """While the receipt is written: a signal (a second Ctrl-C, a SIGTERM) removes the temporary
     files of the writes in progress and the lock, and ends the process at once with 128 + its
-    number; what was renamed into place before stays whole."""
+    number; what was renamed into place before stays whole. At the end the handlers found are
+    put back, or those of ``restore`` (the ones from before the run)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -285,7 +287,7 @@ def hard_exit_on_signal(lock: OutLock | None = None, note: str = "") -> Iterator
     try:
         yield
     finally:
-        for s, h in old.items():
+        for s, h in {**old, **(restore or {})}.items():
             signal.signal(s, h)
 
 
@@ -323,11 +325,6 @@ def watch_signals(session: Any, received: list[int], lock: OutLock | None) -> di
         raise RunSignalled(signum)
 
     return {s: signal.signal(s, on_signal) for s in _signals()}
-
-
-def restore_signals(old: dict[int, Any] | None) -> None:
-    for s, h in (old or {}).items():
-        signal.signal(s, h)
 
 
 def status_of_signal(signum: int) -> RunStatus:

@@ -83,13 +83,7 @@ def run_target(
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
     from ..experiments.workload import is_workload_spec
-    from .persist import (
-        RunOutput,
-        hard_exit_on_signal,
-        restore_signals,
-        status_of_signal,
-        watch_signals,
-    )
+    from .persist import RunOutput, hard_exit_on_signal, status_of_signal, watch_signals
     from .session import Session, status_of_exception
 
     workload = not module and is_workload_spec(target)
@@ -173,9 +167,7 @@ def run_target(
             exit_code, message = 1, f"{target} raised {etype.__name__ if etype else 'an exception'}"
     finally:
         # A signal from here on stops at once; what is renamed into place stays whole.
-        with hard_exit_on_signal(output.lock):
-            restore_signals(previous_handlers)
-            previous_handlers = None
+        with hard_exit_on_signal(output.lock, restore=previous_handlers):
             sys.argv = old_argv
             if old_path0 is not None and sys.path:
                 sys.path[0] = old_path0
