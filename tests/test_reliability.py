@@ -216,3 +216,34 @@ def test_an_ignored_sighup_stays_ignored(monkeypatch):
         assert signal.SIGHUP in _signals()
     finally:
         signal.signal(signal.SIGHUP, old)
+
+
+CHILD_WRITING = r"""
+import os, sys, time
+from seamscope.capture.persist import hard_exit_on_signal
+from seamscope.render import files
+folder = sys.argv[1]
+with hard_exit_on_signal():
+    files._stage(os.path.join(folder, "receipt.json"), b"{half a new rec")  # a write in progress
+    print("writing", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_while_writing_stops_at_once_and_leaves_the_last_whole_file(tmp_path, sig):
+    import signal
+    import sys
+
+    (tmp_path / "receipt.json").write_text('{"the": "last whole receipt"}')
+    p = subprocess.Popen([sys.executable, "-c", CHILD_WRITING, str(tmp_path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGHUP)])
+    assert p.stdout is not None and p.stdout.readline() == "writing\n"
+    signum = getattr(signal, sig)
+    p.send_signal(signum)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signum, err
+    assert f"{sig} while writing: stopped at once" in err
+    assert os.listdir(tmp_path) == ["receipt.json"]  # no temporary file left
+    assert json.loads((tmp_path / "receipt.json").read_text()) == {"the": "last whole receipt"}
