@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import UnusableInput
+from ..errors import RunSignalled, UnusableInput
 from ..model.ledger import RunStatus
 
 LOCK_NAME = ".seamscope.lock"
@@ -291,14 +291,6 @@ def hard_exit_on_signal(lock: OutLock | None = None, note: str = "",
             signal.signal(s, h)
 
 
-class RunSignalled(BaseException):
-    """SIGTERM or SIGHUP during a ``seamscope run``: unwinds the script as Ctrl-C does."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal_name(signum))
-        self.signum = signum
-
-
 def watch_signals(session: Any, received: list[int], lock: OutLock | None) -> dict[int, Any] | None:
     """SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP ``RunSignalled``; each marks the session
     (so that an interrupt swallowed by library code still stops the run at the next observed call)
@@ -322,7 +314,7 @@ def watch_signals(session: Any, received: list[int], lock: OutLock | None) -> di
         session.interrupted = True
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        raise RunSignalled(signum)
+        raise RunSignalled(signum, signal_name(signum))
 
     return {s: signal.signal(s, on_signal) for s in _signals()}
 
