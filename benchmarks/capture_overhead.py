@@ -85,7 +85,12 @@ def main() -> None:
                          "pass-through per graph): what any observer in that position costs")
     ap.add_argument("--rounds", type=int, default=8,
                     help="fresh pairs of copies, compiled in alternating order (the order bias cancels)")
+    ap.add_argument("--checkpoint-every", type=float, default=0.0, metavar="SECONDS",
+                    help="the observed side writes checkpoints into a temporary folder this often, as "
+                         "seamscope run does (0: none)")
     args = ap.parse_args()
+    global CHECKPOINT_EVERY
+    CHECKPOINT_EVERY = args.checkpoint_every
     if args.floor:
         pass_through_wrappers()
     torch.set_num_threads(1)
@@ -203,6 +208,7 @@ def one(size: int, calls: int, backend: str, rounds: int) -> None:
     detailed_in_window = 0
     overhead_ns = steady_calls = 0
     regions: list[int] = []
+    checkpoints = 0
     per_round = min(calls, 1000) // rounds
     for r in range(rounds):
         # a run keeps its first calls in detail (default 256, then a sample): here the warm-up
@@ -210,7 +216,10 @@ def one(size: int, calls: int, backend: str, rounds: int) -> None:
         torch.compiler.reset()  # each round starts from the same state
         first_compiled_aside(x, backend)
         s = Session(first_calls=50 + per_round, call_cap=50 + per_round)
+        output = _checkpoints(s)
         s.start()
+        if output is not None:
+            output.begin()
         try:
             builder = s.builder
             assert builder is not None
@@ -229,6 +238,9 @@ def one(size: int, calls: int, backend: str, rounds: int) -> None:
             detailed_in_window += sum(1 for c in builder._calls if c.index >= builder.first_calls)
         finally:
             s.stop()
+            if output is not None:
+                checkpoints += output.checkpoints
+                output.close()
         ledger = s.ledger
         assert ledger is not None
         assert ledger.totals.outside_runs == 0, "the plain side's graphs were observed: not a fair comparison"
@@ -262,6 +274,8 @@ def one(size: int, calls: int, backend: str, rounds: int) -> None:
         print(f"  seamscope's own measured overhead per steady call: "
               f"{overhead_ns / max(steady_calls, 1) / 1e3:.1f} µs")
         print(f"  calls kept in detail among the timed ones: {detailed_in_window} of {len(b)}")
+        if CHECKPOINT_EVERY:
+            print(f"  checkpoints every {CHECKPOINT_EVERY:g} s: {checkpoints} written over {rounds} rounds")
         dlo, dmid, dhi = block_ratios(da, db)
         print(f"calls kept in full detail   ratio {dmid:.3f} (quartiles {dlo:.3f}-{dhi:.3f}; {len(db)} calls, "
               f"{(statistics.median(db) - statistics.median(da)) / 1e3:+.1f} µs a call; by default a run keeps "
@@ -269,6 +283,22 @@ def one(size: int, calls: int, backend: str, rounds: int) -> None:
     print(f"torch.profiler        median {mp / 1e3:8.1f} µs   ratio {mp / mbase:.3f} (blocks of {BLOCK} calls "
           "in and out of a profiling context, alternating)")
     sys.stdout.flush()
+
+
+CHECKPOINT_EVERY = 0.0
+
+
+def _checkpoints(session):
+    """With --checkpoint-every: the session's output folder and checkpoints, as under seamscope run."""
+    if not CHECKPOINT_EVERY:
+        return None
+    import tempfile
+
+    from seamscope.capture.persist import RunOutput
+
+    output = RunOutput(session, tempfile.mkdtemp(prefix="seamscope-bench-"), CHECKPOINT_EVERY)
+    output.prepare()
+    return output
 
 
 @contextlib.contextmanager

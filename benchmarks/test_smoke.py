@@ -41,3 +41,10 @@ def test_trace_filter_bench_prints_the_logging_share_and_the_ratios():
     assert "eager: variant, logging / frame compile time" in out
     lines = [ln for ln in out.splitlines() if ln.strip().startswith(("plain ", "seamscope "))]
     assert len(lines) == 2 and all("% " in ln and "wall" in ln and "cpu" in ln for ln in lines)
+
+
+@pytest.mark.torch
+def test_checkpoint_cost_bench_prints_the_checkpoint_and_the_steady_call_ratio():
+    out = run("checkpoint_cost.py", "--calls", "300", "--rounds", "1", "--repeat", "1", "--every", "0.01")
+    assert "a checkpoint of the whole run so far: median" in out and "KiB" in out
+    assert "steady call, no checkpoints:" in out and "ratio" in out and "share of the run's time" in out

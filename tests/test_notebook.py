@@ -115,6 +115,7 @@ def test_cell_magic_observes_the_cell_and_shows_the_summary(shell, displayed, tm
     # a function compiled in an earlier cell is observed in the next one
     shell.run_cell_magic("seamscope", f"--out {out} --quiet", "g(torch.ones(4))\ng(torch.ones(4))")
     assert shell.user_ns["_seamscope"].ledger.totals.calls == 2
+    assert shell.user_ns["_seamscope"].ledger.run.status.state == "completed"
     assert len(displayed) == 1  # --quiet: nothing shown
 
 
@@ -134,6 +135,12 @@ def test_cell_magic_bad_options_and_a_cell_that_raises(shell, displayed, tmp_pat
     s = shell.user_ns["_seamscope"]
     assert s.ledger.totals.calls == 3 and not s.active
     assert "the cell raised" in displayed[-1]["text/plain"]
+    assert s.ledger.run.status.state == "raised" and s.ledger.run.status.detail == "ValueError: cell failed"
+    assert "run raised ValueError: cell failed" in displayed[-1]["text/plain"]
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UsageError, match="afile/sub: cannot write"):  # before the cell runs
+        run_cell(shell, f"--out {tmp_path / 'afile' / 'sub'}", "ran = True")
+    assert "ran" not in shell.user_ns
 
 
 def test_a_shell_displays_receipts_and_ledgers_as_the_overview(shell) -> None:

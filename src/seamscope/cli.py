@@ -16,7 +16,7 @@ import click
 
 from ._version import __version__
 from .analyze.display import visible
-from .errors import SeamscopeError
+from .errors import RunSignalled, SeamscopeError
 
 # name -> module; a command whose module is absent is simply not offered.
 COMMANDS = {
@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> Any:
     except KeyboardInterrupt:
         click.echo("seamscope: interrupted", err=True)
         sys.exit(130)
+    except RunSignalled as e:  # a SIGTERM/SIGHUP that arrived outside the script (after writing)
+        click.echo(f"seamscope: {e}: stopped", err=True)
+        sys.exit(128 + e.signum)
     except click.ClickException as e:
         e.show()
         sys.exit(2)

@@ -25,3 +25,11 @@ class UserCodeFailed(SeamscopeError):
     """The user's own script or model raised (exit 1); what was measured is still written."""
 
     exit_code = 1
+
+
+class RunSignalled(BaseException):
+    """SIGTERM or SIGHUP during a run: unwinds the script as Ctrl-C does (exit 128 + ``signum``)."""
+
+    def __init__(self, signum: int, name: str = "") -> None:
+        super().__init__(name or f"signal {signum}")
+        self.signum = signum

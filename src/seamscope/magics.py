@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 MAGIC_HELP = "%%seamscope [--out DIR] [--quiet] [--note T] [--intervention T] [--rollback-trigger T] " \
-    "[--trace-out F] [--trace-calls N] [--trace-events N]"
+    "[--trace-out F] [--trace-calls N] [--trace-events N] [--checkpoint-every SECONDS]"
 
 
 @click.command(name="%%seamscope", add_help_option=False)
@@ -29,6 +29,7 @@ MAGIC_HELP = "%%seamscope [--out DIR] [--quiet] [--note T] [--intervention T] [-
               help="Also write seamscope's own bounded trace (JSON lines) to this file.")
 @click.option("--trace-calls", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True)
 def cell_options(**options: Any) -> dict[str, Any]:
     """The options of ``%%seamscope``: those of ``seamscope run`` that apply to one cell."""
     return options
@@ -61,13 +62,27 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
                          "observes a cell on its own")
     decision = Decision(note=opts["note"], intervention=opts["intervention"],
                         rollback_trigger=opts["rollback_trigger"])
+    from .capture.persist import RunOutput
+    from .capture.session import status_of_exception
+    from .errors import UnusableInput
+
     s = Session(None, command=["%%seamscope", *shlex.split(line)], decision=decision)
-    s.start()
+    output = RunOutput(s, opts["out"], opts["checkpoint_every"])
     try:
+        output.prepare()  # writable and not another run's, before the cell runs
+    except UnusableInput as e:
+        raise UsageError(str(e)) from None
+    try:
+        s.start()
+        output.begin()
         result = shell.run_cell(cell)
+        error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
+        s.status = status_of_exception(error if isinstance(error, BaseException) else None)
+        s.stop()
+        path = s.write(opts["out"])
     finally:
         s.stop()
-    path = s.write(opts["out"])
+        output.close()
     shell.user_ns["_seamscope"] = s
     notes = [f"wrote {path}"]
     from .render.html import write_html_report

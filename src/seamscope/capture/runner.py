@@ -34,38 +34,6 @@ def _is_launcher(filename: str) -> bool:
             or "runpy" in f)
 
 
-def _ignore_sigint() -> Any:
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _watch_sigint(session: Any) -> Any:
-    """Ctrl-C raises KeyboardInterrupt as usual and also marks the session, so that an interrupt
-    swallowed by library code still stops the run at the next observed call."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        session.interrupted = True
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGINT, on_sigint)
-
-
-def _restore_sigint(handler: Any) -> None:
-    import signal
-
-    if handler is not None:
-        signal.signal(signal.SIGINT, handler)
-
-
 def _run_transformed(target: str, transform: Any) -> None:
     """Run a script as ``runpy.run_path`` would, from a transformed syntax tree."""
     import ast
@@ -105,11 +73,18 @@ def run_target(
     first_calls: int | None = None,
     call_cap: int | None = None,
     setup: Any = None,
+    checkpoint_every: float = 60.0,
 ) -> RunResult:
     """``setup``: a remedy plan (``capture.remedies.Plan``) applied once the session has started:
-    its ``setup(session)`` returns the undo, called before the session stops."""
+    its ``setup(session)`` returns the undo, called before the session stops.
+
+    The output folder is checked and locked before anything runs, marked ``incomplete`` as the
+    session starts and checkpointed every ``checkpoint_every`` seconds (``persist.RunOutput``).
+    SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
+    status, and ``exit_code`` is 128 + the signal's number."""
     from ..experiments.workload import is_workload_spec
-    from .session import Session
+    from .persist import RunOutput, hard_exit_on_signal, status_of_signal, watch_signals
+    from .session import Session, status_of_exception
 
     workload = not module and is_workload_spec(target)
     if not module and not workload and not os.path.isfile(target):
@@ -132,14 +107,19 @@ def run_target(
         decision=decision,
         **kwargs,
     )
+    output = RunOutput(session, out_dir, checkpoint_every)
+    output.prepare()  # writable and ours, before the script starts (exit 2 otherwise)
     if on_call_end is not None:  # the CLI's progress line; nothing on the call path otherwise
         session.on_call_end.append(on_call_end)
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     exit_code, message = 0, None
-    previous_handler = _watch_sigint(session)
+    received: list[int] = []
+    previous_handlers = watch_signals(session, received, output.lock)
     finish: Any = None
+    path: str | None = None
     try:
         session.start()
+        output.begin()
         if setup is not None:
             finish = setup.setup(session)
         if workload:
@@ -157,34 +137,47 @@ def run_target(
                 _run_transformed(target, setup.transform)
             else:
                 runpy.run_path(target, run_name="__main__")
+        session.status = status_of_signal(received[0]) if received else status_of_exception(None)
+        if received:  # the script caught the signal's exception and returned
+            exit_code = int(session.status.exit_code or 130)
     except UnusableInput:
         raise
     except SystemExit as e:
+        session.status = status_of_exception(e)
         code = e.code
         exit_code = 0 if code in (None, 0) else (code if isinstance(code, int) else 1)
         if exit_code:
             exit_code = 1
             message = f"{target} exited with status {code}"
-    except KeyboardInterrupt:
-        exit_code, message = 130, "interrupted; the calls measured so far were written"
-    except BaseException:
-        etype, value, tb = sys.exc_info()
-        # Show the user's traceback, without seamscope's and runpy's frames on top.
-        while tb is not None and tb.tb_next is not None and _is_launcher(tb.tb_frame.f_code.co_filename):
-            tb = tb.tb_next
-        traceback.print_exception(etype, value, tb)
-        exit_code, message = 1, f"{target} raised {etype.__name__ if etype else 'an exception'}"
+    except BaseException as e:
+        if received:  # a signal: SIGINT (KeyboardInterrupt), SIGTERM or SIGHUP (RunSignalled)
+            session.status = status_of_signal(received[0])
+            exit_code = int(session.status.exit_code or 130)
+            message = f"{session.status.state} ({session.status.detail}); the calls measured so far were written"
+        elif isinstance(e, KeyboardInterrupt):
+            session.status = status_of_exception(e)
+            exit_code, message = 130, "interrupted; the calls measured so far were written"
+        else:
+            session.status = status_of_exception(e)
+            etype, value, tb = sys.exc_info()
+            # Show the user's traceback, without seamscope's and runpy's frames on top.
+            while tb is not None and tb.tb_next is not None and _is_launcher(tb.tb_frame.f_code.co_filename):
+                tb = tb.tb_next
+            traceback.print_exception(etype, value, tb)
+            exit_code, message = 1, f"{target} raised {etype.__name__ if etype else 'an exception'}"
     finally:
-        sys.argv = old_argv
-        if old_path0 is not None and sys.path:
-            sys.path[0] = old_path0
-        if finish is not None:
-            finish()
-        # A second Ctrl-C must not lose what was measured: finish writing first.
-        _ignore_sigint()
-        try:
-            session.stop()
-            path = session.write(out_dir) if session.builder is not None else None
-        finally:
-            _restore_sigint(previous_handler)
+        # A signal from here on stops at once; what is renamed into place stays whole.
+        with hard_exit_on_signal(output.lock, restore=previous_handlers):
+            sys.argv = old_argv
+            if old_path0 is not None and sys.path:
+                sys.path[0] = old_path0
+            try:
+                if finish is not None:
+                    finish()
+            finally:
+                try:
+                    session.stop()
+                    path = session.write(out_dir) if session.builder is not None else None
+                finally:
+                    output.close()
     return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,6 +37,7 @@ from ..model.ledger import (
     Ledger,
     ModuleRepeat,
     RunInfo,
+    RunStatus,
 )
 from ..model.normalize import normalize_path
 from ..model.receipt import Receipt
@@ -59,13 +61,44 @@ class Session(CallHooks, RegionHooks):
     # --- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
-        self.start()
+        output = None
+        if self.out is not None:  # checked and locked before the body runs (UnusableInput)
+            from .persist import RunOutput
+
+            output = RunOutput(self, self.out, self.checkpoint_every)
+            output.prepare()
+        try:
+            self.start()
+            if output is not None:
+                output.begin()
+                self.output = output
+        except BaseException:
+            self.stop()
+            if output is not None:
+                output.close()
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.stop()
-        if self.out is not None:
-            self.write(self.out)
+        if self.status is None:
+            self.status = status_of_exception(exc)
+        try:
+            self.stop()
+            if self.out is not None:
+                try:
+                    self.write(self.out)
+                except Exception as e:
+                    if exc is None:
+                        raise
+                    # the user's exception propagates unchanged; the write failure goes with it
+                    note = f"seamscope: the receipt could not be written: {e}"
+                    if hasattr(exc, "add_note"):  # Python 3.11+
+                        exc.add_note(note)
+                    sys.stderr.write(note + "\n")
+        finally:
+            if self.output is not None:
+                self.output.close()
+                self.output = None
 
     def start(self) -> None:
         global _ACTIVE
@@ -155,7 +188,8 @@ class Session(CallHooks, RegionHooks):
 
     # --- results -----------------------------------------------------------------------------
 
-    def build(self) -> Ledger:
+    def build(self, status: RunStatus | None = None) -> Ledger:
+        """The ledger so far; its ``run.status`` is ``status``, else the session's own."""
         assert self.builder is not None, "session never started"
         ledger = self.builder.build()
         env = msgspec.structs.replace(
@@ -178,6 +212,9 @@ class Session(CallHooks, RegionHooks):
                 "outside any call"
             )
         run = msgspec.structs.replace(ledger.run, warnings=warnings)
+        status = status if status is not None else self.status
+        if status is not None:
+            run = msgspec.structs.replace(run, status=status)
         return msgspec.structs.replace(ledger, environment=env, run=run)
 
     def receipt(self, **sections: Any) -> Receipt:
@@ -309,6 +346,24 @@ def _module_repeats(found: list[dict[str, Any]], cwd: str) -> list[ModuleRepeat]
             )
         merged[m.cls] = m
     return sorted(merged.values(), key=lambda m: (-m.nodes, m.cls))
+def status_of_exception(exc: BaseException | None) -> RunStatus:
+    """How a run whose body ended with ``exc`` (None: it returned) ended."""
+    if exc is None:
+        return RunStatus(state="completed", exit_code=0)
+    if isinstance(exc, KeyboardInterrupt):
+        return RunStatus(state="interrupted", detail="SIGINT", exit_code=130)
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code in (None, 0):
+            return RunStatus(state="completed", exit_code=0)
+        return RunStatus(state="exited", exit_code=code if isinstance(code, int) else 1,
+                         detail="" if isinstance(code, int) else str(code).splitlines()[0][:200] if str(code) else "")
+    signum = getattr(exc, "signum", None)
+    if isinstance(signum, int):
+        from .persist import status_of_signal
+
+        return status_of_signal(signum)
+    return RunStatus(state="raised", detail=_error_text(exc), exit_code=1)
 
 
 def _env_int(name: str) -> int | None:

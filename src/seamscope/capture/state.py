@@ -12,7 +12,7 @@ from typing import Any
 from .. import _native
 from ..ingest.compile_events import CompileEventAssembler
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
-from ..model.ledger import Ledger
+from ..model.ledger import Ledger, RunStatus
 from ..model.receipt import Decision, Receipt
 
 
@@ -31,8 +31,15 @@ class SessionState:
         cwd: str | None = None,
         write_html: bool = True,
         device: str = "auto",
+        checkpoint_every: float = 60.0,
     ) -> None:
         self.out = os.fspath(out) if out is not None else None
+        self.checkpoint_every = checkpoint_every
+        """With ``out``: seconds between checkpoints of the receipt (0: none; docs/reliability.md)."""
+        self.status: RunStatus | None = None
+        """How the run ended, recorded in the receipt (set before ``stop()``)."""
+        self.output: Any = None
+        """With ``out``: the folder's lock and checkpoints while active (``persist.RunOutput``)."""
         self.command = command or []
         self.input_trace_sha256 = input_trace_sha256
         self.first_calls = first_calls

@@ -49,7 +49,12 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
         return result.exit_code or 1
     receipt = getattr(result.session, "last_receipt", None) or load_receipt(result.receipt_path)
     out_dir = os.path.dirname(result.receipt_path)
-    html = write_html_report(receipt, out_dir) if html_report else None
+    failed = None
+    try:
+        html = write_html_report(receipt, out_dir) if html_report else None
+    except UnusableInput as e:  # disk full, quota: the receipt is written; say so, exit 2 at the end
+        why = str(e).rpartition("cannot write: ")[2] or str(e)
+        html, failed = None, f"{out_dir}: could not write index.html ({why}); written: receipt.json, calls.csv"
     if not quiet:
         TerminalRenderer().print(receipt)
     for w in receipt.ledger.run.warnings:
@@ -58,6 +63,9 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
     click.echo(f"seamscope: wrote {shown(where, None)}", err=True)
     if result.message:
         click.echo(f"seamscope: {shown(result.message)}", err=True)
+    if failed is not None:
+        click.echo(f"seamscope: {shown(failed)}", err=True)
+        return 2
     return int(result.exit_code)
 
 

@@ -11,6 +11,7 @@ import click
 from ..errors import AnswerIsNo, UnusableInput
 from ..gates.check import Limits, check
 from ..gates.trusted import load_trusted_receipt
+from ..model.ledger import status_note, status_text
 from ._common import say
 
 
@@ -43,8 +44,12 @@ def parse_cause_limits(items: tuple[str, ...]) -> dict[str, int]:
 @click.option("--max-cause-recompiles", "cause_limits", multiple=True, metavar="CAUSE=N",
               help="At most N recompiles set off by one recompile cause (its RC… id in the findings); "
                    "repeatable. With --baseline, a cause the baseline lacks fails anyway.")
+@click.option("--allow-incomplete", is_flag=True,
+              help="Accept a receipt of a run that did not complete (raised, exited non-zero, "
+                   "interrupted, terminated, or an incomplete checkpoint); by default it fails.")
 def command(receipt: str, baseline: str | None, max_breaks: int | None, max_recompiles: int | None,
-            max_fallbacks: int | None, max_steady: float | None, cause_limits: tuple[str, ...]) -> int:
+            max_fallbacks: int | None, max_steady: float | None, cause_limits: tuple[str, ...],
+            allow_incomplete: bool = False) -> int:
     """Check RECEIPT (a receipt.json or its folder) against limits and/or a baseline receipt."""
     limits = Limits(max_breaks=max_breaks, max_recompiles=max_recompiles,
                     max_fallbacks=max_fallbacks, max_steady_regression=max_steady,
@@ -57,12 +62,19 @@ def command(receipt: str, baseline: str | None, max_breaks: int | None, max_reco
         except UnusableInput as e:
             raise UnusableInput(f"baseline: {e}") from None
     rep = check(r, limits, b)
+    status = status_text(r.ledger.run.status)
+    if status is not None:
+        say(f"run: {status}")
+    unfinished = status_note(r.ledger.run.status)
+    problems = list(rep.problems)
+    if unfinished and not allow_incomplete:
+        problems.insert(0, f"the run did not complete ({status}): {unfinished} (--allow-incomplete accepts it)")
     for line in rep.lines:
         say(line)
-    if rep.ok:
+    if not problems:
         click.echo("within budget")
         return 0
-    click.echo("over budget:")
-    for p in rep.problems:
+    click.echo("over budget:" if rep.problems else "not accepted:")
+    for p in problems:
         say(f"  - {p}")
-    raise AnswerIsNo(f"over budget: {'; '.join(rep.problems)}")
+    raise AnswerIsNo(f"{'over budget' if rep.problems else 'not accepted'}: {'; '.join(problems)}")

@@ -96,6 +96,7 @@ def run_ranks(
     out: str,
     quiet: bool,
     decision_args: dict[str, str | None],
+    checkpoint_every: float | None = None,
 ) -> int:
     """``seamscope run --nproc N``: torchrun starts N ranks, each under ``seamscope run``, then merge.
 
@@ -117,6 +118,8 @@ def run_ranks(
     for flag, value in decision_args.items():
         if value is not None:
             cmd += [flag, value]
+    if checkpoint_every is not None:
+        cmd += ["--checkpoint-every", str(checkpoint_every)]
     cmd += (["-m"] if module else []) + [target, "--", *args]
     interrupted = False
     try:

@@ -28,13 +28,16 @@ from ._common import ProgressLine, finish_run, need_torch
 @click.option("--warm", is_flag=True,
               help="Run TARGET twice in fresh processes sharing one persistent compile cache (OUT/compile-cache): "
               "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json).")
+@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              metavar="SECONDS",
+              help="Write the receipt so far (marked incomplete) this often, at a call boundary; 0: never.")
 @remedy_options
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
             rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
             trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16, warm: bool = False,
-            **remedies: object) -> int:
+            checkpoint_every: float = 60.0, **remedies: object) -> int:
     """Run TARGET (a script, -m MODULE, or a workload FILE.py:FUNC) with every torch.compile in it observed;
     write receipt.json, calls.csv, index.html. A workload takes --lengths, --lengths-file and --dim after --."""
     need_torch("run")
@@ -55,7 +58,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
 
         return run_ranks(nproc, target, args_l, module=module, out=out, quiet=quiet,
                          decision_args={"--note": note, "--intervention": intervention,
-                                        "--rollback-trigger": rollback_trigger})
+                                        "--rollback-trigger": rollback_trigger},
+                         checkpoint_every=checkpoint_every)
     if warm:
         return _run_warm(target, args_l, module, out, quiet, remedies)
     plan = _remedy_plan(target, module, remedies)
@@ -64,14 +68,18 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
         args_l += ["--pad", pad]  # checked by the plan: a workload target's own option
     progress = ProgressLine(not quiet)
     result = run_target(target, args_l, module=module, out=out, decision=decision,
-                        on_call_end=progress if progress.enabled else None, setup=plan)
+                        on_call_end=progress if progress.enabled else None, setup=plan,
+                        checkpoint_every=checkpoint_every)
     progress.clear()
-    if trace_out is not None and result.session is not None and result.session.ledger is not None:
-        from ..render.seamscope_trace import write_trace
+    from ..capture.persist import hard_exit_on_signal
 
-        write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
-        click.echo(f"seamscope: wrote trace {trace_out}", err=True)
-    return finish_run(result, quiet=quiet, html_report=not remedies.get("no_html"))
+    with hard_exit_on_signal(note=f"; {result.receipt_path} is written" if result.receipt_path else ""):
+        if trace_out is not None and result.session is not None and result.session.ledger is not None:
+            from ..render.seamscope_trace import write_trace
+
+            write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
+            click.echo(f"seamscope: wrote trace {trace_out}", err=True)
+        return finish_run(result, quiet=quiet, html_report=not remedies.get("no_html"))
 
 
 def _warn_misplaced_options(target: str, args: list[str]) -> None:

@@ -37,8 +37,29 @@ def command(receipt: str | None, baseline: str | None, as_json: bool, codes: boo
             say(line)
         for n in v.notes:
             say(f"note: {n}")
+        status = _status_line(raw)
+        if status:
+            say(f"note: run {status}")
         if v.ok:
             say(f"ok: {v.checks} checks agree ({receipt})")
         else:
             say(f"FAILED: {len(v.failures)} codes over {v.checks} checks ({receipt})")
     return 0 if v.ok else 1
+
+
+def _status_line(raw: object) -> str:
+    """How the run ended, as the receipt records it ("" when it records none, or unreadably)."""
+    import msgspec
+
+    from ..model.ledger import RunStatus, status_note, status_text
+
+    run = raw.get("ledger", {}).get("run", {}) if isinstance(raw, dict) else {}
+    st = run.get("status") if isinstance(run, dict) else None
+    if st is None:
+        return ""
+    try:
+        status = msgspec.convert(st, RunStatus)
+    except (msgspec.ValidationError, TypeError):
+        return ""
+    note = status_note(status)
+    return f"{status_text(status)}" + (f": {note}" if note else "")

@@ -72,6 +72,46 @@ class Environment(Struct, frozen=True):
     """Inductor's cache directory at the start of the run (None: not read, e.g. an imported log)."""
 
 
+RunState = Literal["completed", "raised", "exited", "interrupted", "terminated", "incomplete"]
+"""How a live run ended (docs/conventions.md, "Exit codes"): the script returned; it raised; it
+called ``sys.exit`` with a non-zero status; Ctrl-C (SIGINT); SIGTERM or SIGHUP; or nothing was
+said: a checkpoint, or the marker a run writes as it starts, read after the process died."""
+
+
+class RunStatus(Struct, frozen=True):
+    """How the run ended, and the calls its receipt covers (``RunInfo.status``)."""
+
+    state: RunState
+    detail: str = ""
+    """``raised``: the exception's type and first line; ``interrupted``/``terminated``: the
+    signal's name; ``incomplete``: when the checkpoint was written."""
+    exit_code: int | None = None
+    """The status the process ended with: 0, the script's own for ``exited``, 1 for ``raised``,
+    128 + the signal's number for a signal; None for ``incomplete``."""
+
+
+def status_text(status: RunStatus | msgspec.UnsetType) -> str | None:
+    """``completed``, ``raised ValueError: bad``, ``exited 3``, ``terminated (SIGTERM)``,
+    ``incomplete (checkpoint ...)``; None when the receipt records no status."""
+    if isinstance(status, msgspec.UnsetType):
+        return None
+    if status.state == "exited":
+        return f"exited {status.exit_code}"
+    if status.state == "raised":
+        return f"raised {status.detail}" if status.detail else "raised"
+    return f"{status.state} ({status.detail})" if status.detail else status.state
+
+
+def status_note(status: RunStatus | msgspec.UnsetType) -> str:
+    """What the figures of a run that did not complete cover ("" for a completed one or none)."""
+    if isinstance(status, msgspec.UnsetType) or status.state == "completed":
+        return ""
+    if status.state == "incomplete":
+        return ("the run had not written its final receipt (still running, or killed: SIGKILL, out of "
+                "memory, os._exit); the figures cover the calls up to this checkpoint")
+    return "the figures cover the calls until then"
+
+
 class RunInfo(Struct, frozen=True):
     """What was run: the spec, kept apart from samples and statistics."""
 
@@ -87,6 +127,8 @@ class RunInfo(Struct, frozen=True):
     absent: list[str] = []
     """What this ledger cannot tell, said plainly (never invented)."""
     warnings: list[str] = []
+    status: RunStatus | msgspec.UnsetType = msgspec.UNSET
+    """How a live run ended (absent: a receipt of an import, a fake, or from before statuses)."""
 
 
 class BreakSite(Struct, frozen=True):

@@ -47,6 +47,8 @@ class MarkdownRenderer:
         lines: list[str] = []
         counts = " · ".join(f"{c.value} {c.label}" for c in view.counts)
         lines += [f"### {esc(view.title)}", ""]
+        if view.run_status is not None and not view.run_completed:
+            lines += [f"> **run {esc(view.run_status)}**: {esc(view.run_status_note, 400)}", ""]
         if view.headline is not None:
             lines += [f"**{esc(view.headline.sentence, 1200)}**", ""]
         lines += [counts, ""]

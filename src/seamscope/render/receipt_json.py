@@ -11,7 +11,7 @@ from ..model.canonical import pretty_bytes
 from ..model.guard_table import compact
 from ..model.ledger import RegionEvent
 from ..model.receipt import Receipt
-from . import write_rendered
+from .files import write_set
 
 CSV_COLUMNS = [
     "index",
@@ -69,8 +69,25 @@ class CallsCsvRenderer:
         return out.getvalue()
 
 
+#: The files of one run's output set, in the order they are renamed into place (the receipt last).
+OUTPUT_SET = ("calls.csv", "index.html", "receipt.json")
+
+
 def write_receipt_files(receipt: Receipt, out_dir: str | os.PathLike[str]) -> str:
-    """Write ``receipt.json`` and ``calls.csv`` into ``out_dir``; return the receipt's path."""
-    path = write_rendered(ReceiptJsonRenderer(), receipt, out_dir, "receipt")
-    write_rendered(CallsCsvRenderer(), receipt, out_dir, "calls")
-    return path
+    """Write ``receipt.json`` and ``calls.csv`` into ``out_dir`` as one output set (an older
+    ``index.html`` there is removed: the caller writes this receipt's); return the receipt's path.
+    ``render.files.WriteFailed`` (exit 2) names the files that could not be written."""
+    write_set(out_dir, {
+        "calls.csv": CallsCsvRenderer().render(receipt),
+        "index.html": None,
+        "receipt.json": ReceiptJsonRenderer().render(receipt),
+    })
+    return os.path.join(os.fspath(out_dir), "receipt.json")
+
+
+def write_receipt_only(receipt: Receipt, out_dir: str | os.PathLike[str], *, fresh: bool = False) -> str:
+    """A checkpoint (or the marker a run writes as it starts): ``receipt.json`` alone, the set's
+    other files of an earlier run removed."""
+    write_set(out_dir, {"calls.csv": None, "index.html": None,
+                        "receipt.json": ReceiptJsonRenderer().render(receipt)}, fresh=fresh)
+    return os.path.join(os.fspath(out_dir), "receipt.json")

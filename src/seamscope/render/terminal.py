@@ -8,9 +8,11 @@ from collections.abc import Callable
 import msgspec
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from ..analyze.display import markup
+from ..analyze.display import markup, shown
 from ..analyze.units import counted, fmt_ns
+from ..model.ledger import status_note, status_text
 from ..model.receipt import Receipt
 from .compile_time_table import print_compile_time
 
@@ -46,6 +48,7 @@ class TerminalRenderer:
             f"({counted(s.recompile_count, 'recompile')}) · {counted(s.graph_count, 'graph')} · "
             f"{counted(s.break_site_count, 'break site')} · {counted(s.fallback_count, 'fallback')}"
         )
+        self.print_status(receipt)
         self.print_headline(receipt)
         if not s.has_runtime:
             c.print("[yellow]no runtime data[/yellow]: " + markup("; ".join(led.run.absent), SENTENCE))
@@ -106,6 +109,20 @@ class TerminalRenderer:
                 f"[dim]per-call detail kept for {led.retention.retained} of {counted(s.call_count, 'call')} "
                 f"(first {led.retention.first}, then every {led.retention.stride}th); totals are exact[/dim]"
             )
+
+    def print_status(self, receipt: Receipt) -> None:
+        """How the run ended (a live run's receipt records it)."""
+        status = receipt.ledger.run.status
+        text = status_text(status)
+        if text is None:
+            return
+        note = status_note(status)
+        if not note:
+            self.console.print(Text(f"run {shown(text)}", style="dim"))
+        else:
+            line = Text(f"run {shown(text)}", style="bold yellow")
+            line.append(f": {shown(note)}")
+            self.console.print(line)
 
     def print_headline(self, receipt: Receipt) -> None:
         """Where the time went and the costliest finding (the analysis wrote the sentence)."""

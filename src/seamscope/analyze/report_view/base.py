@@ -272,6 +272,11 @@ class ReportView:
     """On a device: each timed call's host lane above its device lane (None on CPU)."""
     compile_time: CompileTimeView | None = None
     """Compile time by stage, per frame and for the run, and the cache outcome per layer."""
+    run_status: str | None = None
+    """How the run ended (``model.ledger.status_text``); None when the receipt records none."""
+    run_completed: bool = True
+    run_status_note: str = ""
+    """For a run that did not complete: what its figures cover."""
 
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ...model.ledger import (
     BreakEvent,
@@ -13,6 +14,8 @@ from ...model.ledger import (
     IslandEvent,
     RegionEvent,
     compile_frame_index,
+    status_note,
+    status_text,
 )
 from ...model.receipt import Receipt
 from ..fields import carry
@@ -128,8 +131,18 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         ranks=build_ranks(receipt),
         shapes=build_shapes(receipt),
         compile_time=build_compile_time(receipt),
+        **run_status_parts(led.run.status),
         **hl_parts,
     )
+
+
+def run_status_parts(status: Any) -> dict[str, Any]:
+    """The report's run-status line (nothing for a receipt that records no status)."""
+    text = status_text(status)
+    if text is None:
+        return {}
+    note = status_note(status)
+    return {"run_status": text, "run_completed": not note, "run_status_note": note}
 
 
 def _title(receipt: Receipt) -> str:

@@ -1,0 +1,288 @@
+"""A real ``seamscope run`` ended by real signals, killed after a checkpoint, ended by ``os._exit``,
+refused a folder it cannot write or another run holds, and a disk that fills while it writes.
+
+The children start together (one fixture), so the suite waits for torch's import about once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+
+pytestmark = pytest.mark.torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LONG = os.path.join(HERE, "workloads", "long_run.py")
+BREAKS = os.path.join(HERE, "workloads", "breaks.py")
+SEAMSCOPE = [sys.executable, "-m", "seamscope"]
+
+
+def _default_signals() -> None:
+    # as in a terminal, even when the suite runs as a background job (SIGINT ignored there)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
+class Child:
+    def __init__(self, cwd, name: str, args: list[str]) -> None:
+        self.dir = cwd / name
+        self.dir.mkdir(exist_ok=True)
+        self.out = self.dir / "o"
+        self._stdout = open(self.dir / "stdout", "w")
+        self._stderr = open(self.dir / "stderr", "w")
+        self.proc = subprocess.Popen([*SEAMSCOPE, "run", "--quiet", *args], cwd=self.dir, stdout=self._stdout,
+                                     stderr=self._stderr, text=True, preexec_fn=_default_signals)
+        self.rc: int | None = None
+
+    def lines(self) -> int:
+        return (self.dir / "stdout").read_text().count("\n")
+
+    def wait_for(self, ready, what: str, timeout: float = 240.0) -> None:
+        end = time.monotonic() + timeout
+        while not ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ended before {what}: {self.stderr()}")
+            if time.monotonic() > end:
+                self.proc.kill()
+                raise AssertionError(f"no {what} in {timeout} s: {self.stderr()}")
+            time.sleep(0.05)
+
+    def finish(self, timeout: float = 120.0) -> int:
+        try:
+            self.rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.rc = self.proc.wait()
+        self._stdout.close()
+        self._stderr.close()
+        return self.rc
+
+    def stderr(self) -> str:
+        return (self.dir / "stderr").read_text()
+
+    def receipt(self) -> dict:
+        with open(self.out / "receipt.json") as f:
+            return json.load(f)
+
+    def leftovers(self) -> list[str]:
+        return [p for p in os.listdir(self.out) if p.startswith(".tmp-") or p == ".seamscope.lock"]
+
+
+def _checkpointed(child: Child) -> bool:
+    try:
+        r = child.receipt()
+    except (OSError, ValueError):
+        return False
+    return r["ledger"]["run"]["status"]["state"] == "incomplete" and r["summary"]["call_count"] >= 1
+
+
+def _plant_older_run(out) -> None:
+    """A folder as a run killed earlier leaves it: a complete older receipt and a dead run's lock."""
+    import shutil
+    import socket
+
+    out.mkdir()
+    shutil.copy(os.path.join(HERE, "golden", "fake-breaks.receipt.json"), out / "receipt.json")
+    (out / "index.html").write_text("an older run's report")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (out / ".seamscope.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(),
+                                                     "started": "earlier", "command": "seamscope run old.py"}))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("runs")
+    (base / "osexit" / "o").parent.mkdir()
+    _plant_older_run(base / "osexit" / "o")
+    loop = ["--checkpoint-every", "0", "--out", "o", LONG]
+    kids = {
+        "term": Child(base, "term", loop),
+        "hup": Child(base, "hup", loop),
+        "int2": Child(base, "int2", loop),
+        "kill": Child(base, "kill", ["--checkpoint-every", "0.2", "--out", "o", LONG]),
+        "osexit": Child(base, "osexit", ["--checkpoint-every", "0.2", "--out", "o", LONG, "--", "--calls", "20",
+                                         "--os-exit"]),
+    }
+    small = base / "small"  # a disk that fills while the output is written: a 200 KB tmpfs
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)], capture_output=True).returncode == 0:
+        for name in ("receipt.json", "calls.csv", "index.html"):
+            (small / name).write_text("an older run's " + name)
+        kids["full"] = Child(base, "full", ["--out", str(small), BREAKS])
+        kids["full"].out = small
+    for name, sig in (("term", signal.SIGTERM), ("hup", signal.SIGHUP)):
+        kids[name].wait_for(lambda k=kids[name]: k.lines() >= 3, "calls")
+        kids[name].proc.send_signal(sig)
+    k = kids["int2"]
+    k.wait_for(lambda: k.lines() >= 3, "calls")
+    k.proc.send_signal(signal.SIGINT)
+    k.proc.send_signal(signal.SIGINT)
+    k = kids["kill"]
+    k.wait_for(lambda: _checkpointed(k), "checkpoint")
+    k.proc.kill()
+    for c in kids.values():
+        c.finish(timeout=240)
+    yield kids
+    if "full" in kids:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+@pytest.mark.parametrize(("name", "code", "state", "detail"), [
+    ("term", 143, "terminated", "SIGTERM"),
+    ("hup", 129, "terminated", "SIGHUP"),
+])
+def test_sigterm_and_sighup_write_the_receipt_marked_and_exit_128_plus_the_signal(runs, name, code, state, detail):
+    c = runs[name]
+    assert c.rc == code, c.stderr()
+    r = c.receipt()
+    assert r["ledger"]["run"]["status"] == {"state": state, "detail": detail, "exit_code": code}
+    assert r["summary"]["call_count"] >= 3
+    assert (c.out / "calls.csv").exists() and (c.out / "index.html").exists()
+    assert f"terminated ({detail}); the calls measured so far were written" in c.stderr()
+    assert c.leftovers() == []
+
+
+def test_two_ctrl_c_stop_at_once_and_leave_no_half_written_file(runs):
+    c = runs["int2"]
+    assert c.rc == 130, c.stderr()
+    r = c.receipt()  # whole JSON: the marker, a checkpoint or the final receipt, never half of one
+    assert r["ledger"]["run"]["status"]["state"] in ("interrupted", "incomplete")
+    assert c.leftovers() == []
+
+
+def test_sigkill_after_a_checkpoint_leaves_the_calls_up_to_it_marked_incomplete(runs):
+    c = runs["kill"]
+    assert c.rc == -signal.SIGKILL
+    r = c.receipt()
+    assert r["ledger"]["run"]["status"]["state"] == "incomplete"
+    assert r["ledger"]["run"]["status"]["detail"].startswith("checkpoint at ")
+    assert r["summary"]["call_count"] >= 1
+    s = subprocess.run([*SEAMSCOPE, "summary", str(c.out)], capture_output=True, text=True, timeout=120)
+    assert s.returncode == 0 and "run incomplete (checkpoint at" in " ".join(s.stdout.split())
+    v = subprocess.run([*SEAMSCOPE, "verify", str(c.out)], capture_output=True, text=True, timeout=120)
+    assert v.returncode == 0 and "note: run incomplete" in v.stdout
+    k = subprocess.run([*SEAMSCOPE, "check", str(c.out), "--max-breaks", "9"], capture_output=True, text=True,
+                       timeout=120)
+    assert k.returncode == 1 and "did not complete" in k.stdout
+
+
+def test_os_exit_into_a_killed_runs_folder_leaves_its_own_incomplete_receipt(runs):
+    c = runs["osexit"]
+    assert c.rc == 0, c.stderr()  # os._exit(0): the exit code cannot tell, the receipt does
+    assert "in use" not in c.stderr()  # the dead run's lock was taken over
+    r = c.receipt()
+    assert r["ledger"]["run"]["status"]["state"] == "incomplete"
+    assert r["ledger"]["run"]["command"][-1] == "--os-exit"  # this run's, not the older one's
+    assert r["summary"]["call_count"] >= 1
+    assert sorted(os.listdir(c.out)) == [".seamscope.lock", "receipt.json"]  # the older report is gone
+
+
+def _refused(tmp_path, out: str, *extra) -> subprocess.CompletedProcess:
+    p = subprocess.run([*SEAMSCOPE, "run", "--quiet", "--out", out, LONG, *extra], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "started").exists()  # refused before the script started
+    return p
+
+
+def test_an_unwritable_out_is_refused_before_the_script_starts(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    p = _refused(tmp_path, "afile/sub")
+    assert "afile/sub: cannot write" in p.stderr
+
+
+def test_a_folder_another_live_run_holds_is_refused(tmp_path):
+    import socket
+
+    holder = subprocess.Popen(["sleep", "120"])
+    try:
+        (tmp_path / "o").mkdir()
+        (tmp_path / "o" / ".seamscope.lock").write_text(json.dumps(
+            {"pid": holder.pid, "host": socket.gethostname(), "started": "now", "command": "seamscope run x.py"}))
+        p = _refused(tmp_path, "o")
+        assert f"in use by another seamscope run (pid {holder.pid}" in p.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_disk_that_fills_while_writing_keeps_the_receipt_and_mixes_no_older_file(runs):
+    if "full" not in runs:
+        pytest.skip("cannot mount a tmpfs here; test_reliability.py fault-injects a full disk instead")
+    c = runs["full"]
+    assert c.rc == 2, c.stderr()
+    err = c.stderr()
+    assert "could not write" in err and "No space left on device" in err and "Traceback" not in err
+    names = sorted(n for n in os.listdir(c.out) if not n.startswith(".seamscope"))
+    assert c.receipt()["summary"]["call_count"] == 12  # this run's receipt is whole
+    for name in names:  # whatever is there is this run's: nothing of the older run beside it
+        assert "an older run" not in (c.out / name).read_text(), name
+    assert not [n for n in names if n.startswith(".tmp-")]
+
+
+def test_a_users_exception_in_a_session_propagates_unchanged_when_writing_fails(tmp_path, monkeypatch, dynamo_reset):
+    import errno
+
+    import torch
+
+    import seamscope
+    from seamscope.render import files
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    g = torch.compile(lambda x: x.sin() + 1, backend="eager")
+    with pytest.raises(ValueError, match="the user's own error") as e:
+        with seamscope.session(out=tmp_path / "o"):
+            g(torch.ones(3))
+            monkeypatch.setattr(files, "_stage", full)  # the disk fills before the receipt is written
+            raise ValueError("the user's own error")
+    assert type(e.value) is ValueError
+    assert any("could not be written" in n and "No space left" in n for n in getattr(e.value, "__notes__", []))
+    assert not (tmp_path / "o" / ".seamscope.lock").exists()
+
+
+def test_a_session_checkpoints_while_it_runs_then_writes_its_status(tmp_path, dynamo_reset):
+    import torch
+
+    import seamscope
+
+    g = torch.compile(lambda x: x.cos() * 2, backend="eager")
+    out = tmp_path / "o"
+    seen = []
+    with seamscope.session(out=out, checkpoint_every=0.05) as s:
+        for _ in range(200):
+            g(torch.ones(3))
+            time.sleep(0.002)
+            with open(out / "receipt.json") as f:
+                r = json.load(f)
+            seen.append((r["ledger"]["run"]["status"]["state"], r["summary"]["call_count"]))
+            if seen[-1][1] >= 2:
+                break
+        assert s.output is not None and s.output.checkpoints >= 1
+    assert seen[0] == ("incomplete", 0) or seen[0][0] == "incomplete"
+    assert seen[-1][0] == "incomplete" and seen[-1][1] >= 1  # a checkpoint of the calls so far
+    with open(out / "receipt.json") as f:
+        final = json.load(f)
+    assert final["ledger"]["run"]["status"] == {"state": "completed", "detail": "", "exit_code": 0}
+    assert not (out / ".seamscope.lock").exists()
+
+
+def test_run_target_puts_every_signal_handler_back_and_records_completed(tmp_path, monkeypatch, dynamo_reset):
+    from seamscope.capture.runner import run_target
+
+    monkeypatch.chdir(tmp_path)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    result = run_target(LONG, ["--calls", "3"], out=str(tmp_path / "o"), checkpoint_every=0)
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert result.exit_code == 0 and result.session.ledger.run.status.state == "completed"
+    assert not (tmp_path / "o" / ".seamscope.lock").exists()
