@@ -139,19 +139,6 @@ class CallHooks(SessionState):
 
     def _install_calls(self) -> Callable[[], None]:
         contexts = adapter.live_compile_contexts()
-        if contexts:
-            try:
-                before = self.graphs_before = adapter.graphs_compiled_so_far()
-            except adapter.AdapterProblem as e:
-                self.warnings.append(str(e))
-                before = 0
-            if before:
-                self.warnings.append(
-                    f"Dynamo holds {before} graph(s) compiled before the session began: calls that run them "
-                    "are observed, but those graphs are not timed as regions (their time counts as "
-                    "islands, their breaks are not named); call torch.compiler.reset() before the "
-                    "session to have them recompiled and timed"
-                )
         return adapter.hook_compiled_calls(self._call_hook, contexts)
 
     def _call_hook(self, ctx: Any) -> Callable[[], Callable[[], None]]:

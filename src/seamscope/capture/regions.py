@@ -24,6 +24,41 @@ class RegionHooks(SessionState):
     def _install_graphs(self) -> Callable[[], None]:
         return adapter.wrap_compiled_graphs(self._wrap_graph)
 
+    def _install_live_graphs(self) -> Callable[[], None]:
+        """Time the graphs Dynamo compiled before the session began (an earlier notebook cell, an
+        earlier session, a warm-up): each is swapped for a timed one, and back at stop. Those
+        that cannot be swapped are counted (``untimed_graphs``), and the headline says that the
+        split of the calls' time between regions and islands is then unknown."""
+        try:
+            def wrap(fn: Callable[..., Any], cid: str) -> Callable[..., Any]:
+                self.compiled_before.add(cid)
+                return self._wrap_graph(fn, cid, True)
+
+            live = adapter.wrap_live_graphs(wrap)
+        except adapter.AdapterProblem as e:
+            if adapter.live_compile_contexts():
+                self.untimed_graphs = None  # some may exist: how many is unknown
+                self.warnings.append(
+                    f"{e}: graphs compiled before the session began are not counted, nor timed; the split "
+                    "of calls that run them between compiled regions and eager islands is unknown")
+            return _nothing
+        self.graphs_before = live.wrapped + live.unwrapped
+        self.untimed_graphs = live.unwrapped
+        if live.wrapped:
+            self.warnings.append(
+                f"Dynamo holds {self.graphs_before} graph(s) compiled before the session began: "
+                + ("their runs are timed as regions" if not live.unwrapped
+                   else f"{live.wrapped} are timed as regions")
+                + ", but their compilations and break sites are not in this receipt; call "
+                "torch.compiler.reset() before the session to have them recompiled and named")
+        if live.unwrapped:
+            self.warnings.append(
+                f"{'Dynamo holds ' if not live.wrapped else ''}{live.unwrapped} graph(s) compiled before the "
+                f"session began could not be timed ({live.why_not}): the split between compiled regions "
+                "and eager islands of the calls that run them is unknown; call torch.compiler.reset() "
+                "before the session to have them recompiled and timed")
+        return live.undo
+
     def _wrap_graph(
         self, compiled_fn: Callable[..., Any], compile_id: str | None, autograd: bool = True
     ) -> Callable[..., Any]:
@@ -97,7 +132,10 @@ class RegionHooks(SessionState):
             # raised and caught AttributeError per region crossing
             timer.__name__ = getattr(compiled_fn, "__name__", "compiled_graph")
             timer.__qualname__ = getattr(compiled_fn, "__qualname__", timer.__name__)
+            timer.seamscope_region = True  # a later session times the graph inside, not this
             return timer  # type: ignore[no-any-return]
+        region.seamscope_region = True  # type: ignore[attr-defined]
+        region.__wrapped__ = compiled_fn  # type: ignore[attr-defined]
         return region
 
     def _probe_device(self, b: LedgerBuilder, args: Any) -> None:
@@ -140,3 +178,7 @@ class RegionHooks(SessionState):
 
         node.register_prehook(pre)
         node.register_hook(post)
+
+
+def _nothing() -> None:
+    """Nothing to undo."""

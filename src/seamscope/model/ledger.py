@@ -85,6 +85,10 @@ class RunInfo(Struct, frozen=True):
     absent: list[str] = []
     """What this ledger cannot tell, said plainly (never invented)."""
     warnings: list[str] = []
+    untimed_graphs: int | None = 0
+    """Graphs compiled before capture began that it could not time (None: some may exist, how
+    many is unknown). Their runs are in no region, so the calls' time between compiled regions and
+    eager islands is not known; the headline says so instead of a split."""
 
 
 class BreakSite(Struct, frozen=True):

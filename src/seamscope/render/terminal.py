@@ -17,7 +17,7 @@ from ..model.receipt import Receipt
 def plain_text(draw: Callable[[Console], None], width: int) -> str:
     """What ``draw`` prints on a console, as plain text (no colour, no markup)."""
     buf = io.StringIO()
-    draw(Console(file=buf, width=width, color_system=None, highlight=False))
+    draw(Console(file=buf, width=width, color_system=None, highlight=False, force_jupyter=False))
     return buf.getvalue()
 
 

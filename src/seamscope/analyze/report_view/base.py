@@ -269,6 +269,8 @@ class ReportView:
     ranked across axes."""
     device_lanes: DeviceLanes | None = None
     """On a device: each timed call's host lane above its device lane (None on CPU)."""
+    subject: str = ""
+    """What ran, in a word (the script's name, ``%%seamscope``): the title without its prefix."""
 
 
 

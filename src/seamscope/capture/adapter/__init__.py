@@ -35,11 +35,13 @@ from .config import (
 )
 from .contexts import (
     COMPILED_FN_PREFIX,
+    LiveGraphs,
     context_backend_name,
     graphs_compiled_so_far,
     hook_compiled_calls,
     hooked_contexts,
     live_compile_contexts,
+    wrap_live_graphs,
 )
 from .dynamo import (
     clear_counters,
@@ -65,6 +67,7 @@ from .structured_trace import (
 
 __all__ = [
     "COMPILED_FN_PREFIX",
+    "LiveGraphs",
     "DYNAMIC_SOURCE_LOGGER",
     "DYNAMO_SETTINGS",
     "TESTED_VERSIONS",
@@ -104,4 +107,5 @@ __all__ = [
     "version_warning",
     "watch_dynamic_source_marks",
     "wrap_compiled_graphs",
+    "wrap_live_graphs",
 ]

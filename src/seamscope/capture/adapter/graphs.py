@@ -69,7 +69,7 @@ def wrap_compiled_graphs(
     def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
         compiled = original(self, gm, example_inputs)
         try:
-            graph = _strip_disable(_realize_lazy(compiled))
+            graph = strip_disable(_realize_lazy(compiled))
             return wrap(graph, current_compile_id(), _needs_autograd(gm, example_inputs))
         except Exception:
             logging.getLogger("seamscope").debug("wrapping a compiled graph failed", exc_info=True)
@@ -84,7 +84,7 @@ def wrap_compiled_graphs(
     return undo
 
 
-def _strip_disable(compiled_fn: Any) -> Any:
+def strip_disable(compiled_fn: Any) -> Any:
     """The graph inside a ``torch._dynamo.disable`` wrapper, if the backend returned one
     (``aot_eager`` does).
 
