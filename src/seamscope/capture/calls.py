@@ -65,6 +65,7 @@ class CallHooks(SessionState):
         if isinstance(compiled, torch.nn.Module):
             inner = compiled.forward
             object.__setattr__(compiled, "forward", self._tracked(inner))
+            self._hook_context(getattr(compiled, "dynamo_ctx", None))
             return compiled
         if callable(compiled):
             return functools.wraps(compiled)(self._tracked(compiled))
@@ -134,6 +135,20 @@ class CallHooks(SessionState):
             return tracker(*args, **kwargs)
 
         return call
+
+    def _hook_context(self, ctx: Any) -> None:
+        """Observe what else a compiled module's context compiles: ``c.dynamo_ctx(step)``, as
+        PyTorch Lightning's ``from_compiled`` builds its steps, runs through that context, not
+        through the module's ``forward`` (a call of the module itself is opened by ``track``
+        first; the hook then sees it open and nests)."""
+        if ctx is None or not self.active:
+            return
+        try:
+            self._undo.append(adapter.hook_compiled_calls(self._call_hook, [ctx]))
+        except adapter.AdapterProblem:
+            self.warnings.append(
+                "this Dynamo's compile contexts have no enter_exit_hooks list: callables compiled with a "
+                "compiled module's dynamo_ctx (Lightning's from_compiled) are not observed")
 
     # --- hook 1b: callables compiled before the session began --------------------------------------
 
