@@ -87,6 +87,8 @@ class SessionState:
         self._slot = [True]
         """The pure-Python path's open-call slot (``_claim``): a list, as its pop is atomic."""
         self._graph_index: dict[str, int] = {}
+        self._backward_kinds: dict[type, bool] = {}
+        """Autograd node classes seen on region outputs: whether their backward is timed."""
         self._compile_start: dict[str, int] = {}
         self._compile_options: dict[str, str] = {}
         self._backend: str | None = None

@@ -54,7 +54,12 @@ from .dynamo import (
     is_compiling_fn,
     lookup_backend,
 )
-from .graphs import current_compile_id, may_have_compiled_backward, wrap_compiled_graphs
+from .graphs import (
+    current_compile_id,
+    may_have_compiled_backward,
+    wrap_backward_of,
+    wrap_compiled_graphs,
+)
 from .structured_trace import (
     TraceWants,
     add_trace_handler,
@@ -106,6 +111,7 @@ __all__ = [
     "trace_logger",
     "version_warning",
     "watch_dynamic_source_marks",
+    "wrap_backward_of",
     "wrap_compiled_graphs",
     "wrap_live_graphs",
 ]
