@@ -77,12 +77,17 @@ class RegionHooks(SessionState):
 
         kinds = self._backward_kinds
 
+        def node_backward(node: Any) -> None:
+            """C's ``after``: the first output's autograd node, found by C."""
+            if kinds.get(type(node)) is not False and is_grad_enabled():
+                session._hook_backward(node, cid)
+
         def find_backward(out: Any) -> None:
             if is_grad_enabled():
                 for t in out if isinstance(out, (list, tuple)) else (out,):
                     node = getattr(t, "grad_fn", None)
                     if node is not None:
-                        if kinds.get(type(node)) is not False:  # _hook_backward, its common case inlined
+                        if kinds.get(type(node)) is not False:
                             session._hook_backward(node, cid)
                         break
 
@@ -129,7 +134,7 @@ class RegionHooks(SessionState):
             # Steady calls not kept in detail: the same span, recorded by C (``_speedups.c``);
             # every other case goes to ``region`` above.
             timer = self.native.RegionTimer(
-                compiled_fn, self._lane, cid, gi, region, find_backward if check_backward else None
+                compiled_fn, self._lane, cid, gi, region, node_backward if check_backward else None
             )
             # Dynamo's disable() wrapper asks every run for ``__name__``: a missing one costs a
             # raised and caught AttributeError per region crossing
