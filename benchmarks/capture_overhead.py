@@ -21,8 +21,13 @@ the run fails if any of its regions was observed. The machine's speed drifts by 
 over seconds: the ratio is taken within blocks of 100 interleaved pairs, and the quartiles over
 blocks are printed.
 
-Run: ``.venv/bin/python benchmarks/capture_overhead.py [--calls N] [--size N ...] [--backend B]``;
-``SEAMSCOPE_PURE_PYTHON=1`` measures the pure-Python path.
+*Training* (``--training``): a whole training step, the compiled forward of a small MLP (its
+loss included), ``loss.backward()`` and an SGD step, with ``eager`` (plain autograd backward) and
+``aot_eager`` (a compiled backward, which seamscope times and attributes to the step's call);
+the same interleaving, rounds and blocks.
+
+Run: ``.venv/bin/python benchmarks/capture_overhead.py [--calls N] [--size N ...] [--backend B]
+[--training]``; ``SEAMSCOPE_PURE_PYTHON=1`` measures the pure-Python path.
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ def step(x):
 
 REGIONS = 8
 
+TRAIN_SOURCE = '''
+def train_forward(x, w1, b1, w2, b2):
+    h = torch.relu(x @ w1 + b1)
+    return (h @ w2 + b2).square().mean()
+'''
+
 
 def fresh_function():
     ns: dict = {"torch": torch}
@@ -88,6 +99,9 @@ def main() -> None:
     ap.add_argument("--checkpoint-every", type=float, default=0.0, metavar="SECONDS",
                     help="the observed side writes checkpoints into a temporary folder this often, as "
                          "seamscope run does (0: none)")
+    ap.add_argument("--training", action="store_true",
+                    help="training steps (compiled forward, backward, SGD step) with eager and aot_eager, "
+                         "instead of the inference workload")
     args = ap.parse_args()
     global CHECKPOINT_EVERY
     CHECKPOINT_EVERY = args.checkpoint_every
@@ -97,6 +111,12 @@ def main() -> None:
     from seamscope import _native
 
     print("capture path:", "C (seamscope._speedups)" if _native.NATIVE else f"pure Python ({_native.WHY_NOT})")
+    if args.training:
+        for size in args.size:
+            for backend in ("eager", "aot_eager"):
+                training(size, args.calls, backend, args.rounds)
+            print()
+        return
     for size in args.size:
         if args.null:
             null(size, args.calls, args.backend, args.rounds)
@@ -299,6 +319,90 @@ def _checkpoints(session):
     output = RunOutput(session, tempfile.mkdtemp(prefix="seamscope-bench-"), CHECKPOINT_EVERY)
     output.prepare()
     return output
+def training_step_of(fn):
+    """A training step over ``fn`` (a compiled forward returning the loss): fresh parameters,
+    the same for every copy, and an SGD optimizer over them."""
+    g = torch.Generator().manual_seed(0)
+    d = TRAIN_WIDTH
+    params = [torch.randn(d, d, generator=g) / d**0.5, torch.zeros(d), torch.randn(d, 1, generator=g) / d**0.5,
+              torch.zeros(1)]
+    for p in params:
+        p.requires_grad_()
+    opt = torch.optim.SGD(params, lr=1e-3)
+    x = torch.randn(TRAIN_BATCH, d, generator=g)
+
+    def step() -> None:
+        loss = fn(x, *params)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    return step
+
+
+TRAIN_WIDTH = 64
+TRAIN_BATCH = 32
+
+
+def fresh_train_forward():
+    ns: dict = {"torch": torch}
+    exec(compile(TRAIN_SOURCE, "<training>", "exec"), ns)  # a new code object each time
+    return ns["train_forward"]
+
+
+def training(size: int, calls: int, backend: str, rounds: int) -> None:
+    """Whole training steps, plain against observed, interleaved; ``size`` scales the batch."""
+    from torch._dynamo.output_graph import OutputGraph
+
+    from seamscope.capture.session import Session
+
+    global TRAIN_BATCH
+    TRAIN_BATCH = size
+    a: list[int] = []
+    b: list[int] = []
+    overhead_ns = steady_calls = 0
+    for r in range(rounds):
+        torch.compiler.reset()
+        s = Session(first_calls=50, call_cap=50)
+        s.start()
+        try:
+            hooked = OutputGraph.call_user_compiler
+            sides = {}
+            for side in (("observed", "plain") if r % 2 == 0 else ("plain", "observed")):
+                if side == "plain":  # compiled with the hooks set aside (see compiled_unobserved)
+                    OutputGraph.call_user_compiler = getattr(hooked, "__wrapped__", hooked)
+                    fn = getattr(torch.compile, "__wrapped__", torch.compile)(fresh_train_forward(), backend=backend)
+                else:
+                    fn = torch.compile(fresh_train_forward(), backend=backend)
+                sides[side] = training_step_of(fn)
+                sides[side]()
+                OutputGraph.call_user_compiler = hooked
+            for _ in range(60):  # warm both, past the calls kept in detail
+                sides["plain"]()
+                sides["observed"]()
+            plain, observed = sides["plain"], sides["observed"]
+            ra, rb = interleaved(lambda _x, f=plain: f(), lambda _x, f=observed: f(), None, calls // rounds)
+            a += ra
+            b += rb
+        finally:
+            OutputGraph.call_user_compiler = hooked
+            s.stop()
+        ledger = s.ledger
+        assert ledger is not None
+        assert not [o for o in ledger.outside if o.kind == "forward"], "the plain side was observed"
+        steady = next(p for p in ledger.totals.phases if p.phase == "steady")
+        overhead_ns += steady.overhead_ns
+        steady_calls += steady.calls
+    ma, mb = statistics.median(a), statistics.median(b)
+    lo, mid, hi = block_ratios(a, b)
+    print(f"training step: batch {size}, MLP {TRAIN_WIDTH}-{TRAIN_WIDTH}-1, backend {backend} "
+          f"(forward compiled{', backward compiled and timed' if backend != 'eager' else ''}), "
+          f"{calls} steps each in {rounds} rounds, A/B interleaved")
+    print(f"plain torch.compile   median {ma / 1e3:8.1f} µs")
+    print(f"seamscope observed    median {mb / 1e3:8.1f} µs   ratio {mid:.3f} (blocks of {BLOCK} pairs: "
+          f"quartiles {lo:.3f}-{hi:.3f}; ratio of medians {mb / ma:.3f})")
+    print(f"  seamscope's own measured overhead per steady call: {overhead_ns / max(steady_calls, 1) / 1e3:.1f} µs")
+    sys.stdout.flush()
 
 
 @contextlib.contextmanager

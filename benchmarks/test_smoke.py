@@ -36,6 +36,14 @@ def test_capture_overhead_prints_both_ratios_and_the_profilers():
 
 
 @pytest.mark.torch
+def test_capture_overhead_training_rows_print_both_backends():
+    out = run("capture_overhead.py", "--training", "--calls", "200", "--rounds", "2", "--size", "8")
+    rows = [ln for ln in out.splitlines() if ln.startswith("training step:")]
+    assert len(rows) == 2 and "backend eager" in rows[0] and "backend aot_eager" in rows[1]
+    assert out.count("seamscope observed") == 2 and "overhead per steady call" in out
+
+
+@pytest.mark.torch
 def test_trace_filter_bench_prints_the_logging_share_and_the_ratios():
     out = run("trace_filter.py", "--kinds", "eager", "--rounds", "1")
     assert "eager: variant, logging / frame compile time" in out

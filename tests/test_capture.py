@@ -197,6 +197,33 @@ def test_training_step_records_compiled_backward():
     assert led.totals.outside_runs == 3
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["C hot path", "Python path"])
+def test_accumulated_backwards_are_each_attributed_to_their_own_forward(native):
+    """Two forwards, then both backwards (gradient accumulation): each compiled backward is
+    timed once, attributed to the call whose forward made it; once the session stops, the
+    compiled backward is PyTorch's own again and nothing more is recorded."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    s = session()
+    if not native:
+        s.native = None
+    with s:
+        cm = torch.compile(model, backend="aot_eager")
+        for _ in range(3):
+            a = cm(torch.randn(4, 8)).sum()
+            b = cm(torch.randn(4, 8)).sum()
+            b.backward()
+            a.backward()
+        kinds = list(s._backward_kinds)
+    led = s.ledger
+    self_check(led)
+    back = [o.attributed_call for o in led.outside if o.kind == "backward"]
+    assert back == [1, 0, 3, 2, 5, 4]
+    (kind,) = kinds
+    assert "timed_backward" not in kind._forward_cls.backward.__qualname__
+    cm(torch.randn(4, 8)).sum().backward()  # after the session: PyTorch's own backward
+    assert len(s.builder.build().outside) == len(led.outside)
+
+
 def test_degrades_when_an_internal_is_missing(monkeypatch):
     def broken(_wrap, _on_graph=None):
         raise adapter.AdapterProblem("OutputGraph.call_user_compiler is gone: regions cannot be timed")

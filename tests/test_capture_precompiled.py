@@ -122,6 +122,94 @@ def test_calls_are_observed_when_graphs_compiled_before_cannot_be_counted(monkey
     assert s.ledger.totals.calls == 1 and s.ledger.calls[0].outcome == "hit"
     assert any("are not counted" in w for w in s.ledger.run.warnings)
     assert not any("Dynamo holds" in w for w in s.ledger.run.warnings)
+    # how many graphs ran untimed is unknown: the split is said to be unknown, never islands
+    assert s.ledger.run.untimed_graphs is None
+    sentence = s.receipt().findings.headline.sentence
+    assert "unknown way" in sentence and "eager islands," not in sentence
+
+
+def _regions(call) -> list[tuple[str, int]]:
+    return [(e.compile_id, e.graph_index) for e in call.events if type(e).__name__ == "RegionEvent"]
+
+
+def _broken(x):
+    y = x.sin()
+    print("", end="")  # a graph break: two regions per call
+    return y.cos()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["C hot path", "Python path"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_second_session_times_the_graphs_the_first_compiled(native: bool, backend: str) -> None:
+    """A notebook cell run again: the graphs compiled in an earlier session are timed in the
+    next ones, the same regions per call as the first session's steady calls, and put back as
+    they were when each stops."""
+    from seamscope.analyze.receipt import make_receipt
+
+    fn = torch.compile(_broken, backend=backend)
+    x = torch.ones(2, 4, requires_grad=backend == "aot_eager")
+    ledgers = []
+    for _ in range(3):
+        s = session()
+        if not native:
+            s.native = None
+        with quiet(), s:
+            for _ in range(3):
+                out = fn(x)
+                if x.requires_grad:
+                    out.sum().backward()
+        self_check(s.ledger)
+        ledgers.append(s.ledger)
+    first, second, third = ledgers
+    steady = [_regions(c) for c in first.calls if c.phase == "steady"]
+    assert len(steady) == 2 and all(len(r) == 2 for r in steady)
+    assert [_regions(c) for c in second.calls] == [steady[0]] * 3 == [_regions(c) for c in third.calls]
+    for led in (second, third):
+        assert [c.phase for c in led.calls] == ["steady"] * 3
+        split = make_receipt(led).findings.headline.split[0]
+        assert split.region_ns > 0 and split.island_ns < split.wall_ns
+        assert led.run.untimed_graphs == 0 and not [o for o in led.outside if o.kind == "forward"]
+        assert any("2 graph(s) compiled before the session began: their runs are timed" in w
+                   for w in led.run.warnings)
+    if backend == "aot_eager":  # the compiled backward of a graph compiled before is timed too
+        assert all(sum(1 for o in led.outside if o.kind == "backward") == 6 for led in ledgers)
+    with quiet():
+        fn(x)  # after the sessions: the graphs run as they did, seamscope's timers inert
+    assert s.outside_graph_runs == 0
+
+
+class _Entry:
+    """A cache entry as Dynamo's, whose frame globals seamscope reads from ``scope``."""
+
+    def __init__(self, real, scope):
+        self.code, self.compile_id = real.code, real.compile_id
+        self.guard_manager = type("G", (), {"global_scope": {"G": scope}})()
+
+
+def test_a_graph_that_cannot_be_swapped_is_counted_and_its_split_said_unknown(monkeypatch) -> None:
+    from seamscope.capture.adapter import contexts
+
+    fn = _ways()["torch.compile(model)"]
+    _call(fn, "torch.compile(model)")  # warm, before the session
+    real = contexts._live_entries
+
+    def entries():  # one graph stored where seamscope cannot recognise it as Dynamo's
+        found = real()
+        scope = found[0].guard_manager.global_scope["G"]
+        (name,) = [n for n in found[0].code.co_names if n.startswith(adapter.COMPILED_FN_PREFIX)]
+        return [_Entry(found[0], {name: scope[name]._torchdynamo_orig_callable}), *found[1:]]
+
+    monkeypatch.setattr(contexts, "_live_entries", entries)
+    with quiet(), session() as s:
+        _call(fn, "torch.compile(model)")
+        _call(fn, "torch.compile(model)")
+    assert s.ledger.totals.calls == 2 and not _regions(s.ledger.calls[0])
+    assert s.ledger.run.untimed_graphs == 1 and s.graphs_before == 1
+    assert any("1 graph(s) compiled before the session began could not be timed" in w
+               for w in s.ledger.run.warnings)
+    sentence = s.receipt().findings.headline.sentence
+    assert "unknown way (1 graph compiled before capture began could not be timed)" in sentence
+    assert "eager islands," not in sentence
 
 
 @pytest.mark.parametrize("way", ["decorator at import", "model.compile()", "torch.compile(model)",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 import pytest
 from fakes import XSS_SCRIPT, fake_ledger, fake_receipt, plant
 
@@ -13,9 +14,16 @@ from seamscope.analyze.receipt import make_receipt
 from seamscope.render.html import HtmlRenderer
 from seamscope.render.notebook import NOTEBOOK_FINDINGS, ledger_html, notebook_html
 
+ID_PREFIX = re.compile(r'id="seamscope-[0-9a-f]{8}-\d+-')
+
+
+def unprefixed(html: str) -> str:
+    """A notebook view with its element ids as the HTML report has them."""
+    return ID_PREFIX.sub('id="', html)
+
 
 def section(html: str, sid: str) -> str:
-    m = re.search(rf'<section id="{sid}">.*?</section>', html, re.S)
+    m = re.search(rf'<section id="{sid}">.*?</section>', unprefixed(html), re.S)
     assert m, sid
     return m.group(0)
 
@@ -33,7 +41,22 @@ def test_a_receipt_shows_the_reports_overview_and_top_findings() -> None:
 
 def test_a_ledger_shows_the_same_view_as_its_receipt() -> None:
     led = fake_ledger(6)
-    assert ledger_html(led) == notebook_html(make_receipt(led))
+    assert unprefixed(ledger_html(led)) == unprefixed(notebook_html(make_receipt(led)))
+
+
+def test_element_ids_are_unique_across_the_outputs_of_one_notebook() -> None:
+    receipt = fake_receipt(6)
+    pages = [notebook_html(receipt), notebook_html(receipt), notebook_html(fake_receipt(12))]
+    ids = [i for page in pages for i in re.findall(r'\bid="([^"]+)"', page)]
+    assert len(ids) >= 3 * 4 and len(ids) == len(set(ids))
+    assert 'id="overview"' in HtmlRenderer("/nonexistent").render(receipt)  # the report keeps its own
+
+
+def test_the_notebook_header_names_what_ran_once() -> None:
+    led = fake_ledger(6)
+    led = msgspec.structs.replace(led, run=msgspec.structs.replace(led.run, command=["%%seamscope", "--quiet"]))
+    nb = notebook_html(make_receipt(led))
+    assert "<strong>seamscope</strong> · %%seamscope" in nb and "seamscope report" not in nb
 
 
 def test_planted_markup_is_escaped_in_the_notebook_view() -> None:
@@ -119,6 +142,58 @@ def test_cell_magic_observes_the_cell_and_shows_the_summary(shell, displayed, tm
     assert len(displayed) == 1  # --quiet: nothing shown
 
 
+MODEL = """
+import torch
+net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+step = torch.compile(net, backend=BACKEND)
+x = torch.randn(4, 8)
+"""
+STEPS = """
+for _ in range(3):
+    out = step(x)
+    out.sum().backward()
+"""
+
+
+def _regions(call) -> int:
+    return sum(1 for e in call.events if type(e).__name__ == "RegionEvent")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_cell_run_again_times_the_model_compiled_the_first_time(shell, displayed, tmp_path, dynamo_reset, backend):
+    """Re-running a cell: the second ``%%seamscope`` over the model the first one compiled shows
+    the same regions per call as the first's steady calls, and a split that is not all islands."""
+    shell.run_cell(MODEL.replace("BACKEND", repr(backend)))
+    ledgers, bundles = [], []
+    for k in range(2):
+        shell.run_cell_magic("seamscope", f"--out {tmp_path / str(k)}", STEPS)
+        ledgers.append(shell.user_ns["_seamscope"].ledger)
+        bundles.append(displayed[-1])
+    first, second = ledgers
+    steady = [_regions(c) for c in first.calls if c.phase == "steady"]
+    assert steady == [1, 1] and [_regions(c) for c in second.calls] == [1, 1, 1]
+    assert [c.phase for c in second.calls] == ["steady"] * 3
+    receipt = shell.user_ns["_seamscope"].last_receipt
+    split = receipt.findings.headline.split[0]
+    assert 0 < split.region_ns and split.island_ns < split.wall_ns
+    text = bundles[1]["text/plain"]
+    assert "100% eager islands" not in text and "0 ns (0%) compiled regions" not in text
+    assert "timed as regions" in text  # the graphs were compiled in the first cell: said once
+
+
+@pytest.mark.torch
+def test_in_a_jupyter_kernel_the_summary_is_shown_once(shell, displayed, tmp_path, dynamo_reset, monkeypatch):
+    """rich, in a Jupyter kernel, displays what it prints itself (whatever file it was given):
+    the terminal summary must stay in the text/plain part of the one output."""
+    import rich.console
+
+    monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)
+    shell.run_cell_magic("seamscope", f"--out {tmp_path / 'o'}", CELL)
+    assert len(displayed) == 1
+    assert "3 calls" in displayed[0]["text/plain"]
+
+
 @pytest.mark.torch
 def test_cell_magic_bad_options_and_a_cell_that_raises(shell, displayed, tmp_path, dynamo_reset, capsys):
     pytest.importorskip("torch")
@@ -155,5 +230,5 @@ def test_a_shell_displays_receipts_and_ledgers_as_the_overview(shell) -> None:
     html.deferred_printers.clear()
     assert html(receipt) is None  # nothing registered: IPython would show the text repr
     seamscope._show_in_notebooks()  # as ``import seamscope`` does in a running shell
-    assert html(receipt) == notebook_html(receipt)
-    assert html(led) == ledger_html(led)
+    assert unprefixed(html(receipt)) == unprefixed(notebook_html(receipt))
+    assert unprefixed(html(led)) == unprefixed(ledger_html(led))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import msgspec
+import pytest
 from fakes import fake_ledger, fake_probe, fake_receipt
 
 from seamscope.analyze.receipt import make_receipt
@@ -107,6 +110,25 @@ def test_unreadable_source_says_so():
     assert ctx == [] and "not readable" in note
     ctx, note = read_context("<string>", 3, "/")
     assert ctx == [] and note == "source not available"
+
+
+@pytest.mark.torch
+def test_an_installed_librarys_source_is_read_from_where_it_is_installed():
+    """Receipts name an installed package's file ``site-packages/...`` (the same on every
+    machine); the report reads it from this interpreter's own site-packages."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        pytest.skip("torch is not installed")
+    real = os.path.join(os.path.dirname(spec.origin), "_dynamo", "external_utils.py")
+    with open(real, encoding="utf-8") as f:
+        text = f.read().splitlines()
+    line = next(n for n, t in enumerate(text, 1) if t.lstrip().startswith("def "))
+    ctx, note = read_context("site-packages/torch/_dynamo/external_utils.py", line, "/nonexistent")
+    assert note == "" and [c.text for c in ctx if c.is_site] == [text[line - 1]]
+    ctx, note = read_context("site-packages/torch/no_such_file.py", 3, "/nonexistent")
+    assert ctx == [] and "not readable" in note
 
 
 def test_missing_optional_sections_are_marked_absent_and_present_ones_tabulated():

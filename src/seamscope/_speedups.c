@@ -862,7 +862,7 @@ typedef struct {
     PyObject *cid;   /* compile id (str) */
     PyObject *gi;    /* graph index (int) */
     PyObject *slow;  /* the Python wrapper: detailed calls, runs outside a call, no session */
-    PyObject *after; /* None, or called with the outputs when one has a grad_fn: set only for
+    PyObject *after; /* None, or called with the first grad_fn among the outputs: set only for
                         graphs compiled with autograd on (Dynamo guards the grad mode) */
     PyObject *dict;
 } RegionTimer;
@@ -884,10 +884,11 @@ output_items(PyObject *out, PyObject **single, PyObject ***items)
     return 1;
 }
 
-/* Whether an output carries an autograd node: then `after` looks for a compiled backward. Cheap
- * enough to ask on every run; calling into Python for each is not. */
-static int
-has_grad_fn(PyObject *out)
+/* The first output's autograd node (a new reference), or NULL when none carries one: then `after`
+ * is called with that node (to find its compiled backward). Cheap enough to ask on every run;
+ * calling into Python for each is not. */
+static PyObject *
+first_grad_fn(PyObject *out)
 {
     PyObject *single[1];
     PyObject **items;
@@ -901,13 +902,12 @@ has_grad_fn(PyObject *out)
             PyErr_Clear();
             continue;
         }
-        int found = g != Py_None;
-        Py_DECREF(g);
-        if (found) {
-            return 1;
+        if (g != Py_None) {
+            return g;
         }
+        Py_DECREF(g);
     }
-    return 0;
+    return NULL;
 }
 
 /* Seam traffic: how many of the outputs are tensors, and their bytes. -1 when it cannot be told
@@ -991,8 +991,10 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         in_ticks = 0;
     }
     if (self->after != Py_None) {
-        if (has_grad_fn(out)) {
-            PyObject *r = PyObject_CallOneArg(self->after, out);
+        PyObject *node = first_grad_fn(out);
+        if (node != NULL) {
+            PyObject *r = PyObject_CallOneArg(self->after, node);
+            Py_DECREF(node);
             if (r == NULL) {
                 goto fail;
             }

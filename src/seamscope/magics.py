@@ -112,7 +112,9 @@ def show(s: Any, notes: list[str]) -> None:
 
     receipt = s.last_receipt
     buf = io.StringIO()
-    TerminalRenderer(console=Console(file=buf, width=100, highlight=False)).print(receipt)
+    # force_jupyter=False: in a Jupyter kernel rich would display its text itself (ignoring
+    # ``file``), a second summary above the HTML one
+    TerminalRenderer(console=Console(file=buf, width=100, highlight=False, force_jupyter=False)).print(receipt)
     for w in receipt.ledger.run.warnings:
         buf.write(f"seamscope: warning: {w}\n")
     text = buf.getvalue() + "".join(f"seamscope: {n}\n" for n in notes)

@@ -19,6 +19,13 @@ NO_STEADY_NOTE = (
 )
 
 
+UNTIMED_NOTE = (
+    "graphs compiled before capture began could not be timed: their runs are not in the compiled "
+    "regions, so the eager islands' figures hold them too; call torch.compiler.reset() before capture "
+    "to have them recompiled and timed"
+)
+
+
 def rank_across(ledger: Ledger, breaks: list[Finding], causes: list[RecompileCause]) -> list[RankedItem]:
     """Break findings and recompile causes in one list, costliest first (ties: causes first, then by id)."""
     wall = sum(p.wall_ns for p in ledger.totals.phases)
@@ -93,6 +100,17 @@ def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[Recomp
             f"{fmt_ns(total.island_ns)} ({_pct(total.island_ns, w)}) eager islands",
             f"{fmt_ns(total.overhead_ns)} ({_pct(total.overhead_ns, w)}) seamscope's overhead",
         ]
+        untimed = ledger.run.untimed_graphs
+        if untimed != 0:
+            # runs of graphs compiled before capture and not timed are in the islands' figure
+            parts[1:3] = [
+                f"{fmt_ns(total.region_ns)} ({_pct(total.region_ns, w)}) timed compiled regions",
+                f"{fmt_ns(total.island_ns)} ({_pct(total.island_ns, w)}) is split between compiled regions "
+                "and eager islands in an unknown way ("
+                + (f"{untimed} graph{'s' if untimed != 1 else ''}" if untimed else "graphs")
+                + " compiled before capture began could not be timed)",
+            ]
+            notes.append(UNTIMED_NOTE)
         sentence = f"Of {fmt_ns(w)} in {total.calls} call{'s' if total.calls != 1 else ''}, " + ", ".join(parts) + "."
         if outside_compile:
             sentence += f" Another {fmt_ns(outside_compile)} of compilation happened outside the observed calls."
@@ -112,7 +130,12 @@ def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[Recomp
             extra.append(f"{_pct(top.cost_ns or 0, total.wall_ns)} of the calls' time")
         sentence += f" Costliest: {top.sentence}" + (f" ({', '.join(extra)})" if extra else "") + "."
     elif ledger.run.has_runtime and total.calls:
-        sentence += " Nothing to rank: no break sites and no recompiles."
+        known = {c.compile_id for c in comps}
+        if any(r.compile_id not in known for r in ledger.totals.regions):
+            sentence += (" Nothing to rank among what compiled in this run: graphs compiled before it "
+                         "ran too, their breaks and recompiles are not in it.")
+        else:
+            sentence += " Nothing to rank: no break sites and no recompiles."
     if no_steady:
         notes.append(NO_STEADY_NOTE)
         sentence += " Every call compiled: these are warm-up figures, no call shows the steady cost."

@@ -65,6 +65,7 @@ class CallHooks(SessionState):
         if isinstance(compiled, torch.nn.Module):
             inner = compiled.forward
             object.__setattr__(compiled, "forward", self._tracked(inner))
+            self._hook_context(getattr(compiled, "dynamo_ctx", None))
             return compiled
         if callable(compiled):
             return functools.wraps(compiled)(self._tracked(compiled))
@@ -135,23 +136,24 @@ class CallHooks(SessionState):
 
         return call
 
+    def _hook_context(self, ctx: Any) -> None:
+        """Observe what else a compiled module's context compiles: ``c.dynamo_ctx(step)``, as
+        PyTorch Lightning's ``from_compiled`` builds its steps, runs through that context, not
+        through the module's ``forward`` (a call of the module itself is opened by ``track``
+        first; the hook then sees it open and nests)."""
+        if ctx is None or not self.active:
+            return
+        try:
+            self._undo.append(adapter.hook_compiled_calls(self._call_hook, [ctx]))
+        except adapter.AdapterProblem:
+            self.warnings.append(
+                "this Dynamo's compile contexts have no enter_exit_hooks list: callables compiled with a "
+                "compiled module's dynamo_ctx (Lightning's from_compiled) are not observed")
+
     # --- hook 1b: callables compiled before the session began --------------------------------------
 
     def _install_calls(self) -> Callable[[], None]:
         contexts = adapter.live_compile_contexts()
-        if contexts:
-            try:
-                before = self.graphs_before = adapter.graphs_compiled_so_far()
-            except adapter.AdapterProblem as e:
-                self.warnings.append(str(e))
-                before = 0
-            if before:
-                self.warnings.append(
-                    f"Dynamo holds {before} graph(s) compiled before the session began: calls that run them "
-                    "are observed, but those graphs are not timed as regions (their time counts as "
-                    "islands, their breaks are not named); call torch.compiler.reset() before the "
-                    "session to have them recompiled and timed"
-                )
         return adapter.hook_compiled_calls(self._call_hook, contexts)
 
     def _call_hook(self, ctx: Any) -> Callable[[], Callable[[], None]]:

@@ -31,6 +31,41 @@ class RegionHooks(SessionState):
             if found:
                 self._census.setdefault(compile_id.split("_", 1)[0], []).extend(found)
 
+    def _install_live_graphs(self) -> Callable[[], None]:
+        """Time the graphs Dynamo compiled before the session began (an earlier notebook cell, an
+        earlier session, a warm-up): each is swapped for a timed one, and back at stop. Those
+        that cannot be swapped are counted (``untimed_graphs``), and the headline says that the
+        split of the calls' time between regions and islands is then unknown."""
+        try:
+            def wrap(fn: Callable[..., Any], cid: str) -> Callable[..., Any]:
+                self.compiled_before.add(cid)
+                return self._wrap_graph(fn, cid, True)
+
+            live = adapter.wrap_live_graphs(wrap)
+        except adapter.AdapterProblem as e:
+            if adapter.live_compile_contexts():
+                self.untimed_graphs = None  # some may exist: how many is unknown
+                self.warnings.append(
+                    f"{e}: graphs compiled before the session began are not counted, nor timed; the split "
+                    "of calls that run them between compiled regions and eager islands is unknown")
+            return _nothing
+        self.graphs_before = live.wrapped + live.unwrapped
+        self.untimed_graphs = live.unwrapped
+        if live.wrapped:
+            self.warnings.append(
+                f"Dynamo holds {self.graphs_before} graph(s) compiled before the session began: "
+                + ("their runs are timed as regions" if not live.unwrapped
+                   else f"{live.wrapped} are timed as regions")
+                + ", but their compilations and break sites are not in this receipt; call "
+                "torch.compiler.reset() before the session to have them recompiled and named")
+        if live.unwrapped:
+            self.warnings.append(
+                f"{'Dynamo holds ' if not live.wrapped else ''}{live.unwrapped} graph(s) compiled before the "
+                f"session began could not be timed ({live.why_not}): the split between compiled regions "
+                "and eager islands of the calls that run them is unknown; call torch.compiler.reset() "
+                "before the session to have them recompiled and timed")
+        return live.undo
+
     def _wrap_graph(
         self, compiled_fn: Callable[..., Any], compile_id: str | None, autograd: bool = True
     ) -> Callable[..., Any]:
@@ -47,12 +82,20 @@ class RegionHooks(SessionState):
         # (aot_eager, inductor), for a graph compiled with autograd (checking costs ~1 µs a run)
         check_backward = autograd and adapter.may_have_compiled_backward(compiled_fn)
 
+        kinds = self._backward_kinds
+
+        def node_backward(node: Any) -> None:
+            """C's ``after``: the first output's autograd node, found by C."""
+            if kinds.get(type(node)) is not False and is_grad_enabled():
+                session._hook_backward(node, cid)
+
         def find_backward(out: Any) -> None:
             if is_grad_enabled():
                 for t in out if isinstance(out, (list, tuple)) else (out,):
                     node = getattr(t, "grad_fn", None)
                     if node is not None:
-                        session._hook_backward(node, cid)
+                        if kinds.get(type(node)) is not False:
+                            session._hook_backward(node, cid)
                         break
 
         def region(*args: Any, **kwargs: Any) -> Any:
@@ -98,13 +141,16 @@ class RegionHooks(SessionState):
             # Steady calls not kept in detail: the same span, recorded by C (``_speedups.c``);
             # every other case goes to ``region`` above.
             timer = self.native.RegionTimer(
-                compiled_fn, self._lane, cid, gi, region, find_backward if check_backward else None
+                compiled_fn, self._lane, cid, gi, region, node_backward if check_backward else None
             )
             # Dynamo's disable() wrapper asks every run for ``__name__``: a missing one costs a
             # raised and caught AttributeError per region crossing
             timer.__name__ = getattr(compiled_fn, "__name__", "compiled_graph")
             timer.__qualname__ = getattr(compiled_fn, "__qualname__", timer.__name__)
+            timer.seamscope_region = True  # a later session times the graph inside, not this
             return timer  # type: ignore[no-any-return]
+        region.seamscope_region = True  # type: ignore[attr-defined]
+        region.__wrapped__ = compiled_fn  # type: ignore[attr-defined]
         return region
 
     def _probe_device(self, b: LedgerBuilder, args: Any) -> None:
@@ -130,20 +176,41 @@ class RegionHooks(SessionState):
             b.outside_region(compile_id, "forward", duration_ns, None)
 
     def _hook_backward(self, node: Any, cid: str) -> None:
-        """Time the compiled backward of this region when autograd runs it (outside the call)."""
+        """Have the compiled backward of this region timed when autograd runs it (outside the
+        call), attributed to the call open now. The backward of the graph's ``CompiledFunction``
+        is swapped once for a timed one (``_time_backward``); each forward then only labels its
+        node with the call (a per-node hook costs about 12 µs a call to register)."""
+        kind = type(node)
+        timed = self._backward_kinds.get(kind)
+        if timed is None:
+            timed = self._backward_kinds[kind] = self._time_backward(node, cid)
+        if timed:
+            b = self.builder
+            node.seamscope_call = b.current_call_index if b is not None else None
+
+    def _time_backward(self, node: Any, cid: str) -> bool:
         if "CompiledFunction" not in type(node).__name__ and "CompiledFunction" not in node.name():
-            return
-        b = self.builder
-        call_index = b.current_call_index if b is not None else None
+            return False
+        session = self
         clock = self.clock
-        start: list[int] = []
 
-        def pre(grad_outputs: Any) -> None:
-            start.append(clock())
+        def wrap(backward: Callable[..., Any]) -> Callable[..., Any]:
+            def timed_backward(ctx: Any, *grads: Any) -> Any:
+                t0 = clock()
+                out = backward(ctx, *grads)
+                b = session._live
+                if b is not None:
+                    b.outside_region(cid, "backward", clock() - t0, getattr(ctx, "seamscope_call", None))
+                return out
 
-        def post(grad_inputs: Any, grad_outputs: Any) -> None:
-            if start and self.builder is not None:
-                self.builder.outside_region(cid, "backward", clock() - start.pop(), call_index)
+            return timed_backward
 
-        node.register_prehook(pre)
-        node.register_hook(post)
+        undo = adapter.wrap_backward_of(node, wrap)
+        if undo is None:
+            return False
+        self._undo.append(undo)
+        return True
+
+
+def _nothing() -> None:
+    """Nothing to undo."""

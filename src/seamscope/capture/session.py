@@ -144,7 +144,8 @@ class Session(CallHooks, RegionHooks):
             self._lane.outside_run = self._foreign_run
             self.builder.attach_lane(self._lane, self.native.PlanSums)
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
-        for install in (self._install_trace, self._install_graphs, self._install_compile, self._install_calls):
+        for install in (self._install_trace, self._install_graphs, self._install_live_graphs, self._install_compile,
+                        self._install_calls):
             try:
                 self._undo.append(install())
             except adapter.AdapterProblem as e:
@@ -211,7 +212,7 @@ class Session(CallHooks, RegionHooks):
                 "observed (one call is observed at a time per process); their graphs count as runs "
                 "outside any call"
             )
-        run = msgspec.structs.replace(ledger.run, warnings=warnings)
+        run = msgspec.structs.replace(ledger.run, warnings=warnings, untimed_graphs=self.untimed_graphs)
         status = status if status is not None else self.status
         if status is not None:
             run = msgspec.structs.replace(run, status=status)

@@ -84,10 +84,18 @@ class SessionState:
         self.outside_graph_runs = 0
         """Graph runs while no call was open (a compiled backward excepted): calls not observed."""
         self.graphs_before = 0
-        """Graphs compiled before the session began: not wrapped, so their runs are not timed."""
+        """Graphs compiled before the session began (Dynamo can run them): timed where they could be
+        swapped for a timed one, but their compilations and break sites are not in the ledger."""
+        self.compiled_before: set[str] = set()
+        """The compile ids of those graphs timed: a call that ran only these made no break it could name."""
+        self.untimed_graphs: int | None = 0
+        """Graphs compiled before the session began that could not be timed (None: an unknown
+        number); their runs are in no region, so the calls' split into regions and islands is unknown."""
         self._slot = [True]
         """The pure-Python path's open-call slot (``_claim``): a list, as its pop is atomic."""
         self._graph_index: dict[str, int] = {}
+        self._backward_kinds: dict[type, bool] = {}
+        """Autograd node classes seen on region outputs: whether their backward is timed."""
         self._compile_start: dict[str, int] = {}
         self._census: dict[str, list[dict[str, Any]]] = {}
         """compile id → the module classes its graphs traced instance by instance."""

@@ -72,25 +72,92 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
 class ProgressLine:
     """One line on stderr while a capturing command runs, updated at most every 0.25 s, only on a
     terminal. It is called at the end of each observed call, so when it is off nothing is added to
-    the call path (``enabled`` is False and the command does not register it)."""
+    the call path (``enabled`` is False and the command does not register it).
+
+    The script shares the terminal, so the line never overwrites one seamscope did not write: the
+    script's writes to ``sys.stdout`` and ``sys.stderr`` (where they are the terminal) are watched.
+    Before the script's first write after the line was drawn, the line is erased (it was the last
+    thing on the terminal), so the script's text lands where it would have without seamscope. The
+    line is drawn again only where the script's last output ended a line: never over, or after,
+    the script's own ``\r`` progress bar; at the end such an unfinished line is ended, so it stays
+    whole above seamscope's summary. Writes below Python (a C library's, a subprocess's) are not
+    seen; ``--quiet`` turns the line off."""
+
+    REDRAW_S = 0.25  # 250 ms between redraws at most
+    ERASE = "\r\x1b[2K"  # to the line's start, erase the line
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
         self.last = 0.0
         self.shown = False
+        """Whether seamscope's line is the last thing on the terminal (the cursor at its end)."""
+        self.at_line_start = True
+        """Whether the script's last output (as far as seen) ended a line."""
+        self._write = sys.stderr.write  # seamscope's own writes: never through the watch below
+        self._flush = sys.stderr.flush
+        self._watched: list[tuple[Any, Any]] = []
+        if self.enabled and not self._watch():
+            self.enabled = False  # a stream that cannot be watched: no live line rather than a wrong one
+
+    def _watch(self) -> bool:
+        streams: dict[int, Any] = {id(s): s for s in (sys.stdout, sys.stderr)}
+        for stream in streams.values():
+            try:
+                if not stream.isatty():
+                    continue
+                original = stream.write
+
+                def write(text: Any, _original: Any = original) -> Any:
+                    if text:
+                        self._script_wrote(text)
+                    return _original(text)
+
+                stream.write = write
+            except Exception:  # a replaced stream without isatty, or read-only attributes
+                self._unwatch()
+                return False
+            self._watched.append((stream, write))
+        return True
+
+    def _script_wrote(self, text: Any) -> None:
+        if self.shown:  # the line is the terminal's last: take it away before the script writes
+            self._write(self.ERASE)
+            self._flush()
+            self.shown = False
+        if isinstance(text, str):
+            self.at_line_start = text.endswith("\n")
 
     def __call__(self, session: Any) -> None:
         now = time.monotonic()
-        if now - self.last < 0.25:
+        if now - self.last < self.REDRAW_S:
             return
         self.last = now
+        if not self.shown and not self.at_line_start:
+            return  # the script's line is unfinished (its own progress bar): leave it alone
         b = session.builder
-        sys.stderr.write(f"\rseamscope: {b.call_count} calls · {b.compile_count} compiles ")
-        sys.stderr.flush()
+        self._write(f"{self.ERASE}seamscope: {b.call_count} calls · {b.compile_count} compiles ")
+        self._flush()
         self.shown = True
 
     def clear(self) -> None:
+        """Erase the line if it is still the terminal's last; else end the script's unfinished
+        line, so that what seamscope prints next starts on a line of its own."""
+        self._unwatch()
         if self.shown:
-            sys.stderr.write("\r" + " " * 60 + "\r")
-            sys.stderr.flush()
+            self._write(self.ERASE)
+            self._flush()
             self.shown = False
+        elif self.enabled and not self.at_line_start:
+            try:
+                sys.stdout.flush()  # the script's own text first
+            except Exception:
+                pass
+            self._write("\n")
+            self._flush()
+            self.at_line_start = True
+
+    def _unwatch(self) -> None:
+        for stream, write in self._watched:
+            if getattr(stream, "__dict__", {}).get("write") is write:
+                del stream.write
+        self._watched.clear()

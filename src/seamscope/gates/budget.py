@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -255,6 +255,7 @@ def evaluate(
     unattributed_compiles: int = 0,
     outside_graph_runs: int = 0,
     graphs_before: int = 0,
+    compiled_before: Collection[str] = (),
 ) -> BudgetResult:
     """Decide a budget from the calls made inside it (in order) and the ledger they belong to.
 
@@ -262,9 +263,9 @@ def evaluate(
     sign of a model compiled before the budget began (used only to explain an empty budget).
     ``outside_graph_runs``: compiled graphs that ran inside the budget outside any observed call,
     the sign of calls seamscope could not observe (said in the message whenever there are some).
-    ``graphs_before``: graphs compiled before the session began. Their runs are not timed, and
-    their breaks were made before it: with a ``breaks`` limit, a call in scope that ran no timed
-    graph (only those) fails the budget, which could not judge it.
+    ``graphs_before``: graphs compiled before the session began, ``compiled_before`` the compile
+    ids of those timed. Their breaks were made before it: with a ``breaks`` limit, a call in scope
+    that ran no graph compiled inside it (only those) fails the budget, which could not judge it.
     """
     scope = scope_of(calls, budget.phase)
     result = BudgetResult(budget=budget, calls=len(calls), scope_calls=[c.index for c in scope])
@@ -287,7 +288,8 @@ def evaluate(
         result.notes.append(_outside_note(outside_graph_runs))
     if graphs_before and budget.breaks is not None:
         blind = [c.index for c in scope if c.outcome not in ("fallback", "error")
-                 and not any(isinstance(e, RegionEvent) for e in c.events)]
+                 and not any(isinstance(e, RegionEvent) and e.compile_id not in compiled_before
+                             for e in c.events)]
         if blind:
             result.problems.append(
                 f"{len(blind)} call(s) in scope ran only graphs compiled before the budget began "
@@ -465,7 +467,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         )
         self.result = evaluate(self.spec, ledger, self._calls, unattributed_compiles=unattributed,
                                outside_graph_runs=s.outside_graph_runs - self._outside_start,
-                               graphs_before=s.graphs_before)
+                               graphs_before=s.graphs_before, compiled_before=s.compiled_before)
         if not self.result.ok:
             raise BudgetExceeded(self.result.message(), self.result)
         return False

@@ -28,6 +28,8 @@ def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
 
 
 def load_receipt(path: str | os.PathLike[str]) -> Receipt:
+    """The receipt at ``path`` (a ``receipt.json``, or the folder holding one), checked for its
+    kind and schema version; ``UnusableInput`` with one line saying why it cannot be read."""
     data, name = read_receipt_bytes(path)
     return parse_receipt(data, name)
 

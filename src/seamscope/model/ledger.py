@@ -129,6 +129,10 @@ class RunInfo(Struct, frozen=True):
     warnings: list[str] = []
     status: RunStatus | msgspec.UnsetType = msgspec.UNSET
     """How a live run ended (absent: a receipt of an import, a fake, or from before statuses)."""
+    untimed_graphs: int | None = 0
+    """Graphs compiled before capture began that it could not time (None: some may exist, how
+    many is unknown). Their runs are in no region, so the calls' time between compiled regions and
+    eager islands is not known; the headline says so instead of a split."""
 
 
 class BreakSite(Struct, frozen=True):

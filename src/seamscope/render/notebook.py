@@ -9,6 +9,7 @@ show a ``Receipt`` and a ``Ledger`` by their names, so nothing is imported until
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 from ..analyze.report_view import COMPILE_COLOUR, build_view
@@ -17,6 +18,10 @@ from .html import environment
 
 NOTEBOOK_FINDINGS = 5
 """Findings shown below a cell; the full list is in the HTML report."""
+
+_SHOWN = itertools.count(1)
+"""Outputs shown in this process: each one's element ids are its own (``id_prefix``), as one
+notebook page holds the outputs of every cell."""
 
 
 def notebook_html(receipt: Receipt, status: str | None = None, source_root: str | None = None) -> str:
@@ -27,7 +32,8 @@ def notebook_html(receipt: Receipt, status: str | None = None, source_root: str 
                 "(seamscope report OUT)")
         view = dataclasses.replace(view, top_findings=view.top_findings[:NOTEBOOK_FINDINGS])
     tpl = environment().get_template("notebook.html.j2")
-    return tpl.render(v=view, status=status, more=more, compile_colour=COMPILE_COLOUR)
+    id_prefix = f"seamscope-{receipt.receipt_sha256[:8]}-{next(_SHOWN)}-"
+    return tpl.render(v=view, status=status, more=more, compile_colour=COMPILE_COLOUR, id_prefix=id_prefix)
 
 
 def ledger_html(ledger: object) -> str:

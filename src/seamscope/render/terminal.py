@@ -20,7 +20,7 @@ from .compile_time_table import print_compile_time
 def plain_text(draw: Callable[[Console], None], width: int) -> str:
     """What ``draw`` prints on a console, as plain text (no colour, no markup)."""
     buf = io.StringIO()
-    draw(Console(file=buf, width=width, color_system=None, highlight=False, emoji=False))
+    draw(Console(file=buf, width=width, color_system=None, highlight=False, emoji=False, force_jupyter=False))
     return buf.getvalue()
 
 

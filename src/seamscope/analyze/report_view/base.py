@@ -277,6 +277,8 @@ class ReportView:
     run_completed: bool = True
     run_status_note: str = ""
     """For a run that did not complete: what its figures cover."""
+    subject: str = ""
+    """What ran, in a word (the script's name, ``%%seamscope``): the title without its prefix."""
 
 
 

@@ -92,6 +92,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
     ranked = hl_parts.pop("top_findings", None)
     return ReportView(
         title=_title(receipt),
+        subject=_subject(receipt),
         source=led.run.source,
         command=" ".join(led.run.command),
         structure_sha256=receipt.structure_sha256,
@@ -145,10 +146,13 @@ def run_status_parts(status: Any) -> dict[str, Any]:
     return {"run_status": text, "run_completed": not note, "run_status_note": note}
 
 
-def _title(receipt: Receipt) -> str:
+def _subject(receipt: Receipt) -> str:
     cmd = receipt.ledger.run.command
-    what = os.path.basename(cmd[0]) if cmd else receipt.ledger.run.source
-    return f"seamscope report: {what}"
+    return os.path.basename(cmd[0]) if cmd else receipt.ledger.run.source
+
+
+def _title(receipt: Receipt) -> str:
+    return f"seamscope report: {_subject(receipt)}"
 
 
 def compile_colours(receipt: Receipt) -> dict[str, str]:

@@ -38,11 +38,13 @@ from .config import (
 )
 from .contexts import (
     COMPILED_FN_PREFIX,
+    LiveGraphs,
     context_backend_name,
     graphs_compiled_so_far,
     hook_compiled_calls,
     hooked_contexts,
     live_compile_contexts,
+    wrap_live_graphs,
 )
 from .dynamo import (
     clear_counters,
@@ -55,7 +57,12 @@ from .dynamo import (
     is_compiling_fn,
     lookup_backend,
 )
-from .graphs import current_compile_id, may_have_compiled_backward, wrap_compiled_graphs
+from .graphs import (
+    current_compile_id,
+    may_have_compiled_backward,
+    wrap_backward_of,
+    wrap_compiled_graphs,
+)
 from .modules import module_census
 from .structured_trace import (
     TraceWants,
@@ -69,6 +76,7 @@ from .structured_trace import (
 
 __all__ = [
     "COMPILED_FN_PREFIX",
+    "LiveGraphs",
     "DYNAMIC_SOURCE_LOGGER",
     "DYNAMO_SETTINGS",
     "TESTED_VERSIONS",
@@ -110,5 +118,7 @@ __all__ = [
     "trace_logger",
     "version_warning",
     "watch_dynamic_source_marks",
+    "wrap_backward_of",
     "wrap_compiled_graphs",
+    "wrap_live_graphs",
 ]

@@ -10,6 +10,11 @@ Internals used:
 - ``torch._dynamo.convert_frame.input_codes`` (weak references to every code object Dynamo
   converted) and ``torch._dynamo.eval_frame._debug_get_cache_entry_list``: the live cache entries,
   whose code names the graphs Dynamo can run now (``graphs_compiled_so_far``).
+- a cache entry's ``guard_manager.global_scope["G"]`` (the compiled frame's globals) and
+  ``compile_id``: the code Dynamo made for a frame loads each graph from those globals by its
+  ``__compiled_fn`` name on every run, so swapping that global for a timed one (and back) times a
+  graph compiled before capture started (``wrap_live_graphs``). What is stored there is the
+  backend's graph inside ``torch._dynamo.disable``, as ``OutputGraph`` installs it.
 """
 
 from __future__ import annotations
@@ -122,6 +127,95 @@ def graphs_compiled_so_far() -> int:
         for entry in _debug_get_cache_entry_list(code):
             _graph_names(getattr(entry, "code", None), names)
     return len(names)
+
+
+def _live_entries() -> list[Any]:
+    try:
+        from torch._dynamo.convert_frame import input_codes
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError as e:  # pragma: no cover - depends on torch version
+        raise AdapterProblem(f"no Dynamo cache entries to read ({e})") from e
+    seen = getattr(input_codes, "seen", None)
+    if not isinstance(seen, list):  # pragma: no cover - depends on torch version
+        raise AdapterProblem("Dynamo's code tracker changed")
+    entries: list[Any] = []
+    for ref in list(seen):
+        code = ref()
+        if code is not None:
+            entries.extend(_debug_get_cache_entry_list(code))
+    return entries
+
+
+class LiveGraphs:
+    """What :func:`wrap_live_graphs` did: how many graphs it wrapped, how many it could not (and
+    why), and the function that puts the originals back."""
+
+    def __init__(self) -> None:
+        self.wrapped = 0
+        self.unwrapped = 0
+        self.why_not: str | None = None
+        self._swapped: list[tuple[dict[str, Any], str, Any, Any]] = []
+
+    def undo(self) -> None:
+        """Put back every graph swapped, unless Dynamo dropped it meanwhile (its cache entry
+        freed) or something else replaced it."""
+        for scope, name, original, timed in reversed(self._swapped):
+            if scope.get(name) is timed:
+                scope[name] = original
+        self._swapped.clear()
+
+
+def wrap_live_graphs(wrap: Callable[[Callable[..., Any], str], Callable[..., Any]]) -> LiveGraphs:
+    """Make ``wrap(compiled_fn, compile_id)`` see every run of the graphs Dynamo can run now
+    (compiled before capture started): each one's global is swapped for ``wrap``'s result inside
+    ``torch._dynamo.disable``, as Dynamo installs its own. ``LiveGraphs.undo`` swaps them back.
+
+    A graph seamscope wrapped in an earlier session is unwrapped first (one timer per run). A
+    graph that cannot be swapped (its global missing, not inside Dynamo's ``disable``) is counted
+    in ``unwrapped``: its runs are not timed. Raises :class:`AdapterProblem` when the cache entries
+    cannot be read at all.
+    """
+    from torch._dynamo import disable
+
+    from .graphs import strip_disable
+
+    done = LiveGraphs()
+    seen: set[tuple[int, str]] = set()
+    for entry in _live_entries():
+        names: set[str] = set()
+        _graph_names(getattr(entry, "code", None), names)
+        if not names:
+            continue
+        scope = getattr(getattr(entry, "guard_manager", None), "global_scope", None)
+        scope = scope.get("G") if isinstance(scope, dict) else None
+        cid = str(getattr(entry, "compile_id", None) or "?")
+        for name in sorted(names, key=_graph_number):
+            key = (id(scope), name)
+            if key in seen:
+                continue
+            seen.add(key)
+            original = scope.get(name) if isinstance(scope, dict) else None
+            if (not isinstance(scope, dict) or original is None
+                    or getattr(original, "_torchdynamo_disable", False) is not True):
+                done.unwrapped += 1
+                done.why_not = done.why_not or (
+                    "a cache entry's frame globals are not readable" if not isinstance(scope, dict)
+                    else f"{name} is not Dynamo's disabled graph")
+                continue
+            graph = strip_disable(original)
+            while getattr(graph, "seamscope_region", False) is True:  # an earlier session's timer
+                graph = graph.__wrapped__
+            timed = disable(wrap(graph, cid), reason="do not trace Dynamo-compiled graph")
+            scope[name] = timed
+            done._swapped.append((scope, name, original, timed))
+            done.wrapped += 1
+    return done
+
+
+def _graph_number(name: str) -> tuple[int, str]:
+    """``__compiled_fn_12_<uuid>``: in the order Dynamo compiled them."""
+    part = name[len(COMPILED_FN_PREFIX):].lstrip("_").split("_", 1)[0]
+    return (int(part) if part.isdigit() else 0, name)
 
 
 def _graph_names(code: Any, into: set[str]) -> None:

@@ -8,6 +8,9 @@ Internals used:
   ``_torchdynamo_orig_callable``...): a backend's graph already disabled is unwrapped before
   seamscope wraps it, as Dynamo's ``innermost_fn`` would.
 - ``torch.fx._lazy_graph_module._LazyGraphModule``: realised before it is wrapped, as Dynamo does.
+- ``torch.autograd.function.BackwardCFunction._forward_cls``: the autograd ``Function`` class
+  (AOT's ``CompiledFunction``, one per compiled graph) whose ``backward`` the node's ``apply`` runs;
+  swapping that static method times every compiled backward of the graph (``wrap_backward_of``).
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ def wrap_compiled_graphs(
                 logging.getLogger("seamscope").debug("reading a graph failed", exc_info=True)
         compiled = original(self, gm, example_inputs)
         try:
-            graph = _strip_disable(_realize_lazy(compiled))
+            graph = strip_disable(_realize_lazy(compiled))
             return wrap(graph, current_compile_id(), _needs_autograd(gm, example_inputs))
         except Exception:
             logging.getLogger("seamscope").debug("wrapping a compiled graph failed", exc_info=True)
@@ -91,7 +94,7 @@ def wrap_compiled_graphs(
     return undo
 
 
-def _strip_disable(compiled_fn: Any) -> Any:
+def strip_disable(compiled_fn: Any) -> Any:
     """The graph inside a ``torch._dynamo.disable`` wrapper, if the backend returned one
     (``aot_eager`` does).
 
@@ -135,3 +138,25 @@ def may_have_compiled_backward(compiled_fn: Callable[..., Any]) -> bool:
 
     owner = getattr(compiled_fn, "__self__", compiled_fn)
     return not isinstance(owner, torch.fx.GraphModule)
+
+
+def wrap_backward_of(node: Any, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[], None] | None:
+    """Swap the ``backward`` of the autograd ``Function`` an output's node belongs to for
+    ``wrap(backward)``: once per class, it then sees every backward of every node of that class,
+    with the node as its first argument. Returns the function that swaps it back, or None where
+    the node is not a custom ``Function``'s or the class defines ``vjp`` instead."""
+    fwd = getattr(type(node), "_forward_cls", None)
+    if not isinstance(fwd, type):
+        return None
+    raw = vars(fwd).get("backward")
+    fn = raw.__func__ if isinstance(raw, staticmethod) else None
+    if fn is None or "vjp" in vars(fwd):
+        return None
+    timed = staticmethod(wrap(fn))
+    fwd.backward = timed  # type: ignore[attr-defined]
+
+    def undo() -> None:
+        if vars(fwd).get("backward") is timed:
+            fwd.backward = raw  # type: ignore[attr-defined]
+
+    return undo
