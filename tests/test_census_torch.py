@@ -121,9 +121,13 @@ def test_reformer_skipped_frame_break_is_one_site_with_its_real_type(run: Run) -
         assert item.frame_skipped and item.scope == "LSHSelfAttention._hash_vectors"
         # the branch on np.lcm(...) of sizes is host-side: no torch.cond remedy
         fs = [f for f in analyze_findings(r.ledger).findings if f.cause is not None and f.cause.gb_code == "GB0170"]
-        assert len(fs) == 1 and [x.action for x in fs[0].remedies] == ["host_value_as_python"]
+        assert len(fs) == 1 and [x.action for x in fs[0].remedies] == ["host_value_as_python", "pytorch_hint_class"]
+        assert fs[0].remedies[1].config == {"class": "FUNDAMENTAL"}  # PyTorch's class of a data-dependent branch
         assert "Failed to handle graph break gracefully" in run.logs  # PyTorch did wrap it
     assert {s.site_id for s in run.live.summary.break_sites} == {s.site_id for s in run.imported.summary.break_sites}
+    # the imported log's sites carry the hint classes live capture read from the running torch
+    assert {s.site_id: (s.hint_classes, s.chained) for s in run.live.ledger.break_sites} == {
+        s.site_id: (s.hint_classes, s.chained) for s in run.imported.ledger.break_sites}
     assert run.verification.ok, run.verification
 
 

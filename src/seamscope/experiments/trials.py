@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..analyze.units import fmt_ns
-from ..capture.remedies import RemedySpec, code_change, parse_assignment, spec_from_words
+from ..capture.remedies import (
+    RemedySpec,
+    code_change,
+    parse_assignment,
+    per_callable_limit,
+    spec_from_words,
+)
 from ..model.receipt import Receipt
 from ..model.trials import (
     Candidate,
@@ -184,6 +190,9 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     if receipt.summary.fallback_count and not any("recompile_limit" in k for k in out):
         add("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], "fallbacks",
             f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)
+    for d in list(out.values()):  # a frame hit the limit: also the per-callable limit (torch 2.13+)
+        if (flags := per_callable_limit(d.spec, receipt.ledger.environment.torch_version)) is not None:
+            add(f"{d.name} per callable", flags, d.origin, d.targets, d.cost_ns)
     drafts = sorted(out.values(), key=lambda d: (-d.cost_ns, d.name))
     return _unique_names(drafts)
 
@@ -312,6 +321,8 @@ def conflict_key(flag: str, value: str) -> str | None:
         return None if op == "+=" else f"config:{name}"
     if flag == "--compile-option":
         name = value.split("=", 1)[0]
+        if name == "recompile_limit":  # the per-callable form of the process-wide setting
+            return "config:recompile_limit"
         return SHAPE_POLICY if name == "dynamic" else "option:" + name
     if flag == "--stance":
         return "stance"

@@ -30,6 +30,7 @@ RemedyAction = Literal[
     "fix_churn_or_raise_limit",
     "report_upstream",
     "read_hints",
+    "pytorch_hint_class",
 ]
 
 

@@ -3,7 +3,8 @@
 PyTorch's internals change between releases. Each function here does one thing, is tested on its
 own (tests/test_adapter.py), and degrades with a message instead of a crash when the internal it
 needs is missing: capture then records what it still can and says what it could not. torch
-2.9–2.14 were read; 2.13 is tested. Each module's docstring names the internals it uses:
+2.9–2.15 were read; the releases in ``base.LANE_PASSED`` pass every test marked ``torch``
+(docs/compatibility.md). Each module's docstring names the internals it uses:
 
 - ``structured_trace``: the structured-trace logger, read in process, and the filter in front of
   ``trace_structured`` that builds only the records capture reads;
@@ -11,6 +12,7 @@ needs is missing: capture then records what it still can and says what it could 
   started), and the graphs Dynamo holds compiled already;
 - ``graphs``: the hook on every graph any backend compiles (a region per run), the compile id;
 - ``config``: Dynamo's settings, read and set (``run``'s remedy flags);
+- ``hints``: the graph-break hint classes and registry (``torch._dynamo.graph_break_hints``);
 - ``dynamo``: whether Dynamo is compiling, its reset, counters, backends and errors;
 - ``base``: the exception every module raises, and the version check.
 
@@ -19,7 +21,14 @@ Import the names from here (``from seamscope.capture import adapter``; ``adapter
 
 from __future__ import annotations
 
-from .base import TESTED_VERSIONS, AdapterProblem, torch_version, version_warning
+from .base import (
+    LANE_PASSED,
+    NOT_CHECKED,
+    TESTED_VERSIONS,
+    AdapterProblem,
+    torch_version,
+    version_warning,
+)
 from .config import (
     DYNAMIC_SOURCE_LOGGER,
     DYNAMO_SETTINGS,
@@ -43,6 +52,7 @@ from .contexts import (
 )
 from .dynamo import (
     clear_counters,
+    compile_accepts,
     compile_wrapper,
     dynamo_counters,
     dynamo_reset,
@@ -53,6 +63,7 @@ from .dynamo import (
     lookup_backend,
 )
 from .graphs import current_compile_id, may_have_compiled_backward, wrap_compiled_graphs
+from .hints import live_hint_table
 from .structured_trace import (
     TraceWants,
     add_trace_handler,
@@ -67,11 +78,14 @@ __all__ = [
     "COMPILED_FN_PREFIX",
     "DYNAMIC_SOURCE_LOGGER",
     "DYNAMO_SETTINGS",
+    "LANE_PASSED",
+    "NOT_CHECKED",
     "TESTED_VERSIONS",
     "AdapterProblem",
     "TraceWants",
     "add_trace_handler",
     "clear_counters",
+    "compile_accepts",
     "compile_wrapper",
     "context_backend_name",
     "current_compile_id",
@@ -92,6 +106,7 @@ __all__ = [
     "is_compiling",
     "is_compiling_fn",
     "lean_break_reason",
+    "live_hint_table",
     "live_compile_contexts",
     "lookup_backend",
     "mark_dynamic",

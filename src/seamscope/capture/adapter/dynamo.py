@@ -72,3 +72,16 @@ def dynamo_counters() -> dict[str, dict[str, int]]:
     from torch._dynamo.utils import counters
 
     return {k: dict(v) for k, v in counters.items()}
+
+
+def compile_accepts(name: str) -> bool:
+    """Whether ``torch.compile`` takes the keyword argument ``name`` (``recompile_limit``,
+    ``isolate_recompiles``: torch 2.13+), read from its signature."""
+    import inspect
+
+    import torch
+
+    try:
+        return name in inspect.signature(torch.compile).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
