@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 
 from ..model.builder import LedgerBuilder
+from ..model.compat import is_tested, tested_range
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
 
@@ -44,7 +45,6 @@ ABSENT = [
 ]
 
 #: PyTorch minor versions whose logs this parser was checked against.
-TESTED_TORCH = ("2.13",)
 
 LOG_NAME = re.compile(r"^dedicated_log_torch_trace_(?:rank_(\d+)_)?.*\.log$")
 
@@ -241,10 +241,10 @@ class TraceImport:
 def _version_issue(path: str, version: str | None) -> str | None:
     if version is None:
         return "no compilation_metrics with pytorch_version: PyTorch version unknown"
-    if not any(version == t or version.startswith(t + ".") or version.startswith(t + "+") for t in TESTED_TORCH):
+    if not is_tested(version):
         return (
             f"log written by PyTorch {version}; seamscope reads logs of PyTorch "
-            f"{', '.join(TESTED_TORCH)} (other versions may lose fields; unknown kinds are counted)"
+            f"{tested_range()} (other versions may lose fields; unknown kinds are counted)"
         )
     return None
 

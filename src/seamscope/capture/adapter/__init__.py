@@ -51,6 +51,7 @@ from .contexts import (
     live_compile_contexts,
 )
 from .dynamo import (
+    SHAPES_ARGUMENTS,
     clear_counters,
     compile_accepts,
     compile_wrapper,
@@ -61,6 +62,7 @@ from .dynamo import (
     is_compiling,
     is_compiling_fn,
     lookup_backend,
+    shapes_argument,
 )
 from .graphs import current_compile_id, may_have_compiled_backward, wrap_compiled_graphs
 from .hints import live_hint_table
@@ -82,6 +84,7 @@ __all__ = [
     "NOT_CHECKED",
     "TESTED_VERSIONS",
     "AdapterProblem",
+    "SHAPES_ARGUMENTS",
     "TraceWants",
     "add_trace_handler",
     "clear_counters",
@@ -112,6 +115,7 @@ __all__ = [
     "mark_dynamic",
     "may_have_compiled_backward",
     "set_recompile_limit",
+    "shapes_argument",
     "stance_names",
     "torch_version",
     "trace_filter_installed",

@@ -85,3 +85,13 @@ def compile_accepts(name: str) -> bool:
         return name in inspect.signature(torch.compile).parameters
     except (TypeError, ValueError):  # pragma: no cover
         return False
+
+
+SHAPES_ARGUMENTS = ("dynamic_shapes", "shapes_spec")
+"""``torch.compile``'s argument for a ``ShapesSpec`` (``torch.fx.experimental.dynamic_spec``):
+``shapes_spec`` in 2.13, renamed ``dynamic_shapes`` in 2.14."""
+
+
+def shapes_argument() -> str | None:
+    """The name this torch's ``torch.compile`` takes a ``ShapesSpec`` under (None: neither)."""
+    return next((n for n in SHAPES_ARGUMENTS if compile_accepts(n)), None)
