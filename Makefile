@@ -40,7 +40,7 @@ $(TORCH_VENV)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.
 	$(TORCH_VENV)/bin/python setup.py -q build_ext --inplace
 	touch $@
 
-test-torch: $(TORCH_VENV)/.installed-stamp
+test-torch: $(TORCH_VENV)/.installed-stamp browser
 	OMP_NUM_THREADS=1 $(TORCH_VENV)/bin/python -m pytest -q -p no:cacheprovider -m torch
 
 venv: $(STAMP)

@@ -171,3 +171,14 @@ def test_the_shapes_spec_argument_under_the_name_this_torch_takes():
     assert s.ledger is not None
     assert name in s.ledger.environment.compile_options
     assert [c.compile_id for c in s.ledger.compilations] == ["0/0"]  # the size is dynamic from the first call
+
+
+def test_a_release_outside_the_table_is_warned_once_and_recorded(monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    with session() as s:
+        f = torch.compile(lambda x: x + 1, backend="eager")
+        f(torch.ones(2))
+        f(torch.ones(2))
+    assert s.ledger is not None
+    warned = [w for w in s.ledger.run.warnings if "outside the versions" in w]
+    assert len(warned) == 1 and "torch 2.99.0" in warned[0] and "not checked on it" in warned[0]

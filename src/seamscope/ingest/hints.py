@@ -9,7 +9,7 @@ the table's ``gb code → classes`` (a log whose reasons lost their hints).
 
 The table ``seamscope/data/graph_break_hints.json`` is generated from PyTorch's registry and hint
 module (BSD-3-Clause) by ``python -m seamscope.capture.adapter.hints``, which merges the installed
-torch into it; ``tests/test_hints_torch.py`` checks it against the live registry.
+torch into it; ``tests/test_versions_torch.py`` checks it against the live registry.
 
 A reason can hold a chain: Dynamo meets a second break while handling the first ("graph break in
 loop", "Graph break under GenericContextWrappingVariable"), and prints both, separated by
