@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor-cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-notorch test-core venv browser lint mutation bench bench-smoke fuzz clean
+.PHONY: demo test test-notorch test-core test-torch venv browser lint mutation bench bench-smoke fuzz clean
 
 # pytest-xdist workers per lane (this project's CI machines have two cores)
 JOBS ?= 2
@@ -33,6 +33,22 @@ $(NOTORCH)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c
 test-notorch: $(NOTORCH)/.installed-stamp
 	rm -f $(NOTORCH_PASSED)
 	$(NOTORCH)/bin/python -m pytest -q -m "not torch" -p no:cacheprovider $(XDIST) --record-passed $(NOTORCH_PASSED) tests
+
+# The compatibility lane: every test marked `torch` on another PyTorch release, in its own venv
+# (`make test-torch TORCH=2.15.0`). Run it on every PyTorch release and record the result in
+# docs/compatibility.md. Not part of `make test`: a CUDA build from the registry is a 3 GB
+# download. PIP_CONSTRAINT=/dev/null lifts this machine's torch cap for this venv only.
+TORCH ?= 2.14.1
+TORCH_VENV := .venv-torch-$(TORCH)
+$(TORCH_VENV)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c
+	test -x $(TORCH_VENV)/bin/python || $(PY) -m venv $(TORCH_VENV)
+	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install -q torch==$(TORCH)
+	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install -q -e '.[dev,models,plots]'
+	$(TORCH_VENV)/bin/python setup.py -q build_ext --inplace
+	touch $@
+
+test-torch: $(TORCH_VENV)/.installed-stamp browser
+	OMP_NUM_THREADS=1 $(TORCH_VENV)/bin/python -m pytest -q -p no:cacheprovider -m torch
 
 venv: $(STAMP)
 
@@ -89,4 +105,4 @@ bench: bench-smoke
 	$(BIN)/python benchmarks/capture_overhead.py
 
 clean:
-	rm -rf $(VENV) $(NOTORCH) $(CORE_VENV) $(NOTORCH_PASSED) seamscope-out .torchinductor-cache .pytest_cache
+	rm -rf $(VENV) $(NOTORCH) $(CORE_VENV) $(NOTORCH_PASSED) .venv-torch-* seamscope-out .torchinductor-cache .pytest_cache

@@ -43,6 +43,7 @@ from ..model.normalize import normalize_text
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
 from .findings_churn import _churn_axis, _churn_findings, guard_pattern
 from .findings_common import PROBE, _bytes, _short, _with, config_remedy
+from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
 from .units import fmt_ns
 
@@ -269,7 +270,7 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
             axis="fragmentation",
             rank=0,
             sentence="",
-            remedies=_break_remedies(cause, where, site.reason),
+            remedies=_break_remedies(cause, where, site.reason) + hint_remedies(site, ledger.break_sites),
             site_id=site.site_id,
             where=where,
             cause=cause,
@@ -293,9 +294,10 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         rows.append((key, f))
     rows.sort(key=lambda r: r[0])
     out = []
+    clauses = {s.site_id: class_clause(s) for s in ledger.break_sites}
     for rank, (_, f) in enumerate(rows, 1):
         f = _with(f, rank=rank)
-        out.append(_with(f, sentence=_break_sentence(f)))
+        out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""))))
     return out
 
 
@@ -434,13 +436,14 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
     return rs
 
 
-def _break_sentence(f: Finding) -> str:
+def _break_sentence(f: Finding, pytorch_class: str = "") -> str:
     w, c, cost = f.where, f.cause, f.cost
     assert w is not None and c is not None
     loc = f"{_short(w.file)}:{w.line}"
     what = f"{c.label}, {c.break_class.replace('_', ' ')}"
     if c.host_read:
         what += ", reads a tensor value on the host"
+    what += pytorch_class
     if w.package:
         what += f"; in {w.package}"
         if w.user_frame is not None:

@@ -54,7 +54,8 @@ class CallHooks(SessionState):
             self._backend = name
         elif self._backend != name and name not in self._backend.split(","):
             self._backend += "," + name
-        for k in ("mode", "dynamic", "fullgraph", "options"):
+        for k in ("mode", "dynamic", "fullgraph", "options", "recompile_limit", "isolate_recompiles",
+                  *adapter.SHAPES_ARGUMENTS):
             if k in kwargs and kwargs[k] is not None:
                 self._compile_options.setdefault(k, repr(kwargs[k]))
 

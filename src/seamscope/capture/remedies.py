@@ -35,7 +35,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 CALLABLE_SETS = ("reorderable_logging_functions", "ignore_logging_functions")
 """Dynamo settings that hold a set of callables: ``NAME+=MODULE:QUALNAME`` adds one."""
 
-COMPILE_OPTIONS = ("dynamic", "fullgraph", "mode", "backend")
+COMPILE_OPTIONS = ("dynamic", "fullgraph", "mode", "backend", "recompile_limit", "isolate_recompiles")
+PER_CALLABLE_OPTIONS = ("recompile_limit", "isolate_recompiles")
+"""``torch.compile`` arguments of torch 2.13+: a recompile limit for one compiled callable (instead of
+``torch._dynamo.config.recompile_limit`` for the whole process), and its own compiled entries."""
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 SCRIPT_MODULES = ("__main__",)
 """Names that mean "the script itself" in ``--disable MODULE:QUALNAME`` (besides its file stem)."""
@@ -96,7 +99,8 @@ def remedy_options(f: F) -> F:
     f = click.option("--mark-dynamic", "mark_dynamic", multiple=True, metavar="SOURCE",
                      help="Mark a source dynamic in PyTorch's syntax, e.g. \"L['x']:0\" (repeatable).")(f)
     f = click.option("--compile-option", "compile_option", multiple=True, metavar="NAME=VALUE",
-                     help="Override an argument of every torch.compile: dynamic, fullgraph, mode, backend.")(f)
+                     help="Override an argument of every torch.compile: dynamic, fullgraph, mode, backend, "
+                     "recompile_limit, isolate_recompiles (torch 2.13+).")(f)
     f = click.option("--dynamo-config", "dynamo_config", multiple=True, metavar="NAME=VALUE",
                      help="Set a torch._dynamo.config value (repeatable); NAME+=MODULE:QUALNAME adds a callable "
                      "to a set setting.")(f)
@@ -179,7 +183,35 @@ def compile_override(item: str) -> tuple[str, Any]:
         raise UnusableInput(f"--compile-option mode: expected one of {', '.join(MODES)}, got {raw!r}")
     if name == "backend" and not isinstance(value, str):
         raise UnusableInput(f"--compile-option backend: expected a name or MODULE:QUALNAME, got {raw!r}")
+    if name == "recompile_limit" and value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or value < 1
+    ):
+        raise UnusableInput(f"--compile-option recompile_limit: expected a positive integer or none, got {raw!r}")
+    if name == "isolate_recompiles" and not isinstance(value, bool):
+        raise UnusableInput(f"--compile-option isolate_recompiles: expected true or false, got {raw!r}")
     return name, value
+
+
+def per_callable_limit(spec: RemedySpec, torch_version: str | None) -> list[str] | None:
+    """The per-callable form of a candidate that raises ``torch._dynamo.config.recompile_limit``
+    (``--compile-option recompile_limit=N``: only the compiled callables of the script get the
+    higher limit, not every frame of the process), when the torch that ran the baseline takes it
+    (2.13+); None otherwise."""
+    if torch_version is None or _minor(torch_version) < (2, 13):
+        return None
+    for item in spec.dynamo_config:
+        name, op, raw = parse_assignment("--dynamo-config", item)
+        if name == "recompile_limit" and op == "=":
+            return ["--compile-option", f"recompile_limit={raw}"]
+    return None
+
+
+def _minor(version: str) -> tuple[int, int]:
+    try:
+        major, minor = (int(p) for p in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return (0, 0)
+    return major, minor
 
 
 def code_change(spec: RemedySpec) -> str:
@@ -311,6 +343,8 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
         k, v = compile_override(item)
         if k == "backend" and ":" in v:
             _check_importable("--compile-option backend", v, target)
+        if k in PER_CALLABLE_OPTIONS and not adapter.compile_accepts(k):
+            raise UnusableInput(f"--compile-option {k}: this torch's torch.compile takes no {k} (torch 2.13+)")
         plan.overrides[k] = v
     if spec.mark_dynamic:
         has, per_dim = adapter.dynamic_sources_support()

@@ -143,7 +143,12 @@ class Session(CallHooks, RegionHooks):
             self._lane.error_text = _error_text
             self._lane.outside_run = self._foreign_run
             self.builder.attach_lane(self._lane, self.native.PlanSums)
-        self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self)
+        try:
+            hints = adapter.live_hint_table()
+        except adapter.AdapterProblem as e:
+            hints = None
+            self.warnings.append(str(e))
+        self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self, hints=hints)
         for install in (self._install_trace, self._install_graphs, self._install_live_graphs, self._install_compile,
                         self._install_calls):
             try:

@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..capture.remedies import RemedySpec, spec_from_words
+from ..capture.remedies import RemedySpec, per_callable_limit, spec_from_words
 from ..model.receipt import Receipt
 
 CAP = 8
@@ -221,6 +221,12 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
         causes.append((0, "fallbacks", [draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"],
                                               "fallbacks",
                                               f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)]))
+    version = receipt.ledger.environment.torch_version
+    for _, _, mine in causes:  # a frame hit the limit: also the per-callable limit (torch 2.13+)
+        for i in range(len(mine) - 1, -1, -1):
+            d = mine[i]
+            if (flags := per_callable_limit(d.spec, version)) is not None:
+                mine.insert(i + 1, draft(f"{d.name} per callable", flags, d.origin, d.targets, d.cost_ns))
     causes.sort(key=lambda c: (-c[0], c[1]))
     out: dict[str, Draft] = {}
     depth = max((len(c[2]) for c in causes), default=0)

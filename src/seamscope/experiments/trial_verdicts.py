@@ -331,6 +331,8 @@ def conflict_key(flag: str, value: str) -> str | None:
         return None if op == "+=" else f"config:{name}"
     if flag == "--compile-option":
         name = value.split("=", 1)[0]
+        if name == "recompile_limit":  # the per-callable form of the process-wide setting
+            return "config:recompile_limit"
         return SHAPE_POLICY if name == "dynamic" else "option:" + name
     if flag == "--stance":
         return "stance"

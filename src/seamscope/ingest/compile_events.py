@@ -23,8 +23,16 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..model.ledger import BreakSite, Compilation, CompileStatus, Frame, compile_frame_index
+from ..model.ledger import (
+    BreakSite,
+    ChainedBreak,
+    Compilation,
+    CompileStatus,
+    Frame,
+    compile_frame_index,
+)
 from ..model.normalize import normalize_path, normalize_text
+from .hints import HintTable, break_chain, shipped_table
 from .source_scope import statement_scope
 
 CONTEXT_KEYS = frozenset(
@@ -207,12 +215,14 @@ class ParsedBreak:
     """Fields the record lacked (``user_stack``, ``gb_code``, ``location``)."""
 
 
-def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
+def parse_break_reason(text: str, cwd: str | None = None, hints: HintTable | None = None) -> ParsedBreak:
     """Parse a ``dynamo_graph_break_reason`` payload (2.13 layout; tolerant of older ones).
 
     A break Dynamo could not resume after arrives wrapped ("Failed to handle graph break
     gracefully. Skipping the function ... Graph break encountered:" and the original message):
     the original's type is kept, and ``frame_skipped`` says that the frame ran eagerly.
+    ``hints``: the classes' texts and the registry's codes (the live torch's during capture; the
+    shipped table by default).
     """
     lines = text.splitlines()
     line = 0
@@ -280,6 +290,9 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
         if not function:
             function = found.qualname.rsplit(".", 1)[-1]
     file = normalize_path(raw_file, cwd)
+    table = hints if hints is not None else shipped_table()
+    chain = break_chain(body, table)
+    own = chain[0] if chain and chain[0].classes else None
     site = BreakSite(
         site_id=site_id_for(file, scope, gb_code, gb_type, code, occurrence, line),
         file=file,
@@ -293,6 +306,8 @@ def parse_break_reason(text: str, cwd: str | None = None) -> ParsedBreak:
         scope=scope,
         statement=code.strip(),
         frame_skipped=skipped,
+        hint_classes=list(own.classes) if own else list(table.codes.get(gb_code or "", ())),
+        chained=[ChainedBreak(gb_code=b.gb_code, gb_type=b.gb_type, hint_classes=list(b.classes)) for b in chain[1:]],
     )
     return ParsedBreak(site, missing)
 
@@ -383,8 +398,11 @@ class _Pending:
 class CompileEventAssembler:
     """Feed events in file order; read ``compilations`` and ``sites`` at any time."""
 
-    def __init__(self, cwd: str | None = None, sink: CompileSink | None = None, from_log: bool = False) -> None:
+    def __init__(self, cwd: str | None = None, sink: CompileSink | None = None, from_log: bool = False,
+                 hints: HintTable | None = None) -> None:
         self.cwd = cwd
+        self.hints = hints
+        """The hint classes' texts and codes breaks are read with (None: the shipped table)."""
         self.sink = sink
         self.from_log = from_log
         """Reading a whole ``TORCH_TRACE`` log (import), not live events: compiled-autograd
@@ -463,7 +481,7 @@ class CompileEventAssembler:
                 return
             p = self.pending.setdefault(cid, _Pending())
             if name == "dynamo_graph_break_reason" and payload:
-                site = self._site(parse_break_reason(payload, self.cwd), cid)
+                site = self._site(parse_break_reason(payload, self.cwd, self.hints), cid)
                 if site.site_id not in p.site_ids:
                     p.site_ids.append(site.site_id)
             elif name == "recompile_reasons":
@@ -523,6 +541,8 @@ class CompileEventAssembler:
                 gb_type=new.gb_type or prev.gb_type,
                 reason=new.reason or prev.reason,
                 frame_skipped=new.frame_skipped or prev.frame_skipped,
+                hint_classes=new.hint_classes or prev.hint_classes,
+                chained=new.chained or prev.chained,
             )
         self.sites[sid] = site
         if self.sink is not None:

@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 from ..model.builder import LedgerBuilder
+from ..model.compat import is_tested, tested_range
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
 from .limits import LONG_DIGITS, field_problem
@@ -46,7 +47,6 @@ ABSENT = [
 ]
 
 #: PyTorch minor versions whose logs this parser was checked against.
-TESTED_TORCH = ("2.13", "2.14", "2.15")
 
 LOG_NAME = re.compile(r"^dedicated_log_torch_trace_.*\.log$")
 #: The rank in a log's name: ``..._rank_5_x1y2.log`` (PyTorch's) or ``..._rank_5.log`` (renamed).
@@ -347,10 +347,10 @@ class TraceImport:
 
 
 def _version_issue(version: str) -> str | None:
-    if not any(version == t or version.startswith(t + ".") or version.startswith(t + "+") for t in TESTED_TORCH):
+    if not is_tested(version):
         return (
             f"log written by PyTorch {version}; seamscope reads logs of PyTorch "
-            f"{', '.join(TESTED_TORCH)} (other versions may lose fields; unknown kinds are counted)"
+            f"{tested_range()} (other versions may lose fields; unknown kinds are counted)"
         )
     return None
 

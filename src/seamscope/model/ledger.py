@@ -135,6 +135,16 @@ class RunInfo(Struct, frozen=True):
     eager islands is not known; the headline says so instead of a split."""
 
 
+class ChainedBreak(Struct, frozen=True):
+    """A break Dynamo met while handling a site's own break (a break in a loop, under a context
+    manager): it follows from that one."""
+
+    gb_code: str | None
+    gb_type: str | None
+    hint_classes: list[str] = []
+    """Its PyTorch hint classes (``BreakSite.hint_classes``)."""
+
+
 class BreakSite(Struct, frozen=True):
     """A distinct source location where capture broke; one site can be crossed many times."""
 
@@ -162,6 +172,13 @@ class BreakSite(Struct, frozen=True):
     frame_skipped: bool = False
     """Dynamo could not resume after this break and ran the whole frame eagerly (a break inside a
     loop, a ``with`` or a ``try``): it costs the frame, not a seam."""
+    hint_classes: list[str] = []
+    """PyTorch's classes of this break (``torch._dynamo.graph_break_hints``: ``FUNDAMENTAL``,
+    ``SUPPORTABLE``, ``USER_ERROR``, ``DYNAMO_BUG``, ``DIFFICULT``, ``CAUSED_BY_EARLIER_GRAPH_BREAK``,
+    ...), read from its hints, else from the registry's entry for its code; empty when neither
+    names one (most breaks)."""
+    chained: list[ChainedBreak] = []
+    """Breaks Dynamo met while handling this one, in order (each follows from this site's)."""
 
 
 class ModuleRepeat(Struct, frozen=True):

@@ -34,6 +34,7 @@ RemedyAction = Literal[
     "persistent_cache",
     "fix_cache_bypass",
     "skip_rare_frame",
+    "pytorch_hint_class",
 ]
 
 

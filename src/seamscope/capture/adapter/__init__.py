@@ -3,7 +3,8 @@
 PyTorch's internals change between releases. Each function here does one thing, is tested on its
 own (tests/test_adapter.py), and degrades with a message instead of a crash when the internal it
 needs is missing: capture then records what it still can and says what it could not. torch
-2.9–2.14 were read; 2.13 is tested. Each module's docstring names the internals it uses:
+2.9–2.15 were read; the releases in ``base.LANE_PASSED`` pass every test marked ``torch``
+(docs/compatibility.md). Each module's docstring names the internals it uses:
 
 - ``structured_trace``: the structured-trace logger, read in process, and the filter in front of
   ``trace_structured`` that builds only the records capture reads;
@@ -11,6 +12,7 @@ needs is missing: capture then records what it still can and says what it could 
   started), and the graphs Dynamo holds compiled already;
 - ``graphs``: the hook on every graph any backend compiles (a region per run), the compile id;
 - ``config``: Dynamo's settings, read and set (``run``'s remedy flags);
+- ``hints``: the graph-break hint classes and registry (``torch._dynamo.graph_break_hints``);
 - ``dynamo``: whether Dynamo is compiling, its reset, counters, backends and errors;
 - ``modules``: the module classes a graph traced instance by instance (repeated blocks);
 - ``caches``: Inductor's persistent cache directory and its entries;
@@ -21,7 +23,14 @@ Import the names from here (``from seamscope.capture import adapter``; ``adapter
 
 from __future__ import annotations
 
-from .base import TESTED_VERSIONS, AdapterProblem, torch_version, version_warning
+from .base import (
+    LANE_PASSED,
+    NOT_CHECKED,
+    TESTED_VERSIONS,
+    AdapterProblem,
+    torch_version,
+    version_warning,
+)
 from .caches import cache_entries, inductor_cache_dir
 from .config import (
     DYNAMIC_SOURCE_LOGGER,
@@ -47,7 +56,9 @@ from .contexts import (
     wrap_live_graphs,
 )
 from .dynamo import (
+    SHAPES_ARGUMENTS,
     clear_counters,
+    compile_accepts,
     compile_wrapper,
     dynamo_counters,
     dynamo_reset,
@@ -56,6 +67,7 @@ from .dynamo import (
     is_compiling,
     is_compiling_fn,
     lookup_backend,
+    shapes_argument,
 )
 from .graphs import (
     current_compile_id,
@@ -63,6 +75,7 @@ from .graphs import (
     wrap_backward_of,
     wrap_compiled_graphs,
 )
+from .hints import live_hint_table
 from .modules import module_census
 from .structured_trace import (
     TraceWants,
@@ -79,12 +92,16 @@ __all__ = [
     "LiveGraphs",
     "DYNAMIC_SOURCE_LOGGER",
     "DYNAMO_SETTINGS",
+    "LANE_PASSED",
+    "NOT_CHECKED",
     "TESTED_VERSIONS",
     "AdapterProblem",
+    "SHAPES_ARGUMENTS",
     "TraceWants",
     "add_trace_handler",
     "cache_entries",
     "clear_counters",
+    "compile_accepts",
     "compile_wrapper",
     "context_backend_name",
     "current_compile_id",
@@ -106,12 +123,14 @@ __all__ = [
     "is_compiling",
     "is_compiling_fn",
     "lean_break_reason",
+    "live_hint_table",
     "live_compile_contexts",
     "lookup_backend",
     "mark_dynamic",
     "module_census",
     "may_have_compiled_backward",
     "set_recompile_limit",
+    "shapes_argument",
     "stance_names",
     "torch_version",
     "trace_filter_installed",

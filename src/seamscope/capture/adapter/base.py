@@ -1,9 +1,12 @@
 """What every part of the adapter shares: the exception that says an internal is missing, and
-the torch versions seamscope was checked against."""
+the torch versions seamscope was checked against (``model.compat``)."""
 
 from __future__ import annotations
 
-TESTED_VERSIONS = ((2, 9), (2, 14))
+from ...model.compat import LANE_PASSED, NOT_CHECKED, TESTED_VERSIONS, is_tested, tested_range
+from ...model.compat import minor as _minor
+
+__all__ = ["LANE_PASSED", "NOT_CHECKED", "TESTED_VERSIONS", "AdapterProblem", "torch_version", "version_warning"]
 
 
 class AdapterProblem(Exception):
@@ -13,20 +16,17 @@ class AdapterProblem(Exception):
 def torch_version() -> tuple[str, tuple[int, int]]:
     import torch
 
-    v = torch.__version__
-    try:
-        major, minor = (int(p) for p in v.split("+")[0].split(".")[:2])
-    except ValueError:
-        major, minor = 0, 0
-    return v, (major, minor)
+    v = str(torch.__version__)
+    return v, _minor(v)
 
 
 def version_warning() -> str | None:
-    v, mm = torch_version()
-    lo, hi = TESTED_VERSIONS
-    if not (lo <= mm <= hi):
-        return (
-            f"torch {v} is outside the versions seamscope was tested with "
-            f"({lo[0]}.{lo[1]}–{hi[0]}.{hi[1]}); capture may be incomplete"
-        )
-    return None
+    """For a torch outside the releases the lane passed on: which version, the tested range, and
+    what was not checked on it (None inside the range)."""
+    v, _ = torch_version()
+    if is_tested(v):
+        return None
+    return (
+        f"torch {v} is outside the versions seamscope was tested with ({tested_range()}, "
+        "docs/compatibility.md); not checked on it: " + "; ".join(NOT_CHECKED) + ": capture may be incomplete"
+    )

@@ -72,3 +72,26 @@ def dynamo_counters() -> dict[str, dict[str, int]]:
     from torch._dynamo.utils import counters
 
     return {k: dict(v) for k, v in counters.items()}
+
+
+def compile_accepts(name: str) -> bool:
+    """Whether ``torch.compile`` takes the keyword argument ``name`` (``recompile_limit``,
+    ``isolate_recompiles``: torch 2.13+), read from its signature."""
+    import inspect
+
+    import torch
+
+    try:
+        return name in inspect.signature(torch.compile).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+SHAPES_ARGUMENTS = ("dynamic_shapes", "shapes_spec")
+"""``torch.compile``'s argument for a ``ShapesSpec`` (``torch.fx.experimental.dynamic_spec``):
+``shapes_spec`` in 2.13, renamed ``dynamic_shapes`` in 2.14."""
+
+
+def shapes_argument() -> str | None:
+    """The name this torch's ``torch.compile`` takes a ``ShapesSpec`` under (None: neither)."""
+    return next((n for n in SHAPES_ARGUMENTS if compile_accepts(n)), None)
