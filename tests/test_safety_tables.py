@@ -23,9 +23,16 @@ from fakes import fake_ledger, fake_probe, fake_trials, plant, shape_policy, sha
 from rich.console import Console
 from test_safety import HOSTILE, RAW_CONTROLS, assert_inert, churn_ledger, cli, hostile_receipt
 
-from seamscope.analyze.display import json_safe
 from seamscope.analyze.receipt import make_receipt
-from seamscope.model.probe import DiffReport, EvidenceRow, Ladder, LayerResult, LeafDiff, PhasePair, Samples
+from seamscope.model.probe import (
+    DiffReport,
+    EvidenceRow,
+    Ladder,
+    LayerResult,
+    LeafDiff,
+    PhasePair,
+    Samples,
+)
 from seamscope.model.shapes import ShapeCompile
 from seamscope.model.trials import CallGroup, Paired
 from seamscope.render.html import write_html_report
@@ -102,6 +109,11 @@ def test_the_trials_table_prints_hostile_strings_as_text() -> None:
     assert_inert(out)
     for want in ("cso[/][bold]x[/bold]", "change[/]", "cmd[/]", "broke[/]", "use[/]", "if[/]", "fold[/]", "s[/]"):
         assert want in out, (want, out)
+    from seamscope.render.trials_table import TrialsMarkdownRenderer
+
+    md = TrialsMarkdownRenderer().render(hostile_trials())
+    assert_inert(md)
+    assert "\\x1b[2J" in md
 
 
 def test_the_cell_magic_summary_prints_hostile_strings_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,6 +137,8 @@ def test_the_cell_magic_summary_prints_hostile_strings_as_text(monkeypatch: pyte
 
 
 def test_json_safe_escapes_c1_and_bidi_and_reads_back_the_same() -> None:
+    from seamscope.analyze.display import json_safe
+
     value = {"k\u202e": HOSTILE + "\x7f\x85"}
     text = json_safe(json.dumps(value, ensure_ascii=False))
     for ch in (*RAW_CONTROLS, "\x7f", "\x85"):

@@ -36,6 +36,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     """
     from rich.console import Console
 
+    from ..analyze.display import markup, shown
     from ..experiments.shapes import (
         lengths_from_file,
         lengths_from_text,
@@ -45,7 +46,6 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
         split_policies,
         study_receipt,
     )
-    from ..analyze.display import markup, shown
     from ..render.receipt_json import write_receipt_files
     from ..render.terminal import SENTENCE
 

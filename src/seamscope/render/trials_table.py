@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..analyze.display import markup, shown
+from ..analyze.display import markup, shown, visible
 from ..analyze.units import fmt_ns
 from ..model.trials import Candidate, Metric, Trials, group_text
 
@@ -195,7 +195,7 @@ def _markdown(t: Trials) -> str:
         lines.append(f"**Rollback trigger:** {t.rollback_trigger}")
     if t.interrupted:
         lines.append("*Interrupted: the table holds the runs finished so far.*")
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"  # a reader who cats the file sees escapes, not commands
 
 
 def _html_section(t: Trials) -> str:
