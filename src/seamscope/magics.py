@@ -107,17 +107,19 @@ def show(s: Any, notes: list[str]) -> None:
     from IPython.display import display
     from rich.console import Console
 
+    from .analyze.display import shown
     from .render.notebook import notebook_html
-    from .render.terminal import TerminalRenderer
+    from .render.terminal import SENTENCE, TerminalRenderer
 
     receipt = s.last_receipt
     buf = io.StringIO()
     # force_jupyter=False: in a Jupyter kernel rich would display its text itself (ignoring
     # ``file``), a second summary above the HTML one
-    TerminalRenderer(console=Console(file=buf, width=100, highlight=False, force_jupyter=False)).print(receipt)
+    TerminalRenderer(console=Console(file=buf, width=100, highlight=False, emoji=False,
+                                     force_jupyter=False)).print(receipt)
     for w in receipt.ledger.run.warnings:
-        buf.write(f"seamscope: warning: {w}\n")
-    text = buf.getvalue() + "".join(f"seamscope: {n}\n" for n in notes)
+        buf.write(f"seamscope: warning: {shown(w, SENTENCE)}\n")
+    text = buf.getvalue() + "".join(f"seamscope: {shown(n, None)}\n" for n in notes)
     html = notebook_html(receipt, source_root=s.cwd) + "".join(
         f'<p class="note" style="color:#667085;font-size:12px">seamscope: {_escape(n)}</p>' for n in notes)
     display({"text/plain": text, "text/html": html}, raw=True)

@@ -34,6 +34,17 @@ _VISIBLE = {
 }
 
 
+#: What :func:`json_safe` escapes: DEL, C1 and bidi controls (JSON encoders escape C0 already).
+_JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in (0x7F, *range(0x80, 0xA0), *_BIDI)}
+
+
+def json_safe(text: str) -> str:
+    """JSON text for a terminal: DEL, C1 and bidi controls as ``\\uXXXX`` escapes, so a string
+    cannot drive the terminal or reorder the line; the JSON reads back to the same values (such
+    characters appear only inside JSON strings, where the escape means the character itself)."""
+    return text.translate(_JSON_ESCAPES)
+
+
 def visible(text: str) -> str:
     """``text`` with every control character as a visible escape (tab and newline kept)."""
     return text.translate(_VISIBLE)
@@ -58,4 +69,4 @@ def markup(text: object, limit: int | None = TERMINAL_LIMIT) -> str:
     return escape(shown(text, limit))
 
 
-__all__ = ["TERMINAL_LIMIT", "visible", "cut", "shown", "markup"]
+__all__ = ["TERMINAL_LIMIT", "json_safe", "visible", "cut", "shown", "markup"]

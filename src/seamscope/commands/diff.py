@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..analyze.diff import attach_comparison, compare
-from ..analyze.display import markup, shown
+from ..analyze.display import json_safe, markup, shown
 from ..gates.trusted import load_trusted_receipt
 from ..model.canonical import pretty_bytes
 from ..model.diff import Comparison
@@ -98,7 +98,7 @@ def command(before: str, after: str, as_json: bool, force: bool, out_dir: str | 
         cmp = compare(b, msgspec.structs.replace(a, comparison=None), force=force)
         path = None
     if as_json:
-        click.echo(pretty_bytes(cmp).decode(), nl=False)
+        click.echo(json_safe(pretty_bytes(cmp).decode()), nl=False)
     else:
         print_comparison(cmp)
         if path is not None:

@@ -58,10 +58,12 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
     need_torch("probe")
     from rich.console import Console
 
+    from ..analyze.display import markup, shown
     from ..experiments.probe import probe
     from ..experiments.workload import load_workload
     from ..render.probe_table import ProbeTableRenderer
     from ..render.receipt_json import write_receipt_files
+    from ..render.terminal import SENTENCE
 
     if warm is not None and warm < 1:
         raise UnusableInput("--warm must be >= 1")
@@ -81,11 +83,11 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
         raise UnusableInput(f"--dynamo-config: torch._dynamo.config has no setting {e.args[0]}") from None
     with patch:
         receipt, err = probe(wl, spec=workload, ladder=layers, isolate=isolate, timeout=timeout, warm=warm,
-                             progress=lambda m: err_console.print(f"[dim]{m}[/dim]"))
+                             progress=lambda m: err_console.print(f"[dim]{markup(m, SENTENCE)}[/dim]"))
     path = write_receipt_files(receipt, out)
     assert receipt.probe is not None
     ProbeTableRenderer().print(receipt.probe)
-    click.echo(f"receipt: {path}")
+    click.echo(f"receipt: {shown(path, None)}")
     if err is not None:
         raise err
     if fail_on_divergence and receipt.probe.verdict in ("boundary_bug", "fails_compiled"):

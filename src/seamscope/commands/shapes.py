@@ -36,6 +36,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     """
     from rich.console import Console
 
+    from ..analyze.display import markup, shown
     from ..experiments.shapes import (
         lengths_from_file,
         lengths_from_text,
@@ -46,6 +47,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
         study_receipt,
     )
     from ..render.receipt_json import write_receipt_files
+    from ..render.terminal import SENTENCE
 
     if (lengths is None) == (lengths_file is None):
         raise UnusableInput("give the trace with exactly one of --lengths or --lengths-file")
@@ -60,7 +62,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     need_torch("shapes")  # after the arguments: a bad one is named whether or not torch is here
     err = Console(stderr=True, highlight=False)
     study = run_study(workload, trace, names, repeat=repeat, dim=dim, workdir=os.path.join(out, "logs"),
-                      recompile_limit=recompile_limit, progress=lambda m: err.print(f"[dim]{m}[/dim]"))
+                      recompile_limit=recompile_limit, progress=lambda m: err.print(f"[dim]{markup(m, SENTENCE)}[/dim]"))
     if not study.results and study.error is not None:
         raise study.error  # nothing measured (bad input found by the preflight): nothing to write
     cmd = ["seamscope", "shapes", workload]
@@ -71,8 +73,8 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
 
         write_receipt_files(r, os.path.join(out, "policies", _slug(name)))
     plot = None if no_plot else write_plot(receipt.shapes, out)
-    print_study(receipt.shapes, Console(highlight=False))
-    click.echo(f"seamscope: wrote {path}" + (f", {plot}" if plot else ""), err=True)
+    print_study(receipt.shapes, Console(highlight=False, emoji=False))
+    click.echo(f"seamscope: wrote {shown(path, None)}" + (f", {shown(plot, None)}" if plot else ""), err=True)
     if study.error is not None:
         raise study.error
     return 0
@@ -96,8 +98,11 @@ def write_plot(study: Any, out: str) -> str | None:
 def print_study(study, console) -> None:  # type: ignore[no-untyped-def]
     from rich.table import Table
 
+    from ..analyze.display import markup
+    from ..render.terminal import SENTENCE
+
     t = Table(title=f"shape policies over {len(study.spec.trace)} calls "
-                    f"({len(set(study.spec.trace))} distinct lengths, backend {study.spec.backend})")
+                    f"({len(set(study.spec.trace))} distinct lengths, backend {markup(study.spec.backend)})")
     for col in ("policy", "status", "compiles", "torch ok", "recompiles", "fallbacks", "compile s",
                 "total s", "steady/call ms", "padding", "matches eager"):
         t.add_column(col, justify="left" if col in ("policy", "status", "matches eager") else "right")
@@ -105,24 +110,25 @@ def print_study(study, console) -> None:  # type: ignore[no-untyped-def]
     for p in study.policies:
         name = p.policy + (" ★" if rec is not None and rec.policy == p.policy else "")
         t.add_row(
-            name, p.status, str(p.compile_count), "" if p.torch_frames_ok is None else str(p.torch_frames_ok),
+            markup(name), markup(p.status), str(p.compile_count), "" if p.torch_frames_ok is None else str(p.torch_frames_ok),
             str(p.recompile_count), str(p.fallback_count), f"{p.compile_ns / 1e9:.2f}", f"{p.total_ns / 1e9:.3f}",
             "" if p.steady_per_call_ns is None else f"{p.steady_per_call_ns / 1e6:.2f}",
-            f"{p.padding_fraction * 100:.0f}%", p.correctness.replace("_", " "),
+            f"{p.padding_fraction * 100:.0f}%", markup(p.correctness.replace("_", " ")),
         )
     console.print(t)
     for p in study.policies:
         guards = [g for c in p.compilations for g in c.failed_guards[:1]]
         fb = [c for c in p.compilations if c.status != "ok"]
         if p.error:
-            console.print(f"  {p.policy}: {p.error}")
+            console.print(f"  {markup(p.policy)}: {markup(p.error, SENTENCE)}")
         if guards:
-            console.print(f"  {p.policy}: first recompile reason: {guards[0][:160]}")
+            console.print(f"  {markup(p.policy)}: first recompile reason: {markup(guards[0], 160)}")
         if fb:
-            console.print(f"  {p.policy}: {len(fb)} eager fallback(s): {(fb[0].fail_reason or fb[0].status).splitlines()[0][:160]}")
+            first = ((fb[0].fail_reason or fb[0].status).splitlines() or [""])[0]
+            console.print(f"  {markup(p.policy)}: {len(fb)} eager fallback(s): {markup(first, 160)}")
     if rec is not None:
-        console.print(f"recommendation: {rec.text}")
+        console.print(f"recommendation: {markup(rec.text, SENTENCE)}")
         for why in rec.excluded:
-            console.print(f"  never recommended: {why}")
+            console.print(f"  never recommended: {markup(why, SENTENCE)}")
     if study.error:
-        console.print(f"[red]error: {study.error}[/red]")
+        console.print(f"[red]error: {markup(study.error, SENTENCE)}[/red]")

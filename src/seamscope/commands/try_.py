@@ -75,11 +75,14 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
             raise UnusableInput(f"--candidate {text!r}: every run uses the trial's --seed")
         prepare(spec, target)  # every setting checked before anything runs
         extra.append(spec)
+    from ..analyze.display import shown
+
     progress = None
     if not quiet:
         tty = sys.stderr.isatty()
 
         def progress(msg: str) -> None:
+            msg = shown(msg, 1200)
             if tty:
                 sys.stderr.write("\r\033[K" + "seamscope try: " + msg)
             else:
@@ -107,7 +110,7 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
     from ..render.trials_table import TrialsTerminalRenderer
 
     TrialsTerminalRenderer().print(trials)
-    click.echo(f"seamscope: wrote {', '.join(paths)}", err=True)
+    click.echo(f"seamscope: wrote {', '.join(shown(p, None) for p in paths)}", err=True)
     return 130 if trials.interrupted else 0
 
 

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..analyze.display import json_safe
 from ..analyze.verify import CODES, load_raw, verify
 from ._common import say
 
@@ -31,7 +32,7 @@ def command(receipt: str | None, baseline: str | None, as_json: bool, codes: boo
     base = load_raw(baseline) if baseline is not None else None
     v = verify(raw, base)
     if as_json:
-        click.echo(json.dumps(v.to_json(), indent=1, ensure_ascii=False))
+        click.echo(json_safe(json.dumps(v.to_json(), indent=1, ensure_ascii=False)))
     else:
         for line in v.lines():
             say(line)

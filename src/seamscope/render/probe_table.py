@@ -6,9 +6,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..analyze.display import markup
 from ..model.probe import ProbeResult
 from ..model.receipt import Receipt
-from .terminal import fmt_ns, plain_text
+from .terminal import SENTENCE, fmt_ns, plain_text
 
 _STYLE = {"within_tolerance": "green", "above_tolerance": "yellow", "boundary_bug": "bold red",
           "ok": "green", "suspect": "yellow"}
@@ -28,7 +29,7 @@ class ProbeTableRenderer:
     extension = ".txt"
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(highlight=False)
+        self.console = console or Console(highlight=False, emoji=False)
 
     def render(self, receipt: Receipt) -> str:
         """The receipt's probe as plain text; a receipt without a probe is an error."""
@@ -45,7 +46,7 @@ class ProbeTableRenderer:
                 t.add_column(col, justify="left" if col == "configuration" else "right")
             for r in p.evidence:
                 src = {"cuda_allocator": " (alloc)", "rss": " (rss)", "none": ""}[r.peak_source]
-                t.add_row(r.configuration, fmt_ns(r.first_call_ns), fmt_ns(r.steady_median_ns), str(r.compiles),
+                t.add_row(markup(r.configuration), fmt_ns(r.first_call_ns), fmt_ns(r.steady_median_ns), str(r.compiles),
                           str(r.recompiles), _mib(r.peak_mib) + src)
             c.print(t)
         if p.pairs:
@@ -53,7 +54,7 @@ class ProbeTableRenderer:
             for col in ("phase", "n", "eager median", "compiled min", "compiled median", "compiled p90", "ratio"):
                 t.add_column(col, justify="left" if col == "phase" else "right")
             for pr in p.pairs:
-                t.add_row(pr.phase, str(len(pr.candidate.samples_ns)), fmt_ns(pr.baseline.median_ns),
+                t.add_row(markup(pr.phase), str(len(pr.candidate.samples_ns)), fmt_ns(pr.baseline.median_ns),
                           fmt_ns(pr.candidate.min_ns), fmt_ns(pr.candidate.median_ns), fmt_ns(pr.candidate.p90_ns),
                           "–" if pr.median_ratio is None else f"{pr.median_ratio:.2f}×")
             c.print(t)
@@ -63,12 +64,12 @@ class ProbeTableRenderer:
                 t.add_column(col)
             for d in p.differential:
                 w = d.worst
-                t.add_row(f"{d.family}[{d.index}] {d.signature}", f"[{_STYLE[d.klass]}]{d.klass}[/]",
-                          w.path if w else "–", "–" if not w or w.max_abs is None else f"{w.max_abs:.3g}",
+                t.add_row(markup(f"{d.family}[{d.index}] {d.signature}"), f"[{_STYLE[d.klass]}]{markup(d.klass)}[/]",
+                          markup(w.path) if w else "–", "–" if not w or w.max_abs is None else f"{w.max_abs:.3g}",
                           "–" if not w or w.max_ulp is None else str(w.max_ulp),
                           "–" if not w or w.tolerance_ratio is None else f"{w.tolerance_ratio:.3g}",
                           "–" if not w or w.rounding_ratio is None else f"{w.rounding_ratio:.3g}",
-                          _why(w.reason, w.judged_by) if w else "")
+                          markup(_why(w.reason, w.judged_by), SENTENCE) if w else "")
             c.print(t)
         if p.ladder:
             t = Table(title="backend ladder", title_justify="left")
@@ -80,11 +81,12 @@ class ProbeTableRenderer:
                 detail = (f"{lr.exception_type}: {lr.message}" if lr.exception_type else
                           lr.signal or lr.message or (f"{lw.path}: {_why(lw.reason, lw.judged_by)}"
                                                       if lw and lw.klass != "within_tolerance" else ""))
-                t.add_row(lr.backend + (" (isolated)" if lr.isolated else ""), yn[lr.compiled], yn[lr.ran],
-                          yn[lr.matches], f"[{_STYLE.get(lr.verdict, 'red')}]{lr.verdict}[/]", detail or "")
+                t.add_row(markup(lr.backend) + (" (isolated)" if lr.isolated else ""), yn[lr.compiled], yn[lr.ran],
+                          yn[lr.matches], f"[{_STYLE.get(lr.verdict, 'red')}]{markup(lr.verdict)}[/]",
+                          markup(detail or "", SENTENCE))
             c.print(t)
-            c.print(p.ladder.answer)
+            c.print(markup(p.ladder.answer, SENTENCE))
         for msg in p.warnings:
-            c.print(f"[yellow]warning[/yellow]: {msg}")
+            c.print(f"[yellow]warning[/yellow]: {markup(msg, SENTENCE)}")
         style = _STYLE.get(p.verdict, "bold red")
-        c.print(f"[{style}]{p.verdict}[/]: {p.answer}")
+        c.print(f"[{style}]{markup(p.verdict)}[/]: {markup(p.answer, SENTENCE)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..analyze.display import markup, shown, visible
 from ..analyze.units import fmt_ns
 from ..model.trials import Candidate, Metric, Trials, group_text
 
@@ -83,6 +84,9 @@ def notes(t: Trials) -> list[str]:
     return out
 
 
+#: A sentence around user strings is cut later than a bare name (as in the terminal summary).
+SENTENCE = 1200
+
 COLUMNS = ("#", "candidate", "verdict", "total time", "compile", "steady", "breaks", "recompiles", "fallbacks",
            "outputs")
 
@@ -115,7 +119,7 @@ class TrialsTerminalRenderer:
     def __init__(self, console: Any = None) -> None:
         from rich.console import Console
 
-        self.console = console or Console(highlight=False, width=max(Console().width, 150))
+        self.console = console or Console(highlight=False, emoji=False, width=max(Console().width, 150))
 
     def render(self, t: Trials) -> str:
         """The table and the decision as plain text, as wide as this renderer's console."""
@@ -127,22 +131,23 @@ class TrialsTerminalRenderer:
         from rich.table import Table
 
         console = self.console
-        table = Table(title=f"remedy trials · {t.script} · {t.repeat} repetition(s), seed {t.seed}")
+        table = Table(title=f"remedy trials · {markup(t.script)} · {t.repeat} repetition(s), seed {t.seed}")
         for col in TERMINAL_COLUMNS:
             table.add_column(col, overflow="fold")
         for r in rows(t):
-            table.add_row(*r[:6], f"{r[6]} / {r[7]} / {r[8]}", r[9])
+            table.add_row(*(markup(x, SENTENCE) for x in (*r[:6], f"{r[6]} / {r[7]} / {r[8]}", r[9])))
         console.print(table)
         for line in notes(t):
-            console.print(f"  {line}", markup=False)
+            console.print(f"  {shown(line, SENTENCE)}", markup=False)
         for c in t.candidates:
-            console.print(f"[bold]{c.rank}. {c.name}[/bold] — {c.code_change}\n   [dim]{c.command}[/dim]")
+            console.print(f"[bold]{c.rank}. {markup(c.name)}[/bold] — {markup(c.code_change, SENTENCE)}\n"
+                          f"   [dim]{markup(c.command, SENTENCE)}[/dim]")
         if t.deterministic is False:
             console.print("outputs: the baseline is not deterministic (its two runs disagree): "
                           "the output check could not decide")
-        console.print(f"decision: {t.decision}")
+        console.print(f"decision: {markup(t.decision, SENTENCE)}")
         if t.rollback_trigger:
-            console.print(f"rollback trigger: {t.rollback_trigger}")
+            console.print(f"rollback trigger: {markup(t.rollback_trigger, SENTENCE)}")
         if t.interrupted:
             console.print("interrupted: the table holds the runs finished so far")
 
@@ -190,7 +195,7 @@ def _markdown(t: Trials) -> str:
         lines.append(f"**Rollback trigger:** {t.rollback_trigger}")
     if t.interrupted:
         lines.append("*Interrupted: the table holds the runs finished so far.*")
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"  # a reader who cats the file sees escapes, not commands
 
 
 def _html_section(t: Trials) -> str:

@@ -26,6 +26,8 @@ MAX_TOP_FINDINGS = 10
 MAX_SECTION_ROWS = 200
 CONTEXT_LINES = 2  # lines of source shown above and below a site
 MAX_SOURCE_BYTES = 4_000_000  # larger files are not read for context
+MAX_GUARDS_SHOWN = 3  # failed guards shown per recompile or tooltip; the receipt keeps every one
+MAX_RECOMPILE_ROWS = 200  # recompiles listed in the table; the receipt keeps every one
 MIN_BAR_PCT = 0.15  # a bar never narrower than this, so a 1 µs region can still be hovered
 
 #: Colours for compile ids (cycled); islands, compiles and marks have their own.
@@ -195,6 +197,8 @@ class RecompileRow:
     where: str
     call_index: int | None
     failed_guards: list[str]
+    more_guards: int = 0
+    """Failed guards of this recompile not shown (Dynamo names one per earlier cache entry)."""
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,17 @@ class ReportView:
     """For a run that did not complete: what its figures cover."""
     subject: str = ""
     """What ran, in a word (the script's name, ``%%seamscope``): the title without its prefix."""
+    more_recompiles: int = 0
+    """Recompiles beyond :data:`MAX_RECOMPILE_ROWS`, not listed."""
 
+
+
+def guard_lines(guards: list[str], prefix: str = "\nfailed guard: ") -> str:
+    """A tooltip's failed guards: the first :data:`MAX_GUARDS_SHOWN`, then how many more."""
+    text = "".join(prefix + g for g in guards[:MAX_GUARDS_SHOWN])
+    if len(guards) > MAX_GUARDS_SHOWN:
+        text += f"\n… {len(guards) - MAX_GUARDS_SHOWN} more failed guards (the receipt keeps every one)"
+    return text
 
 
 def _pct(part: int, whole: int) -> float:

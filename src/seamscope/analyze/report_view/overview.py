@@ -25,6 +25,8 @@ from .base import (
     COMPILE_COLOUR,
     ISLAND_COLOUR,
     MAX_CHART_COLUMNS,
+    MAX_GUARDS_SHOWN,
+    MAX_RECOMPILE_ROWS,
     OPTIONAL_SECTIONS,
     OVERHEAD_COLOUR,
     PALETTE,
@@ -44,6 +46,7 @@ from .base import (
     VariantsChart,
     _bar,
     _pct,
+    guard_lines,
     pick_timeline_calls,
 )
 from .compile_time import build_compile_time
@@ -115,9 +118,12 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         calls_chart=build_calls_chart(led.calls),
         variants=build_variants(receipt),
         recompiles=[
-            carry(RecompileRow, r, frame=r.frame_name, where=f"{r.file}:{r.line}", failed_guards=list(r.failed_guards))
-            for r in s.recompiles
+            carry(RecompileRow, r, frame=r.frame_name, where=f"{r.file}:{r.line}",
+                  failed_guards=list(r.failed_guards[:MAX_GUARDS_SHOWN]),
+                  more_guards=max(0, len(r.failed_guards) - MAX_GUARDS_SHOWN))
+            for r in s.recompiles[:MAX_RECOMPILE_ROWS]
         ],
+        more_recompiles=max(0, len(s.recompiles) - MAX_RECOMPILE_ROWS),
         fallbacks=[
             carry(FallbackRow, f, frame=f.frame_name)
             for f in s.fallbacks
@@ -200,8 +206,7 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                 tip = f"compile {e.compile_id}: {fmt_ns(e.duration_ns)}"
                 if comp is not None:
                     tip += f"\n{comp.frame_name} ({comp.file}:{comp.line}), status {comp.status}"
-                    for g in comp.failed_guards:
-                        tip += f"\nfailed guard: {g}"
+                    tip += guard_lines(comp.failed_guards)
                 bars.append(_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
             elif isinstance(e, BreakEvent):
                 site = sites.get(e.site_id)
@@ -214,7 +219,7 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
             elif isinstance(e, GuardMissEvent):
                 comp = comps.get(e.compile_id)
                 guards = comp.failed_guards if comp is not None else []
-                tip = f"guard miss → {e.compile_id}" + "".join(f"\nfailed guard: {g}" for g in guards)
+                tip = f"guard miss → {e.compile_id}" + guard_lines(guards)
                 marks.append(Mark("guard_miss", _pct(e.at_ns, wall), tip))
             elif isinstance(e, FallbackEvent):
                 marks.append(Mark("fallback", _pct(e.at_ns, wall), f"fallback {e.compile_id}: {e.reason}"))
