@@ -27,7 +27,7 @@ NOTORCH := .venv-notorch
 NOTORCH_PASSED := .lane-notorch-passed
 $(NOTORCH)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c
 	test -x $(NOTORCH)/bin/python || $(PY) -m venv $(NOTORCH)
-	$(NOTORCH)/bin/python -m pip install -q -e . pytest pytest-timeout pytest-xdist hypothesis jsonschema
+	$(NOTORCH)/bin/python -m pip install -q -e . pytest pytest-timeout pytest-xdist hypothesis jsonschema tlparse
 	touch $@
 
 test-notorch: $(NOTORCH)/.installed-stamp

@@ -644,7 +644,7 @@ def test_guard_sources_in_the_users_syntax(guard, source):
 def _churn_receipt(findings, fallbacks=0):
     from types import SimpleNamespace as NS
 
-    return NS(findings=NS(findings=findings, compile_time=None), ledger=NS(compilations=[], break_sites=[]),
+    return NS(findings=NS(findings=findings, compile_time=None), ledger=NS(compilations=[], break_sites=[], environment=NS(torch_version=None)),
               summary=NS(fallback_count=fallbacks))
 
 
