@@ -148,16 +148,17 @@ def test_notebook_view_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_p
         from selenium.webdriver.common.by import By
 
         driver.get("file://" + str(page))
-        # THEN the overview (counts and the phase table) and the top findings render
+        # THEN the overview (counts and the phase table) and the top findings render; a notebook
+        # output's element ids carry its own prefix, so two outputs in one page never share an id
         for sid in ("overview", "top-findings"):
-            el = driver.find_element(By.ID, sid)
+            el = driver.find_element(By.CSS_SELECTOR, f'[id^="seamscope-"][id$="-{sid}"]')
             assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text
-        rows = driver.find_elements(By.CSS_SELECTOR, "#phase-table tbody tr")
+        rows = driver.find_elements(By.CSS_SELECTOR, '[id$="-phase-table"] tbody tr')
         assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [p.phase for p in receipt.summary.phases if p.calls]
         cards = {c.find_element(By.CLASS_NAME, "lbl").text: c.find_element(By.CLASS_NAME, "num").text
                  for c in driver.find_elements(By.CSS_SELECTOR, ".card")}
         assert cards["calls"] == str(receipt.summary.call_count)
-        assert driver.find_elements(By.CSS_SELECTOR, "#top-findings li.finding")
+        assert driver.find_elements(By.CSS_SELECTOR, '[id$="-top-findings"] li.finding')
         # the styles stay inside the fragment: the page's own body keeps its default font
         assert driver.execute_script("return getComputedStyle(document.body).fontFamily") != \
             driver.execute_script("return getComputedStyle(document.querySelector('.seamscope-nb')).fontFamily")
