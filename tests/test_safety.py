@@ -225,11 +225,13 @@ def test_a_torch_trace_record_with_hostile_json_is_a_skipped_record(tmp_path: Pa
     first = text.splitlines()[0]
     prefix = first[: first.index("] {") + 2]
     bad = (f'{prefix}{{"compilation_metrics": {{"duration_us": 1{"0" * 400}}}}}\n'
-           f'{prefix}{{"compilation_metrics": {"[" * 5000}{"]" * 5000}}}\n')
+           f'{prefix}{{"compilation_metrics": {"[" * 5000}{"]" * 5000}}}\n'
+           f'{prefix}{{"compilation_metrics": {{"x": {"[" * 70}{"]" * 70}}}}}\n')
     target = tmp_path / "dedicated_log_torch_trace_x.log"
     target.write_text(bad + text)
     code, out = cli("import", str(target), "--out", str(tmp_path / "o"))
     assert code == 0 and "Traceback" not in out and "integer beyond 64 bits" in out, out
+    assert "nested deeper than 64 levels" in out, out  # deeper than seamscope reads, within msgspec's limit
 
 
 # --- size: each failed guard once; call ranges ---------------------------------------------------------

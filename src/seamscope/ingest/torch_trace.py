@@ -34,7 +34,7 @@ from ..model.builder import LedgerBuilder
 from ..model.compat import is_tested, tested_range
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
-from .limits import LONG_DIGITS, field_problem
+from .limits import LONG_DIGITS, MAX_DEPTH, field_problem
 
 #: What a ``TORCH_TRACE`` log cannot tell (RunInfo.absent): marked, never invented.
 ABSENT = [
@@ -288,7 +288,12 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             else:
                 stats.problem(name, ln, "bad_json", f"unreadable JSON ({e}); record skipped")
             continue
-        bad = field_problem(meta, ints=LONG_DIGITS.search(line) is not None)
+        # msgspec already refuses NaN, Infinity and out-of-range floats; what is left to refuse is
+        # an integer beyond 64 bits (a run of 20 digits) or nesting beyond MAX_DEPTH (that many
+        # brackets), so the walk runs only on a record whose line could hold either
+        ints = LONG_DIGITS.search(line) is not None
+        deep = line.count(b"[") + line.count(b"{") > MAX_DEPTH
+        bad = field_problem(meta, ints=ints) if ints or deep else None
         if bad is not None:
             stats.problem(name, ln, "bad_json", f"{bad}; record skipped")
             continue
