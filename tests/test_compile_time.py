@@ -63,7 +63,9 @@ def test_the_run_split_names_the_dominant_stage_in_the_headline():
     assert ct is not None and ct.compile_ns == 10 * MS
     assert (ct.split.dynamo_ns, ct.split.aot_autograd_ns, ct.split.inductor_ns) == (2 * MS, 1 * MS, 7 * MS)
     assert ct.dominant_stage == "inductor"
-    assert "Inductor code generation dominates" in sec.headline.sentence
+    assert "Inductor code generation dominates compile time (7 ms, 70%); then " in sec.headline.sentence
+    stages = sec.headline.sentence.split("Inductor code generation dominates")[1]
+    assert stages.count("70%") == 1 and stages.count("7 ms") == 1  # each figure once
     assert ct.frames[0].split.total_ns == 10 * MS and ct.frames[0].compile_ids == ["0/0"]
     assert 0 < ct.share < 1
 

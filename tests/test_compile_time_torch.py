@@ -54,7 +54,7 @@ def test_gpt2_compiled_whole_names_its_repeated_block():
     assert sum(p or 0 for p in parts) + split.unsplit_ns == sec.compile_time.compile_ns
     assert split.dynamo_ns and split.aot_autograd_ns  # aot_eager: both stages recorded
     assert sec.compile_time.dominant_stage in ("dynamo", "aot_autograd")
-    assert " dominates (" in sec.headline.sentence
+    assert " dominates compile time (" in sec.headline.sentence
 
 
 def test_llama_with_its_kv_cache_says_regional_compilation_would_recompile():
@@ -143,7 +143,7 @@ def test_an_imported_log_gets_the_same_compile_time_findings(blocks_log):
     assert "compiled 3 times" in f.sentence and "self" in f.sentence
     assert any("module structure is read in live capture only" in m for m in ct.missing)
     assert not any("has no field" in m for m in ct.missing)  # torch 2.13 writes every stage field
-    assert " dominates (" in sec.headline.sentence
+    assert " dominates compile time (" in sec.headline.sentence
 
 
 def test_a_log_without_the_stage_fields_says_what_it_cannot_tell(blocks_log, tmp_path):

@@ -565,9 +565,13 @@ def with_stage_sentence(headline: Headline, section: CompileTimeSection, backend
     st = section.dominant_stage
     if st is None or not section.compile_ns:
         return headline
-    v = stage_values(section.split)[st]
-    extra = (
-        f" Compile time by stage: {split_words(section.split, backend)}; "
-        f"{stage_word(st, backend)} dominates ({_pct(v, section.compile_ns)} of compile time)."
+    vals = stage_values(section.split)
+    v = vals[st]
+    rest = [f"{stage_word(k, backend)} {fmt_ns(x)} ({_pct(x, section.split.total_ns)})" for k, x in vals.items() if k != st]
+    if section.split.unsplit_ns:
+        rest.append(f"not split by stage {fmt_ns(section.split.unsplit_ns)}")
+    extra = (  # each figure once: the dominant stage, then the others
+        f" {stage_word(st, backend)} dominates compile time ({fmt_ns(v)}, {_pct(v, section.compile_ns)})"
+        + (f"; then {', '.join(rest)}." if rest else ".")
     )
     return msgspec.structs.replace(headline, sentence=headline.sentence + extra)
