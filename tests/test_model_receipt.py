@@ -64,6 +64,9 @@ def test_write_is_atomic_and_reads_back(tmp_path):
         (lambda b: b.replace(b'"schema_version": 1', b'"schema_version": 99', 1), "schema version 99"),
         (lambda b: b.replace(b'"call_count": 4', b'"call_count": "x"', 1), "does not match the receipt schema"),
         (lambda b: b"[]", "not a seamscope receipt"),
+        # a field this reader does not know: a newer seamscope wrote it, and the line says so
+        (lambda b: b.replace(b'"call_count": 4', b'"call_count": 4, "added_later": 1', 1),
+         r"unknown field .*written by seamscope \S+; this is seamscope \S+: upgrade to read it"),
     ],
 )
 def test_bad_receipts_give_one_line_and_exit_2(tmp_path, mangle, message):

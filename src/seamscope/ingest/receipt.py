@@ -6,6 +6,7 @@ import os
 
 import msgspec
 
+from .. import __version__
 from ..errors import UnusableInput
 from ..model.guard_table import expand
 from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
@@ -34,6 +35,18 @@ def load_receipt(path: str | os.PathLike[str]) -> Receipt:
     return parse_receipt(data, name)
 
 
+def _newer_writer(raw: dict[str, object], error: str) -> str:
+    """Within a schema version fields are only ever added (optional, with defaults), so a field
+    this reader does not know means a newer seamscope wrote the receipt: say which, and what to do."""
+    if "unknown field" not in error:
+        return ""
+    ledger = raw.get("ledger")
+    env = ledger.get("environment") if isinstance(ledger, dict) else None
+    wrote = env.get("seamscope_version") if isinstance(env, dict) else None
+    by = f"seamscope {wrote}" if isinstance(wrote, str) else "a newer seamscope"
+    return f" (written by {by}; this is seamscope {__version__}: upgrade to read it)"
+
+
 def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
     raw = decode_json(data, name)
     if not isinstance(raw, dict) or raw.get("kind") != "seamscope.receipt":
@@ -47,7 +60,7 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
     try:
         receipt = msgspec.convert(raw, type=Receipt)
     except msgspec.ValidationError as e:
-        raise UnusableInput(f"{name}: does not match the receipt schema: {e}") from None
+        raise UnusableInput(f"{name}: does not match the receipt schema: {e}{_newer_writer(raw, str(e))}") from None
     try:
         receipt = expand(receipt)
     except ValueError as e:
