@@ -163,3 +163,36 @@ def test_torch_trace_directory_merges_with_both_ranks(diverge_job):
     r = seamscope("merge", str(trace.parent / "imported"), "--out", str(trace.parent / "m.json"))
     assert r.returncode == 0, r.stderr
     assert "recompile_call: rank(s) 1" in r.stdout
+
+
+# --- a job stopped from outside: the ranks' receipts are merged, not lost -------------------------
+
+
+def test_sigterm_to_run_nproc_stops_the_ranks_and_merges_what_they_measured(tmp_path):
+    """A scheduler sends SIGTERM to the process it started (``seamscope run --nproc 2``): the signal
+    is passed on through torchrun to the ranks, each writes its receipt marked terminated, and the
+    merged receipt is written before the exit status 143."""
+    import signal
+    import time
+
+    out, ready = tmp_path / "out", tmp_path / "ready"
+    ready.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "seamscope", "run", "--quiet", "--nproc", "2", "--out", str(out),
+                          JOB, "--", "--mode", "agree", "--steps", "3", "--linger-in", str(ready)],
+                         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 300
+        while len(os.listdir(ready)) < 2 and p.poll() is None and time.monotonic() < end:
+            time.sleep(0.1)
+        assert sorted(os.listdir(ready)) == ["ready-0", "ready-1"], p.communicate(timeout=60)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err[-3000:]
+    merged = load_receipt(str(out / "receipt.json"))
+    statuses = {e.rank: e.status for e in merged.ranks.ranks}
+    assert statuses == {0: "terminated (SIGTERM)", 1: "terminated (SIGTERM)"}, err[-3000:]
+    assert all(e.call_count == 3 for e in merged.ranks.ranks)
+    assert "rank 1 terminated (SIGTERM)" in merged.ranks.ledger_note

@@ -4,7 +4,8 @@
 takes another Python branch inside the compiled function (a print: a graph break, and a guard on the
 flag: a recompile). ``--mode ddp``: a DDP model of four Linear(512, 512) layers (4 MiB of
 parameters) under ``bucket_cap_mb=1``, so DDPOptimizer splits the graph at bucket boundaries.
-``--crash-rank R`` makes rank R exit hard (no ledger written) after its calls.
+``--crash-rank R`` makes rank R exit hard (no ledger written) after its calls. ``--linger-in DIR``
+makes each rank write ``DIR/ready-RANK`` after its calls and then wait to be stopped (at most 120 s).
 """
 
 import argparse
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--at", type=int, default=3)
     ap.add_argument("--crash-rank", type=int, default=-1)
+    ap.add_argument("--linger-in", default=None)
     a = ap.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -62,6 +64,13 @@ def main() -> None:
             dist.barrier()
     if rank == a.crash_rank:
         os._exit(3)
+    if a.linger_in:
+        import time
+
+        open(os.path.join(a.linger_in, f"ready-{rank}"), "w").close()
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            time.sleep(0.05)
     dist.destroy_process_group()
 
 

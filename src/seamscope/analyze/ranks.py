@@ -21,7 +21,15 @@ from typing import Any
 import msgspec
 
 from ..errors import UnusableInput
-from ..model.ledger import BreakEvent, BreakSite, CompileEvent, IslandEvent, Ledger, RegionEvent
+from ..model.ledger import (
+    BreakEvent,
+    BreakSite,
+    CompileEvent,
+    IslandEvent,
+    Ledger,
+    RegionEvent,
+    status_text,
+)
 from ..model.ranks import (
     DdpSplit,
     Divergence,
@@ -243,6 +251,7 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         steady_median_ns=median(walls),
         steady_iqr_ns=(q3 - q1) if q1 is not None and q3 is not None else None,
         calls=[_call_view(c) for c in led.calls] if led.run.has_runtime else [],
+        status=status_text(led.run.status),
     )
 
 
@@ -541,6 +550,8 @@ def merge(gathered: Gathered, world_size: int | None = None) -> Receipt:
         f"ledger, summary and hashes are rank {primary_rank}'s"
         + (" (rank 0 is absent)" if primary_rank != 0 else "")
         + "; every rank's figures, calls and the divergences are in ranks"
+        + "".join(f"; rank {e.rank} {e.status}: its figures cover the calls until then"
+                  for e in entries if e.status not in (None, "completed"))
     )
     judged = [e.rank for e in entries if e.has_runtime and e.steady_calls >= MIN_STEADY_CALLS]
     not_judged = [e.rank for e in entries if e.rank not in judged]

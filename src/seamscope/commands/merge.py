@@ -62,6 +62,9 @@ def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, 
             calls = str(e.call_count) if e.has_runtime else "–"
             say(f"{e.rank:>4}  {calls:>5}  {e.compile_count:>8}  {e.recompile_count:>10}  "
                        f"{e.graph_count:>6}  {sites:>22}  {splits:>10}  {fmt_ns(e.steady_median_ns):>13}")
+        for e in sec.ranks:
+            if e.status not in (None, "completed"):
+                say(f"rank {e.rank}: {e.status}: its figures cover the calls until then")
         for e in sec.ranks[:1]:
             for d in e.ddp_splits:
                 say(f"DDP split: {d.compile_id} {d.frame_name} ran as {d.submodules} submodules, one per "
@@ -87,6 +90,38 @@ def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, 
     return 0
 
 
+def _run_forwarding_signals(cmd: list[str]) -> tuple[int, int]:
+    """Run torchrun to its end: a SIGTERM or SIGHUP sent to this process is passed on to it (it
+    stops the ranks, which write their receipts), Ctrl-C reaches the ranks through the terminal,
+    and either way this process waits, so the ranks' receipts are merged rather than lost.
+    Returns (torchrun's status, the signal that stopped the job or 0)."""
+    import signal
+    import subprocess
+
+    child = subprocess.Popen(cmd)
+    got: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        got.append(signum)
+        child.send_signal(signum)
+
+    old = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:  # nohup: stays ignored
+            old[sig] = signal.signal(sig, forward)
+    try:
+        while True:
+            try:
+                rc = child.wait()
+                break
+            except KeyboardInterrupt:  # the ranks got the same Ctrl-C and are writing their receipts
+                got.append(signal.SIGINT)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return rc, (got[0] if got else 0)
+
+
 def run_ranks(
     nproc: int,
     target: str,
@@ -103,7 +138,6 @@ def run_ranks(
     Exit code: 2 when the merge found a problem in the ranks' output (a rank wrote no ledger), else
     1 when a rank's script failed, else 0.
     """
-    import subprocess
     import sys
 
     from ..analyze.ranks import gather, merge
@@ -121,18 +155,14 @@ def run_ranks(
     if checkpoint_every is not None:
         cmd += ["--checkpoint-every", str(checkpoint_every)]
     cmd += (["-m"] if module else []) + [target, "--", *args]
-    interrupted = False
-    try:
-        rc = subprocess.run(cmd, check=False).returncode
-    except KeyboardInterrupt:
-        rc, interrupted = 130, True
+    rc, stopped_by = _run_forwarding_signals(cmd)
     if nproc == 1:  # WORLD_SIZE 1: the rank wrote OUT/receipt.json and its summary itself
-        return 130 if interrupted else (1 if rc else 0)
+        return 128 + stopped_by if stopped_by else (1 if rc else 0)
     receipt = merge(gather(out), world_size=nproc)
     path = write_merged(receipt, out)
     code = report_merged(receipt, path, quiet=quiet)
-    if interrupted:
-        return 130
+    if stopped_by:
+        return 128 + stopped_by
     if code:
         return code
     if rc:

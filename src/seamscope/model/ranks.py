@@ -89,6 +89,9 @@ class RankEntry(Struct, frozen=True):
     """Spread of the steady wall times (p75 − p25, nearest rank); the rank's own noise."""
     calls: list[RankCall]
     """The calls this rank retained (all, unless its detail was bounded)."""
+    status: str | None = None
+    """How the rank's run ended (``completed``, ``terminated (SIGTERM)``, ``incomplete (...)``), as
+    its receipt records it; None when it records none (an imported log)."""
 
 
 class Divergence(Struct, frozen=True):
