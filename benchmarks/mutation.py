@@ -45,6 +45,9 @@ TESTS = [
     "tests/test_verify.py",
     "tests/test_diff.py",
     "tests/test_native.py",
+    "tests/test_device.py",
+    "tests/test_sites.py",
+    "tests/test_golden.py",
 ]
 # (tests/test_mutations.py rewrites the real source of these modules; under mutmut that source is
 # its trampolined copy, so the five seed mutations are tested by ``make test``, not here.)
@@ -100,8 +103,9 @@ def main() -> int:
             shutil.copy2(ROOT / t, work / t)
         if (ROOT / "docs").is_dir():  # the committed receipt schema a test compares against
             shutil.copytree(ROOT / "docs", work / "docs")
-        if (ROOT / "tests" / "workloads").is_dir():
-            shutil.copytree(ROOT / "tests" / "workloads", work / "tests" / "workloads")
+        for data in ("workloads", "golden", "inputs"):  # what the tests read: scripts, golden receipts, logs
+            if (ROOT / "tests" / data).is_dir():
+                shutil.copytree(ROOT / "tests" / data, work / "tests" / data)
         # the C hot path, built by `pip install -e .`: without it the tests of the builder's C
         # lane side skip, and its mutants survive
         native = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "src" / "seamscope").glob("_speedups*.so"))

@@ -512,3 +512,23 @@ def test_ctrl_c_during_the_final_synchronize_leaves_the_rest_incomplete():
     assert b.device.finish(synchronize=False) == 1
     t = b.build().calls[0].device
     assert isinstance(t, DeviceTimeline) and not t.complete
+
+
+def test_device_figures_per_call_are_rounded_half_up_and_syncs_to_six_places():
+    """Per-call device figures are integer nanoseconds rounded half up; syncs per call keep six
+    decimals (one sync in three calls is 0.333333, not 0 and not 0.3333333)."""
+    from seamscope.analyze.summary import device_phase_stats
+
+    b, _, _ = _run(ITEM, calls=3)
+    b.device.finish()
+    led = b.build()
+    dev = led.totals.device
+    assert not isinstance(dev, msgspec.UnsetType)
+    phase = msgspec.structs.replace(dev.phases[0], calls=3, span_ns=10, region_ns=11, gap_ns=4, host_wait_ns=2,
+                                    syncs=1, wall_ns=3)
+    led = msgspec.structs.replace(led, totals=msgspec.structs.replace(
+        led.totals, device=msgspec.structs.replace(dev, phases=[phase])))
+    (st,) = device_phase_stats(led).values()
+    assert (st.calls, st.span_per_call_ns, st.region_per_call_ns, st.gap_per_call_ns) == (3, 3, 4, 1)
+    assert (st.host_wait_per_call_ns, st.wall_per_call_ns) == (1, 1)  # 2/3 and 3/3: half up
+    assert st.syncs_per_call == 0.333333

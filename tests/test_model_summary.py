@@ -233,6 +233,39 @@ def test_break_crossed_once_per_episode_across_caller_and_helper():
     assert call.events[1].after_site_id == sid and call.events[3].after_site_id is None
 
 
+def _breaks_of(comps, order, site):
+    """The break crossings of one call running ``order``, with ``comps`` as (id, own depth, resume depth)."""
+    clock, b = builder()
+    b.set_break_site(site)
+    for cid, own, resume in comps:
+        c = comp(cid, site=site.site_id if own is not None else None)
+        b.set_compilation(msgspec.structs.replace(
+            c, own_break_depth=own, resume_site_id=site.site_id if resume is not None else None, resume_depth=resume))
+    b.begin_call(1000)
+    for i, cid in enumerate(order):
+        b.region(cid, 0, 1000 + 100 * i + 10, 1000 + 100 * i + 20)
+    b.end_call(1000 + 100 * len(order) + 50)
+    (call,) = b.build().calls
+    return [e.at_ns for e in call.events if isinstance(e, BreakEvent)]
+
+
+def test_episodes_of_a_break_open_and_close_by_depth():
+    """Which resumes close a crossing's episode, and which signals start a new one."""
+    site = fake_site("print")
+    # a loop that breaks at the same print twice: the resume function breaks there again, so the
+    # caller's resume (depth 0) closes the first crossing and its own break opens the second
+    loop = [("0/0", 0, None), ("1/0", 0, 0), ("2/0", None, 0)]
+    assert _breaks_of(loop, ["0/0", "1/0", "2/0"], site) == [20, 120]
+    # the helper's resume (depth 1) leaves the caller's episode (depth 0) open, even when another
+    # compiled function runs between it and the caller's resume: one crossing
+    other = ("9/0", None, None)
+    nested = [("0/0", 0, None), ("1/0", 1, None), ("2/0", None, 1), other, ("3/0", None, 0)]
+    assert _breaks_of(nested, ["0/0", "1/0", "2/0", "9/0", "3/0"], site) == [20]
+    # a deeper frame's resume arriving just after the caller's closed the episode: the same crossing
+    late = [("0/0", 0, None), ("1/0", None, 0), ("2/0", None, 1)]
+    assert _breaks_of(late, ["0/0", "1/0", "2/0"], site) == [20]
+
+
 def test_region_run_is_a_region_then_its_bookkeeping():
     """The hot path capture uses: one tuple per run, region then seamscope's own overhead."""
     clock, b = builder()

@@ -93,7 +93,7 @@ def make_plan(
         pre: list[str] = []
         post: list[str] = []
         is_region = item not in (COMPILATION, OVERHEAD)
-        comp = compilations.get(item) if is_region else None
+        comp = compilations.get(item)  # None for COMPILATION and OVERHEAD too: never compile ids
         if comp is not None:
             closed_recently.intersection_update({comp.resume_site_id, comp.own_break_site_id})
             site = comp.resume_site_id
@@ -128,10 +128,12 @@ def make_plan(
     plan.counts = [
         (site_acc.setdefault(site, SiteAcc()), crossings.count(site)) for site in dict.fromkeys(crossings)
     ]
-    plan.final_acc = site_acc.setdefault(pending, SiteAcc()) if pending is not None else None
+    # every site a seam can follow was crossed in this call, and every region ran: their
+    # accumulators exist from the two lines above, and indexing says so
+    plan.final_acc = site_acc[pending] if pending is not None else None
     ran = [item for item in key if item not in (COMPILATION, OVERHEAD)]
     plan.rcounts = [(regions.setdefault(cid, RegionAcc()), ran.count(cid)) for cid in dict.fromkeys(ran)]
     if COMPILATION not in key:
-        plan.raccs = [None if item == OVERHEAD else regions.setdefault(item, RegionAcc()) for item in key]
-        plan.gaccs = [None if step[1] is None else site_acc.setdefault(step[1], SiteAcc()) for step in steps]
+        plan.raccs = [None if item == OVERHEAD else regions[item] for item in key]
+        plan.gaccs = [None if step[1] is None else site_acc[step[1]] for step in steps]
     return plan
