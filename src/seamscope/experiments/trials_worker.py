@@ -18,6 +18,14 @@ import sys
 import traceback
 from typing import Any
 
+PRELOAD = ("torch", "torch._dynamo", "seamscope.cli", "seamscope.analyze.findings", "seamscope.analyze.receipt",
+           "seamscope.analyze.summary", "seamscope.capture.remedies", "seamscope.capture.runner",
+           "seamscope.capture.session", "seamscope.commands._common", "seamscope.commands.run",
+           "seamscope.ingest.receipt", "seamscope.render.receipt_json", "seamscope.render.terminal",
+           "seamscope.experiments.fingerprint", "seamscope.experiments.remedy_plan")
+"""Imported once by the server, before any fork: what every child's ``seamscope run`` imports (a
+warm-up by name, not a dependency: the children run the command line, a process boundary away)."""
+
 
 def _child(job: dict[str, Any]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -32,10 +40,10 @@ def _child(job: dict[str, Any]) -> int:
     err = os.open(str(job["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(err, 2)
     os.chdir(str(job["cwd"]))
-    from ..cli import main
+    import importlib
 
     try:
-        main([str(a) for a in job["argv"]])
+        importlib.import_module("seamscope.cli").main([str(a) for a in job["argv"]])
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return 0
@@ -43,16 +51,10 @@ def _child(job: dict[str, Any]) -> int:
 
 def serve(reply_fd: int) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401
+    import importlib
 
-    from .. import cli  # noqa: F401
-    from ..analyze import findings, receipt, summary  # noqa: F401
-    from ..capture import remedies, runner, session  # noqa: F401
-    from ..commands import _common, run  # noqa: F401
-    from ..ingest import receipt as ingest_receipt  # noqa: F401
-    from ..render import receipt_json, terminal  # noqa: F401
-    from . import fingerprint  # noqa: F401
+    for name in PRELOAD:
+        importlib.import_module(name)
 
     replies = os.fdopen(reply_fd, "w")
     for line in sys.stdin:
