@@ -1,4 +1,4 @@
-"""The helpers the probe, the ladder, the differential test and the shape study share."""
+"""The helpers the probe, the ladder, the differential test, the shape study and the trials share."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import namedtuple
 
 import pytest
 
-from seamscope.experiments.forkserver import close_server
+from seamscope.experiments.fresh import close_server
 from seamscope.experiments.workload import described, first_line
 
 

@@ -37,34 +37,38 @@ def _is_extension(name: str) -> bool:
         f.startswith(leaf + ".") and f.endswith((".so", ".pyd")) for f in os.listdir(folder))
 
 
-def import_graph(mods: dict[str, str]) -> dict[str, set[str]]:
-    """Module → the package's modules it imports (``from . import x`` names module ``x`` when it
+def imported_names(name: str, path: str, mods: dict[str, str]) -> set[str]:
+    """Every module a module imports, absolute (``click``, ``seamscope.model.receipt``), lazy
+    imports included, ``if TYPE_CHECKING:`` ones not (``from . import x`` names module ``x`` when it
     is one, else the package)."""
-    graph: dict[str, set[str]] = {m: set() for m in mods}
-    for name, path in mods.items():
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-        typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
-                       for b in n.body for x in ast.walk(b)}
-        is_pkg = path.endswith("__init__.py")
-        for n in ast.walk(tree):
-            if id(n) in typing_only:
-                continue
-            targets: list[str] = []
-            if isinstance(n, ast.Import):
-                targets = [a.name for a in n.names]
-            elif isinstance(n, ast.ImportFrom):
-                if n.level:
-                    parts = name.split(".") if is_pkg else name.split(".")[:-1]
-                    parts = parts[: len(parts) - (n.level - 1)]
-                    base = ".".join(parts + ([n.module] if n.module else []))
-                else:
-                    base = n.module or ""
-                for a in n.names:
-                    sub = f"{base}.{a.name}"
-                    targets.append(sub if sub in mods or _is_extension(sub) else base)
-            graph[name].update(t for t in targets if t in mods and t != name)
-    return graph
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+                   for b in n.body for x in ast.walk(b)}
+    is_pkg = path.endswith("__init__.py")
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if id(n) in typing_only:
+            continue
+        if isinstance(n, ast.Import):
+            out.update(a.name for a in n.names)
+        elif isinstance(n, ast.ImportFrom):
+            if n.level:
+                parts = name.split(".") if is_pkg else name.split(".")[:-1]
+                parts = parts[: len(parts) - (n.level - 1)]
+                base = ".".join(parts + ([n.module] if n.module else []))
+            else:
+                base = n.module or ""
+            for a in n.names:
+                sub = f"{base}.{a.name}"
+                out.add(sub if sub in mods or _is_extension(sub) else base)
+    return out
+
+
+def import_graph(mods: dict[str, str]) -> dict[str, set[str]]:
+    """Module → the package's modules it imports."""
+    return {name: {t for t in imported_names(name, path, mods) if t in mods and t != name}
+            for name, path in mods.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -124,6 +128,37 @@ def test_no_module_is_too_long() -> None:
 
 def test_no_import_cycle_lazy_imports_included() -> None:
     assert cycles(import_graph(_modules())) == []
+
+
+LAYERS = {
+    "seamscope.capture": ("click", "seamscope.experiments", "seamscope.commands"),
+    "seamscope.experiments": ("seamscope.commands",),
+}
+"""Import directions: capture (running and observing the user's code) knows nothing of the command
+line or of the experiments built on it; the experiments know nothing of the command line."""
+
+
+def layer_violations(mods: dict[str, str]) -> list[str]:
+    out = []
+    for name, path in sorted(mods.items()):
+        for layer, banned in LAYERS.items():
+            if name != layer and not name.startswith(layer + "."):
+                continue
+            for t in sorted(imported_names(name, path, mods)):
+                if any(t == b or t.startswith(b + ".") for b in banned):
+                    out.append(f"{name} imports {t}")
+    return out
+
+
+def test_layers_import_one_way() -> None:
+    assert layer_violations(_modules()) == []
+
+
+def test_the_layer_check_finds_a_planted_import(monkeypatch) -> None:
+    probe = os.path.join(PKG, "capture", "runner.py")
+    monkeypatch.setattr("builtins.open", _fake_open(probe, "def f():\n    import click\n    from ..commands import run\n"))
+    found = [v for v in layer_violations(_modules()) if v.startswith("seamscope.capture.runner ")]
+    assert found == ["seamscope.capture.runner imports click", "seamscope.capture.runner imports seamscope.commands.run"]
 
 
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:

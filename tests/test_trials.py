@@ -10,7 +10,10 @@ from conftest import examples
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from seamscope.capture.remedies import (
+from seamscope.commands.try_ import parse_budget
+from seamscope.errors import UnusableInput
+from seamscope.experiments import fingerprint as fp
+from seamscope.experiments.remedy_spec import (
     RemedySpec,
     check_type,
     code_change,
@@ -19,9 +22,6 @@ from seamscope.capture.remedies import (
     parse_value,
     spec_from_words,
 )
-from seamscope.commands.try_ import parse_budget
-from seamscope.errors import UnusableInput
-from seamscope.experiments import fingerprint as fp
 from seamscope.experiments.trials import (
     combine,
     metric_verdict,

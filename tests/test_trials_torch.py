@@ -44,8 +44,9 @@ def noisy_machine(c):
 
 
 def run_in_process(script, words, out, capsys=None):
-    from seamscope.capture.remedies import prepare, spec_from_words
     from seamscope.capture.runner import run_target
+    from seamscope.experiments.remedy_plan import prepare
+    from seamscope.experiments.remedy_spec import spec_from_words
 
     plan = prepare(spec_from_words(words), script)
     result = run_target(script, [], out=str(out), setup=plan)

@@ -11,8 +11,8 @@ import pytest
 
 from seamscope.analyze.findings_hints import class_clause, earlier_site, hint_remedies
 from seamscope.capture.adapter import base
-from seamscope.capture.remedies import compile_override, per_callable_limit, spec_from_words
 from seamscope.errors import UnusableInput
+from seamscope.experiments.remedy_spec import compile_override, per_callable_limit, spec_from_words
 from seamscope.ingest.compile_events import parse_break_reason
 from seamscope.ingest.hints import (
     CHAIN_SEPARATOR,

@@ -54,7 +54,7 @@ def test_padding_candidates_only_for_a_workload_with_shape_churn():
 
 
 def test_pad_is_a_remedy_flag_with_its_code_change():
-    from seamscope.capture.remedies import code_change, spec_from_words
+    from seamscope.experiments.remedy_spec import code_change, spec_from_words
     from seamscope.experiments.trials import conflict_key
 
     spec = spec_from_words(["--pad", "buckets:8,16"])
@@ -83,8 +83,10 @@ def _cli(args, cwd, timeout=600):
 
 
 def _run(tmp_path, name, words, args, fingerprint=False):
-    from seamscope.capture.remedies import prepare, spec_from_words
     from seamscope.capture.runner import run_target
+    from seamscope.experiments.remedy_plan import prepare
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.workload_run import launcher
 
     spec = spec_from_words(words)
     target = f"{TINY}:tiny"
@@ -92,7 +94,7 @@ def _run(tmp_path, name, words, args, fingerprint=False):
     plan = prepare(spec, target, record_out=record, fingerprint=fingerprint)
     if spec.pad is not None:
         args = [*args, "--pad", spec.pad]
-    result = run_target(target, args, out=str(tmp_path / name), setup=plan)
+    result = run_target(target, args, out=str(tmp_path / name), setup=plan, launch=launcher(target, args))
     assert result.exit_code == 0, result.message
     with open(tmp_path / name / "receipt.json") as f:
         return json.load(f), record

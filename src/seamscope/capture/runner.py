@@ -74,25 +74,24 @@ def run_target(
     call_cap: int | None = None,
     setup: Any = None,
     checkpoint_every: float = 60.0,
+    launch: Callable[[list[str]], object] | None = None,
 ) -> RunResult:
-    """``setup``: a remedy plan (``capture.remedies.Plan``) applied once the session has started:
-    its ``setup(session)`` returns the undo, called before the session stops.
+    """``setup``: the remedies (``experiments.remedy_plan.Plan``) applied once the session has
+    started: its ``setup(session)`` returns the undo, called before the session stops.
+    ``launch``: runs a target that is neither a script nor a module, given ``[target, *args]``
+    (a probe workload ``FILE.py:FUNC``: ``experiments.workload_run.launcher``), its arguments
+    checked already.
 
     The output folder is checked and locked before anything runs, marked ``incomplete`` as the
     session starts and checkpointed every ``checkpoint_every`` seconds (``persist.RunOutput``).
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
-    from ..experiments.workload import is_workload_spec
     from .persist import RunOutput, hard_exit_on_signal, status_of_signal, watch_signals
     from .session import Session, status_of_exception
 
-    workload = not module and is_workload_spec(target)
+    workload = launch is not None
     if not module and not workload and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
-    if workload:
-        from ..experiments.workload_run import check_args
-
-        check_args([target, *args])
     out_dir = default_out_dir(out)
     kwargs: dict[str, Any] = {}
     if first_calls is not None:
@@ -122,11 +121,9 @@ def run_target(
         output.begin()
         if setup is not None:
             finish = setup.setup(session)
-        if workload:
-            from ..experiments.workload_run import main as run_workload
-
+        if launch is not None:
             sys.argv = [target, *args]
-            run_workload([target, *args])
+            launch([target, *args])
         elif module:
             sys.argv = [target, *args]
             runpy.run_module(target, run_name="__main__", alter_sys=True)

@@ -1,4 +1,5 @@
-"""The decision record's user fields, as reusable click options (``run``, ``probe``, ``diff``)."""
+"""Reusable click options: the decision record's user fields (``run``, ``probe``, ``diff``) and the
+remedy flags (``run``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..experiments.remedy_spec import FLAGS
 from ..model.ledger import Ledger
 from ..model.receipt import Decision
 
@@ -53,3 +55,16 @@ def decision_from_options(
         call_families=families,
         tolerance=tolerance,
     )
+
+
+def remedy_options(f: F) -> F:
+    """The remedy flags as click options (``run``; ``try --candidate`` parses the same words with
+    ``remedy_spec.spec_from_words``), from their one description, ``remedy_spec.FLAGS``."""
+    for flag in reversed(FLAGS):
+        if flag.kind == "flag":
+            f = click.option(flag.opt, flag.dest, is_flag=True, help=flag.help, hidden=flag.hidden)(f)
+        else:
+            f = click.option(flag.opt, flag.dest, multiple=flag.multiple, type=int if flag.kind == "int" else None,
+                             default=() if flag.multiple else None, metavar=flag.metavar, help=flag.help,
+                             hidden=flag.hidden)(f)
+    return f

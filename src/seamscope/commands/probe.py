@@ -29,7 +29,9 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
     if not any(i.partition("=")[0].endswith("+") for i in items):
         return parse_settings(items)
     from ..capture import adapter
-    from ..capture.remedies import RemedySpec, prepare, resolve
+    from ..capture.remedies import resolve
+    from ..experiments.remedy_plan import prepare
+    from ..experiments.remedy_spec import RemedySpec
 
     script = workload.rsplit(":", 1)[0]
     plan = prepare(RemedySpec(dynamo_config=tuple(items)), script)

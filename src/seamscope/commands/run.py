@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import click
 
-from ..capture.remedies import RemedySpec, remedy_options
 from ..capture.runner import run_target
+from ..experiments.remedy_spec import RemedySpec, spec_from_options
 from ._common import ProgressLine, finish_run, need_torch
+from .options import remedy_options
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -66,10 +67,13 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
     pad = remedies.get("pad")
     if isinstance(pad, str):
         args_l += ["--pad", pad]  # checked by the plan: a workload target's own option
+    from ..experiments.workload_run import launcher
+
+    launch = launcher(target, args_l, module)
     progress = ProgressLine(not quiet)
     result = run_target(target, args_l, module=module, out=out, decision=decision,
                         on_call_end=progress if progress.enabled else None, setup=plan,
-                        checkpoint_every=checkpoint_every)
+                        checkpoint_every=checkpoint_every, launch=launch)
     progress.clear()
     from ..capture.persist import hard_exit_on_signal
 
@@ -126,14 +130,12 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
 
 
 def spec_of(remedies: dict[str, object]) -> RemedySpec:
-    from ..capture.remedies import spec_from_options
-
     return spec_from_options(**remedies)  # type: ignore[arg-type]
 
 
 def _remedy_plan(target: str, module: bool, remedies: dict[str, object]) -> object:
     """The remedy flags checked before anything runs (None when none was given)."""
-    from ..capture.remedies import prepare, spec_from_options
+    from ..experiments.remedy_plan import prepare
 
     spec = spec_from_options(**remedies)  # type: ignore[arg-type]
     record = remedies.get("record_out")

@@ -45,7 +45,8 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
             quiet: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a workload FILE.py:FUNC) as it is and with each remedy its findings
     suggest; rank them with verdicts. A workload takes --lengths/--lengths-file/--dim after --."""
-    from ..capture.remedies import prepare, spec_from_words
+    from ..experiments.remedy_plan import prepare
+    from ..experiments.remedy_spec import spec_from_words
     from ..experiments.trial_runs import Setup
     from ..experiments.trials import BaselineFailed, run_trials
 
@@ -91,9 +92,9 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
 
     setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, timeout=timeout,
                   budget_s=budget_s, progress=progress)
-    from ..experiments.trial_runs import make_forker
+    from ..experiments.trial_runs import fresh_processes
 
-    setup.forker = make_forker(sys.executable)
+    processes = setup.processes = fresh_processes(sys.executable)
     try:
         trials, first = run_trials(setup, extra, list(only), list(skip))
     except BaselineFailed as e:
@@ -102,8 +103,7 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
         sys.stderr.write(e.stderr)
         raise UserCodeFailed(f"{target} failed in the baseline ({e}); no candidate was run") from None
     finally:
-        if setup.forker is not None:
-            setup.forker.close()
+        processes.close()
     if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")
     paths = write_trials(trials, out, markdown)

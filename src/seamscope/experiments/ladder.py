@@ -2,16 +2,17 @@
 
 Each layer compiles the workload with one backend and runs every distinct input, compared with
 eager: compiled? ran? matches? The answer is the first layer that fails or mismatches. With
-``isolate`` each layer runs in a child process (``python -m seamscope.experiments.ladder``), so a
-segfault, an abort or a hang (``timeout``) in a backend is a reported result and the ladder goes on.
+``isolate`` each layer runs in a fresh process of its own (``experiments/fresh.py``: :func:`child_main`,
+forked from a server that imported torch once; ``SEAMSCOPE_PROBE_ISOLATION=process``: a new
+interpreter), so a segfault, an abort or a hang (``timeout``) in a backend is a reported result and
+the ladder goes on.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -33,6 +34,7 @@ from .differential import (
     compare_trees,
     worst_leaf,
 )
+from .fresh import FreshProcesses, Job, default_mode
 from .provenance import random_ops
 from .workload import Workload, as_call, first_line, grad_mode, load_object, load_workload, prepare
 
@@ -314,72 +316,73 @@ def run_ladder(
         raise UnusableInput("--isolate needs a workload loaded from FILE.py:FUNC")
     if not isolate and refs is None:
         raise ValueError("in-process ladder needs eager references")
-    for i, b in enumerate(layers):
-        if isolate:
-            lr = run_isolated(spec or "", i, [backend_label(x) if not isinstance(x, str) else x for x in layers], timeout)
-        else:
-            try:
-                lr = run_layer(wl, b, refs or [])
-            except UnusableInput as e:
-                lr = LayerResult(backend=backend_label(b), verdict="compile_failed", compiled=False, ran=False,
-                                 matches=None, exception_type="UnusableInput", message=str(e))
-        results.append(lr)
-        if on_layer:
-            on_layer(lr)
+    processes = _fresh_processes() if isolate else None
+    try:
+        for i, b in enumerate(layers):
+            results.append(_layer(wl, b, i, layers, refs, processes, spec, timeout))
+            if on_layer:
+                on_layer(results[-1])
+    finally:
+        if processes is not None:
+            processes.close()
     first, text = answer(results)
     bug, meaning = bug_meaning(results)
     return Ladder(layers=results, first_failing=first, answer=text, first_bug=bug, meaning=meaning)
 
 
+def _layer(wl: Workload, b: Any, i: int, layers: list[Any], refs: Sequence[Reference] | None,
+           processes: FreshProcesses | None, spec: str | None, timeout: float | None) -> LayerResult:
+    if processes is not None:
+        labels = [backend_label(x) if not isinstance(x, str) else x for x in layers]
+        return run_isolated(processes, spec or "", i, labels, timeout)
+    try:
+        return run_layer(wl, b, refs or [])
+    except UnusableInput as e:
+        return LayerResult(backend=backend_label(b), verdict="compile_failed", compiled=False, ran=False,
+                           matches=None, exception_type="UnusableInput", message=str(e))
+
+
 # --- isolation: one child process per layer ------------------------------------------------------
 
 
-def run_isolated(spec: str, index: int, labels: list[str], timeout: float | None) -> LayerResult:
-    """Run layer ``index`` in a child; a crash or a hang becomes the layer's result."""
+PRELOAD = ("torch", "torch._dynamo", "seamscope.experiments.ladder")
+"""What the fork server imports once, before any fork (each child loads the workload itself)."""
+
+
+def _fresh_processes() -> FreshProcesses:
+    return FreshProcesses(preload=PRELOAD, mode=default_mode(os.environ.get("SEAMSCOPE_PROBE_ISOLATION")))
+
+
+def run_isolated(processes: FreshProcesses, spec: str, index: int, labels: list[str],
+                 timeout: float | None) -> LayerResult:
+    """Run layer ``index`` in a fresh process; a crash or a hang becomes the layer's result."""
     label = labels[index]
-    fd, path = tempfile.mkstemp(prefix="seamscope-layer-", suffix=".json")
-    os.close(fd)
-    os.unlink(path)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    cmd = [sys.executable, "-m", "seamscope.experiments.ladder", "--spec", spec, "--index", str(index),
-           "--result", path, "--backends", ",".join(labels)]
-    t0 = time.perf_counter_ns()
+    tmp = tempfile.mkdtemp(prefix="seamscope-layer-")
+    path, log = os.path.join(tmp, "result.json"), os.path.join(tmp, "stderr.txt")
+    argv = ["--spec", spec, "--index", str(index), "--result", path, "--backends", ",".join(labels)]
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        _unlink(path)
-        return LayerResult(backend=label, verdict="timeout", compiled=None, ran=None, matches=None, isolated=True,
-                           message=f"no result within {timeout:g} s; the child was killed",
-                           wall_ns=time.perf_counter_ns() - t0)
-    wall = time.perf_counter_ns() - t0
-    if os.path.exists(path):
-        try:
+        ended = processes.run(Job(entry="seamscope.experiments.ladder:child_main", arg=argv, log=log,
+                                  stdout=False), timeout)
+        if ended.timed_out:
+            return LayerResult(backend=label, verdict="timeout", compiled=None, ran=None, matches=None,
+                               isolated=True, message=f"no result within {timeout:g} s; the child was killed",
+                               wall_ns=ended.wall_ns)
+        if os.path.exists(path):
             with open(path, "rb") as f:
                 lr = msgspec.json.decode(f.read(), type=LayerResult)
-            return msgspec.structs.replace(lr, isolated=True, exit_code=proc.returncode, wall_ns=wall)
-        finally:
-            _unlink(path)
-    tail = (proc.stderr or "").strip().splitlines()
-    if proc.returncode < 0:
-        try:
-            sig = signal.Signals(-proc.returncode).name
-        except ValueError:
-            sig = f"signal {-proc.returncode}"
+            return msgspec.structs.replace(lr, isolated=True, exit_code=ended.exit_code, wall_ns=ended.wall_ns)
+        with open(log, encoding="utf-8", errors="replace") as f:
+            tail = f.read().strip().splitlines()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if ended.signal is not None:
         return LayerResult(backend=label, verdict="crashed", compiled=None, ran=None, matches=None, isolated=True,
-                           exit_code=proc.returncode, signal=sig, message=(tail[-1] if tail else "")[:300],
-                           wall_ns=wall)
+                           exit_code=ended.exit_code, signal=ended.signal, message=(tail[-1] if tail else "")[:300],
+                           wall_ns=ended.wall_ns)
     return LayerResult(backend=label, verdict="crashed", compiled=None, ran=None, matches=None, isolated=True,
-                       exit_code=proc.returncode, message=(tail[-1] if tail else "child exited without a result")[:300],
-                       wall_ns=wall)
-
-
-def _unlink(p: str) -> None:
-    try:
-        os.unlink(p)
-    except OSError:
-        pass
+                       exit_code=ended.exit_code,
+                       message=(tail[-1] if tail else ended.lost or "child exited without a result")[:300],
+                       wall_ns=ended.wall_ns)
 
 
 def child_main(argv: list[str] | None = None) -> int:

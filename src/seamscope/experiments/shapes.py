@@ -16,8 +16,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +27,7 @@ import msgspec
 from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
 from ..model.canonical import round_float
 from ..model.shapes import PolicyResult, Recommendation, ShapeSpec, ShapeStudy
-from .forkserver import close_server
+from .fresh import Ended, FreshProcesses, Job, default_mode
 
 DEFAULT_POLICIES = ("static", "auto", "dynamic", "mark_dynamic", "pow2")
 KINDS = ("static", "auto", "dynamic", "mark_dynamic", "pow2", "buckets")
@@ -314,61 +312,20 @@ class Study:
                           error=str(self.error) if self.error else None, warnings=list(self.warnings))
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+PRELOAD = ("torch", "torch._dynamo", "seamscope.capture.session", "seamscope.experiments.differential",
+           "seamscope.experiments.ladder", "seamscope.experiments.probe", "seamscope.experiments.shapes_worker")
+"""What the zygote imports once, before any fork (the workload's module is imported by ``warm``)."""
 
 
-class Zygote:
-    """One process that imported torch and the workload's module; forks a fresh child per job."""
-
-    def __init__(self, workload: str, log: str) -> None:
-        r, w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "seamscope.experiments.shapes_worker", "--serve", "--workload", workload,
-             "--reply-fd", str(w), "--log", log],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
-            pass_fds=(w,),
-        )
-        os.close(w)
-        self.replies = os.fdopen(r, "r")
-        self.log = log
-
-    def run(self, spec: WorkerSpec) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(msgspec.json.encode(spec) + b"\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            return {"status": "zygote_died", "tail": _tail(self.log)}
-        line = self.replies.readline()
-        if not line:
-            return {"status": "zygote_died", "tail": _tail(self.log)}
-        return dict(json.loads(line))
-
-    def close(self) -> None:
-        close_server(self.proc, self.replies)
+def _runner(workload: str, mode: str, log: str) -> FreshProcesses:
+    """The study's fresh processes: a zygote that imported torch and the workload's module, or a
+    new interpreter per job."""
+    return FreshProcesses(preload=PRELOAD, warm=("seamscope.experiments.shapes_worker:preload", workload),
+                          mode="fork" if mode == "fork" else "process", log=log)
 
 
-class Spawner:
-    """Each job in its own interpreter (no ``fork``; also what the benchmark compares against)."""
-
-    def run(self, spec: WorkerSpec) -> dict[str, Any]:
-        fd, path = tempfile.mkstemp(prefix="seamscope-shape-spec-", suffix=".json")
-        with os.fdopen(fd, "wb") as f:
-            f.write(msgspec.json.encode(spec))
-        try:
-            with open(spec.log or os.devnull, "ab") as log:
-                proc = subprocess.run([sys.executable, "-m", "seamscope.experiments.shapes_worker", "--spec", path],
-                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_env())
-        finally:
-            os.unlink(path)
-        return {"status": "exited", "code": proc.returncode}
-
-    def close(self) -> None:
-        pass
+def _job(spec: WorkerSpec) -> Job:
+    return Job(entry="seamscope.experiments.shapes_worker:run_job", arg=msgspec.to_builtins(spec), log=spec.log)
 
 
 def _tail(path: str, n: int = 3) -> str:
@@ -412,21 +369,20 @@ def run_study(
     if dim is not None and dim < 0:
         raise UnusableInput(f"--dim {dim}: must be >= 0")
     os.makedirs(workdir, exist_ok=True)
-    mode = isolation or os.environ.get("SEAMSCOPE_SHAPES_ISOLATION") or ("fork" if hasattr(os, "fork") else "process")
+    mode = isolation or os.environ.get("SEAMSCOPE_SHAPES_ISOLATION") or default_mode()
     spec = ShapeSpec(workload=workload, backend="", dim=dim if dim is not None else -1, trace=full, repeat=repeat,
                      policies=[p.name for p in parsed], recompile_limit=recompile_limit,
                      isolation="fork" if mode == "fork" else "process")
     study = Study(spec=spec)
     tmp = tempfile.mkdtemp(prefix="seamscope-shapes-")
     refs = os.path.join(tmp, "refs.pt")
-    runner: Zygote | Spawner
-    runner = Zygote(workload, os.path.join(workdir, "zygote.log")) if mode == "fork" else Spawner()
+    runner = _runner(workload, mode, os.path.join(workdir, "zygote.log"))
     try:
         say(f"preflight: eager on {len(set(full))} distinct lengths")
         pre_path = os.path.join(tmp, "preflight.json")
-        reply = runner.run(WorkerSpec(kind="preflight", workload=workload, trace=full, dim=dim, refs=refs,
-                                      result=pre_path, log=os.path.join(workdir, "preflight.log"),
-                                      recompile_limit=recompile_limit))
+        reply = runner.run(_job(WorkerSpec(kind="preflight", workload=workload, trace=full, dim=dim, refs=refs,
+                                           result=pre_path, log=os.path.join(workdir, "preflight.log"),
+                                           recompile_limit=recompile_limit)))
         pre = _read(pre_path, Preflight)
         if pre is None:
             raise UserCodeFailed(f"the preflight process died ({_reply_text(reply)})"
@@ -444,10 +400,10 @@ def run_study(
             res_path = os.path.join(tmp, f"{slug}.json")
             led_path = os.path.join(tmp, f"{slug}.receipt.json")
             t0 = time.perf_counter_ns()
-            reply = runner.run(WorkerSpec(
+            reply = runner.run(_job(WorkerSpec(
                 kind="policy", workload=workload, trace=full, dim=pre.dim, policy=pol.name, refs=refs,
                 result=res_path, log=os.path.join(workdir, f"{slug}.log"), recompile_limit=recompile_limit,
-                delay_ns=(delays or {}).get(pol.name, 0)))
+                delay_ns=(delays or {}).get(pol.name, 0))))
             wall = time.perf_counter_ns() - t0
             res = _read(res_path, PolicyResult)
             if res is None:
@@ -476,12 +432,8 @@ class _Interrupted(SeamscopeError):
     exit_code = 130
 
 
-def _reply_text(reply: dict[str, Any]) -> str:
-    if reply.get("signal"):
-        return f"signal {reply['signal']}"
-    if "code" in reply:
-        return f"exit code {reply['code']}"
-    return str(reply.get("status", "no reply"))
+def _reply_text(reply: Ended) -> str:
+    return "zygote_died" if reply.lost is not None else reply.text()
 
 
 def _read(path: str, typ: Any) -> Any:

@@ -1,16 +1,16 @@
 """The shape study's worker: one policy over the trace, in a process of its own.
 
-``python -m seamscope.experiments.shapes_worker --spec FILE`` runs one job (a preflight or a
-policy) in this interpreter. ``--serve`` is the zygote: it imports torch and the workload's module,
-then reads one job a line from stdin, forks a child per job (Dynamo state is created by the first
-compile, which only ever happens in a child) and answers on ``--reply-fd`` how the child ended.
+The study runs each job (a preflight or a policy) as :func:`run_job` in a fresh process
+(``experiments/fresh.py``), forked from a zygote that imported torch and, through :func:`preload`,
+the workload's module (Dynamo state is created by the first compile, which only ever happens in a
+child). ``python -m seamscope.experiments.shapes_worker --spec FILE`` runs one job in this
+interpreter (the benchmark's policies run alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from typing import Any
@@ -389,71 +389,29 @@ def _receipt_path(result: str) -> str:
     return (result[:-5] if result.endswith(".json") else result) + ".receipt.json"
 
 
-def _redirect(log: str) -> None:
-    fd = os.open(log or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+def run_job(arg: dict[str, Any]) -> int:
+    """A job of the study's fresh processes (``experiments/fresh.py``): ``arg`` is a WorkerSpec."""
+    try:
+        return job(msgspec.convert(arg, type=WorkerSpec))
+    except BaseException as e:  # noqa: BLE001 - the study reads the log and the exit code
+        print(f"shapes worker: {described(e)}", file=sys.stderr)
+        return 1
 
 
-def serve(workload: str, reply_fd: int, log: str) -> int:
-    """The zygote: import once, fork per job, never compile anything itself."""
-    _redirect(log)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's and the child's to handle
-    import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401  (preloaded in the zygote, before any fork)
-
-    from ..capture import session  # noqa: F401
-    from . import differential, ladder, probe  # noqa: F401
+def preload(workload: str) -> None:
+    """The zygote's warm-up: import the user's module (and what it imports) before any fork."""
     from .workload import load_object
 
     try:
-        load_object(workload, "function")  # imports the user's module (and what it imports)
+        load_object(workload, "function")
     except Exception as e:  # the child reports it properly when it loads the workload
         print(f"zygote: preloading {workload}: {e}", file=sys.stderr)
-    replies = os.fdopen(reply_fd, "w")
-    while True:
-        line = sys.stdin.readline()
-        if not line:
-            return 0
-        spec = msgspec.json.decode(line.encode(), type=WorkerSpec)
-        pid = os.fork()
-        if pid == 0:  # the child: a fresh Dynamo, torch already imported
-            code = 1
-            try:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                os.close(0)
-                os.open(os.devnull, os.O_RDONLY)
-                _redirect(spec.log)
-                code = job(spec)
-            except BaseException as e:  # noqa: BLE001 - the parent reads the log and the exit code
-                print(f"shapes worker: {described(e)}", file=sys.stderr)
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        _, st = os.waitpid(pid, 0)
-        reply: dict[str, Any] = {"status": "exited", "code": os.waitstatus_to_exitcode(st)}
-        if os.WIFSIGNALED(st):
-            reply = {"status": "signalled", "signal": signal.Signals(os.WTERMSIG(st)).name}
-        replies.write(msgspec.json.encode(reply).decode() + "\n")
-        replies.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="seamscope-shapes-worker")
-    ap.add_argument("--spec", help="a WorkerSpec JSON file: run that one job here")
-    ap.add_argument("--serve", action="store_true", help="be the zygote (jobs on stdin)")
-    ap.add_argument("--workload", default="")
-    ap.add_argument("--reply-fd", type=int, default=1)
-    ap.add_argument("--log", default="")
+    ap.add_argument("--spec", required=True, help="a WorkerSpec JSON file: run that one job here")
     a = ap.parse_args(argv)
-    if a.serve:
-        return serve(a.workload, a.reply_fd, a.log)
-    if not a.spec:
-        ap.error("--spec or --serve")
     with open(a.spec, "rb") as f:
         spec = msgspec.json.decode(f.read(), type=WorkerSpec)
     return job(spec)

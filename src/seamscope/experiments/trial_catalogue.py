@@ -16,8 +16,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..capture.remedies import RemedySpec, per_callable_limit, spec_from_words
 from ..model.receipt import Receipt
+from .remedy_spec import RemedySpec, per_callable_limit, spec_from_words
 
 CAP = 8
 """Candidates tried at most (the baseline's findings can suggest dozens); the rest are listed."""

@@ -1,6 +1,11 @@
-"""One trial run: a fresh process (forked from a server that imported torch once, or a new
-interpreter) running ``seamscope run`` with a candidate's flags, its own empty inductor cache, and
-what it measured read back as :class:`RunFigures`. A crash or a hang is the run's result."""
+"""One trial run: a fresh process (``experiments/fresh.py``: forked from a server that imported
+torch once, or a new interpreter) running ``seamscope run`` with a candidate's flags, its own empty
+inductor cache, and what it measured read back as :class:`RunFigures`. A crash or a hang is the
+run's result.
+
+The child runs the command line (``seamscope.cli:main``) exactly as a user would type it: the
+trials depend on what ``run`` writes (its receipt, the ``--record-out`` file), a process boundary
+away, not on the commands' code."""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +25,7 @@ import msgspec
 from ..model.receipt import Receipt
 from ..model.trials import CallTime, RunFigures
 from . import fingerprint as fpmod
-from .forkserver import close_server
+from .fresh import FreshProcesses, Job, default_mode
 
 
 @dataclass
@@ -38,8 +42,8 @@ class Setup:
     env: dict[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
     """Seconds, for the budget and the ETA."""
-    forker: Any = None
-    """The fork server each run is forked from (None: each run a new interpreter)."""
+    processes: FreshProcesses | None = None
+    """Where each run's fresh process comes from (None: each run a new interpreter)."""
 
 
 def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
@@ -86,22 +90,29 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     unset = ["TORCH_COMPILE_DYNAMIC_SOURCES"]
     t0 = time.perf_counter_ns()
     error = None
-    exit_code: int | None
+    err_path = os.path.join(cache, "stderr.txt")
+    job = Job(entry="seamscope.cli:main", arg=argv, log=err_path, stdout=False, env=env_set, unset=unset,
+              cwd=os.getcwd())
     try:
-        if setup.forker is not None and setup.forker.alive():
-            err_path = os.path.join(cache, "stderr.txt")
-            exit_code = setup.forker.run(argv, env_set, unset, err_path, setup.timeout)
-            with open(err_path, "rb") as f:
-                err_b = f.read()
+        if setup.processes is not None:
+            ended = setup.processes.run(job, setup.timeout)
         else:
-            exit_code, err_b = _spawn(setup, argv, env_set, unset)
+            with FreshProcesses(mode="process", python=setup.python) as one:
+                ended = one.run(job, setup.timeout)
     except KeyboardInterrupt:
         shutil.rmtree(cache, ignore_errors=True)
         raise
-    if exit_code is None:
+    exit_code = ended.exit_code
+    if ended.lost is not None:
+        error = ended.lost
+    elif ended.timed_out:
         error = f"hung: killed after {setup.timeout:g} s"
     process_ns = time.perf_counter_ns() - t0
-    stderr = err_b.decode(errors="replace")
+    try:
+        with open(err_path, "rb") as f:
+            stderr = f.read().decode(errors="replace")
+    except OSError:
+        stderr = ""
     fps = None
     if os.path.exists(record):
         try:
@@ -127,98 +138,20 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     return Outcome(fig, receipt, stderr, fps if fingerprint else None)
 
 
-def _spawn(setup: Setup, argv: list[str], env_set: dict[str, str], unset: list[str]) -> tuple[int | None, bytes]:
-    """One run as a new interpreter (where ``fork`` is missing, or the fork server died)."""
-    env = dict(os.environ)
-    env.update(env_set)
-    for k in unset:
-        env.pop(k, None)
-    proc = subprocess.Popen([setup.python, "-m", "seamscope", *argv], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        _, err_b = proc.communicate(timeout=setup.timeout)
-        return proc.returncode, err_b
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, err_b = proc.communicate()
-        return None, err_b
-    except KeyboardInterrupt:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        raise
+PRELOAD = ("torch", "torch._dynamo", "seamscope.cli", "seamscope.analyze.findings", "seamscope.analyze.receipt",
+           "seamscope.analyze.summary", "seamscope.capture.remedies", "seamscope.capture.runner",
+           "seamscope.capture.session", "seamscope.commands._common", "seamscope.commands.run",
+           "seamscope.ingest.receipt", "seamscope.render.receipt_json", "seamscope.render.terminal",
+           "seamscope.experiments.fingerprint", "seamscope.experiments.remedy_plan")
+"""What the fork server imports once: what every child's ``seamscope run`` imports (a warm-up by
+name; the children run the command line)."""
 
 
-class Forker:
-    """The client of ``trials_worker --serve``: each run forked from a process that imported
-    torch once. ``run`` returns the exit code (None: killed after the timeout)."""
-
-    def __init__(self, python: str) -> None:
-        import json
-
-        self._json = json
-        r, w = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen([python, "-m", "seamscope.experiments.trials_worker", "--reply-fd", str(w)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env=env, pass_fds=(w,), start_new_session=True)
-        os.close(w)
-        self.replies = os.fdopen(r, "r")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def _read(self, timeout: float | None) -> dict[str, Any] | None:
-        import select
-
-        if timeout is not None:
-            ready, _, _ = select.select([self.replies], [], [], max(0.0, timeout))
-            if not ready:
-                return None
-        line = self.replies.readline()
-        if not line:
-            raise OSError("the fork server died")
-        return dict(self._json.loads(line))
-
-    def run(self, argv: list[str], env: dict[str, str], unset: list[str], stderr_path: str,
-            timeout: float | None) -> int | None:
-        assert self.proc.stdin is not None
-        job = {"argv": argv, "env": env, "unset": unset, "stderr": stderr_path, "cwd": os.getcwd()}
-        self.proc.stdin.write((self._json.dumps(job) + "\n").encode())
-        self.proc.stdin.flush()
-        started = self._read(None)
-        assert started is not None
-        pid = int(started["pid"])
-        try:
-            done = self._read(timeout)
-            if done is None:
-                os.kill(pid, signal.SIGKILL)
-                self._read(None)
-                return None
-            return int(done["exit"])
-        except KeyboardInterrupt:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.close()
-            raise
-
-    def close(self) -> None:
-        close_server(self.proc, self.replies)
-
-
-def make_forker(python: str) -> Forker | None:
-    """The fork server, unless ``fork`` is missing or ``SEAMSCOPE_TRIALS_ISOLATION=process``."""
-    if not hasattr(os, "fork") or os.environ.get("SEAMSCOPE_TRIALS_ISOLATION") == "process":
-        return None
-    try:
-        return Forker(python)
-    except OSError:
-        return None
+def fresh_processes(python: str) -> FreshProcesses:
+    """Each run forked from a server that imported torch once, unless ``fork`` is missing or
+    ``SEAMSCOPE_TRIALS_ISOLATION=process`` (then each run a new interpreter)."""
+    return FreshProcesses(preload=PRELOAD, mode=default_mode(os.environ.get("SEAMSCOPE_TRIALS_ISOLATION")),
+                          python=python)
 
 
 def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error: str | None, process_ns: int,

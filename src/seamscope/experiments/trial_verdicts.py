@@ -13,7 +13,6 @@ import statistics
 
 import msgspec
 
-from ..capture.remedies import parse_assignment
 from ..model.trials import (
     CallGroup,
     CallTime,
@@ -24,6 +23,7 @@ from ..model.trials import (
     RunFigures,
     Verdict,
 )
+from .remedy_spec import parse_assignment
 
 NOISE_LIMIT = 0.25
 """The same call varying by more than 25% between repetitions (the median over calls): the

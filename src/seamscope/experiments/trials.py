@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..analyze.units import fmt_ns
-from ..capture.remedies import RemedySpec, code_change, compile_override, spec_from_words
 from ..model.receipt import Receipt
 from ..model.trials import Candidate, OutputCheck, Overhead, RunFigures, Trials, Verdict, group_text
 from . import fingerprint as fpmod
+from .remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
 from .trial_catalogue import (  # noqa: F401 - the catalogue's names, as callers import them
     Draft,
     buckets_for,

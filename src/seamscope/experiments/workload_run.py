@@ -40,6 +40,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UnusableInput(f"workload arguments {' '.join(argv[1:])!r}: see `seamscope run FILE.py:FUNC -- --help`") from None
 
 
+def launcher(target: str, args: list[str], module: bool = False) -> Any:
+    """:func:`main`, for ``capture.runner.run_target(launch=...)``, when ``target`` is a workload
+    ``FILE.py:FUNC`` (its arguments checked first); None for a script or a module."""
+    from .workload import is_workload_spec
+
+    if module or not is_workload_spec(target):
+        return None
+    check_args([target, *args])
+    return main
+
+
 def pad_policy(text: str | None) -> Any:
     """A padding policy of the shape study (None: no padding); others are compile options."""
     if text is None:

@@ -1,0 +1,416 @@
+"""Fresh processes: run one job on a fresh Dynamo, isolated, and say how it ended.
+
+The probe's isolated ladder, the shape study and ``try`` each measure something that must not see
+another measurement's compiled code, caches or crashes. They all go through this one service:
+
+- a :class:`Job` names a function (``"package.module:function"``) and its one JSON argument; the
+  function runs in a process of its own and returns its exit code (or raises ``SystemExit``); what
+  it measured it writes to a file the caller named in the argument (a receipt, a result), atomically;
+- **fresh**: with ``mode="fork"`` a server process imports ``preload`` (torch, the caller's modules,
+  a workload through ``warm``) once, compiles nothing, and forks one child per job: as fresh as a
+  new interpreter as far as Dynamo and the inductor cache are concerned, without its seconds of
+  imports. ``mode="process"`` starts a new interpreter per job (where ``fork`` is missing, or when
+  asked); if the server has died, a job runs that way too;
+- **a timeout**: a job still running after ``timeout`` seconds is killed with its process group,
+  and :attr:`Ended.timed_out` says so;
+- **Ctrl-C**: the children are in sessions of their own (the terminal's Ctrl-C reaches only the
+  caller); a ``KeyboardInterrupt`` in the caller while a job runs kills the job, then propagates;
+- **crash isolation**: a job that segfaults, aborts or is killed is an :class:`Ended` with its
+  signal, never an exception in the caller;
+- **progress**: ``run(progress=...)`` is told, every ``heartbeat_s``, that the job still runs.
+
+The child's stdout and stderr go to the job's ``log`` (appended), or nowhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """One job: ``entry`` called with ``arg`` in a fresh process."""
+
+    entry: str
+    """``package.module:function``; the function takes ``arg`` and returns an exit code (None: 0)."""
+    arg: Any = None
+    log: str = ""
+    """The child's stderr is appended here (and its stdout, with ``stdout``); empty: discarded."""
+    stdout: bool = True
+    env: dict[str, str] = {}
+    """Set in the child's environment before the function runs (``TORCHINDUCTOR_CACHE_DIR``, ...)."""
+    unset: list[str] = []
+    cwd: str = ""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a job's process ended."""
+
+    exit_code: int | None
+    """The function's exit code; negative: killed by that signal; None: killed after the timeout."""
+    signal: str | None = None
+    """The signal that ended the process (``SIGSEGV``), when one did."""
+    wall_ns: int = 0
+    lost: str | None = None
+    """Why nothing is known of the job (the fork server died under it), or None."""
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_code is None and self.lost is None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def text(self) -> str:
+        """``exit code 1``, ``signal SIGSEGV``, ``killed after the timeout``."""
+        if self.lost is not None:
+            return self.lost
+        if self.signal is not None:
+            return f"signal {self.signal}"
+        if self.exit_code is None:
+            return "killed after the timeout"
+        return f"exit code {self.exit_code}"
+
+
+def _signal_name(code: int | None) -> str | None:
+    if code is None or code >= 0:
+        return None
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _env() -> dict[str, str]:
+    """The caller's environment, with its ``sys.path`` (a checkout's ``src`` found as here)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the job and what it started (its process group), or the job alone before it has one."""
+    for kill, target in ((os.killpg, pid), (os.kill, pid)):
+        try:
+            kill(target, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def default_mode(override: str | None = None) -> str:
+    """``fork`` where the platform has it, unless ``override`` (a caller's setting) says ``process``."""
+    if override == "process" or not hasattr(os, "fork"):
+        return "process"
+    return "fork"
+
+
+class FreshProcesses:
+    """The service. ``with FreshProcesses(preload=[...]) as fp: ended = fp.run(job, timeout=60)``.
+
+    ``preload``: modules the fork server imports once; ``warm``: ``(entry, arg)`` the server calls
+    once after them (the shape study imports the user's workload there; what it raises goes to
+    ``log``, the server's own output); ``mode``: ``fork`` or ``process`` (None: :func:`default_mode`).
+    """
+
+    def __init__(self, *, preload: Sequence[str] = (), warm: tuple[str, Any] | None = None,
+                 mode: str | None = None, log: str = "", python: str = sys.executable) -> None:
+        self.mode = mode or default_mode()
+        self.python = python
+        self._server: subprocess.Popen[bytes] | None = None
+        self._replies: Any = None
+        if self.mode == "fork":
+            try:
+                self._start(list(preload), warm, log)
+            except OSError:
+                self._server = None
+
+    def _start(self, preload: list[str], warm: tuple[str, Any] | None, log: str) -> None:
+        r, w = os.pipe()
+        cmd = [self.python, "-m", "seamscope.experiments.fresh", "--serve", "--reply-fd", str(w)]
+        for m in preload:
+            cmd += ["--preload", m]
+        if warm is not None:
+            cmd += ["--warm", warm[0], "--warm-arg", json.dumps(warm[1])]
+        out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+        try:
+            self._server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=out, env=_env(),
+                                            pass_fds=(w,), start_new_session=True)
+        finally:
+            os.close(w)
+            if not isinstance(out, int):
+                out.close()
+        self._replies = os.fdopen(r, "r")
+
+    def alive(self) -> bool:
+        """Whether jobs are forked from a live server (else each runs in a new interpreter)."""
+        return self._server is not None and self._server.poll() is None
+
+    def run(self, job: Job, timeout: float | None = None, *, progress: Callable[[str], None] | None = None,
+            label: str = "job", heartbeat_s: float = 30.0) -> Ended:
+        """Run ``job`` in a fresh process and wait for it (at most ``timeout`` seconds)."""
+        t0 = time.perf_counter_ns()
+        if self.alive():
+            ended = self._run_forked(job, timeout, progress, label, heartbeat_s)
+        else:
+            ended = self._run_spawned(job, timeout, progress, label, heartbeat_s)
+        return Ended(exit_code=ended.exit_code, signal=ended.signal, lost=ended.lost,
+                     wall_ns=time.perf_counter_ns() - t0)
+
+    # --- the two ways --------------------------------------------------------------------------
+
+    def _wait(self, done: Callable[[float], bool], timeout: float | None, progress: Callable[[str], None] | None,
+              label: str, heartbeat_s: float) -> bool:
+        """Poll ``done(seconds)`` until it says the job ended (True) or the timeout passed (False)."""
+        start = time.monotonic()
+        next_beat = start + heartbeat_s
+        while True:
+            now = time.monotonic()
+            left = None if timeout is None else timeout - (now - start)
+            if left is not None and left <= 0:
+                return False
+            step = heartbeat_s if progress is not None else None
+            wait = min(x for x in (left, step, 3600.0) if x is not None)
+            if done(max(0.0, wait)):
+                return True
+            if progress is not None and time.monotonic() >= next_beat:
+                progress(f"{label}: still running after {time.monotonic() - start:.0f} s")
+                next_beat += heartbeat_s
+
+    def _run_forked(self, job: Job, timeout: float | None, progress: Callable[[str], None] | None,
+                    label: str, heartbeat_s: float) -> Ended:
+        assert self._server is not None and self._server.stdin is not None
+        try:
+            self._server.stdin.write(msgspec.json.encode(job) + b"\n")
+            self._server.stdin.flush()
+            started = self._reply(None)
+        except OSError:  # BrokenPipeError included
+            started = None
+        if started is None:
+            return Ended(exit_code=None, lost="the fork server died")
+        pid = int(started["pid"])
+        reply: list[dict[str, Any]] = []
+
+        def done(seconds: float) -> bool:
+            r = self._reply(seconds)
+            if r is not None:
+                reply.append(r)
+            return r is not None
+
+        try:
+            finished = self._wait(done, timeout, progress, label, heartbeat_s)
+        except OSError:
+            return Ended(exit_code=None, lost="the fork server died")
+        except KeyboardInterrupt:
+            _kill_group(pid)
+            self.close()
+            raise
+        if not finished:
+            _kill_group(pid)
+            try:  # the server's word that the child ended keeps the pipe in step
+                in_step = self._reply(30.0) is not None
+            except OSError:
+                in_step = False
+            if not in_step:
+                self.close()  # later jobs start new interpreters
+            return Ended(exit_code=None)
+        code = int(reply[0]["exit"])
+        return Ended(exit_code=code, signal=_signal_name(code))
+
+    def _reply(self, timeout: float | None) -> dict[str, Any] | None:
+        if timeout is not None:
+            ready, _, _ = select.select([self._replies], [], [], timeout)
+            if not ready:
+                return None
+        line = self._replies.readline()
+        if not line:
+            raise OSError("the fork server died")
+        return dict(json.loads(line))
+
+    def _run_spawned(self, job: Job, timeout: float | None, progress: Callable[[str], None] | None,
+                     label: str, heartbeat_s: float) -> Ended:
+        fd, path = tempfile.mkstemp(prefix="seamscope-job-", suffix=".json")
+        with os.fdopen(fd, "wb") as f:
+            f.write(msgspec.json.encode(job))
+        env = _env()
+        env.update(job.env)
+        for k in job.unset:
+            env.pop(k, None)
+        log = open(job.log, "ab") if job.log else None  # noqa: SIM115 - closed below
+        try:
+            err: Any = log if log is not None else subprocess.DEVNULL
+            proc = subprocess.Popen([self.python, "-m", "seamscope.experiments.fresh", "--job", path],
+                                    stdin=subprocess.DEVNULL, stdout=err if job.stdout else subprocess.DEVNULL,
+                                    stderr=err, env=env, cwd=job.cwd or None, start_new_session=True)
+            try:
+                finished = self._wait(lambda s: _exited(proc, s), timeout, progress, label, heartbeat_s)
+            except KeyboardInterrupt:
+                _kill_group(proc.pid)
+                proc.wait()
+                raise
+            if not finished:
+                _kill_group(proc.pid)
+                proc.wait()
+                return Ended(exit_code=None)
+            return Ended(exit_code=proc.returncode, signal=_signal_name(proc.returncode))
+        finally:
+            if log is not None:
+                log.close()
+            os.unlink(path)
+
+    def close(self) -> None:
+        """End the server (:func:`close_server`); jobs from now on run in new interpreters."""
+        proc, replies, self._server, self._replies = self._server, self._replies, None, None
+        if proc is not None:
+            close_server(proc, replies)
+
+    def __enter__(self) -> FreshProcesses:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def close_server(proc: subprocess.Popen[Any], replies: Any) -> None:
+    """End a fork server: close its stdin (it exits when it reads EOF), wait up to 30 s, kill it
+    (and its process group) if it does not exit, then close the reply pipe."""
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=30)
+    except Exception:
+        _kill_group(proc.pid)
+        proc.wait()
+    if replies is not None:
+        replies.close()
+
+
+def _exited(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+    try:
+        proc.wait(timeout=seconds)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+# --- the child's side ------------------------------------------------------------------------------
+
+
+def call(entry: str, arg: Any) -> int:
+    """Call ``package.module:function`` with ``arg``; its return value or ``SystemExit`` is the code."""
+    import importlib
+
+    mod, _, name = entry.partition(":")
+    try:
+        rv = getattr(importlib.import_module(mod), name)(arg)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return rv if isinstance(rv, int) else 0
+
+
+def _redirect(job: Job) -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    err = os.open(job.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if job.log else null
+    os.dup2(err if job.stdout else null, 1)
+    os.dup2(err, 2)
+    for fd in {null, err}:
+        os.close(fd)
+
+
+def _child(job: Job) -> int:
+    """In a fork of the server: a session of its own, the job's output and environment, the call."""
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _redirect(job)
+    os.environ.update(job.env)
+    for k in job.unset:
+        os.environ.pop(k, None)
+    if job.cwd:
+        os.chdir(job.cwd)
+    return call(job.entry, job.arg)
+
+
+def serve(reply_fd: int, preload: Sequence[str], warm: tuple[str, Any] | None) -> int:
+    """The fork server: import once, fork per job (one JSON job a line on stdin), never compile
+    anything itself. Replies on ``reply_fd``: ``{"pid": N}`` when the child started, then
+    ``{"exit": CODE}`` when it ended (negative: killed by that signal)."""
+    import importlib
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    for name in preload:
+        importlib.import_module(name)
+    if warm is not None:
+        try:
+            call(*warm)
+        except Exception as e:  # the child meets it again and reports it properly
+            print(f"fresh: warming up with {warm[0]}: {type(e).__name__}: {e}", file=sys.stderr)
+    replies = os.fdopen(reply_fd, "w")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = msgspec.json.decode(line.encode(), type=Job)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _child(job)
+            except BaseException:  # noqa: BLE001 - the caller reads the exit code and the log
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        replies.write(json.dumps({"pid": pid}) + "\n")
+        replies.flush()
+        _, st = os.waitpid(pid, 0)
+        replies.write(json.dumps({"exit": os.waitstatus_to_exitcode(st)}) + "\n")
+        replies.flush()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="seamscope-fresh")
+    ap.add_argument("--job", help="a Job JSON file: run it in this interpreter")
+    ap.add_argument("--serve", action="store_true", help="be the fork server (jobs on stdin)")
+    ap.add_argument("--reply-fd", type=int, default=1)
+    ap.add_argument("--preload", action="append", default=[])
+    ap.add_argument("--warm", default=None)
+    ap.add_argument("--warm-arg", default="null")
+    a = ap.parse_args(argv)
+    if a.serve:
+        return serve(a.reply_fd, a.preload, (a.warm, json.loads(a.warm_arg)) if a.warm else None)
+    if not a.job:
+        ap.error("--job or --serve")
+    with open(a.job, "rb") as f:
+        job = msgspec.json.decode(f.read(), type=Job)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return call(job.entry, job.arg)
+    except BaseException:  # noqa: BLE001 - as a forked child: the traceback in the log, exit 1
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""A remedy spec checked against the installed torch, and what applying it to one run takes.
+
+:func:`prepare` checks everything it can before the script runs (an unknown setting, a value of
+the wrong type, a missing ``--disable`` target, ``--pad`` on a target that is no workload:
+:class:`UnusableInput`, exit 2) and returns a :class:`Plan`, the runner's ``setup``: its
+``setup(session)`` applies the remedies (``capture/remedies.py``) once the session has started and
+returns the undo. With ``record_out`` (what ``try`` passes to each of its runs) the undo also writes
+the script's own wall time there, and with ``fingerprint`` the outputs of its compiled calls: the
+file is the run's channel back to ``try``, which runs it in a process of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..capture.remedies import Remedies, find_def
+from ..errors import UnusableInput
+from .remedy_spec import (
+    CALLABLE_SETS,
+    PER_CALLABLE_OPTIONS,
+    SCRIPT_MODULES,
+    RemedySpec,
+    check_type,
+    compile_override,
+    parse_assignment,
+    parse_target,
+    parse_value,
+    source_local,
+)
+
+
+@dataclass
+class Plan:
+    """What ``prepare`` checked; ``setup(session)`` applies it and returns the undo."""
+
+    spec: RemedySpec
+    remedies: Remedies
+    record_out: str | None = None
+    """Where ``try`` reads the script's own wall time (and the output fingerprints)."""
+    fingerprint: bool = False
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.remedies.settings
+
+    @property
+    def additions(self) -> dict[str, list[tuple[str, str]]]:
+        return self.remedies.additions
+
+    def transform(self, tree: ast.Module) -> ast.Module:
+        return self.remedies.transform(tree)
+
+    def needs_transform(self) -> bool:
+        return self.remedies.needs_transform()
+
+    def setup(self, session: Any) -> Callable[[], None]:
+        from .fingerprint import Recorder
+
+        recorder = Recorder() if self.record_out is not None else None
+        remove = recorder.install() if recorder is not None and self.fingerprint else None
+        track = _tracker(recorder) if recorder is not None and self.fingerprint else None
+        undo = self.remedies.apply(session, track)
+
+        def finish() -> None:
+            try:
+                undo()
+            finally:
+                if remove is not None:
+                    remove()
+            if recorder is not None and self.record_out is not None:
+                recorder.write(self.record_out, script_ns=self.remedies.script_ns)
+
+        return finish
+
+
+def _tracker(recorder: Any) -> Callable[[Any], Any]:
+    """Fingerprint the outputs of a compiled callable's top-level calls."""
+    import functools
+
+    import torch
+
+    def track(compiled: Any) -> Any:
+        if isinstance(compiled, torch.nn.Module):
+            object.__setattr__(compiled, "forward", recorder.wrap(compiled.forward))
+            return compiled
+        if callable(compiled):
+            return functools.wraps(compiled)(recorder.wrap(compiled))
+        return compiled
+
+    return track
+
+
+def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str | None = None,
+            fingerprint: bool = False) -> Plan:
+    """Check every flag before anything runs; raise :class:`UnusableInput` naming the bad one."""
+    from ..capture import adapter
+
+    rem = Remedies(target=target, mark_dynamic=spec.mark_dynamic, stance=spec.stance, seed=spec.seed,
+                   regional=spec.regional)
+    plan = Plan(spec=spec, remedies=rem, record_out=record_out, fingerprint=fingerprint and record_out is not None)
+    for item in spec.dynamo_config:
+        name, op, raw = parse_assignment("--dynamo-config", item)
+        exists, current = adapter.dynamo_setting(name)
+        if not exists:
+            raise UnusableInput(f"--dynamo-config: torch._dynamo.config has no setting {name}")
+        if op == "+=":
+            if not isinstance(current, (set, frozenset)):
+                raise UnusableInput(f"--dynamo-config {name}+=: {name} is not a set of callables "
+                                    f"(+= works for {', '.join(CALLABLE_SETS)})")
+            rem.additions.setdefault(name, []).append(_check_importable("--dynamo-config " + name, raw, target))
+            continue
+        try:
+            value = parse_value(raw)
+        except (ValueError, SyntaxError):
+            if isinstance(current, str):
+                value = raw
+            else:
+                raise UnusableInput(f"--dynamo-config {item!r}: the value is not a Python literal") from None
+        check_type(name, value, current)
+        rem.settings[name] = value
+    for item in spec.compile_option:
+        k, v = compile_override(item)
+        if k == "backend" and ":" in v:
+            v = _check_importable("--compile-option backend", v, target)  # imported at the first compile
+        if k in PER_CALLABLE_OPTIONS and not adapter.compile_accepts(k):
+            raise UnusableInput(f"--compile-option {k}: this torch's torch.compile takes no {k} (torch 2.13+)")
+        rem.overrides[k] = v
+    if spec.mark_dynamic:
+        has, per_dim = adapter.dynamic_sources_support()
+        if not has:
+            raise UnusableInput("--mark-dynamic: this torch has no torch.compiler.config.dynamic_sources")
+        for src in spec.mark_dynamic:
+            if not src.strip() or "," in src:
+                raise UnusableInput(f"--mark-dynamic {src!r}: expected one source, e.g. \"L['x']:0\"")
+            if not per_dim and source_local(src) is not None:
+                raise UnusableInput(f"--mark-dynamic {src!r}: this torch reads no ':N' dimension suffix; "
+                                    "give the source without it (all its dimensions)")
+    if spec.pad is not None:
+        from .workload import is_workload_spec
+        from .workload_run import pad_policy
+
+        if module or not is_workload_spec(target):
+            raise UnusableInput(f"--pad {spec.pad}: padding applies to a workload target FILE.py:FUNC only")
+        pad_policy(spec.pad)
+    if spec.stance is not None and spec.stance not in adapter.stance_names():
+        raise UnusableInput(f"--stance {spec.stance!r}: expected one of {', '.join(adapter.stance_names())}")
+    stem = os.path.splitext(os.path.basename(target))[0]
+    tree = None
+    for d in spec.disable:
+        mod, qual = parse_target("--disable", d)
+        if not module and mod in (*SCRIPT_MODULES, stem):
+            if ".py:" in target:
+                raise UnusableInput(f"--disable {d}: a function of the workload's own file cannot be patched; "
+                                    "move it to a module the file imports, or decorate it there")
+            if tree is None:
+                tree = _parse_script(target)
+            if find_def(tree, qual) is None:
+                raise UnusableInput(f"--disable {d}: the script defines no function {qual} at module or class level "
+                                    "(only those can be patched as the script defines them)")
+            rem.script_disables.append(qual)
+        else:
+            _check_importable("--disable", d, target)
+            rem.module_disables.append((mod, qual))
+    return plan
+
+
+def _parse_script(target: str) -> ast.Module:
+    try:
+        with open(target, encoding="utf-8") as f:
+            return ast.parse(f.read(), filename=target)
+    except (OSError, SyntaxError, ValueError) as e:
+        raise UnusableInput(f"{target}: cannot read the script ({e})") from None
+
+
+def _check_importable(flag: str, text: str, target: str) -> tuple[str, str]:
+    """``MODULE:QUALNAME`` whose module can be found from the script's folder (not imported yet)."""
+    mod, qual = parse_target(flag, text)
+    saved = sys.path[:]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+    try:
+        spec = importlib.util.find_spec(mod)
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        raise UnusableInput(f"{flag} {text}: no module named {mod}")
+    return mod, qual

@@ -1,0 +1,314 @@
+"""What a remedy flag of ``seamscope run`` says, as data: no torch, no command line.
+
+``--dynamo-config NAME=VALUE`` (``NAME+=MODULE:QUALNAME`` for a set of callables),
+``--compile-option NAME=VALUE`` (overrides an argument of every ``torch.compile``),
+``--mark-dynamic SOURCE`` (``torch.compiler.config.dynamic_sources``), ``--stance NAME``,
+``--disable MODULE:QUALNAME`` (wraps one function in ``torch.compiler.disable``), ``--regional CLASS``,
+``--seed N`` and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
+
+A :class:`RemedySpec` is the flags as given (what ``try`` passes to each candidate); :data:`FLAGS`
+describes each flag once, for the command line's options (``commands/options.py``) and for
+:func:`spec_from_words`. Checking a spec against the installed torch is ``remedy_plan.prepare``;
+applying it is ``capture/remedies.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..errors import UnusableInput
+
+CALLABLE_SETS = ("reorderable_logging_functions", "ignore_logging_functions")
+"""Dynamo settings that hold a set of callables: ``NAME+=MODULE:QUALNAME`` adds one."""
+
+COMPILE_OPTIONS = ("dynamic", "fullgraph", "mode", "backend", "recompile_limit", "isolate_recompiles")
+PER_CALLABLE_OPTIONS = ("recompile_limit", "isolate_recompiles")
+"""``torch.compile`` arguments of torch 2.13+: a recompile limit for one compiled callable (instead of
+``torch._dynamo.config.recompile_limit`` for the whole process), and its own compiled entries."""
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+SCRIPT_MODULES = ("__main__",)
+"""Names that mean "the script itself" in ``--disable MODULE:QUALNAME`` (besides its file stem)."""
+
+
+
+class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
+    """The remedy flags of one ``run``, as given (what ``try`` passes to each candidate)."""
+
+    dynamo_config: tuple[str, ...] = ()
+    compile_option: tuple[str, ...] = ()
+    mark_dynamic: tuple[str, ...] = ()
+    stance: str | None = None
+    disable: tuple[str, ...] = ()
+    seed: int | None = None
+    pad: str | None = None
+    """A workload target's padding policy (``pow2``, ``buckets:64,128``)."""
+    regional: tuple[str, ...] = ()
+    """Classes whose instances are compiled one by one instead of the whole module (``regional.py``)."""
+
+    def flags(self) -> list[str]:
+        out: list[str] = []
+        for v in self.dynamo_config:
+            out += ["--dynamo-config", v]
+        for v in self.compile_option:
+            out += ["--compile-option", v]
+        for v in self.mark_dynamic:
+            out += ["--mark-dynamic", v]
+        if self.stance is not None:
+            out += ["--stance", self.stance]
+        for v in self.disable:
+            out += ["--disable", v]
+        if self.seed is not None:
+            out += ["--seed", str(self.seed)]
+        if self.pad is not None:
+            out += ["--pad", self.pad]
+        for v in self.regional:
+            out += ["--regional", v]
+        return out
+
+    def is_empty(self) -> bool:
+        return self == RemedySpec()
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One remedy flag, as the command line shows it (in this order) and :func:`spec_from_words` reads it."""
+
+    opt: str
+    dest: str
+    kind: str = "str"
+    """``str``, ``int`` or ``flag`` (takes no value)."""
+    multiple: bool = False
+    metavar: str | None = None
+    help: str | None = None
+    hidden: bool = False
+    """Set by ``try`` for its own runs (not part of a spec)."""
+
+
+FLAGS = (
+    Flag("--dynamo-config", "dynamo_config", multiple=True, metavar="NAME=VALUE",
+         help="Set a torch._dynamo.config value (repeatable); NAME+=MODULE:QUALNAME adds a callable "
+         "to a set setting."),
+    Flag("--compile-option", "compile_option", multiple=True, metavar="NAME=VALUE",
+         help="Override an argument of every torch.compile: dynamic, fullgraph, mode, backend, "
+         "recompile_limit, isolate_recompiles (torch 2.13+)."),
+    Flag("--mark-dynamic", "mark_dynamic", multiple=True, metavar="SOURCE",
+         help="Mark a source dynamic in PyTorch's syntax, e.g. \"L['x']:0\" (repeatable)."),
+    Flag("--stance", "stance", metavar="NAME",
+         help="torch.compiler.set_stance for the whole run (eager_then_compile, force_eager, ...)."),
+    Flag("--disable", "disable", multiple=True, metavar="MODULE:QUALNAME",
+         help="Wrap one function in torch.compiler.disable (repeatable)."),
+    Flag("--regional", "regional", multiple=True, metavar="CLASS",
+         help="Compile each instance of CLASS instead of the whole module passed to torch.compile."),
+    Flag("--seed", "seed", kind="int", help="Seed random, numpy and torch before the script runs."),
+    Flag("--pad", "pad", metavar="POLICY",
+         help="A workload FILE.py:FUNC only: pad each call's length (pow2, buckets:64,128,...)."),
+    Flag("--fingerprint", "fingerprint", kind="flag", hidden=True),
+    Flag("--record-out", "record_out", hidden=True),
+    Flag("--no-html", "no_html", kind="flag", hidden=True),
+)
+
+
+def spec_from_words(words: list[str]) -> RemedySpec:
+    """Parse ``--dynamo-config X=1 --stance force_eager ...`` (a ``try --candidate`` string, or a
+    catalogue entry), as the command line's options read them (``--opt VALUE`` or ``--opt=VALUE``)."""
+    by_opt = {f.opt: f for f in FLAGS}
+    values: dict[str, Any] = {}
+    i = 0
+
+    def bad(msg: str) -> UnusableInput:
+        return UnusableInput(f"candidate {' '.join(words)!r}: {msg}")
+
+    while i < len(words):
+        word = words[i]
+        i += 1
+        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        flag = by_opt.get(name)
+        if flag is None:
+            if word.startswith("-") and word != "-":
+                raise bad(f"No such option {name!r}.")
+            raise bad(f"Got unexpected extra argument ({word})")
+        if flag.kind == "flag":
+            if eq:
+                raise bad(f"Option {flag.opt!r} does not take a value.")
+            values[flag.dest] = True
+            continue
+        if eq:
+            raw = inline
+        elif i < len(words):
+            raw = words[i]
+            i += 1
+        else:
+            raise bad(f"Option {flag.opt!r} requires an argument.")
+        value: Any = raw
+        if flag.kind == "int":
+            try:
+                value = int(raw.strip())
+            except ValueError:
+                raise bad(f"Invalid value for {flag.opt!r}: {raw!r} is not a valid integer.") from None
+        if flag.multiple:
+            values.setdefault(flag.dest, []).append(value)
+        else:
+            values[flag.dest] = value
+    return spec_from_options(**values)
+
+
+# --- parsing -----------------------------------------------------------------------------------------
+
+
+def parse_value(text: str) -> Any:
+    """A Python literal (``True``, ``8``, ``'x'``); ``true``/``false``/``none`` in any case too."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    return ast.literal_eval(t)
+
+
+def parse_assignment(flag: str, item: str) -> tuple[str, str, str]:
+    """``NAME=VALUE`` or ``NAME+=VALUE`` → (name, op, raw value)."""
+    name, sep, value = item.partition("=")
+    op = "="
+    if name.endswith("+"):
+        name, op = name[:-1], "+="
+    name = name.strip()
+    if not sep or not name or not name.isidentifier():
+        raise UnusableInput(f"{flag} {item!r}: expected NAME=VALUE")
+    return name, op, value.strip()
+
+
+def parse_target(flag: str, text: str) -> tuple[str, str]:
+    """``MODULE:QUALNAME`` → (module, qualname)."""
+    mod, sep, qual = text.strip().partition(":")
+    parts = qual.split(".")
+    if not sep or not mod or not qual or not all(p.isidentifier() for p in parts) or not all(
+        p.isidentifier() for p in mod.split(".")
+    ):
+        raise UnusableInput(f"{flag} {text!r}: expected MODULE:QUALNAME")
+    return mod, qual
+
+
+def check_type(name: str, value: Any, current: Any) -> None:
+    """A value must have the type of the setting's current value (an int setting takes no bool)."""
+    if current is None:
+        return
+    if isinstance(current, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(current, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(current, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(current, str):
+        ok = isinstance(value, str)
+    elif isinstance(current, (set, frozenset)):
+        ok = False
+    else:
+        ok = isinstance(value, type(current))
+    if not ok:
+        raise UnusableInput(
+            f"--dynamo-config {name}: expected a value of type {type(current).__name__}, got {value!r}"
+            + (f" (add one callable with {name}+=MODULE:QUALNAME)" if isinstance(current, (set, frozenset)) else "")
+        )
+
+
+def compile_override(item: str) -> tuple[str, Any]:
+    name, op, raw = parse_assignment("--compile-option", item)
+    if op != "=" or name not in COMPILE_OPTIONS:
+        raise UnusableInput(f"--compile-option {item!r}: expected one of {', '.join(COMPILE_OPTIONS)}=VALUE")
+    try:
+        value = parse_value(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    if name == "dynamic" and value is not None and not isinstance(value, bool):
+        raise UnusableInput(f"--compile-option dynamic: expected true, false or none, got {raw!r}")
+    if name == "fullgraph" and not isinstance(value, bool):
+        raise UnusableInput(f"--compile-option fullgraph: expected true or false, got {raw!r}")
+    if name == "mode" and value is not None and value not in MODES:
+        raise UnusableInput(f"--compile-option mode: expected one of {', '.join(MODES)}, got {raw!r}")
+    if name == "backend" and not isinstance(value, str):
+        raise UnusableInput(f"--compile-option backend: expected a name or MODULE:QUALNAME, got {raw!r}")
+    if name == "recompile_limit" and value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or value < 1
+    ):
+        raise UnusableInput(f"--compile-option recompile_limit: expected a positive integer or none, got {raw!r}")
+    if name == "isolate_recompiles" and not isinstance(value, bool):
+        raise UnusableInput(f"--compile-option isolate_recompiles: expected true or false, got {raw!r}")
+    return name, value
+
+
+def per_callable_limit(spec: RemedySpec, torch_version: str | None) -> list[str] | None:
+    """The per-callable form of a candidate that raises ``torch._dynamo.config.recompile_limit``
+    (``--compile-option recompile_limit=N``: only the compiled callables of the script get the
+    higher limit, not every frame of the process), when the torch that ran the baseline takes it
+    (2.13+); None otherwise."""
+    if torch_version is None or _minor(torch_version) < (2, 13):
+        return None
+    for item in spec.dynamo_config:
+        name, op, raw = parse_assignment("--dynamo-config", item)
+        if name == "recompile_limit" and op == "=":
+            return ["--compile-option", f"recompile_limit={raw}"]
+    return None
+
+
+def _minor(version: str) -> tuple[int, int]:
+    try:
+        major, minor = (int(p) for p in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return (0, 0)
+    return major, minor
+
+
+def code_change(spec: RemedySpec) -> str:
+    """The code change a set of flags stands for, as a user would write it."""
+    parts: list[str] = []
+    opts = [compile_override(o) for o in spec.compile_option]
+    if opts:
+        parts.append("torch.compile(model, " + ", ".join(f"{k}={v!r}" for k, v in opts) + ")")
+    for item in spec.dynamo_config:
+        name, op, raw = parse_assignment("--dynamo-config", item)
+        if op == "+=":
+            mod, qual = parse_target("--dynamo-config", raw)
+            ref = qual if mod == "builtins" else f"{mod}.{qual}"
+            parts.append(f"torch._dynamo.config.{name}.add({ref})")
+        else:
+            try:
+                v = parse_value(raw)
+            except (ValueError, SyntaxError):
+                v = raw
+            parts.append(f"torch._dynamo.config.{name} = {v!r}")
+    for src in spec.mark_dynamic:
+        parts.append(f"torch.compiler.config.dynamic_sources = {src!r}"
+                     + (f"  # or torch._dynamo.mark_dynamic({source_local(src)})" if source_local(src) else ""))
+    if spec.stance is not None:
+        parts.append(f"torch.compiler.set_stance({spec.stance!r})")
+    for d in spec.disable:
+        mod, qual = parse_target("--disable", d)
+        parts.append(f"@torch.compiler.disable on {qual} ({mod})")
+    if spec.pad is not None:
+        parts.append(f"pad each request's length ({spec.pad}) and cut the output back")
+    parts += [f"compile each {c} instead of the whole model (block.compile())" for c in spec.regional]
+    return "; ".join(parts) if parts else "(no change)"
+
+
+def source_local(src: str) -> str | None:
+    """``L['x']:0`` → ``x, 0`` (the arguments of ``mark_dynamic``), when it is that simple."""
+    import re
+
+    m = re.fullmatch(r"L\['([A-Za-z_][A-Za-z0-9_]*)'\](?::(\d+))?", src.strip())
+    if m is None or m.group(2) is None:
+        return None
+    return f"{m.group(1)}, {m.group(2)}"
+
+
+def spec_from_options(dynamo_config: tuple[str, ...] = (), compile_option: tuple[str, ...] = (),
+                      mark_dynamic: tuple[str, ...] = (), stance: str | None = None,
+                      disable: tuple[str, ...] = (), seed: int | None = None, pad: str | None = None,
+                      regional: tuple[str, ...] = (), **_: Any) -> RemedySpec:
+    return RemedySpec(dynamo_config=tuple(dynamo_config), compile_option=tuple(compile_option),
+                      mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad,
+                      regional=tuple(regional))

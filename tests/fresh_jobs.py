@@ -1,0 +1,50 @@
+"""Jobs the fresh-process tests run in children (``tests/test_fresh.py``); torch-free."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+WARMED: list[str] = []
+COUNTER = [0]
+
+
+def warm(path: str) -> None:
+    """The server's warm-up: leaves a mark in this process (the children inherit it) and a line in ``path``."""
+    WARMED.append(path)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n")
+
+
+def report(arg: dict[str, Any]) -> int:
+    """What the child saw: environment, folder, the server's warm-up, a counter of its own."""
+    COUNTER[0] += 1
+    print("to stdout")
+    print("to stderr", file=sys.stderr)
+    with open(arg["path"], "w", encoding="utf-8") as f:
+        json.dump({"x": os.environ.get("FRESH_X"), "gone": "FRESH_GONE" in os.environ, "cwd": os.getcwd(),
+                   "warmed": WARMED, "counter": COUNTER[0], "pid": os.getpid()}, f)
+    return int(arg.get("code", 0))
+
+
+def crash(_: Any) -> int:
+    os.kill(os.getpid(), signal.SIGSEGV)
+    return 0
+
+
+def fail(_: Any) -> int:
+    raise ValueError("planted failure")
+
+
+def sleep_with_a_child(path: str) -> int:
+    """Starts a grandchild, writes both pids, then sleeps (killed by the timeout or Ctrl-C)."""
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump([os.getpid(), grandchild.pid], f)
+    time.sleep(600)
+    return 0

@@ -1,0 +1,122 @@
+"""The one service that runs a job in a fresh process (``experiments/fresh.py``), in both of its
+ways: forked from a server that imported things once, and a new interpreter per job."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from seamscope.experiments.fresh import FreshProcesses, Job
+
+MODES = [pytest.param("fork", marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")), "process"]
+
+
+@pytest.fixture(params=MODES)
+def fresh(request, tmp_path):
+    warmed = tmp_path / "warmed.txt"
+    with FreshProcesses(preload=["json"], warm=("fresh_jobs:warm", str(warmed)), mode=request.param) as fp:
+        fp.warmed = warmed  # type: ignore[attr-defined]
+        yield fp
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a zombie of ours still answers kill(0); reap it
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def test_a_job_gets_its_environment_folder_and_log_and_each_is_fresh(fresh, tmp_path):
+    # GIVEN two jobs with their own environment, folder and log
+    env = {"FRESH_X": "1"}
+    os.environ["FRESH_GONE"] = "here"
+    try:
+        ends = [fresh.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / f"{i}.json"), "code": 3},
+                              log=str(tmp_path / f"{i}.log"), env=env, unset=["FRESH_GONE"], cwd=str(tmp_path)))
+                for i in range(2)]
+    finally:
+        del os.environ["FRESH_GONE"]
+    # THEN each ran in a process of its own, with what it was given, and its exit code is the result
+    assert [e.exit_code for e in ends] == [3, 3] and not any(e.timed_out or e.signal for e in ends)
+    seen = [_read(tmp_path / f"{i}.json") for i in range(2)]
+    assert [s["counter"] for s in seen] == [1, 1]  # nothing carried over from the first job
+    assert seen[0]["pid"] != seen[1]["pid"] != os.getpid()
+    assert all(s["x"] == "1" and not s["gone"] and s["cwd"] == str(tmp_path) for s in seen)
+    log = (tmp_path / "0.log").read_text()
+    assert "to stdout" in log and "to stderr" in log
+    if fresh.mode == "fork":  # the server warmed up once; the children inherit it
+        assert fresh.alive() and all(s["warmed"] == [str(fresh.warmed)] for s in seen)
+        assert len(fresh.warmed.read_text().splitlines()) == 1
+    else:
+        assert not fresh.alive() and all(s["warmed"] == [] for s in seen)
+
+
+def test_stdout_can_be_discarded_and_an_exception_is_exit_1_with_its_traceback(fresh, tmp_path):
+    e = fresh.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "r.json")}, log=str(tmp_path / "a.log"),
+                      stdout=False))
+    assert e.ok and "to stdout" not in (tmp_path / "a.log").read_text()
+    e = fresh.run(Job(entry="fresh_jobs:fail", log=str(tmp_path / "b.log")))
+    assert e.exit_code == 1 and "ValueError: planted failure" in (tmp_path / "b.log").read_text()
+    assert [fresh.run(Job(entry="sys:exit", arg=a)).exit_code for a in (4, None, "a message")] == [4, 0, 1]
+
+
+def test_a_crash_is_a_result_and_the_next_job_still_runs(fresh, tmp_path):
+    e = fresh.run(Job(entry="fresh_jobs:crash"))
+    assert e.signal == "SIGSEGV" and e.exit_code == -11 and not e.ok and e.text() == "signal SIGSEGV"
+    assert fresh.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "r.json")})).ok
+
+
+def test_a_hung_job_is_killed_with_what_it_started_after_the_timeout(fresh, tmp_path):
+    pids = tmp_path / "pids.json"
+    e = fresh.run(Job(entry="fresh_jobs:sleep_with_a_child", arg=str(pids)), timeout=3)
+    assert e.timed_out and e.exit_code is None and e.text() == "killed after the timeout"
+    child, grandchild = _read(pids)
+    assert _gone(child) and _gone(grandchild)
+    assert fresh.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "r.json")})).ok  # still in step
+
+
+def test_ctrl_c_kills_the_running_job_and_propagates(fresh, tmp_path):
+    # GIVEN a job that runs until it is stopped, and progress told every 0.2 s
+    pids = tmp_path / "pids.json"
+    said: list[str] = []
+
+    def progress(msg: str) -> None:
+        said.append(msg)
+        if pids.exists() and len(said) >= 2:
+            raise KeyboardInterrupt  # stands for Ctrl-C arriving while the caller waits
+
+    # WHEN Ctrl-C arrives  THEN it propagates, and the job and what it started are gone
+    with pytest.raises(KeyboardInterrupt):
+        fresh.run(Job(entry="fresh_jobs:sleep_with_a_child", arg=str(pids)), progress=progress, label="sleeper",
+                  heartbeat_s=0.2)
+    assert said[0].startswith("sleeper: still running after")
+    child, grandchild = _read(pids)
+    assert _gone(child) and _gone(grandchild)
+
+
+def test_when_the_server_died_jobs_run_in_new_interpreters(tmp_path):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    with FreshProcesses(mode="fork") as fp:
+        assert fp.alive()
+        fp._server.kill()  # type: ignore[union-attr]
+        fp._server.wait()  # type: ignore[union-attr]
+        e = fp.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "r.json")}))
+        assert e.ok and not fp.alive()
