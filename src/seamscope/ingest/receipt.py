@@ -6,7 +6,7 @@ import os
 
 import msgspec
 
-from .. import __version__
+from .._version import __version__
 from ..errors import UnusableInput
 from ..model.guard_table import expand
 from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
