@@ -274,10 +274,23 @@ class Compilation(Struct, frozen=True):
     missing, not a null value): what the stage split cannot tell."""
     modules: list[ModuleRepeat] = []
     """Module classes traced once per instance in this compilation (live capture only)."""
+    user_frame: Frame | None = None
+    """The frame a user would recognise when the compiled one is a generic wrapper (a
+    decorator's ``wrapper``, torch's ``wrap_inline`` ``inner``, a library module's ``forward``):
+    the wrapped function (``step``), method (``UNet2DConditionModel.forward``) or module class's
+    ``forward``, read from the frames the graph was traced under; None when the compiled frame
+    is the user's own, or nothing better is known (imported logs). Reports name it; ids and
+    hashes use ``frame_name``, ``file`` and ``line``."""
 
     @property
     def is_recompile(self) -> bool:
         return compile_frame_index(self.compile_id)[1] > 0
+
+    @property
+    def shown_frame(self) -> tuple[str, str, int]:
+        """``(name, file, line)`` of the frame reports name: :attr:`user_frame` when known."""
+        u = self.user_frame
+        return (u.function, u.file, u.line) if u is not None else (self.frame_name, self.file, self.line)
 
 
 #: Frame indexes of one log generation (ids reused after ``torch._dynamo.reset()``) are offset by
