@@ -11,7 +11,7 @@ the canonical serialisation byte-stable.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -289,13 +289,21 @@ class Compilation(Struct, frozen=True):
     @property
     def shown_frame(self) -> tuple[str, str, int]:
         """``(name, file, line)`` of the frame reports name: :attr:`user_frame` when known."""
-        u = self.user_frame
-        return (u.function, u.file, u.line) if u is not None else (self.frame_name, self.file, self.line)
+        return shown_frame(self)
 
 
 #: Frame indexes of one log generation (ids reused after ``torch._dynamo.reset()``) are offset by
 #: this much per generation, so that ``0/0@2`` is another frame than ``0/0``.
 GENERATION_STRIDE = 1 << 20
+
+
+def shown_frame(item: Any) -> tuple[str, str, int]:
+    """``(name, file, line)`` reports name for a compilation, or a row copied from one (its
+    ``frame_name``, ``file``, ``line`` and ``user_frame``): the user's frame when known."""
+    u = item.user_frame
+    if u is not None:
+        return u.function, u.file, u.line
+    return item.frame_name, item.file, item.line
 
 
 def compile_frame_index(compile_id: str) -> tuple[int, int]:
