@@ -11,13 +11,13 @@ the structure hash stay those of the compiled frame.
 from __future__ import annotations
 
 import msgspec
+from fakes import fake_ledger
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.capture.naming import common_chain, is_wrapper, recognisable_frame
 from seamscope.model.ledger import Frame
 from seamscope.render.html import HtmlRenderer
 from seamscope.render.terminal import TerminalRenderer
-from tests.fakes import fake_ledger
 
 CWD = "/home/u/proj"
 LIB = "/venv/lib/python3.11/site-packages"
