@@ -115,10 +115,8 @@ def graph_origin(gm: Any) -> dict[str, Any] | None:
     nodes = [n for n in gm.graph.nodes if _traced(n) and (n.meta.get("stack_trace") or n.meta.get("nn_module_stack"))]
     if not nodes:
         return None
-    chain = common_chain(
-        [(f, int(ln), fn) for f, ln, fn in _TRACE_FRAME.findall(n.meta["stack_trace"])]
-        for n in nodes if n.meta.get("stack_trace")
-    )
+    traces = dict.fromkeys(n.meta["stack_trace"] for n in nodes if n.meta.get("stack_trace"))  # distinct, in order
+    chain = common_chain([(f, int(ln), fn) for f, ln, fn in _TRACE_FRAME.findall(t)] for t in traces)
     outer: set[tuple[str, type | None]] = set()
     for n in nodes:
         raw = n.meta.get("nn_module_stack")
