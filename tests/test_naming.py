@@ -32,14 +32,14 @@ def test_a_decorators_wrapper_is_named_after_the_function_it_wraps(tmp_path) -> 
     src.write_text("import functools\n\n\n@logged\ndef step(x):\n    y = x.sin()\n    return y * 2\n")
     origin = _origin((f"{CWD}/deco.py", 6, "wrapper"), (str(src), 6, "step"))
     origin2 = _origin((f"{CWD}/deco.py", 6, "wrapper"), (str(src), 7, "step"))
-    got = recognisable_frame("wrapper", "deco.py", [origin, origin2], CWD)
+    got = recognisable_frame("wrapper", "deco.py", 1, [origin, origin2], CWD)
     # the def's first line is its decorator's, as co_firstlineno
     assert got == Frame(file=str(src), line=4, function="step")
 
 
 def test_torchs_inner_is_named_after_the_module_every_node_sits_in() -> None:
     module = {"cls": "Sequential", "file": f"{LIB}/torch/nn/modules/container.py", "line": 248}
-    got = recognisable_frame("inner", "site-packages/torch/_dynamo/external_utils.py", [_origin(module=module)], CWD)
+    got = recognisable_frame("inner", "site-packages/torch/_dynamo/external_utils.py", 1, [_origin(module=module)], CWD)
     assert got == Frame(file="site-packages/torch/nn/modules/container.py", line=248, function="Sequential.forward")
 
 
@@ -47,7 +47,7 @@ def test_a_library_frame_gives_way_to_the_users_code_below_it(tmp_path) -> None:
     user = tmp_path / "model.py"
     user.write_text("class Net:\n    def forward(self, x):\n        return x\n")
     chain = [(f"{LIB}/lib/wrap.py", 30, "forward"), (f"{LIB}/lib/wrap.py", 12, "wrapper"), (str(user), 3, "forward")]
-    got = recognisable_frame("forward", "site-packages/lib/wrap.py", [_origin(*chain)], CWD)
+    got = recognisable_frame("forward", "site-packages/lib/wrap.py", 1, [_origin(*chain)], CWD)
     assert got == Frame(file=str(user), line=2, function="Net.forward")
 
 
@@ -56,21 +56,33 @@ def test_a_library_wrapper_over_library_code_names_the_method_below_it(tmp_path)
     lib.mkdir(parents=True)
     (lib / "unet.py").write_text("class UNet:\n    def forward(self, x):\n        h = x\n        return h\n")
     chain = [(f"{LIB}/diffusers/peft_utils.py", 9, "wrapper"), (str(lib / "unet.py"), 3, "forward")]
-    got = recognisable_frame("wrapper", "site-packages/diffusers/peft_utils.py", [_origin(*chain)], CWD)
+    got = recognisable_frame("wrapper", "site-packages/diffusers/peft_utils.py", 1, [_origin(*chain)], CWD)
     assert got == Frame(file="site-packages/diffusers/unet.py", line=2, function="UNet.forward")
 
 
 def test_a_user_frame_of_a_telling_name_or_a_wrapper_name_with_nothing_below_keeps_its_own() -> None:
-    assert recognisable_frame("forward", "model.py", [_origin((f"{CWD}/model.py", 3, "forward"))], CWD) is None
+    assert recognisable_frame("forward", "model.py", 1, [_origin((f"{CWD}/model.py", 3, "forward"))], CWD) is None
     # the user's own function called "wrapper", which traced its own ops
-    assert recognisable_frame("wrapper", "mine.py", [_origin((f"{CWD}/mine.py", 2, "wrapper"))], CWD) is None
-    assert recognisable_frame("wrapper", "mine.py", [], CWD) is None
+    assert recognisable_frame("wrapper", "mine.py", 1, [_origin((f"{CWD}/mine.py", 2, "wrapper"))], CWD) is None
+    assert recognisable_frame("wrapper", "mine.py", 1, [], CWD) is None
+
+
+def test_a_library_method_without_a_graph_is_named_with_its_class(tmp_path, monkeypatch) -> None:
+    site = tmp_path / "site-packages"
+    (site / "lib").mkdir(parents=True)
+    (site / "lib" / "layers.py").write_text("class Layer:\n    def forward(self, x):\n        return x\n\n\ndef helper(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert recognisable_frame("forward", "site-packages/lib/layers.py", 2, [], CWD) == Frame(
+        file="site-packages/lib/layers.py", line=2, function="Layer.forward")
+    # a function says no more than its name; a wrapper without a graph has nothing to show
+    assert recognisable_frame("helper", "site-packages/lib/layers.py", 6, [], CWD) is None
+    assert recognisable_frame("wrapper", "site-packages/lib/layers.py", 2, [], CWD) is None
 
 
 def test_graphs_that_diverge_below_the_wrapper_name_nothing_below_it() -> None:
     a = _origin((f"{CWD}/deco.py", 6, "wrapper"), (f"{CWD}/m.py", 3, "f"))
     b = _origin((f"{CWD}/deco.py", 6, "wrapper"), (f"{CWD}/m.py", 9, "g"))
-    assert recognisable_frame("wrapper", "deco.py", [a, b], CWD) is None
+    assert recognisable_frame("wrapper", "deco.py", 1, [a, b], CWD) is None
     assert common_chain([a["chain"], b["chain"]]) == [(f"{CWD}/deco.py", 6, "wrapper")]
 
 

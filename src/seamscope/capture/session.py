@@ -309,7 +309,7 @@ class Session(CallHooks, RegionHooks):
         """The frame reports name for ``c`` (``naming``); a compilation without a graph (a
         recompile-limit fallback) takes its frame's earlier one."""
         x = compile_frame_index(c.compile_id)[0]
-        found = recognisable_frame(c.frame_name, c.file, self._origins.pop(c.compile_id, []), self.cwd)
+        found = recognisable_frame(c.frame_name, c.file, c.line, self._origins.pop(c.compile_id, []), self.cwd)
         if found is None:
             return self._user_frames.get(x) if c.graph_count == 0 else None
         self._user_frames.setdefault(x, found)
