@@ -15,6 +15,8 @@ from fakes import fake_ledger
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.capture.naming import common_chain, is_wrapper, recognisable_frame
+from seamscope.gates.budget import Budget, evaluate
+from seamscope.gates.check import Limits, check
 from seamscope.model.ledger import Frame
 from seamscope.render.html import HtmlRenderer
 from seamscope.render.terminal import TerminalRenderer
@@ -115,3 +117,11 @@ def test_reports_name_the_users_frame_and_ids_and_hashes_stay_the_compiled_frame
     ids = [f.finding_id for f in r.findings.findings] if r.findings else []
     assert ids == ([f.finding_id for f in r_bare.findings.findings] if r_bare.findings else [])
     assert [c.cause_id for c in r.findings.causes] == [c.cause_id for c in r_bare.findings.causes]
+
+
+def test_ci_gates_name_the_users_frame_too() -> None:
+    _, named = _wrapped_ledger()
+    lines = check(make_receipt(named), Limits(max_recompiles=0)).lines
+    assert any("Net.forward (model.py:12): failed guard" in ln for ln in lines)
+    result = evaluate(Budget(recompiles=0), named, named.calls)
+    assert result.recompiles and all("Net.forward (model.py:12)" in r.line_text() for r in result.recompiles)

@@ -306,6 +306,11 @@ def shown_frame(item: Any) -> tuple[str, str, int]:
     return item.frame_name, item.file, item.line
 
 
+def shown_frame_name(item: Any) -> str:
+    """The name reports give a row's frame (a fallback row has no file): :func:`shown_frame`'s."""
+    return item.user_frame.function if item.user_frame is not None else item.frame_name
+
+
 def compile_frame_index(compile_id: str) -> tuple[int, int]:
     """``"3/1"`` → (3, 1); ``"3/1_2"`` → (3, 1). Unparseable ids sort last.
 

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from ..analyze.display import markup, shown
 from ..analyze.units import counted, fmt_ns
-from ..model.ledger import shown_frame, status_note, status_text
+from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
 from .compile_time_table import print_compile_time
 
@@ -100,8 +100,7 @@ class TerminalRenderer:
                 )
             c.print(t)
         for f in s.fallbacks[: self.max_rows]:
-            name = f.user_frame.function if f.user_frame else f.frame_name
-            c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(name)}: {markup(f.reason)}")
+            c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
         if receipt.findings is not None:
             print_compile_time(c, receipt, self.max_rows)
             self.print_findings(receipt)

@@ -15,6 +15,7 @@ from ...model.ledger import (
     RegionEvent,
     compile_frame_index,
     shown_frame,
+    shown_frame_name,
     status_note,
     status_text,
 )
@@ -126,7 +127,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         ],
         more_recompiles=max(0, len(s.recompiles) - MAX_RECOMPILE_ROWS),
         fallbacks=[
-            carry(FallbackRow, f, frame=f.user_frame.function if f.user_frame else f.frame_name)
+            carry(FallbackRow, f, frame=shown_frame_name(f))
             for f in s.fallbacks
         ],
         sites=[
