@@ -34,7 +34,7 @@ from ..model.findings import ChurnPattern, Finding, Remedy
 from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
 from .findings_churn import guard_pattern
-from .findings_common import config_remedy, frame_label, stable_frame
+from .findings_common import compilation_label, config_remedy, stable_frame
 from .units import fmt_ns, number_ranges
 
 _SIZE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual (\S+)")
@@ -269,7 +269,7 @@ def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list
         members = [c for g in cause.groups for c, _ in g.members]
         frames: list[str] = []
         for c in members:
-            label = frame_label(c.frame_name, c.file, c.line)
+            label = compilation_label(c)
             if label not in frames:
                 frames.append(label)
         occurrences = [

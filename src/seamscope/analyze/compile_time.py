@@ -33,7 +33,7 @@ from ..model.compile_time import (
 from ..model.headline import Headline, RankedItem, RecompileCause
 from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compile_frame_index
 from ..model.remedy import Remedy
-from .findings_common import _hash_id, _short, frame_label
+from .findings_common import _hash_id, _short, compilation_label, frame_label
 from .units import fmt_ns
 
 STAGE_WORDS: dict[str, str] = {
@@ -201,6 +201,7 @@ def analyze_compile_time(
             recompiles=sum(1 for c in cs if c.is_recompile), split=s,
             share=round_float(s.total_ns / wall) if has_rt and wall else None,
             fx_cache=_outcome_words(cs, "fx_cache"), aot_cache=_outcome_words(cs, "aot_cache"),
+            user_frame=next((c.user_frame for c in cs if c.user_frame is not None), None),
         ))
     frames.sort(key=lambda f: (-f.split.total_ns, f.file, f.line, f.frame_name))
     cache_dir, warm, warm_basis = _warm(ledger, comps)
@@ -373,7 +374,7 @@ def _repeated_frames(
         rc = sorted({cause_of[c.compile_id] for c in cs if c.compile_id in cause_of})
         why = f"guard per instance: {per_index}" if per_index else "guarded on the instance (self)"
         sentence = (
-            f"{frame_label(name, file, line)} was compiled {len(cs)} times, once per instance or variant ({why}): "
+            f"{frame_label(name, file, line, cs[0].user_frame)} was compiled {len(cs)} times, once per instance or variant ({why}): "
             f"{fmt_ns(total)} of compile time after the first"
         )
         if fallbacks:
@@ -487,7 +488,7 @@ def _cold_once(
             continue
         n_after = last - c.call_index
         sentence = (
-            f"{frame_label(c.frame_name, c.file, c.line)} was first compiled in call {c.call_index} "
+            f"{compilation_label(c)} was first compiled in call {c.call_index} "
             f"({fmt_ns(c.duration_ns)}) and its code ran {runs.get(c.compile_id, 0)} time(s): none of the "
             f"{n_after} later call(s) needed it (a branch taken once)"
         )

@@ -136,6 +136,7 @@ def _churn_finding(
         values_seen=values,
         fallback=pattern == "recompile_limit",
         fed_by=fed_by,
+        user_frame=first.user_frame,
     )
     fid = _hash_id("FR", first.file, stable, fed_by or "", pattern, ",".join(subjects))
     missing: list[str] = []
@@ -167,7 +168,7 @@ _PATTERN_WORDS = {
 
 
 def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
-    loc = frame_label(ev.frame_name, ev.file, ev.line)
+    loc = frame_label(ev.frame_name, ev.file, ev.line, ev.user_frame)
     if ev.pattern == "recompile_limit":
         return (f"churn {fid}: {loc} hit the recompile limit and runs eagerly from call "
                 f"{ev.calls[0] if ev.calls else '?'} on ({ev.variants} variants compiled before)")

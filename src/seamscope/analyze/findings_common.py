@@ -9,6 +9,7 @@ import re
 import msgspec
 
 from ..model.findings import Finding
+from ..model.ledger import Compilation, Frame
 from ..model.normalize import normalize_text
 from ..model.remedy import Remedy, RemedyAction
 
@@ -55,9 +56,17 @@ def _short(path: str) -> str:
     return path[i + len("site-packages/") :] if i >= 0 else path
 
 
-def frame_label(name: str, file: str, line: int) -> str:
-    """``forward (transformers/models/x.py:12)``: a frame as findings and causes name it."""
+def frame_label(name: str, file: str, line: int, user_frame: Frame | None = None) -> str:
+    """``forward (transformers/models/x.py:12)``: a frame as findings and causes name it; the
+    user's frame instead when the compiled one is a wrapper (``Compilation.user_frame``)."""
+    if user_frame is not None:
+        name, file, line = user_frame.function, user_frame.file, user_frame.line
     return f"{name} ({_short(file)}:{line})"
+
+
+def compilation_label(c: Compilation) -> str:
+    """A compilation's frame as reports name it (:func:`frame_label`)."""
+    return frame_label(c.frame_name, c.file, c.line, c.user_frame)
 
 
 RESUME_FRAME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)$")

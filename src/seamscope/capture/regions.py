@@ -25,11 +25,16 @@ class RegionHooks(SessionState):
         return adapter.wrap_compiled_graphs(self._wrap_graph, self._read_graph)
 
     def _read_graph(self, gm: Any, compile_id: str | None) -> None:
-        """The module classes the graph traced instance by instance (``Compilation.modules``)."""
+        """The module classes the graph traced instance by instance (``Compilation.modules``), and
+        the frames and module its nodes were traced under (``Compilation.user_frame``)."""
         if compile_id is not None:
+            cid = compile_id.split("_", 1)[0]
             found = adapter.module_census(gm)
             if found:
-                self._census.setdefault(compile_id.split("_", 1)[0], []).extend(found)
+                self._census.setdefault(cid, []).extend(found)
+            origin = adapter.graph_origin(gm)
+            if origin is not None:
+                self._origins.setdefault(cid, []).append(origin)
 
     def _install_live_graphs(self) -> Callable[[], None]:
         """Time the graphs Dynamo compiled before the session began (an earlier notebook cell, an

@@ -356,7 +356,7 @@ def evaluate(
         if comp.status != "ok":
             fallback_ids.add(comp.compile_id)
             reason = (comp.fail_reason or comp.fail_type or comp.status).splitlines()[0]
-            result.fallbacks.append(FallbackItem(comp.compile_id, comp.frame_name, comp.call_index,
+            result.fallbacks.append(FallbackItem(comp.compile_id, comp.shown_frame[0], comp.call_index,
                                                  reason))
     for c in scope:
         for e in c.events:
@@ -384,8 +384,9 @@ def _outside_note(runs: int) -> str:
 
 
 def _recompile_item(comp: Compilation) -> RecompileItem:
+    name, file, line = comp.shown_frame  # the user's frame where the compiled one is a wrapper
     return RecompileItem(
-        compile_id=comp.compile_id, frame_name=comp.frame_name, file=comp.file, line=comp.line,
+        compile_id=comp.compile_id, frame_name=name, file=file, line=line,
         call_index=comp.call_index, failed_guards=tuple(comp.failed_guards),
     )
 

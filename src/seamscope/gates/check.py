@@ -22,6 +22,7 @@ from ..analyze.units import fmt_ns, number_ranges
 from ..errors import UnusableInput
 from ..model.diff import CauseChange, SiteChange
 from ..model.headline import RecompileCause
+from ..model.ledger import shown_frame, shown_frame_name
 from ..model.receipt import Receipt, SiteSummary
 from .budget import reason_text
 
@@ -137,14 +138,14 @@ def _absolute(receipt: Receipt, limits: Limits, rep: CheckReport) -> None:
         )
         rep.lines.append("recompiles:")
         rep.lines.extend(
-            f"  {r.compile_id} {r.frame_name} ({r.file}:{r.line}): failed guard: "
+            "  {} {} ({}:{}): failed guard: ".format(r.compile_id, *shown_frame(r)) +
             f"{'; '.join(r.failed_guards) or '(none recorded)'}"
             for r in s.recompiles
         )
     if limits.max_fallbacks is not None and s.fallback_count > limits.max_fallbacks:
         rep.problems.append(f"{s.fallback_count} fallback(s), over --max-fallbacks {limits.max_fallbacks}")
         rep.lines.append("fallbacks:")
-        rep.lines.extend(f"  {f.compile_id} {f.frame_name} [{f.status}]: {f.reason}" for f in s.fallbacks)
+        rep.lines.extend(f"  {f.compile_id} {shown_frame_name(f)} [{f.status}]: {f.reason}" for f in s.fallbacks)
 
 
 _C = TypeVar("_C", SiteChange, CauseChange)
@@ -217,7 +218,7 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
     if s.fallback_count > bs.fallback_count:
         rep.problems.append(f"more fallbacks than the baseline: {bs.fallback_count} -> {s.fallback_count}")
         rep.lines.append("fallbacks:")
-        rep.lines.extend(f"  {f.compile_id} {f.frame_name} [{f.status}]: {f.reason}" for f in s.fallbacks)
+        rep.lines.extend(f"  {f.compile_id} {shown_frame_name(f)} [{f.status}]: {f.reason}" for f in s.fallbacks)
 
     steady = next((p for p in cmp.phases if p.phase == "steady"), None)
     why = refusals(baseline, receipt)

@@ -86,14 +86,35 @@ def statement_scope(path: str, line: int, function: str = "") -> StatementScope 
     return _scope(path, st.st_mtime_ns, st.st_size, line, function)
 
 
+def enclosing_def(path: str, line: int, function: str = "") -> tuple[str, int] | None:
+    """The qualified name and first line (its first decorator's, as ``co_firstlineno``) of the
+    innermost ``def`` around ``path:line`` named ``function`` (any ``def`` when none is), or None
+    when the file cannot be read or no ``def`` encloses the line."""
+    if not path or not path.endswith(".py"):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    src = _load(path, st.st_mtime_ns, st.st_size)
+    if src is None:
+        return None
+    scope = _innermost(src, line, function)
+    return None if scope is None else (scope.qualname, scope.start)
+
+
+def _innermost(src: _Source, line: int, function: str) -> _Def | None:
+    around = [d for d in src.defs if d.start <= line <= d.end]
+    named = [d for d in around if d.name == function]
+    return max(named or around, key=lambda d: d.start, default=None)
+
+
 @functools.lru_cache(maxsize=4096)
 def _scope(path: str, mtime_ns: int, size: int, line: int, function: str) -> StatementScope | None:
     src = _load(path, mtime_ns, size)
     if src is None or not 1 <= line <= len(src.lines):
         return None
-    around = [d for d in src.defs if d.start <= line <= d.end]
-    named = [d for d in around if d.name == function]
-    scope = max(named or around, key=lambda d: d.start, default=None)
+    scope = _innermost(src, line, function)
     text = src.lines[line - 1].strip()
     if scope is None:
         return StatementScope("<module>", _count(src, 1, line, text, src.defs), text)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .ledger import ModuleRepeat, Struct
+from .ledger import Frame, ModuleRepeat, Struct
 from .remedy import Remedy
 
 Stage = Literal["dynamo", "aot_autograd", "inductor", "autotune"]
@@ -73,6 +73,8 @@ class FrameCompileTime(Struct, frozen=True):
     fx_cache: str
     aot_cache: str
     """Outcomes over its compilations, in words (``2 hit, 1 miss``; ``–``: none recorded)."""
+    user_frame: Frame | None = None
+    """The frame reports name for it (``Compilation.user_frame``): its compiled frame is a wrapper."""
 
 
 class CompileTimeFinding(Struct, frozen=True):

@@ -139,6 +139,8 @@ class ChurnEvidence(Struct, frozen=True):
     """The frame hit the recompile limit and runs eagerly."""
     fed_by: str | None = None
     """Site id of the break this frame resumes after (a ``.item()`` result passed on)."""
+    user_frame: Frame | None = None
+    """The frame reports name for it (``Compilation.user_frame``): its compiled frame is a wrapper."""
 
 
 class Finding(Struct, frozen=True):

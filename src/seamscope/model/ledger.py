@@ -11,7 +11,7 @@ the canonical serialisation byte-stable.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -274,15 +274,41 @@ class Compilation(Struct, frozen=True):
     missing, not a null value): what the stage split cannot tell."""
     modules: list[ModuleRepeat] = []
     """Module classes traced once per instance in this compilation (live capture only)."""
+    user_frame: Frame | None = None
+    """The frame a user would recognise when the compiled one is a generic wrapper (a
+    decorator's ``wrapper``, torch's ``wrap_inline`` ``inner``, a library module's ``forward``):
+    the wrapped function (``step``), method (``UNet2DConditionModel.forward``) or module class's
+    ``forward``, read from the frames the graph was traced under; None when the compiled frame
+    is the user's own, or nothing better is known (imported logs). Reports name it; ids and
+    hashes use ``frame_name``, ``file`` and ``line``."""
 
     @property
     def is_recompile(self) -> bool:
         return compile_frame_index(self.compile_id)[1] > 0
 
+    @property
+    def shown_frame(self) -> tuple[str, str, int]:
+        """``(name, file, line)`` of the frame reports name: :attr:`user_frame` when known."""
+        return shown_frame(self)
+
 
 #: Frame indexes of one log generation (ids reused after ``torch._dynamo.reset()``) are offset by
 #: this much per generation, so that ``0/0@2`` is another frame than ``0/0``.
 GENERATION_STRIDE = 1 << 20
+
+
+def shown_frame(item: Any) -> tuple[str, str, int]:
+    """``(name, file, line)`` reports name for a compilation, or a row copied from one (its
+    ``frame_name``, ``file``, ``line`` and ``user_frame``): the user's frame when known."""
+    u = item.user_frame
+    if u is not None:
+        return u.function, u.file, u.line
+    return item.frame_name, item.file, item.line
+
+
+def shown_frame_name(item: Any) -> str:
+    """The name reports give a row's frame (a fallback row has no file): :func:`shown_frame`'s."""
+    return item.user_frame.function if item.user_frame is not None else item.frame_name
 
 
 def compile_frame_index(compile_id: str) -> tuple[int, int]:

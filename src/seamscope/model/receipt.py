@@ -98,6 +98,8 @@ class RecompileSummary(Struct, frozen=True):
     failed_guards: list[str]
     call_index: int | None
     status: str = "ok"
+    user_frame: Frame | None = None
+    """The frame reports name for it (``Compilation.user_frame``): its compiled frame is a wrapper."""
 
 
 class FallbackSummary(Struct, frozen=True):
@@ -106,6 +108,8 @@ class FallbackSummary(Struct, frozen=True):
     status: str
     reason: str
     call_index: int | None
+    user_frame: Frame | None = None
+    """The frame reports name for it (``Compilation.user_frame``): its compiled frame is a wrapper."""
 
 
 class Summary(Struct, frozen=True):

@@ -85,7 +85,7 @@ class PerfettoRenderer:
                     a: dict[str, Any] = {"call": call.index, "compile_id": e.compile_id, "graph_index": e.graph_index, "duration_ns": e.duration_ns}
                     c = comps.get(e.compile_id)
                     if c is not None:
-                        a["frame"] = f"{c.frame_name} {c.file}:{c.line}"
+                        a["frame"] = "{} {}:{}".format(*c.shown_frame)
                     slice_(TRACKS["regions"], e.compile_id, "region", t0 + e.start_ns, e.duration_ns, a)
                 elif isinstance(e, IslandEvent):
                     a = {"call": call.index, "duration_ns": e.duration_ns}
@@ -97,7 +97,7 @@ class PerfettoRenderer:
                     a = {"call": call.index, "compile_id": e.compile_id, "duration_ns": e.duration_ns}
                     c = comps.get(e.compile_id)
                     if c is not None:
-                        a.update(status=c.status, frame=f"{c.frame_name} {c.file}:{c.line}", failed_guards=c.failed_guards)
+                        a.update(status=c.status, frame="{} {}:{}".format(*c.shown_frame), failed_guards=c.failed_guards)
                     slice_(TRACKS["compilations"], f"compile {e.compile_id}", "compile", t0 + e.start_ns, e.duration_ns, a)
                 elif isinstance(e, BreakEvent):
                     s = sites.get(e.site_id)

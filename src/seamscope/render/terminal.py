@@ -12,7 +12,7 @@ from rich.text import Text
 
 from ..analyze.display import markup, shown
 from ..analyze.units import counted, fmt_ns
-from ..model.ledger import status_note, status_text
+from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
 from .compile_time_table import print_compile_time
 
@@ -94,13 +94,13 @@ class TerminalRenderer:
             for r in s.recompiles[: self.max_rows]:
                 t.add_row(
                     markup(r.compile_id),
-                    markup(f"{r.frame_name} {r.file}:{r.line}"),
+                    markup("{} {}:{}".format(*shown_frame(r))),
                     "–" if r.call_index is None else str(r.call_index),
                     markup(((r.failed_guards[0] if r.failed_guards else "–").splitlines() or [""])[0], 100),
                 )
             c.print(t)
         for f in s.fallbacks[: self.max_rows]:
-            c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(f.frame_name)}: {markup(f.reason)}")
+            c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
         if receipt.findings is not None:
             print_compile_time(c, receipt, self.max_rows)
             self.print_findings(receipt)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ...model.compile_time import StageSplit
 from ...model.receipt import Receipt
 from ..compile_time import stage_word
-from ..findings_common import _short
+from ..findings_common import frame_label
 from ..units import fmt_ns
 
 MAX_FRAME_ROWS = 20
@@ -75,7 +75,7 @@ def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
     )]
     for f in sec.frames[:MAX_FRAME_ROWS]:
         rows.append(CompileTimeRow(
-            frame=f"{f.frame_name} ({_short(f.file)}:{f.line})", compilations=len(f.compile_ids), recompiles=f.recompiles,
+            frame=frame_label(f.frame_name, f.file, f.line, f.user_frame), compilations=len(f.compile_ids), recompiles=f.recompiles,
             stages=_cells(f.split), total=fmt_ns(f.split.total_ns), share=_share(f.share), fx_cache=f.fx_cache,
             aot_cache=f.aot_cache,
         ))

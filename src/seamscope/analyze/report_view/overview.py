@@ -14,6 +14,8 @@ from ...model.ledger import (
     IslandEvent,
     RegionEvent,
     compile_frame_index,
+    shown_frame,
+    shown_frame_name,
     status_note,
     status_text,
 )
@@ -118,14 +120,14 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         calls_chart=build_calls_chart(led.calls),
         variants=build_variants(receipt),
         recompiles=[
-            carry(RecompileRow, r, frame=r.frame_name, where=f"{r.file}:{r.line}",
+            carry(RecompileRow, r, frame=shown_frame(r)[0], where="{1}:{2}".format(*shown_frame(r)),
                   failed_guards=list(r.failed_guards[:MAX_GUARDS_SHOWN]),
                   more_guards=max(0, len(r.failed_guards) - MAX_GUARDS_SHOWN))
             for r in s.recompiles[:MAX_RECOMPILE_ROWS]
         ],
         more_recompiles=max(0, len(s.recompiles) - MAX_RECOMPILE_ROWS),
         fallbacks=[
-            carry(FallbackRow, f, frame=f.frame_name)
+            carry(FallbackRow, f, frame=shown_frame_name(f))
             for f in s.fallbacks
         ],
         sites=[
@@ -187,7 +189,7 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                 comp = comps.get(e.compile_id)
                 tip = f"region {e.compile_id} graph {e.graph_index}: {fmt_ns(e.duration_ns)}"
                 if comp is not None:
-                    tip += f"\n{comp.frame_name} ({comp.file}:{comp.line})"
+                    tip += "\n{} ({}:{})".format(*comp.shown_frame)
                     if comp.failed_guards:
                         tip += "\ncompiled because a guard failed: " + comp.failed_guards[0]
                     own = sites.get(comp.own_break_site_id or "")
@@ -205,7 +207,7 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                 comp = comps.get(e.compile_id)
                 tip = f"compile {e.compile_id}: {fmt_ns(e.duration_ns)}"
                 if comp is not None:
-                    tip += f"\n{comp.frame_name} ({comp.file}:{comp.line}), status {comp.status}"
+                    tip += "\n{} ({}:{}), status ".format(*comp.shown_frame) + comp.status
                     tip += guard_lines(comp.failed_guards)
                 bars.append(_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
             elif isinstance(e, BreakEvent):
@@ -313,3 +315,4 @@ def build_variants(receipt: Receipt) -> VariantsChart:
     if unplaced:
         note += f"; {unplaced} happened outside any observed call (counted from the start)"
     return VariantsChart(points, total, max_call, note)
+

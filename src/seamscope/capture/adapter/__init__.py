@@ -76,7 +76,7 @@ from .graphs import (
     wrap_compiled_graphs,
 )
 from .hints import live_hint_table
-from .modules import module_census
+from .modules import graph_origin, module_census
 from .structured_trace import (
     TraceWants,
     add_trace_handler,
@@ -127,6 +127,7 @@ __all__ = [
     "live_compile_contexts",
     "lookup_backend",
     "mark_dynamic",
+    "graph_origin",
     "module_census",
     "may_have_compiled_backward",
     "set_recompile_limit",

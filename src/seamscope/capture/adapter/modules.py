@@ -5,17 +5,22 @@ Internals used:
   first, of ``key → (path, class)`` (``("L['self'].h.0", GPT2Block)``), read before the graph is
   handed to the backend;
 - ``node.meta["stack_trace"]``: the user stack that produced the node, as text (to see nodes
-  made by ``transformers``' cache code).
+  made by ``transformers``' cache code, and the frames every node was traced under: what a
+  generic wrapper frame wraps).
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
+
+from ..naming import common_chain
 
 #: Classes kept per compilation, largest first.
 MAX_CLASSES = 4
 _CACHE_FILE = "cache_utils.py"
+_TRACE_FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$', re.MULTILINE)
 
 
 def _class_of(entry: Any) -> tuple[str, type | None] | None:
@@ -92,3 +97,35 @@ def module_census(gm: Any) -> list[dict[str, Any]]:
         )
     out.sort(key=lambda d: (-d["nodes"], d["cls"]))
     return out[:MAX_CLASSES]
+
+
+def _traced(n: Any) -> bool:
+    return n.op not in ("placeholder", "output", "get_attr")
+
+
+def graph_origin(gm: Any) -> dict[str, Any] | None:
+    """Where every node of ``gm`` came from: ``chain``, the frames all its nodes were traced
+    under, outermost first (``(file, line, function)``, the first node's line; Dynamo lists the
+    compiled frame first and leaves PyTorch's own frames out), and ``module``, the outermost
+    module all its nodes sit in (``cls``, ``file`` and ``line`` of its ``forward``), or None.
+
+    Plain values, ``file`` not yet normalised; None when the graph has no node traced from
+    the user's or a library's code."""
+    # Nodes with neither a stack nor a module stack are Dynamo's own (sizes, grad mode).
+    nodes = [n for n in gm.graph.nodes if _traced(n) and (n.meta.get("stack_trace") or n.meta.get("nn_module_stack"))]
+    if not nodes:
+        return None
+    traces = dict.fromkeys(n.meta["stack_trace"] for n in nodes if n.meta.get("stack_trace"))  # distinct, in order
+    chain = common_chain([(f, int(ln), fn) for f, ln, fn in _TRACE_FRAME.findall(t)] for t in traces)
+    outer: set[tuple[str, type | None]] = set()
+    for n in nodes:
+        raw = n.meta.get("nn_module_stack")
+        pc = _class_of(next(iter(raw.values()))) if raw else None
+        outer.add(pc if pc is not None else ("", None))
+    module = None
+    if len(outer) == 1:
+        _, cls = next(iter(outer))
+        if cls is not None:
+            file, line = _where(cls)
+            module = {"cls": cls.__qualname__, "file": file, "line": line}
+    return {"chain": chain, "module": module}

@@ -1,0 +1,127 @@
+"""Reports name the user's frame where the compiled one is a generic wrapper (torch-free).
+
+GIVEN the frames and module a compilation's graphs were traced under (what
+``adapter.graph_origin`` reads from the FX nodes), WHEN ``naming.recognisable_frame`` picks the
+frame to name, THEN a decorator's ``wrapper``, torch's ``inner`` and a library's ``forward`` give
+way to the user's function or module, and a user's own frame keeps its name. GIVEN a receipt whose
+compilations carry a ``user_frame``, THEN the terminal and HTML reports name it, while ids and
+the structure hash stay those of the compiled frame.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from fakes import fake_ledger
+
+from seamscope.analyze.receipt import make_receipt
+from seamscope.capture.naming import common_chain, is_wrapper, recognisable_frame
+from seamscope.gates.budget import Budget, evaluate
+from seamscope.gates.check import Limits, check
+from seamscope.model.ledger import Frame
+from seamscope.render.html import HtmlRenderer
+from seamscope.render.terminal import TerminalRenderer
+
+CWD = "/home/u/proj"
+LIB = "/venv/lib/python3.11/site-packages"
+
+
+def _origin(*chain: tuple[str, int, str], module: dict | None = None) -> dict:
+    return {"chain": list(chain), "module": module}
+
+
+def test_a_decorators_wrapper_is_named_after_the_function_it_wraps(tmp_path) -> None:
+    src = tmp_path / "train.py"
+    src.write_text("import functools\n\n\n@logged\ndef step(x):\n    y = x.sin()\n    return y * 2\n")
+    origin = _origin((f"{CWD}/deco.py", 6, "wrapper"), (str(src), 6, "step"))
+    origin2 = _origin((f"{CWD}/deco.py", 6, "wrapper"), (str(src), 7, "step"))
+    got = recognisable_frame("wrapper", "deco.py", 1, [origin, origin2], CWD)
+    # the def's first line is its decorator's, as co_firstlineno
+    assert got == Frame(file=str(src), line=4, function="step")
+
+
+def test_torchs_inner_is_named_after_the_module_every_node_sits_in() -> None:
+    module = {"cls": "Sequential", "file": f"{LIB}/torch/nn/modules/container.py", "line": 248}
+    got = recognisable_frame("inner", "site-packages/torch/_dynamo/external_utils.py", 1, [_origin(module=module)], CWD)
+    assert got == Frame(file="site-packages/torch/nn/modules/container.py", line=248, function="Sequential.forward")
+
+
+def test_a_library_frame_gives_way_to_the_users_code_below_it(tmp_path) -> None:
+    user = tmp_path / "model.py"
+    user.write_text("class Net:\n    def forward(self, x):\n        return x\n")
+    chain = [(f"{LIB}/lib/wrap.py", 30, "forward"), (f"{LIB}/lib/wrap.py", 12, "wrapper"), (str(user), 3, "forward")]
+    got = recognisable_frame("forward", "site-packages/lib/wrap.py", 1, [_origin(*chain)], CWD)
+    assert got == Frame(file=str(user), line=2, function="Net.forward")
+
+
+def test_a_library_wrapper_over_library_code_names_the_method_below_it(tmp_path) -> None:
+    lib = tmp_path / "site-packages" / "diffusers"
+    lib.mkdir(parents=True)
+    (lib / "unet.py").write_text("class UNet:\n    def forward(self, x):\n        h = x\n        return h\n")
+    chain = [(f"{LIB}/diffusers/peft_utils.py", 9, "wrapper"), (str(lib / "unet.py"), 3, "forward")]
+    got = recognisable_frame("wrapper", "site-packages/diffusers/peft_utils.py", 1, [_origin(*chain)], CWD)
+    assert got == Frame(file="site-packages/diffusers/unet.py", line=2, function="UNet.forward")
+
+
+def test_a_user_frame_of_a_telling_name_or_a_wrapper_name_with_nothing_below_keeps_its_own() -> None:
+    assert recognisable_frame("forward", "model.py", 1, [_origin((f"{CWD}/model.py", 3, "forward"))], CWD) is None
+    # the user's own function called "wrapper", which traced its own ops
+    assert recognisable_frame("wrapper", "mine.py", 1, [_origin((f"{CWD}/mine.py", 2, "wrapper"))], CWD) is None
+    assert recognisable_frame("wrapper", "mine.py", 1, [], CWD) is None
+
+
+def test_a_library_method_without_a_graph_is_named_with_its_class(tmp_path, monkeypatch) -> None:
+    site = tmp_path / "site-packages"
+    (site / "lib").mkdir(parents=True)
+    (site / "lib" / "layers.py").write_text("class Layer:\n    def forward(self, x):\n        return x\n\n\ndef helper(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert recognisable_frame("forward", "site-packages/lib/layers.py", 2, [], CWD) == Frame(
+        file="site-packages/lib/layers.py", line=2, function="Layer.forward")
+    # a function says no more than its name; a wrapper without a graph has nothing to show
+    assert recognisable_frame("helper", "site-packages/lib/layers.py", 6, [], CWD) is None
+    assert recognisable_frame("wrapper", "site-packages/lib/layers.py", 2, [], CWD) is None
+
+
+def test_graphs_that_diverge_below_the_wrapper_name_nothing_below_it() -> None:
+    a = _origin((f"{CWD}/deco.py", 6, "wrapper"), (f"{CWD}/m.py", 3, "f"))
+    b = _origin((f"{CWD}/deco.py", 6, "wrapper"), (f"{CWD}/m.py", 9, "g"))
+    assert recognisable_frame("wrapper", "deco.py", 1, [a, b], CWD) is None
+    assert common_chain([a["chain"], b["chain"]]) == [(f"{CWD}/deco.py", 6, "wrapper")]
+
+
+def test_resume_functions_of_a_wrapper_are_wrappers_and_torchs_files_are_too() -> None:
+    assert is_wrapper("torch_dynamo_resume_in_wrapper_at_6", "deco.py")
+    assert is_wrapper("anything", "site-packages/torch/_dynamo/external_utils.py")
+    assert not is_wrapper("step", "train.py")
+
+
+def _wrapped_ledger():
+    led = fake_ledger()
+    uf = Frame(file="model.py", line=12, function="Net.forward")
+    comps = [msgspec.structs.replace(c, frame_name="wrapper", file="site-packages/lib/deco.py", line=5, user_frame=uf)
+             for c in led.compilations]
+    return led, msgspec.structs.replace(led, compilations=comps)
+
+
+def test_reports_name_the_users_frame_and_ids_and_hashes_stay_the_compiled_frames() -> None:
+    led, named = _wrapped_ledger()
+    bare = msgspec.structs.replace(
+        named, compilations=[msgspec.structs.replace(c, user_frame=None) for c in named.compilations])
+    r, r_bare = make_receipt(named), make_receipt(bare)
+    text = TerminalRenderer().render(r)
+    assert "Net.forward" in text and "wrapper" not in text
+    assert "wrapper" in TerminalRenderer().render(r_bare)  # the name reports showed before
+    html = HtmlRenderer().render(r)
+    assert "Net.forward (model.py:12)" in html
+    assert r.summary.recompiles and all(x.user_frame is not None for x in r.summary.recompiles)
+    assert r.structure_sha256 == r_bare.structure_sha256
+    ids = [f.finding_id for f in r.findings.findings] if r.findings else []
+    assert ids == ([f.finding_id for f in r_bare.findings.findings] if r_bare.findings else [])
+    assert [c.cause_id for c in r.findings.causes] == [c.cause_id for c in r_bare.findings.causes]
+
+
+def test_ci_gates_name_the_users_frame_too() -> None:
+    _, named = _wrapped_ledger()
+    lines = check(make_receipt(named), Limits(max_recompiles=0)).lines
+    assert any("Net.forward (model.py:12): failed guard" in ln for ln in lines)
+    result = evaluate(Budget(recompiles=0), named, named.calls)
+    assert result.recompiles and all("Net.forward (model.py:12)" in r.line_text() for r in result.recompiles)
