@@ -298,17 +298,19 @@ class _FakeRuns:
     def __init__(self, steady):
         self.steady = steady  # flags (joined) -> steady median, or None: the run crashes
         self.log = []
+        self.extras = {}
         self.now = 0.0
 
     def clock(self):
         return self.now
 
-    def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
         from seamscope.experiments.trial_runs import Outcome
 
         self.now += 10.0
         self.log.append(rel_dir)
-        key = " ".join(flags)
+        self.extras[rel_dir] = extra
+        key = " ".join(flags) or (extra.args[0] if extra and extra.args else "")
         steady = self.steady.get(key, 100)
         if steady is None:
             return Outcome(RunFigures(label=label, ok=False, exit_code=-11, error="crashed: killed by signal SIGSEGV"),
@@ -330,13 +332,14 @@ def _drafts():
                   targets="t", cost_ns=100)]
 
 
-def _trial(monkeypatch, tmp_path, steady, budget=None, extra=()):
+def _trial(monkeypatch, tmp_path, steady, budget=None, extra=(), starts=(), fake=None):
     from seamscope.experiments import trial_runs
     from seamscope.experiments import trials as tr
 
-    fake = _FakeRuns(steady)
+    fake = fake or _FakeRuns(steady)
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: _drafts())
+    monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: list(starts))
     setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
     t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
     return t, fake.log
@@ -433,7 +436,7 @@ class _PerCallRuns:
     def clock(self):
         return self.now
 
-    def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
         from seamscope.experiments.trial_runs import Outcome
 
         self.now += self.first_s if (self.first_s is not None and not self.log) else self.run_s
@@ -452,6 +455,7 @@ def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, 
     fake = _PerCallRuns(make, first_s=first_s)
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: drafts)
+    monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
     setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=repeat, budget_s=budget,
                              clock=fake.clock)
     t, _ = tr.run_trials(setup, [], [], [])

@@ -26,6 +26,10 @@ def _child(job: dict[str, Any]) -> int:
         os.environ.update({str(k): str(v) for k, v in env.items()})
     for k in job.get("unset") or []:
         os.environ.pop(str(k), None)
+    if "TORCHINDUCTOR_COMPILE_THREADS" in os.environ:  # read when Inductor's config was imported, before the fork
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = inductor_config.decide_compile_threads()
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
