@@ -76,6 +76,8 @@ def load_artifacts(path: str) -> str:
     except Exception as e:  # noqa: BLE001 - a stale or foreign file is the run's result, not a crash
         return f"{NOTE}not loaded: load_cache_artifacts raised {type(e).__name__}: {str(e)[:160]}"
     took = time.perf_counter_ns() - t0
+    if info is None or not getattr(info, "artifacts", None):
+        return f"{NOTE}not loaded: load_cache_artifacts found no cache entry in {os.path.basename(path)}"
     from ..analyze.units import fmt_ns
 
     return f"{NOTE}loaded {len(data):,} bytes ({_counts(info)}) in {fmt_ns(took)} before the script"

@@ -132,7 +132,8 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
 
         print_warm_start(Console(highlight=False), ws)
     if ws is not None:
-        click.echo(f"seamscope: wrote {out}/cold, {out}/warm and {out}/warm-start.json", err=True)
+        also = f", {out}/warm-artifacts" if ws.artifacts is not None else ""
+        click.echo(f"seamscope: wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json", err=True)
     return rc
 
 
