@@ -235,3 +235,8 @@ def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
     assert ws["still_missed"] == [] and "every cache lookup hit" in ws["sentence"]
     assert "compile time, cold → warm" in proc.stdout
     assert (out / "cold" / "receipt.json").exists() and (out / "warm" / "receipt.json").exists()
+    # the cold run's cache artifacts, loaded by a third run into an empty directory, hit as well
+    art = ws["artifacts"]
+    assert art is not None and art["artifacts_bytes"] > 0 and "cache artifacts: loaded" in art["load_note"]
+    assert art["caches"][0]["layer"] == "fx_graph" and art["caches"][0]["hit"] == 1
+    assert "from artifacts" in proc.stdout and (out / "warm-artifacts" / "receipt.json").exists()
