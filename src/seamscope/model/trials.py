@@ -77,8 +77,9 @@ class Metric(Struct, frozen=True, kw_only=True):
     ratio_median: float | None = None
     baseline_spread: float | None = None
     """(max - min) / median of the baseline's figure over the repetitions; for the total, when
-    every call is recorded, the noise instead: the median over calls of (max - min) / min between
-    repetitions, and ``ratio_median`` the ratio of the sums of each call's minimum."""
+    every call is recorded, the noise instead: the median over calls (each weighted by its minimum
+    time) of (max - min) / min between repetitions, and ``ratio_median`` the ratio of the sums of
+    each call's minimum."""
     verdict: MetricVerdict = "n/a"
 
 
