@@ -507,7 +507,12 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     assert any(x.startswith("warm cache: the baseline's compilations used no persistent cache") for x in t["folded"])
     assert any(x.startswith("compile threads: backend aot_eager") for x in t["folded"])
     assert reg["trade"].startswith("compile time saved ") and "per process start" in reg["trade"]
-    if noisy_machine(reg) or noisy_machine(t["baseline"]):
+    # the timing claim is about the total and the compile time: asserted where their own noise (the
+    # total's weighs each call by its time; the compile's is its spread between repetitions) says
+    # the machine let them be told apart; the steady calls' noise does not bear on a compile of seconds
+    from seamscope.experiments.trial_verdicts import NOISE_LIMIT
+
+    if any((_metric(reg, m)["baseline_spread"] or 0) > NOISE_LIMIT for m in ("total", "compile")):
         return
     assert _metric(reg, "compile")["verdict"] == "faster" and _metric(reg, "compile")["ratio_median"] < 0.7
     assert reg["total_verdict"] == "faster" and t["chosen"] == "regional-llamadecoderlayer"
