@@ -867,3 +867,29 @@ def test_a_compile_cut_threefold_is_faster_though_millisecond_calls_vary_on_a_bu
     assert c.paired.noise > 0.25  # the steady calls alone: too noisy to judge
     assert total.baseline_spread < 0.1 and total.verdict == "faster" and c.verdict == "faster"
     assert t.chosen == "regional" and "the trade: compile time saved" in t.decision
+
+
+def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved(tmp_path):
+    from seamscope.experiments.trial_cache import (
+        WARM_ARTIFACTS,
+        env_prefix,
+        extra_for,
+        prime_extra,
+        warm_paths,
+    )
+    from seamscope.experiments.trial_runs import Setup
+    from seamscope.experiments.trials import Draft, reproduce_command
+
+    cache, artifacts = warm_paths(str(tmp_path))
+    os.makedirs(cache)
+    (tmp_path / "trials" / "warm-cache" / "compile-cache" / "stale").write_text("x")
+    first = prime_extra(str(tmp_path))
+    assert os.listdir(cache) == []  # a trial before in the same folder leaves no warm entry behind
+    assert first.args == ["--save-cache-artifacts", artifacts]
+    d = Draft(name=WARM_ARTIFACTS, spec=RemedySpec(), origin="compile time", targets="t", start=WARM_ARTIFACTS)
+    extra = extra_for(d, str(tmp_path))
+    assert extra.cache_dir is None and extra.args == ["--load-cache-artifacts", artifacts]
+    assert env_prefix(extra) == 'TORCHINDUCTOR_CACHE_DIR="$(mktemp -d)" '
+    cmd = reproduce_command([], Setup(script="s.py", args=[], out=str(tmp_path)), d.name, extra)
+    assert f"seamscope run --out {tmp_path}/trials/{WARM_ARTIFACTS}/rep-1 --load-cache-artifacts {artifacts}" in cmd
+    assert extra_for(Draft(name="x", spec=RemedySpec(), origin="o", targets="t"), str(tmp_path)) is None
