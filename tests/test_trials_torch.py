@@ -544,17 +544,16 @@ def test_cache_artifacts_under_eager_say_none_were_saved_and_a_bad_file_is_said_
 def test_try_warm_cache_candidates_hit_the_caches_the_baseline_filled(tmp_path):
     """Under inductor: the warm-directory candidate's runs hit the FX graph and AOTAutograd caches
     the baseline's first run filled; the artifacts candidate's runs start empty, load the saved
-    artifacts and hit too; compile_threads is tried as an environment; outputs equal throughout."""
+    artifacts and hit too; outputs equal throughout. (Each cold inductor run builds its kernel: the
+    compile-threads candidate, two more cold runs, is left to the torch-free trial tests.)"""
     script = tmp_path / "ind.py"
     script.write_text("import torch\n\ng = torch.compile(lambda x: (x.sin() * 2).cos().sum(dim=-1))\n"
                       "x = torch.randn(8, 16)\nfor _ in range(3):\n    g(x)\n")
-    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "warm", "--only", "compile-threads",
-             str(script)], tmp_path, timeout=1800)
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "warm", str(script)], tmp_path, timeout=1800)
     assert p.returncode == 0, p.stderr
     t = load(tmp_path / "o" / "trials.json")
     by = {c["name"]: c for c in t["candidates"]}
-    assert set(by) == {"warm-cache-dir", "warm-cache-artifacts", f"compile-threads-{1 if (os.cpu_count() or 1) > 1 else 2}"} \
-        or set(by) >= {"warm-cache-dir", "warm-cache-artifacts"}
+    assert set(by) == {"warm-cache-dir", "warm-cache-artifacts"}
     base = load(tmp_path / "o" / "trials" / "baseline" / "rep-1" / "receipt.json")
     assert "cache artifacts: saved" in base["decision"]["note"]
     for name in ("warm-cache-dir", "warm-cache-artifacts"):
@@ -567,10 +566,6 @@ def test_try_warm_cache_candidates_hit_the_caches_the_baseline_filled(tmp_path):
     art = load(tmp_path / "o" / by["warm-cache-artifacts"]["runs"][0]["receipt"])
     assert "cache artifacts: loaded" in art["decision"]["note"]
     assert by["warm-cache-dir"]["command"].startswith("TORCHINDUCTOR_CACHE_DIR=")
-    threads = [c for c in t["candidates"] if c["name"].startswith("compile-threads-")]
-    for c in threads:
-        assert c["env"] == {"TORCHINDUCTOR_COMPILE_THREADS": c["name"].rsplit("-", 1)[1]}
-        assert c["outputs"]["status"] == "equal"
     warm = by["warm-cache-dir"]
     if not noisy_machine(warm):
         assert _metric(warm, "compile")["verdict"] == "faster"
