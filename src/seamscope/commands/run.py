@@ -67,6 +67,9 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
                          decision_args={"--note": note, "--intervention": intervention,
                                         "--rollback-trigger": rollback_trigger},
                          checkpoint_every=checkpoint_every)
+    if warm and (save_artifacts is not None or load_artifacts is not None):
+        raise UnusableInput("--warm saves the cold run's cache artifacts and loads them itself: "
+                            "drop --save-cache-artifacts / --load-cache-artifacts")
     if warm:
         return _run_warm(target, args_l, module, out, quiet, remedies)
     plan = _remedy_plan(target, module, remedies)
