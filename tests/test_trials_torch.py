@@ -570,3 +570,26 @@ def test_try_warm_cache_candidates_hit_the_caches_the_baseline_filled(tmp_path):
     if not noisy_machine(warm):
         assert _metric(warm, "compile")["verdict"] == "faster"
         assert "pays off from the first restart" in warm["trade"]
+
+
+@pytest.mark.timeout(600)
+def test_a_forked_run_takes_compile_threads_from_its_environment(tmp_path):
+    """The fork server imported Inductor's config (and decided compile_threads) before the fork:
+    a child given TORCHINDUCTOR_COMPILE_THREADS decides again, as a new interpreter would."""
+    from seamscope.experiments.trial_runs import Forker
+
+    script = tmp_path / "threads.py"
+    script.write_text("import os\nimport torch._inductor.config as c\n"
+                      "open(os.environ['THREADS_OUT'], 'w').write(str(c.compile_threads))\n")
+    forker = Forker(sys.executable)
+    try:
+        got = []
+        for i, extra in enumerate(({"TORCHINDUCTOR_COMPILE_THREADS": "1"}, {"TORCHINDUCTOR_COMPILE_THREADS": "3"})):
+            out = tmp_path / f"t{i}.txt"
+            rc = forker.run(["run", "--quiet", "--no-html", "--out", str(tmp_path / f"o{i}"), str(script)],
+                            {**extra, "THREADS_OUT": str(out)}, [], str(tmp_path / "err.txt"), 300)
+            assert rc == 0, (tmp_path / "err.txt").read_text()
+            got.append(out.read_text())
+    finally:
+        forker.close()
+    assert got == ["1", "3"]
