@@ -893,3 +893,8 @@ def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved
     cmd = reproduce_command([], Setup(script="s.py", args=[], out=str(tmp_path)), d.name, extra)
     assert f"seamscope run --out {tmp_path}/trials/{WARM_ARTIFACTS}/rep-1 --load-cache-artifacts {artifacts}" in cmd
     assert extra_for(Draft(name="x", spec=RemedySpec(), origin="o", targets="t"), str(tmp_path)) is None
+
+
+def test_without_a_warm_start_candidate_the_warm_cache_folder_is_removed(monkeypatch, tmp_path):
+    t, _ = _trial(monkeypatch, tmp_path, {"--dynamo-config capture_scalar_outputs=True": 50})
+    assert t.candidates and not (tmp_path / "trials" / "warm-cache").exists()

@@ -61,6 +61,11 @@ def prime_extra(out: str) -> RunExtra:
     return RunExtra(cache_dir=cache, args=["--save-cache-artifacts", artifacts])
 
 
+def drop_warm(out: str) -> None:
+    """Remove the warm cache folder (the baseline failed, or no candidate reads it)."""
+    shutil.rmtree(os.path.dirname(warm_paths(out)[0]), ignore_errors=True)
+
+
 def extra_for(d: Draft, out: str) -> RunExtra | None:
     """How a candidate's runs start (None: as every other run, with an empty cache)."""
     if d.start is None and not d.env:

@@ -29,6 +29,7 @@ from . import fingerprint as fpmod
 from .trial_cache import (
     RunExtra,
     code_change_of,
+    drop_warm,
     env_prefix,
     extra_for,
     prime_extra,
@@ -305,6 +306,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     first = run_once(setup, [], os.path.join("trials", "baseline", "rep-1"), "rep-1", extra=prime_extra(setup.out))
     st.run_s.append(setup.clock() - t0)
     if not first.figures.ok or first.receipt is None:
+        drop_warm(setup.out)
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
     st.times["baseline"] = [st.run_s[0]]
@@ -319,6 +321,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     drafts = unique_names(drafts)
     st.drafts = drafts
     st.extras = {d.name: e for d in drafts if (e := extra_for(d, setup.out)) is not None}
+    if not any(d.start for d in drafts):
+        drop_warm(setup.out)  # no candidate reads it
     baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
     order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
     total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
