@@ -235,3 +235,34 @@ def test_cold_against_warm_names_what_a_restarted_worker_still_pays():
     assert "13 ms instead of 20 ms" in ws.sentence and "1 cache lookup(s) still missed" in ws.sentence
     fx_cold, fx_warm = ws.cold_caches[0], ws.warm_caches[0]
     assert (fx_cold.miss, fx_warm.hit, fx_warm.bypass) == (2, 1, 1)
+
+
+def test_a_fresh_worker_from_the_cold_runs_cache_artifacts_is_compared_too():
+    """GIVEN a cold run and a run that loaded its cache artifacts into an empty directory (its
+    decision note says so), WHEN compared, THEN the warm-start record holds that run's compile
+    time, cache outcomes and what still missed, and the table shows it as a third column."""
+    from rich.console import Console
+
+    from seamscope.analyze.warm_start import compare_artifacts, compare_warm
+    from seamscope.model.receipt import Decision
+    from seamscope.render.compile_time_table import print_warm_start
+
+    stage = {"dynamo_ns": 10 * MS, "aot_ns": 8 * MS, "backend_compile_ns": 8 * MS, "inductor_ns": 7 * MS}
+    cold = make_receipt(_ledger([_compile("0/0", 10), _steady()], c0_0={**stage, "fx_cache": "miss"}))
+    warm = make_receipt(_ledger([_compile("0/0", 3), _steady()], c0_0={"dynamo_ns": 3 * MS, "fx_cache": "hit"}))
+    shipped = make_receipt(_ledger([_compile("0/0", 4), _steady()], c0_0={"dynamo_ns": 4 * MS, "fx_cache": "hit"}))
+    shipped = msgspec.structs.replace(shipped, decision=Decision(
+        note="cache artifacts: loaded 1,200 bytes (inductor 1) in 2 ms before the script"))
+    art = compare_artifacts(cold, shipped, "a.bin", 1200, "warm-artifacts/receipt.json")
+    assert art.compile_ns == 4 * MS and art.caches[0].hit == 1 and art.still_missed == []
+    assert art.load_note == "cache artifacts: loaded 1,200 bytes (inductor 1) in 2 ms before the script"
+    ws = compare_warm(cold, warm, "cache", "c", "w", artifacts=art, artifacts_note="cache artifacts: saved 1,200 bytes")
+    assert ws.artifacts == art and "a fresh worker compiled for 4 ms" in ws.sentence
+    console = Console(record=True, width=160)
+    print_warm_start(console, ws)
+    text = console.export_text()
+    assert "from artifacts" in text and "loaded 1,200 bytes" in text
+    alone = compare_warm(cold, warm, "cache", "c", "w", artifacts_note="cache artifacts: none saved: ...")
+    console = Console(record=True, width=160)
+    print_warm_start(console, alone)
+    assert "no run from artifacts: cache artifacts: none saved" in console.export_text()

@@ -235,3 +235,17 @@ def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
     assert ws["still_missed"] == [] and "every cache lookup hit" in ws["sentence"]
     assert "compile time, cold → warm" in proc.stdout
     assert (out / "cold" / "receipt.json").exists() and (out / "warm" / "receipt.json").exists()
+    # the cold run's cache artifacts, loaded by a third run into an empty directory, hit as well
+    art = ws["artifacts"]
+    assert art is not None and art["artifacts_bytes"] > 0 and "cache artifacts: loaded" in art["load_note"]
+    assert art["caches"][0]["layer"] == "fx_graph" and art["caches"][0]["hit"] == 1
+    assert "from artifacts" in proc.stdout and (out / "warm-artifacts" / "receipt.json").exists()
+
+
+def test_run_warm_refuses_cache_artifacts_flags_of_its_own(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print('never run')\n")
+    proc = subprocess.run([sys.executable, "-m", "seamscope", "run", "--warm", "--save-cache-artifacts", "a.bin",
+                           "--out", "o", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr
+    assert "--warm saves the cold run's cache artifacts" in proc.stderr and not (tmp_path / "o").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 import msgspec
@@ -298,17 +299,19 @@ class _FakeRuns:
     def __init__(self, steady):
         self.steady = steady  # flags (joined) -> steady median, or None: the run crashes
         self.log = []
+        self.extras = {}
         self.now = 0.0
 
     def clock(self):
         return self.now
 
-    def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
         from seamscope.experiments.trial_runs import Outcome
 
         self.now += 10.0
         self.log.append(rel_dir)
-        key = " ".join(flags)
+        self.extras[rel_dir] = extra
+        key = " ".join(flags) or (extra.args[0] if extra and extra.args else "")
         steady = self.steady.get(key, 100)
         if steady is None:
             return Outcome(RunFigures(label=label, ok=False, exit_code=-11, error="crashed: killed by signal SIGSEGV"),
@@ -330,13 +333,14 @@ def _drafts():
                   targets="t", cost_ns=100)]
 
 
-def _trial(monkeypatch, tmp_path, steady, budget=None, extra=()):
+def _trial(monkeypatch, tmp_path, steady, budget=None, extra=(), starts=(), fake=None):
     from seamscope.experiments import trial_runs
     from seamscope.experiments import trials as tr
 
-    fake = _FakeRuns(steady)
+    fake = fake or _FakeRuns(steady)
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: _drafts())
+    monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: list(starts))
     setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
     t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
     return t, fake.log
@@ -433,7 +437,7 @@ class _PerCallRuns:
     def clock(self):
         return self.now
 
-    def __call__(self, setup, flags, rel_dir, label, fingerprint=False):
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
         from seamscope.experiments.trial_runs import Outcome
 
         self.now += self.first_s if (self.first_s is not None and not self.log) else self.run_s
@@ -452,6 +456,7 @@ def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, 
     fake = _PerCallRuns(make, first_s=first_s)
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: drafts)
+    monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
     setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=repeat, budget_s=budget,
                              clock=fake.clock)
     t, _ = tr.run_trials(setup, [], [], [])
@@ -732,3 +737,164 @@ def test_the_code_change_names_the_torch_compile_call():
     assert text == "torch._dynamo.config.recompile_limit = 64 (before the torch.compile call at gpt2_static.py:10)"
     assert change_at(spec_from_words(["--disable", "m:f"]), sites) == "@torch.compiler.disable on f (m)"
     assert change_at(spec_from_words(["--compile-option", "dynamic=true"]), []) == "torch.compile(model, dynamic=True)"
+
+
+# --- compile-time candidates that change how a process starts: warm caches, compile threads -------
+
+
+def _cache_receipt(fx=None, aot=None, backend="inductor"):
+    """A fake run whose one compilation had these cache outcomes (None: the backend uses no cache)."""
+    from fakes import fake_receipt
+
+    r = fake_receipt()
+    comps = [msgspec.structs.replace(c, fx_cache=fx, aot_cache=aot, dynamo_ns=(c.duration_ns or 0) // 2,
+                                     aot_ns=(c.duration_ns or 0) // 2) for c in r.ledger.compilations]
+    env = msgspec.structs.replace(r.ledger.environment, backend=backend)
+    return msgspec.structs.replace(r, ledger=msgspec.structs.replace(r.ledger, compilations=comps, environment=env))
+
+
+def test_start_candidates_are_skipped_with_the_reason_where_the_backend_uses_no_cache():
+    from seamscope.experiments.trial_cache import start_drafts
+
+    folded = []
+    assert start_drafts(_cache_receipt(backend="aot_eager"), folded, cpu_count=2, env={}) == []
+    assert folded[0].startswith("warm cache: the baseline's compilations used no persistent cache (backend aot_eager")
+    assert folded[1].startswith("compile threads: backend aot_eager compiles no kernels in parallel")
+
+
+def test_start_candidates_under_inductor(tmp_path):
+    from seamscope.experiments.trial_cache import WARM_ARTIFACTS, WARM_DIR, start_drafts
+
+    r = _cache_receipt(fx="miss", aot="miss")
+    folded = []
+    art = tmp_path / "a.bin"
+    ds = start_drafts(r, folded, artifacts_file=str(art), cpu_count=2, env={})
+    assert [d.name for d in ds] == [WARM_DIR, "compile-threads-1"]  # no artifacts saved: not tried
+    assert ds[0].start == WARM_DIR and ds[0].spec.flags() == [] and ds[0].cost_ns > 0
+    assert ds[1].env == {"TORCHINDUCTOR_COMPILE_THREADS": "1"} and "2 → 1" in ds[1].targets
+    assert any(f.startswith("warm cache artifacts: the baseline's first run saved none") for f in folded)
+    art.write_bytes(b"x")
+    ds = start_drafts(r, [], artifacts_file=str(art), cpu_count=8, env={"TORCHINDUCTOR_COMPILE_THREADS": "1"})
+    assert [d.name for d in ds] == [WARM_DIR, WARM_ARTIFACTS, "compile-threads-8"]
+    folded = []
+    assert [d.name for d in start_drafts(r, folded, cpu_count=1, env={})] == [WARM_DIR]
+    assert "compile_threads is already 1" in folded[-1]
+
+
+def test_only_and_skip_reach_the_candidates_without_flags():
+    from seamscope.experiments.trial_cache import start_drafts
+    from seamscope.experiments.trials import choose
+
+    ds = start_drafts(_cache_receipt(fx="miss"), [], cpu_count=2, env={}) + _drafts()
+    assert [d.name for d in choose(ds, ["warm"], [])] == ["warm-cache-dir"]
+    assert "compile-threads-1" not in [d.name for d in choose(ds, [], ["compile-threads"])]
+    assert [d.name for d in choose(ds, ["capture_scalar"], [])] == ["cso"]  # flags still match as before
+
+
+def _traded(compile_ns, ratio=None, base_ns=None, steady="n/a", name="c", flags=("--x", "1")):
+    from seamscope.model.trials import Metric, Paired
+
+    return msgspec.structs.replace(
+        _cand(name, "faster", list(flags)), steady_verdict=steady,
+        metrics=[Metric(name="compile", median=compile_ns, min=compile_ns, max=compile_ns)],
+        paired=None if ratio is None else Paired(calls=4, ratio_median=ratio, baseline_ns=base_ns,
+                                                 candidate_ns=None if base_ns is None else base_ns * ratio))
+
+
+def test_the_trade_states_compile_saved_steady_change_and_the_lifetime_that_pays():
+    from seamscope.experiments.trial_cache import trade_text
+
+    base = _traded(6e9, name="baseline", flags=())
+    # a warm cache: steady unchanged within the noise, compile cut: pays from the first restart
+    warm = trade_text(_traded(1e9, 1.01, 1e6, "no measurable change", "warm-cache-dir", ()), base)
+    assert warm.startswith("compile time saved 5 s per process start (6 s → 1 s)")
+    assert "paired over 4 call(s), no measurable change" in warm
+    assert "pays off from the first restart" in warm and "about 5,000 steady calls" in warm
+    # compile cut, steady calls slower: pays for processes up to saved / lost calls
+    slow = trade_text(_traded(1e9, 1.5, 1e6, "slower"), base)
+    assert "pays off for processes of up to about 10,000 steady calls" in slow
+    # compile added, steady calls faster: pays after added / gained calls
+    fast = trade_text(_traded(7e9, 0.5, 1e6, "faster"), base)
+    assert fast.startswith("compile time added 1 s") and "pays off after about 2,001 steady calls" in fast
+    none = trade_text(_traded(7e9), base)
+    assert "no call steady in both to pair" in none and "does not pay off" in none
+    assert trade_text(_traded(1e9), msgspec.structs.replace(base, metrics=[])) is None
+
+
+def test_a_warm_cache_candidate_reads_what_the_baselines_first_run_filled(monkeypatch, tmp_path):
+    """GIVEN a warm-directory and a compile-threads candidate, WHEN the trial runs on fakes, THEN
+    the baseline's first run fills (and saves artifacts for) the warm directory, the warm
+    candidate's timed and output runs read it, the threads candidate's runs get its environment,
+    the commands reproduce that, and neither is folded into the combined candidate."""
+    from seamscope.experiments.trial_cache import WARM_DIR, warm_paths
+    from seamscope.experiments.trials import Draft
+
+    starts = [Draft(name=WARM_DIR, spec=RemedySpec(), origin="compile time", targets="t", start=WARM_DIR),
+              Draft(name="compile-threads-1", spec=RemedySpec(), origin="compile time", targets="t",
+                    env={"TORCHINDUCTOR_COMPILE_THREADS": "1"})]
+    fake = _FakeRuns({"--dynamo-config capture_scalar_outputs=True": 50, "--compile-option dynamic=true": 70})
+    t, log = _trial(monkeypatch, tmp_path, None, starts=starts, fake=fake)
+    cache, artifacts = warm_paths(str(tmp_path))
+    first = fake.extras[os.path.join("trials", "baseline", "rep-1")]
+    assert first.cache_dir == cache and first.args == ["--save-cache-artifacts", artifacts]
+    for rel in ("rep-1", "rep-2", "check"):
+        assert fake.extras[os.path.join("trials", WARM_DIR, rel)].cache_dir == cache
+        assert fake.extras[os.path.join("trials", "compile-threads-1", rel)].env == {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    assert fake.extras[os.path.join("trials", "baseline", "rep-2")] is None  # every other run: an empty cache
+    by = {c.name: c for c in t.candidates}
+    assert by[WARM_DIR].start == WARM_DIR and by[WARM_DIR].command.startswith(f"TORCHINDUCTOR_CACHE_DIR={cache} ")
+    assert "TORCHINDUCTOR_COMPILE_THREADS=1 seamscope run" in by["compile-threads-1"].command
+    assert "TORCHINDUCTOR_CACHE_DIR on storage that outlives the process" in by[WARM_DIR].code_change
+    assert by[WARM_DIR].trade is not None and by[WARM_DIR].trade.startswith("compile time ")
+    combined = by.get("combined")
+    assert combined is None or combined.flags == ["--dynamo-config", "capture_scalar_outputs=True",
+                                                  "--compile-option", "dynamic=true"]
+
+
+def test_a_compile_cut_threefold_is_faster_though_millisecond_calls_vary_on_a_busy_machine(monkeypatch, tmp_path):
+    """GIVEN a whole-model compile of 10 s (5% apart between repetitions) against a regional one of
+    3 s, and steady calls of 1 ms that a busy machine stretched 3× in every other repetition on both sides,
+    WHEN judged, THEN the total time is faster: its noise is what the calls making up the total
+    vary by (weighted by their time), not what the millisecond calls vary by."""
+    def make(flags, k):
+        cold = (3.0 if flags else 10.0) * 1000 * MS * (1.0 + 0.05 * (k % 2))
+        return _calls("x", [("cold", cold)] + [("steady", MS * (3.0 if (k + i) % 2 else 1.0)) for i in range(4)])
+
+    flags = ["--regional", "Block"]
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("regional", flags)], repeat=2)
+    (c,) = t.candidates
+    total = next(m for m in c.metrics if m.name == "total")
+    assert c.paired.noise > 0.25  # the steady calls alone: too noisy to judge
+    assert total.baseline_spread < 0.1 and total.verdict == "faster" and c.verdict == "faster"
+    assert t.chosen == "regional" and "the trade: compile time saved" in t.decision
+
+
+def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved(tmp_path):
+    from seamscope.experiments.trial_cache import (
+        WARM_ARTIFACTS,
+        env_prefix,
+        extra_for,
+        prime_extra,
+        warm_paths,
+    )
+    from seamscope.experiments.trial_runs import Setup
+    from seamscope.experiments.trials import Draft, reproduce_command
+
+    cache, artifacts = warm_paths(str(tmp_path))
+    os.makedirs(cache)
+    (tmp_path / "trials" / "warm-cache" / "compile-cache" / "stale").write_text("x")
+    first = prime_extra(str(tmp_path))
+    assert os.listdir(cache) == []  # a trial before in the same folder leaves no warm entry behind
+    assert first.args == ["--save-cache-artifacts", artifacts]
+    d = Draft(name=WARM_ARTIFACTS, spec=RemedySpec(), origin="compile time", targets="t", start=WARM_ARTIFACTS)
+    extra = extra_for(d, str(tmp_path))
+    assert extra.cache_dir is None and extra.args == ["--load-cache-artifacts", artifacts]
+    assert env_prefix(extra) == 'TORCHINDUCTOR_CACHE_DIR="$(mktemp -d)" '
+    cmd = reproduce_command([], Setup(script="s.py", args=[], out=str(tmp_path)), d.name, extra)
+    assert f"seamscope run --out {tmp_path}/trials/{WARM_ARTIFACTS}/rep-1 --load-cache-artifacts {artifacts}" in cmd
+    assert extra_for(Draft(name="x", spec=RemedySpec(), origin="o", targets="t"), str(tmp_path)) is None
+
+
+def test_without_a_warm_start_candidate_the_warm_cache_folder_is_removed(monkeypatch, tmp_path):
+    t, _ = _trial(monkeypatch, tmp_path, {"--dynamo-config capture_scalar_outputs=True": 50})
+    assert t.candidates and not (tmp_path / "trials" / "warm-cache").exists()

@@ -29,6 +29,12 @@ from .options import remedy_options
 @click.option("--warm", is_flag=True,
               help="Run TARGET twice in fresh processes sharing one persistent compile cache (OUT/compile-cache): "
               "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json).")
+@click.option("--save-cache-artifacts", "save_artifacts", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE", help="After the script, write torch.compiler.save_cache_artifacts() to FILE "
+              "(PyTorch's portable FX graph and AOTAutograd cache entries).")
+@click.option("--load-cache-artifacts", "load_artifacts", type=click.Path(dir_okay=False, exists=True), default=None,
+              metavar="FILE", help="Before the script, torch.compiler.load_cache_artifacts(FILE) into the run's "
+              "cache directory (a worker shipped another's caches).")
 @click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True,
               metavar="SECONDS",
               help="Write the receipt so far (marked incomplete) this often, at a call boundary; 0: never.")
@@ -38,7 +44,8 @@ from .options import remedy_options
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
             rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
             trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16, warm: bool = False,
-            checkpoint_every: float = 60.0, **remedies: object) -> int:
+            checkpoint_every: float = 60.0, save_artifacts: str | None = None, load_artifacts: str | None = None,
+            **remedies: object) -> int:
     """Run TARGET (a script, -m MODULE, or a workload FILE.py:FUNC) with every torch.compile in it observed;
     write receipt.json, calls.csv, index.html. A workload takes --lengths, --lengths-file and --dim after --."""
     need_torch("run")
@@ -61,9 +68,16 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
                          decision_args={"--note": note, "--intervention": intervention,
                                         "--rollback-trigger": rollback_trigger},
                          checkpoint_every=checkpoint_every)
+    if warm and (save_artifacts is not None or load_artifacts is not None):
+        raise UnusableInput("--warm saves the cold run's cache artifacts and loads them itself: "
+                            "drop --save-cache-artifacts / --load-cache-artifacts")
     if warm:
         return _run_warm(target, args_l, module, out, quiet, remedies)
     plan = _remedy_plan(target, module, remedies)
+    if save_artifacts is not None or load_artifacts is not None:
+        from ..capture.cache_artifacts import WithCacheArtifacts
+
+        plan = WithCacheArtifacts(plan, load_artifacts, save_artifacts)
     pad = remedies.get("pad")
     if isinstance(pad, str):
         args_l += ["--pad", pad]  # checked by the plan: a workload target's own option
@@ -125,7 +139,8 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
 
         print_warm_start(Console(highlight=False), ws)
     if ws is not None:
-        click.echo(f"seamscope: wrote {out}/cold, {out}/warm and {out}/warm-start.json", err=True)
+        also = f", {out}/warm-artifacts" if ws.artifacts is not None else ""
+        click.echo(f"seamscope: wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json", err=True)
     return rc
 
 

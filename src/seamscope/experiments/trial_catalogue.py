@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..model.receipt import Receipt
 from .remedy_spec import RemedySpec, per_callable_limit, spec_from_words
@@ -34,6 +34,10 @@ class Draft:
     origin: str
     targets: str
     cost_ns: int = 0
+    start: str | None = None
+    """How its processes start, where that is the remedy (``trial_cache``: a warm cache)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment its processes get (``TORCHINDUCTOR_COMPILE_THREADS``)."""
 
 
 _GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
@@ -256,11 +260,11 @@ def unique_names(drafts: list[Draft]) -> list[Draft]:
 
 
 def choose(drafts: list[Draft], only: list[str], skip: list[str]) -> list[Draft]:
-    """``--only``/``--skip``: names (or a part of the flags)."""
+    """``--only``/``--skip``: names (or a part of the flags; of the name, for a candidate without flags)."""
 
     def hit(d: Draft, keys: list[str]) -> bool:
         flags = " ".join(d.spec.flags())
-        return any(k == d.name or k in flags for k in keys)
+        return any(k == d.name or k in flags or (not flags and k in d.name) for k in keys)
 
     if only:
         drafts = [d for d in drafts if hit(d, only)]

@@ -71,8 +71,11 @@ class Outcome:
     fingerprints: fpmod.Fingerprints | None = None
 
 
-def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False) -> Outcome:
-    """One fresh process with its own empty inductor cache; a crash or hang is its result."""
+def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False,
+             extra: Any = None) -> Outcome:
+    """One fresh process with its own empty inductor cache; a crash or hang is its result.
+    ``extra`` (``trial_cache.RunExtra``): a persistent cache directory instead (kept), more
+    environment, words before the flags."""
     out_dir = os.path.join(setup.out, rel_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)
@@ -80,13 +83,16 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     record = os.path.join(out_dir, "fingerprints.json")
     if not fingerprint:
         record = os.path.join(cache, "timing.json")  # only the script's own time is kept
-    argv = ["run", "--quiet", "--no-html", "--out", out_dir, *flags, "--seed", str(setup.seed),
+    argv = ["run", "--quiet", "--no-html", "--out", out_dir, *(extra.args if extra else []), *flags,
+            "--seed", str(setup.seed),
             "--record-out", record, *(["--fingerprint"] if fingerprint else []), setup.script]
     if setup.args:
         argv += ["--", *setup.args]
     env_set = dict(setup.env)
-    env_set["TORCHINDUCTOR_CACHE_DIR"] = cache
-    env_set["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+    env_set.update(extra.env if extra else {})
+    inductor_dir = extra.cache_dir if extra and extra.cache_dir else cache
+    env_set["TORCHINDUCTOR_CACHE_DIR"] = inductor_dir
+    env_set["TRITON_CACHE_DIR"] = os.path.join(inductor_dir, "triton")
     unset = ["TORCH_COMPILE_DYNAMIC_SOURCES"]
     t0 = time.perf_counter_ns()
     error = None

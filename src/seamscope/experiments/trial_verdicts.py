@@ -94,8 +94,10 @@ def robust_total(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[M
     """The total time's verdict from every call's minimum over the repetitions, summed (what one
     slow call or one slow repetition of it cannot move): ``faster``/``slower`` when the ratio of
     the sums clears :data:`MIN_EFFECT` and the noise (the median variation of one call between
-    repetitions, every call of both sides) and the median of the repetitions' own ratios lies on
-    the same side; ``noisy`` when it does not and the noise is beyond :data:`NOISE_LIMIT`.
+    repetitions, every call of both sides, each weighted by its minimum time: the calls that make
+    up the total decide how much it varies, so a millisecond call stalled on a busy machine does not
+    hide a compile of seconds that changed threefold) and the median of the repetitions' own ratios
+    lies on the same side; ``noisy`` when it does not and the noise is beyond :data:`NOISE_LIMIT`.
     None when a run lacks some of its calls (retention): the caller keeps the per-repetition figure.
     Returns (verdict, ratio, noise)."""
     ok = [r for r in runs if r.ok]
@@ -109,9 +111,9 @@ def robust_total(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[M
     b_sum = sum(min(x.wall_ns for x in base[i]) for i in base)
     if b_sum <= 0:
         return None
-    spreads = [(max(w) - min(w)) / min(w) for side in (cand, base) for calls in side.values()
+    spreads = [((max(w) - min(w)) / min(w), float(min(w))) for side in (cand, base) for calls in side.values()
                if len(calls) > 1 and min(w := [x.wall_ns for x in calls]) > 0]
-    noise = statistics.median(spreads) if spreads else 0.0
+    noise = weighted_median(spreads) if spreads else 0.0
     ratio = c_sum / b_sum
     reps = [(r.total_ns or 0) / b.total_ns for r, b in zip(ok, bok, strict=False) if b.total_ns]
     rep_med = statistics.median(reps) if reps else ratio
@@ -123,6 +125,19 @@ def robust_total(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[M
     if noise > NOISE_LIMIT:
         return "noisy", ratio, noise
     return "no measurable change", ratio, noise
+
+
+def weighted_median(pairs: list[tuple[float, float]]) -> float:
+    """The median of ``(value, weight)`` pairs: the smallest value at or past half the total weight
+    (the plain median's lower middle when every weight is equal)."""
+    ordered = sorted(pairs)
+    half = sum(w for _, w in ordered) / 2.0
+    acc = 0.0
+    for v, w in ordered:
+        acc += w
+        if acc >= half:
+            return v
+    return ordered[-1][0]
 
 
 def _by_call(runs: list[RunFigures]) -> dict[int, list[CallTime]]:
@@ -348,7 +363,7 @@ def combine(cands: list[Candidate]) -> list[str] | None:
     flags: list[str] = []
     used = 0
     for c in cands:
-        if not recommendable(c) or c.adds:
+        if not recommendable(c) or c.adds or c.start or c.env:  # a process start, not flags: tried on its own
             continue
         pairs = list(zip(c.flags[::2], c.flags[1::2], strict=True))
         keys = [conflict_key(f, v) for f, v in pairs]

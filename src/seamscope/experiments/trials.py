@@ -26,6 +26,17 @@ from ..model.receipt import Receipt
 from ..model.trials import Candidate, OutputCheck, Overhead, RunFigures, Trials, Verdict, group_text
 from . import fingerprint as fpmod
 from .remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
+from .trial_cache import (
+    RunExtra,
+    code_change_of,
+    drop_warm,
+    env_prefix,
+    extra_for,
+    prime_extra,
+    start_drafts,
+    trade_text,
+    warm_paths,
+)
 from .trial_catalogue import (  # noqa: F401 - the catalogue's names, as callers import them
     Draft,
     buckets_for,
@@ -80,6 +91,8 @@ class _State:
     interrupted: bool = False
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
+    extras: dict[str, RunExtra] = field(default_factory=dict)
+    """How a candidate's processes start, where that is the remedy (``trial_cache``)."""
 
 
 def _progress(st: _State, text: str, remaining_runs: int) -> None:
@@ -118,7 +131,8 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
                     continue  # the repetitions done so far are kept
             _progress(st, f"{name} · repetition {rep} · run {done[0] + 1}/{total_runs}", total_runs - done[0])
             t0 = st.setup.clock()
-            oc = run_once(st.setup, flags, os.path.join("trials", name, f"rep-{rep}"), f"rep-{rep}")
+            oc = run_once(st.setup, flags, os.path.join("trials", name, f"rep-{rep}"), f"rep-{rep}",
+                          extra=st.extras.get(name))
             took = st.setup.clock() - t0
             st.run_s.append(took)
             st.times.setdefault(key, []).append(took)
@@ -165,7 +179,7 @@ def first_run_estimate(st: _State) -> float:
 
 
 def _check(st: _State, name: str, flags: list[str], rel: str) -> Outcome:
-    oc = run_once(st.setup, flags, os.path.join("trials", rel), "check", fingerprint=True)
+    oc = run_once(st.setup, flags, os.path.join("trials", rel), "check", fingerprint=True, extra=st.extras.get(name))
     st.checks[name] = oc
     return oc
 
@@ -196,9 +210,10 @@ def output_check(cand: Outcome | None, base: fpmod.Fingerprints | None, eager: f
 def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputCheck) -> Candidate:
     flags = [f for f in d.spec.flags()]
     runs = st.runs.get(d.name, [])
-    cmd = reproduce_command(flags, st.setup, d.name)
+    cmd = reproduce_command(flags, st.setup, d.name, st.extras.get(d.name))
+    change = code_change_of(d) or (change_at(d.spec, st.sites) if flags else "(none: the script as it is)")
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
-                code_change=change_at(d.spec, st.sites) if flags else "(none: the script as it is)", command=cmd,
+                code_change=change, command=cmd, start=d.start, env=dict(d.env),
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
     if d.name in st.not_tried and not runs:
         return Candidate(**base, status="not tried", verdict="not tried", reason=st.not_tried[d.name])  # type: ignore[arg-type]
@@ -239,11 +254,13 @@ def noise_text(worst: float | None, typical: float | None) -> str:
     return text + ": the machine is busy; rerun with more --repeat or on a quiet machine"
 
 
-def reproduce_command(flags: list[str], setup: Setup, name: str) -> str:
+def reproduce_command(flags: list[str], setup: Setup, name: str, extra: RunExtra | None = None) -> str:
     """The command line of one timed run as it ran: the same flags and seed, its own empty
-    inductor cache (``--quiet --no-html`` and the timing record left out)."""
-    words = run_command(flags, setup, os.path.join(setup.out, "trials", name, "rep-1"))
-    return 'TORCHINDUCTOR_CACHE_DIR="$(mktemp -d)" ' + shell_join(words)
+    inductor cache or the warm one it read, its environment (``--quiet --no-html`` and the
+    timing record left out)."""
+    words = run_command([*(extra.args if extra else []), *flags], setup,
+                        os.path.join(setup.out, "trials", name, "rep-1"))
+    return env_prefix(extra) + shell_join(words)
 
 
 def more_dims(drafts: list[Draft], runs: dict[str, list[RunFigures]]) -> list[Draft]:
@@ -285,20 +302,27 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     if setup.progress:
         setup.progress("baseline · first run (its findings choose the candidates)")
     t0 = setup.clock()
-    first = run_once(setup, [], os.path.join("trials", "baseline", "rep-1"), "rep-1")
+    # it also fills the cache directory (and saves the cache artifacts) a warm-start candidate reads
+    first = run_once(setup, [], os.path.join("trials", "baseline", "rep-1"), "rep-1", extra=prime_extra(setup.out))
     st.run_s.append(setup.clock() - t0)
     if not first.figures.ok or first.receipt is None:
+        drop_warm(setup.out)
         raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
     st.runs["baseline"] = [first.figures]
     st.times["baseline"] = [st.run_s[0]]
     st.sites = compile_sites(setup.script)
     folded: list[str] = []
-    drafts = choose(catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded),
-                    only, skip)
+    found = catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded)
+    found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
+                          env={**os.environ, **setup.env})
+    drafts = choose(found, only, skip)
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = unique_names(drafts)
     st.drafts = drafts
+    st.extras = {d.name: e for d in drafts if (e := extra_for(d, setup.out)) is not None}
+    if not any(d.start for d in drafts):
+        drop_warm(setup.out)  # no candidate reads it
     baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
     order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
     total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
@@ -375,6 +399,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         vs_eager=_eager_text(base_fp, eager_fp),
         detail=None if deterministic is not False else "not deterministic: the baseline's two runs disagree"))
     base_cand = msgspec.structs.replace(base_cand, verdict="no measurable change", rank=0)
+    ranked = [msgspec.structs.replace(c, trade=trade_text(c, base_cand)) if c.runs else c for c in ranked]
     chosen = choose_best(ranked)
     decision, trigger = _decision(chosen, ranked, base_cand, deterministic)
     timed = [r for rs in st.runs.values() for r in rs]
@@ -452,7 +477,9 @@ def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate
         evidence += "; " + "; ".join(group_text(g) for g in chosen.paired.unpaired[:3])
     if chosen.adds:
         evidence += "; it adds " + ", ".join(chosen.adds) + " (and beats every candidate that adds nothing)"
-    if chosen.steady_verdict == "slower":
+    if chosen.trade:
+        evidence += "; the trade: " + chosen.trade
+    elif chosen.steady_verdict == "slower":
         evidence += "; " + break_even(chosen, base)
     if chosen.noise_note:
         evidence += "; " + chosen.noise_note

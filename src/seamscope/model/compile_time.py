@@ -127,6 +127,23 @@ class WarmStage(Struct, frozen=True):
     warm_ns: int | None
 
 
+class ArtifactsStart(Struct, frozen=True):
+    """A third run with an empty cache directory that loaded the cold run's
+    ``torch.compiler.save_cache_artifacts`` first (a worker on a fresh machine shipped them)."""
+
+    artifacts_file: str
+    artifacts_bytes: int
+    receipt: str
+    compile_ns: int
+    wall_ns: int
+    stages: list[WarmStage]
+    """``cold_ns``: the cold run's; ``warm_ns``: this run's."""
+    caches: list[CacheLayer]
+    still_missed: list[str]
+    load_note: str
+    """What loading did, as the run's decision note says (entries per cache, time)."""
+
+
 class WarmStart(Struct, frozen=True):
     """What a restarted worker pays: the same target run twice against one persistent cache
     directory, the first run filling it (cold), the second reading it (warm). Not a receipt
@@ -145,3 +162,7 @@ class WarmStart(Struct, frozen=True):
     still_missed: list[str]
     """The warm run's compilations that did not hit a cache layer, with PyTorch's reason."""
     sentence: str
+    artifacts: ArtifactsStart | None = None
+    """The run from the cold run's cache artifacts; None where none were saved (see ``artifacts_note``)."""
+    artifacts_note: str | None = None
+    """Why there is no such run, or what saving the artifacts did."""

@@ -77,8 +77,9 @@ class Metric(Struct, frozen=True, kw_only=True):
     ratio_median: float | None = None
     baseline_spread: float | None = None
     """(max - min) / median of the baseline's figure over the repetitions; for the total, when
-    every call is recorded, the noise instead: the median over calls of (max - min) / min between
-    repetitions, and ``ratio_median`` the ratio of the sums of each call's minimum."""
+    every call is recorded, the noise instead: the median over calls (each weighted by its minimum
+    time) of (max - min) / min between repetitions, and ``ratio_median`` the ratio of the sums of
+    each call's minimum."""
     verdict: MetricVerdict = "n/a"
 
 
@@ -173,6 +174,15 @@ class Candidate(Struct, frozen=True, kw_only=True):
     candidate that adds nothing)."""
     noise_note: str | None = None
     """Why the timings could not decide (``noisy``)."""
+    start: str | None = None
+    """How its processes started, where that is the remedy: ``warm-cache-dir`` (the cache directory
+    the baseline's first run filled), ``warm-cache-artifacts`` (an empty one, loaded from the
+    artifacts that run saved); None: an empty cache directory, as every other run."""
+    env: dict[str, str] = {}
+    """Environment its processes got beyond the trial's own (``TORCHINDUCTOR_COMPILE_THREADS``)."""
+    trade: str | None = None
+    """Compile time saved per process start, steady time per call (paired), and the process
+    lifetime (steady calls, restarts for a cache) at which it pays off."""
 
 
 class Overhead(Struct, frozen=True, kw_only=True):

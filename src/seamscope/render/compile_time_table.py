@@ -53,16 +53,27 @@ def print_warm_start(console: Console, ws: WarmStart) -> None:
     from ..analyze.units import fmt_ns
 
     console.print(f"[bold]{escape(ws.sentence)}[/bold]")
+    a = ws.artifacts
     t = Table(title="compile time, cold → warm (a restarted worker)", title_justify="left")
-    for col in ("stage", "cold", "warm"):
+    for col in ("stage", "cold", "warm", *(["from artifacts"] if a is not None else [])):
         t.add_column(col, justify="left" if col == "stage" else "right")
+    art = {s.stage: s.warm_ns for s in a.stages} if a is not None else {}
     for s in ws.stages:
-        t.add_row(STAGE_WORDS.get(s.stage, s.stage), fmt_ns(s.cold_ns), fmt_ns(s.warm_ns))
-    t.add_row("all compile time", fmt_ns(ws.cold_compile_ns), fmt_ns(ws.warm_compile_ns))
-    t.add_row("calls' wall time", fmt_ns(ws.cold_wall_ns), fmt_ns(ws.warm_wall_ns))
+        t.add_row(STAGE_WORDS.get(s.stage, s.stage), fmt_ns(s.cold_ns), fmt_ns(s.warm_ns),
+                  *([fmt_ns(art.get(s.stage))] if a is not None else []))
+    t.add_row("all compile time", fmt_ns(ws.cold_compile_ns), fmt_ns(ws.warm_compile_ns),
+              *([fmt_ns(a.compile_ns)] if a is not None else []))
+    t.add_row("calls' wall time", fmt_ns(ws.cold_wall_ns), fmt_ns(ws.warm_wall_ns),
+              *([fmt_ns(a.wall_ns)] if a is not None else []))
     console.print(t)
     for c, w in zip(ws.cold_caches, ws.warm_caches, strict=True):
         console.print(f"  [dim]{c.layer}: cold {c.hit} hit, {c.miss} miss, {c.bypass} bypass → warm {w.hit} hit, "
                       f"{w.miss} miss, {w.bypass} bypass[/dim]")
     for m in ws.still_missed[:max(1, 12)]:
         console.print(f"  [yellow]still missed[/yellow] {escape(m)}")
+    if a is not None:
+        console.print(f"  [dim]from artifacts: {escape(a.load_note)}[/dim]")
+        for m in a.still_missed[:12]:
+            console.print(f"  [yellow]still missed (from artifacts)[/yellow] {escape(m)}")
+    elif ws.artifacts_note:
+        console.print(f"  [dim]no run from artifacts: {escape(ws.artifacts_note)}[/dim]")

@@ -80,6 +80,8 @@ def notes(t: Trials) -> list[str]:
             out.append(f"{c.name}: noisy: {c.noise_note}")
         if c.verdict == "no effect" and c.reason:
             out.append(f"{c.name}: no effect: {c.reason}")
+        if c.trade:
+            out.append(f"{c.name}: the trade: {c.trade}")
     out += [f"folded: {f}" for f in t.folded]
     return out
 
