@@ -548,7 +548,8 @@ def test_try_warm_cache_candidates_hit_the_caches_the_baseline_filled(tmp_path):
     artifacts and hit too; outputs equal throughout. (Each cold inductor run builds its kernel: the
     compile-threads candidate, two more cold runs, is left to the torch-free trial tests.)"""
     script = tmp_path / "ind.py"
-    script.write_text("import torch\n\ng = torch.compile(lambda x: (x.sin() * 2).cos().sum(dim=-1))\n"
+    # an extern mm: Inductor's stages and both caches, without seconds of C++ kernel build per run
+    script.write_text("import torch\n\ng = torch.compile(lambda x: torch.mm(x, x.t()))\n"
                       "x = torch.randn(8, 16)\nfor _ in range(3):\n    g(x)\n")
     p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "warm", str(script)], tmp_path, timeout=1800)
     assert p.returncode == 0, p.stderr
