@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,8 @@ from ..model.builder import LedgerBuilder
 from ..model.compat import is_tested, tested_range
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
-from .limits import LONG_DIGITS, MAX_DEPTH, field_problem
+from .limits import MAX_DEPTH, field_problem
+from .scan import CHUNK, PayloadSink, limits_prefilter, record_scan
 
 #: What a ``TORCH_TRACE`` log cannot tell (RunInfo.absent): marked, never invented.
 ABSENT = [
@@ -52,12 +53,13 @@ LOG_NAME = re.compile(r"^dedicated_log_torch_trace_.*\.log$")
 #: The rank in a log's name: ``..._rank_5_x1y2.log`` (PyTorch's) or ``..._rank_5.log`` (renamed).
 RANK_IN_NAME = re.compile(r"(?:^|_)rank_(\d+)(?:_[^/]*)?\.log$")
 
-CHUNK = 1 << 20  # 1 MiB reads: few syscalls, bounded memory
 MAX_MESSAGES = 50  # issues kept with their line; the rest are only counted
 
 _NEEDED = frozenset({b"str", b"dynamo_start", b"dynamo_output_graph", b"artifact", b"compilation_metrics"})
 _IGNORED = frozenset(k.encode() for k in IGNORED_EVENTS)
 _decode = msgspec.json.Decoder().decode
+#: Yields the lines of a file that are not payload lines; payload lines go to the sink while it is on.
+LineSource = Callable[[str, "ParseStats", PayloadSink], Iterator[tuple[int, bytes]]]
 
 
 @dataclass(frozen=True)
@@ -134,32 +136,6 @@ def find_logs(directory: str) -> list[str]:
     return sorted(paths, key=lambda p: (rank_from_name(p) is None, rank_from_name(p) or 0, p))
 
 
-def iter_lines(path: str, stats: ParseStats) -> Iterator[tuple[int, bytes]]:
-    """``(line number, line without its newline)``; hashes every byte read. The last line is
-    yielded even without a newline (a cut file); the caller is told via ``stats.skipped``."""
-    h = hashlib.sha256()
-    n = 0
-    rest = b""
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            h.update(chunk)
-            stats.bytes += len(chunk)
-            lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
-            rest = lines.pop()
-            for ln in lines:
-                n += 1
-                yield n, ln
-    stats.sha256 = h.hexdigest()
-    if rest:
-        n += 1
-        stats.cut_line = n  # the reader says whether it was cut (CUT_TEXT)
-        yield n, rest
-    stats.lines = n
-
-
 CUT_TEXT = "last line has no newline and is incomplete (file cut while written?)"
 
 
@@ -203,15 +179,18 @@ def _cut_payload_complete(path: str, stats: ParseStats) -> bool:
     return isinstance(md5, str) and _payload_text(b"\n".join(body), body, md5)[1]
 
 
-def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, Any], str | None]]:
+def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) -> Iterator[tuple[int, dict[str, Any], str | None]]:
     """``(line, metadata, payload)`` for the records the ledger needs, in file order.
 
     Payloads are returned only for :data:`PAYLOAD_ARTIFACTS` (else None); records of ignored
-    kinds are counted and skipped undecoded; unknown kinds are counted in ``stats``.
+    kinds are counted and skipped undecoded; unknown kinds are counted in ``stats``. ``lines``
+    gives the lines that are not payload lines (``scan.each_line`` is the one-line-at-a-time
+    reference of the default).
     """
     name = path
     pend: tuple[int, dict[str, Any], str] | None = None  # record waiting for its payload
-    chunks: list[bytes] = []
+    sink = PayloadSink()
+    chunks = sink.lines
     ignored = _IGNORED
     needed = _NEEDED
 
@@ -238,15 +217,12 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
 
     records = events = last_rec = 0  # kept local in the loop; written to ``stats`` after it
     last_line = b""
-    for ln, line in iter_lines(path, stats):
-        if line[:1] == b"\t":
-            if pend is not None:
-                chunks.append(line[1:])
-            continue
+    for ln, line in lines(path, stats, sink):
         if pend is not None:
+            sink.on = False
             yield flush()
             pend = None
-            chunks = []
+            chunks = sink.lines = []
         if not line:
             continue
         j = line.find(b"] {", 0, 400)
@@ -291,8 +267,8 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
         # msgspec already refuses NaN, Infinity and out-of-range floats; what is left to refuse is
         # an integer beyond 64 bits (a run of 20 digits) or nesting beyond MAX_DEPTH (that many
         # brackets), so the walk runs only on a record whose line could hold either
-        ints = LONG_DIGITS.search(line) is not None
-        deep = line.count(b"[") + line.count(b"{") > MAX_DEPTH
+        ints, brackets = limits_prefilter(line, 0)
+        deep = brackets > MAX_DEPTH
         bad = field_problem(meta, ints=ints) if ints or deep else None
         if bad is not None:
             stats.problem(name, ln, "bad_json", f"{bad}; record skipped")
@@ -310,6 +286,7 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             art = meta.get("artifact")
             if isinstance(art, dict) and art.get("name") in PAYLOAD_ARTIFACTS:
                 pend = (ln, meta, md5)
+                sink.on = True
                 continue
         yield ln, meta, None
     stats.records, stats.events, stats.last_record = stats.records + records, stats.events + events, last_rec

@@ -1,0 +1,135 @@
+/* The byte scans of the TORCH_TRACE reader in C (seamscope/ingest/scan.py has the same in Python).
+ *
+ * Optional: without this module the reader uses the Python versions, which give the same results
+ * (tests/test_import_scan.py checks both against each other on real and generated logs).
+ *
+ * Why it exists: a TORCH_TRACE log is mostly payload lines (a tab, then a line of a JSON or text
+ * payload: 150,000 of a 160,000-line eager log), and the reader needs only the other lines, the
+ * records. Splitting the whole file into Python objects and looking at the first byte of each
+ * cost more than everything else the reader does; here one memchr per line finds the records.
+ * The limits prefilter reads a record line once for the two things that can make a decoded record
+ * unusable (a run of 20 digits: an integer beyond 64 bits; many brackets: deep nesting), where
+ * Python needs a regular expression and two counts (several passes over lines of 40 KB).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* record_lines(buf, end) -> (spans, lines)
+ * Every line of buf[:end] (end just past a newline) that does not start with a tab, as a flat list
+ * [start, stop, index, ...] (stop excludes the newline; index counts lines from 0), and the number
+ * of lines in buf[:end]. */
+static PyObject *
+record_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "record_lines(buf, end) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
+    if (end == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (end < 0 || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "record_lines: end out of range");
+        return NULL;
+    }
+    PyObject *spans = PyList_New(0);
+    if (spans == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const char *p = (const char *)view.buf;
+    Py_ssize_t i = 0, index = 0;
+    while (i < end) {
+        const char *nl = memchr(p + i, '\n', (size_t)(end - i));
+        Py_ssize_t stop = nl ? (Py_ssize_t)(nl - p) : end;
+        if (p[i] != '\t') {
+            PyObject *a = PyLong_FromSsize_t(i), *b = PyLong_FromSsize_t(stop), *c = PyLong_FromSsize_t(index);
+            int bad = a == NULL || b == NULL || c == NULL || PyList_Append(spans, a) < 0 || PyList_Append(spans, b) < 0
+                      || PyList_Append(spans, c) < 0;
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            Py_XDECREF(c);
+            if (bad) {
+                Py_DECREF(spans);
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+        }
+        index++;
+        i = stop + 1;
+    }
+    PyBuffer_Release(&view);
+    PyObject *out = Py_BuildValue("(Nn)", spans, index);
+    return out;
+}
+
+/* limits_prefilter(buf, start) -> (long_digits, brackets)
+ * Whether buf[start:] holds a run of at least 20 ASCII digits, and how many '[' and '{' it holds. */
+static PyObject *
+limits_prefilter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "limits_prefilter(buf, start) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (start < 0) {
+        start = 0;
+    }
+    const unsigned char *p = (const unsigned char *)view.buf;
+    Py_ssize_t run = 0, brackets = 0;
+    int long_digits = 0;
+    for (Py_ssize_t i = start; i < view.len; i++) {
+        unsigned char ch = p[i];
+        if (ch >= '0' && ch <= '9') {
+            if (++run >= 20) {
+                long_digits = 1;
+            }
+        } else {
+            run = 0;
+            brackets += (ch == '[') | (ch == '{');
+        }
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(On)", long_digits ? Py_True : Py_False, brackets);
+}
+
+static PyMethodDef module_methods[] = {
+    {"record_lines", (PyCFunction)(void (*)(void))record_lines, METH_FASTCALL,
+     "record_lines(buf, end) -> (spans, lines): [start, stop, index, ...] of each line of buf[:end] that "
+     "does not start with a tab, and the number of lines there."},
+    {"limits_prefilter", (PyCFunction)(void (*)(void))limits_prefilter, METH_FASTCALL,
+     "limits_prefilter(buf, start) -> (long_digits, brackets): whether buf[start:] holds a run of 20 "
+     "digits, and its count of '[' and '{'."},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "seamscope._logscan",
+    .m_doc = "The TORCH_TRACE reader's byte scans in C (optional: seamscope.ingest.scan has them in Python).",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__logscan(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,168 @@
+"""The ``TORCH_TRACE`` reader's byte scans: which lines are records, and whether a record line needs
+the limits walk. In C (``seamscope._logscan``) where it was built, else in Python: same results
+(tests/test_import_scan.py compares both on real and generated logs).
+
+A log is mostly payload lines (a tab, then a line of a payload): 150,000 of the 160,000 lines of
+an eager run's log. The reader needs the others only, so the file is never split into one Python
+object per line: :func:`record_lines` finds the lines that do not start with a tab, and the payload
+lines of the few records whose payload is read are cut out of the buffer between two of them.
+``SEAMSCOPE_PURE_PYTHON=1`` uses the Python versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Protocol
+
+from .limits import LONG_DIGITS
+
+CHUNK = 1 << 20  # 1 MiB reads: few syscalls, bounded memory
+
+
+def record_lines_py(buf: bytes, end: int) -> tuple[list[int], int]:
+    """``([start, stop, index, ...], lines)``: each line of ``buf[:end]`` (``end`` just past a
+    newline) that does not start with a tab, flat (``stop`` excludes the newline, ``index``
+    counts lines from 0), and the number of lines in ``buf[:end]``."""
+    spans: list[int] = []
+    pos = index = 0
+    for line in buf[:end].split(b"\n")[:-1] if end else ():
+        stop = pos + len(line)
+        if line[:1] != b"\t":
+            spans += (pos, stop, index)
+        pos, index = stop + 1, index + 1
+    return spans, index
+
+
+def limits_prefilter_py(buf: bytes, start: int) -> tuple[bool, int]:
+    """``(long_digits, brackets)``: whether ``buf[start:]`` holds a run of 20 digits (an integer
+    that may be beyond 64 bits), and how many ``[`` and ``{`` it holds (how deep it may nest)."""
+    part = buf[start:] if start else buf
+    return LONG_DIGITS.search(part) is not None, part.count(b"[") + part.count(b"{")
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("SEAMSCOPE_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from .. import _logscan
+    except ImportError:
+        return None
+    return _logscan
+
+
+NATIVE = _load()
+"""``seamscope._logscan``, or None (the Python versions are used)."""
+
+record_lines: Callable[[bytes, int], tuple[list[int], int]] = (
+    NATIVE.record_lines if NATIVE is not None else record_lines_py)
+limits_prefilter: Callable[[bytes, int], tuple[bool, int]] = (
+    NATIVE.limits_prefilter if NATIVE is not None else limits_prefilter_py)
+
+
+class FileStats(Protocol):
+    """What a line source records about the file (``torch_trace.ParseStats`` has these)."""
+
+    bytes: int
+    sha256: str
+    cut_line: int
+    lines: int
+
+
+class PayloadSink:
+    """Where a line source puts the payload lines (without their tab) that follow a record, while
+    the reader wants them (``on``): only for the records whose payload it reads."""
+
+    __slots__ = ("on", "lines")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.lines: list[bytes] = []
+
+
+def iter_lines(path: str, stats: FileStats) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line without its newline)`` for every line; hashes every byte read. The
+    last line is yielded even without a newline (a cut file: ``stats.cut_line``)."""
+    h = hashlib.sha256()
+    n = 0
+    rest = b""
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+            stats.bytes += len(chunk)
+            lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+            rest = lines.pop()
+            for ln in lines:
+                n += 1
+                yield n, ln
+    stats.sha256 = h.hexdigest()
+    if rest:
+        n += 1
+        stats.cut_line = n  # the reader says whether it was cut
+        yield n, rest
+    stats.lines = n
+
+
+def each_line(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tuple[int, bytes]]:
+    """A line source, one line at a time: every line that does not start with a tab is yielded;
+    a payload line goes to ``sink`` while it is on. The reference :func:`record_scan` must equal."""
+    for ln, line in iter_lines(path, stats):
+        if line[:1] == b"\t":
+            if sink.on:
+                sink.lines.append(line[1:])
+            continue
+        yield ln, line
+
+
+def _payload(sink: PayloadSink, seg: bytes) -> None:
+    """The payload lines of ``seg`` (whole lines, each starting with a tab, the last newline
+    dropped) into ``sink``."""
+    sink.lines.extend(ln[1:] for ln in seg.split(b"\n"))
+
+
+def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tuple[int, bytes]]:
+    """The same line source as :func:`each_line`, without a Python object per payload line: each
+    1 MiB read is scanned for the lines that do not start with a tab (:func:`record_lines`), and
+    payload lines are cut out of the buffer only while ``sink`` is on."""
+    h = hashlib.sha256()
+    base = 0  # lines before ``buf``
+    rest = b""
+    scan = record_lines
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+            stats.bytes += len(chunk)
+            buf = rest + chunk if rest else chunk
+            end = buf.rfind(b"\n") + 1
+            if not end:  # no line ends in it yet
+                rest = buf
+                continue
+            spans, count = scan(buf, end)
+            cur = 0  # the first byte not yet given out (as a record line or to the sink)
+            it = iter(spans)
+            for s, e, i in zip(it, it, it):
+                if sink.on and s > cur:
+                    _payload(sink, buf[cur : s - 1])
+                yield base + i + 1, buf[s:e]
+                cur = e + 1
+            if sink.on and end > cur:
+                _payload(sink, buf[cur : end - 1])
+            base += count
+            rest = buf[end:]
+    stats.sha256 = h.hexdigest()
+    if rest:
+        base += 1
+        stats.cut_line = base  # the reader says whether it was cut
+        if rest[:1] != b"\t":
+            yield base, rest
+        elif sink.on:
+            sink.lines.append(rest[1:])
+    stats.lines = base
