@@ -82,12 +82,9 @@ class PayloadSink:
         self.lines: list[bytes] = []
 
 
-def iter_lines(path: str, stats: FileStats) -> Iterator[tuple[int, bytes]]:
-    """``(line number, line without its newline)`` for every line; hashes every byte read. The
-    last line is yielded even without a newline (a cut file: ``stats.cut_line``)."""
+def _chunks(path: str, stats: FileStats) -> Iterator[bytes]:
+    """The file in :data:`CHUNK` reads, each hashed and counted; the hash is set at the end."""
     h = hashlib.sha256()
-    n = 0
-    rest = b""
     with open(path, "rb", buffering=0) as f:
         while True:
             chunk = f.read(CHUNK)
@@ -95,12 +92,21 @@ def iter_lines(path: str, stats: FileStats) -> Iterator[tuple[int, bytes]]:
                 break
             h.update(chunk)
             stats.bytes += len(chunk)
-            lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
-            rest = lines.pop()
-            for ln in lines:
-                n += 1
-                yield n, ln
+            yield chunk
     stats.sha256 = h.hexdigest()
+
+
+def iter_lines(path: str, stats: FileStats) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line without its newline)`` for every line; hashes every byte read. The
+    last line is yielded even without a newline (a cut file: ``stats.cut_line``)."""
+    n = 0
+    rest = b""
+    for chunk in _chunks(path, stats):
+        lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
+        rest = lines.pop()
+        for ln in lines:
+            n += 1
+            yield n, ln
     if rest:
         n += 1
         stats.cut_line = n  # the reader says whether it was cut
@@ -129,35 +135,27 @@ def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tupl
     """The same line source as :func:`each_line`, without a Python object per payload line: each
     1 MiB read is scanned for the lines that do not start with a tab (:func:`record_lines`), and
     payload lines are cut out of the buffer only while ``sink`` is on."""
-    h = hashlib.sha256()
     base = 0  # lines before ``buf``
     rest = b""
     scan = record_lines
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            h.update(chunk)
-            stats.bytes += len(chunk)
-            buf = rest + chunk if rest else chunk
-            end = buf.rfind(b"\n") + 1
-            if not end:  # no line ends in it yet
-                rest = buf
-                continue
-            spans, count = scan(buf, end)
-            cur = 0  # the first byte not yet given out (as a record line or to the sink)
-            it = iter(spans)
-            for s, e, i in zip(it, it, it):
-                if sink.on and s > cur:
-                    _payload(sink, buf[cur : s - 1])
-                yield base + i + 1, buf[s:e]
-                cur = e + 1
-            if sink.on and end > cur:
-                _payload(sink, buf[cur : end - 1])
-            base += count
-            rest = buf[end:]
-    stats.sha256 = h.hexdigest()
+    for chunk in _chunks(path, stats):
+        buf = rest + chunk if rest else chunk
+        end = buf.rfind(b"\n") + 1
+        if not end:  # no line ends in it yet
+            rest = buf
+            continue
+        spans, count = scan(buf, end)
+        cur = 0  # the first byte not yet given out (as a record line or to the sink)
+        it = iter(spans)
+        for s, e, i in zip(it, it, it):
+            if sink.on and s > cur:
+                _payload(sink, buf[cur : s - 1])
+            yield base + i + 1, buf[s:e]
+            cur = e + 1
+        if sink.on and end > cur:
+            _payload(sink, buf[cur : end - 1])
+        base += count
+        rest = buf[end:]
     if rest:
         base += 1
         stats.cut_line = base  # the reader says whether it was cut

@@ -5,12 +5,13 @@ the file ``tlparse`` reads). Each record is a glog prefix, then one JSON object 
 names the event, then optionally a payload on lines that start with a tab (``has_payload`` is its
 MD5). Why this parser is fast and small:
 
-- the file is read once in large chunks (hashed as it goes) and split into lines; nothing else
-  about the file is kept, so memory does not grow with its size;
+- the file is read once in large chunks (hashed as it goes) and only its record lines are cut out
+  of each (``scan.record_scan``: payload lines, most of a log, never become Python objects);
+  nothing else about the file is kept, so memory does not grow with its size;
 - the event key is read off the raw bytes (``{"KEY": ...``) and records the ledger never needs
   (chromium events, tensor descriptions, guards, generated code) are skipped without decoding;
 - a payload is joined and decoded only for the two artifacts whose text is needed (break reasons
-  and recompile reasons); every other payload line costs one byte comparison.
+  and recompile reasons); every other payload line costs one memchr (in C where it was built).
 
 Tolerance: a bad line, a cut payload, an unknown event kind, a disagreement inside the log or a
 log from an untested PyTorch version becomes an :class:`Issue` with the file and line, counted per
