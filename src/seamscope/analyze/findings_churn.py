@@ -107,10 +107,12 @@ def _churn_finding(
     guards: list[str] = []
     values: list[str] = []
     for c, ps in members:
-        for g in c.failed_guards:
+        for g in c.failed_guards if len(guards) < 5 else ():
             g1 = _PREFIX.sub("", g.splitlines()[0]).strip()
-            if g1 not in guards and len(guards) < 5:
+            if g1 not in guards:
                 guards.append(g1)
+                if len(guards) == 5:
+                    break
         for p in ps:
             if p[0] == pattern and p[2] is not None and p[2] not in values and len(values) < 8:
                 values.append(p[2])

@@ -332,7 +332,8 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
             reasons = [text]
     else:
         reasons = [text]
-    return [_normalize_reason(r.strip(), cwd) for r in reasons if r.strip()]
+    norm = _normalize_reason
+    return [norm(r, cwd) for r in map(str.strip, reasons) if r]
 
 
 def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
@@ -347,8 +348,10 @@ def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
     return normalize_text(str(reason), cwd)[:500] if reason else None
 
 
-# A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
+# A frame's recompile reasons repeat every earlier entry's reason, and each restart of a frame
+# gives the same restart reason: normalise each text once.
 _normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
+BREAKS_KEPT = 256  # distinct break payloads kept read (memory stays flat however long the log)
 
 
 def _ns(value: Any, unit: float) -> int | None:
@@ -427,6 +430,9 @@ class CompileEventAssembler:
         self.missing_fields: dict[str, int] = {}
         """Break records that lacked a field (``user_stack``, ``gb_code``, ``location``), by field;
         such a break is still a site, with the fields it has."""
+        self._breaks: dict[str, ParsedBreak] = {}
+        """Break payloads read, by text: every recompile of a frame breaks at the same statement
+        again and writes the same payload, which is read once (at most :data:`BREAKS_KEPT`)."""
 
     def feed(self, meta: dict[str, Any], payload: str | None, t_ns: int | None = None) -> None:
         key = event_key(meta)
@@ -481,7 +487,12 @@ class CompileEventAssembler:
                 return
             p = self.pending.setdefault(cid, _Pending())
             if name == "dynamo_graph_break_reason" and payload:
-                site = self._site(parse_break_reason(payload, self.cwd, self.hints), cid)
+                pb = self._breaks.get(payload)
+                if pb is None:
+                    if len(self._breaks) >= BREAKS_KEPT:
+                        self._breaks.clear()
+                    pb = self._breaks[payload] = parse_break_reason(payload, self.cwd, self.hints)
+                site = self._site(pb, cid)
                 if site.site_id not in p.site_ids:
                     p.site_ids.append(site.site_id)
             elif name == "recompile_reasons":
@@ -619,7 +630,7 @@ class CompileEventAssembler:
         aot_miss = m.get("aotautograd_local_cache_miss_count") or 0
         fx_cache = p.fx_cache or ("hit" if fx_hits else ("miss" if fx_miss else None))
         aot_cache = p.aot_cache or ("hit" if aot_hits else ("miss" if aot_miss else None))
-        restart = [normalize_text(str(r), self.cwd).splitlines()[0] for r in (m.get("restart_reasons") or []) if r]
+        restart = [_normalize_reason(str(r), self.cwd).splitlines()[0] for r in (m.get("restart_reasons") or []) if r]
         guards = list(p.failed_guards)
         if not guards and m.get("recompile_reason"):
             guards = [normalize_text(str(m["recompile_reason"]), self.cwd)]

@@ -44,6 +44,11 @@ class GuardTable(Struct, frozen=True):
 
 def encode_refs(ids: list[int]) -> Refs:
     """``[5, 4, 3, 2, 9]`` → ``[[5, 2], 9]``: runs of consecutive indices as pairs."""
+    n = len(ids)
+    if n > 1 and abs(ids[-1] - ids[0]) == n - 1 and ids[1] - ids[0] in (1, -1):
+        step = ids[1] - ids[0]
+        if ids == list(range(ids[0], ids[-1] + step, step)):
+            return [[ids[0], ids[-1]]]  # one run (the common case: a recompile's earlier entries)
     out: Refs = []
     i = 0
     while i < len(ids):
@@ -82,9 +87,14 @@ def compact(receipt: Receipt) -> Receipt:
     if not any(c.failed_guards for c in led.compilations) and not any(r.failed_guards for r in summ.recompiles):
         return receipt
     index: dict[str, int] = {}
+    done: dict[tuple[str, ...], Refs] = {}  # a recompile summary repeats its compilation's texts
 
     def refs(texts: list[str]) -> Refs:
-        return encode_refs([index.setdefault(t, len(index)) for t in texts])
+        key = tuple(texts)
+        out = done.get(key)
+        if out is None:
+            out = done[key] = encode_refs([index.setdefault(t, len(index)) for t in texts])
+        return out
 
     comp_refs = [refs(c.failed_guards) for c in led.compilations]
     rec_refs = [refs(r.failed_guards) for r in summ.recompiles]
