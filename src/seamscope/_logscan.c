@@ -15,6 +15,8 @@
 #include <Python.h>
 #include <string.h>
 
+#define IS_DIGIT(ch) ((ch) >= '0' && (ch) <= '9')
+
 /* record_lines(buf, end) -> (spans, lines)
  * Every line of buf[:end] (end just past a newline) that does not start with a tab, as a flat list
  * [start, stop, index, ...] (stop excludes the newline; index counts lines from 0), and the number
@@ -93,17 +95,34 @@ limits_prefilter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         start = 0;
     }
     const unsigned char *p = (const unsigned char *)view.buf;
-    Py_ssize_t run = 0, brackets = 0;
+    Py_ssize_t len = view.len, brackets = 0;
     int long_digits = 0;
-    for (Py_ssize_t i = start; i < view.len; i++) {
-        unsigned char ch = p[i];
-        if (ch >= '0' && ch <= '9') {
-            if (++run >= 20) {
-                long_digits = 1;
-            }
-        } else {
-            run = 0;
-            brackets += (ch == '[') | (ch == '{');
+    /* A run of 20 digits holds every 20th byte's position at least once: look at those, and
+     * measure the run only around a digit found there. */
+    Py_ssize_t i = start + 19;
+    while (i < len) {
+        if (!IS_DIGIT(p[i])) {
+            i += 20;
+            continue;
+        }
+        Py_ssize_t lo = i, hi = i;
+        while (lo > start && IS_DIGIT(p[lo - 1]) && hi - lo < 19) {
+            lo--;
+        }
+        while (hi + 1 < len && IS_DIGIT(p[hi + 1]) && hi - lo < 19) {
+            hi++;
+        }
+        if (hi - lo >= 19) {
+            long_digits = 1;
+            break;
+        }
+        i = hi + 21;
+    }
+    for (const char *c = "[{"; *c; c++) {
+        const unsigned char *q = p + start, *stop = p + len;
+        while (q < stop && (q = memchr(q, *c, (size_t)(stop - q))) != NULL) {
+            brackets++;
+            q++;
         }
     }
     PyBuffer_Release(&view);

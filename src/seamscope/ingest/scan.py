@@ -72,14 +72,27 @@ class FileStats(Protocol):
 
 
 class PayloadSink:
-    """Where a line source puts the payload lines (without their tab) that follow a record, while
-    the reader wants them (``on``): only for the records whose payload it reads."""
+    """Where a line source puts the payload lines that follow a record, while the reader wants
+    them (``on``): only for the records whose payload it reads."""
 
-    __slots__ = ("on", "lines")
+    __slots__ = ("on", "blocks")
 
     def __init__(self) -> None:
         self.on = False
-        self.lines: list[bytes] = []
+        self.blocks: list[bytes] = []
+        """Payload lines as read (each with its tab), one or more per block, joined by newlines."""
+
+    def add(self, block: bytes) -> None:
+        self.blocks.append(block)
+
+    def take(self) -> tuple[bytes, int]:
+        """The payload (its lines without their tabs, joined by newlines) and its number of
+        lines; the sink is emptied."""
+        if not self.blocks:
+            return b"", 0
+        raw = b"\n".join(self.blocks)
+        self.blocks = []
+        return raw[1:].replace(b"\n\t", b"\n"), raw.count(b"\n") + 1
 
 
 def _chunks(path: str, stats: FileStats) -> Iterator[bytes]:
@@ -120,15 +133,9 @@ def each_line(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tuple[
     for ln, line in iter_lines(path, stats):
         if line[:1] == b"\t":
             if sink.on:
-                sink.lines.append(line[1:])
+                sink.add(line)
             continue
         yield ln, line
-
-
-def _payload(sink: PayloadSink, seg: bytes) -> None:
-    """The payload lines of ``seg`` (whole lines, each starting with a tab, the last newline
-    dropped) into ``sink``."""
-    sink.lines.extend(ln[1:] for ln in seg.split(b"\n"))
 
 
 def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tuple[int, bytes]]:
@@ -149,11 +156,11 @@ def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tupl
         it = iter(spans)
         for s, e, i in zip(it, it, it):
             if sink.on and s > cur:
-                _payload(sink, buf[cur : s - 1])
+                sink.add(buf[cur : s - 1])  # whole payload lines, without the last newline
             yield base + i + 1, buf[s:e]
             cur = e + 1
         if sink.on and end > cur:
-            _payload(sink, buf[cur : end - 1])
+            sink.add(buf[cur : end - 1])
         base += count
         rest = buf[end:]
     if rest:
@@ -162,5 +169,5 @@ def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tupl
         if rest[:1] != b"\t":
             yield base, rest
         elif sink.on:
-            sink.lines.append(rest[1:])
+            sink.add(rest)
     stats.lines = base

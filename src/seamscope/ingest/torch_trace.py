@@ -140,13 +140,14 @@ def find_logs(directory: str) -> list[str]:
 CUT_TEXT = "last line has no newline and is incomplete (file cut while written?)"
 
 
-def _payload_text(raw: bytes, chunks: list[bytes], md5: str) -> tuple[bytes, bool]:
+def _payload_text(raw: bytes, md5: str) -> tuple[bytes, bool]:
     """The payload's bytes and whether they match their MD5; a file with CRLF line ends (a copy
     through Windows) matches once the ``\r`` of each line is dropped."""
     if hashlib.md5(raw).hexdigest() == md5:
         return raw, True
     if b"\r" in raw:
-        lf = b"\n".join(c[:-1] if c[-1:] == b"\r" else c for c in chunks)
+        lf = raw.replace(b"\r\n", b"\n")  # one \r before each line's end, and the last line's
+        lf = lf[:-1] if lf[-1:] == b"\r" else lf
         if hashlib.md5(lf).hexdigest() == md5:
             return lf, True
     return raw, False
@@ -177,7 +178,7 @@ def _cut_payload_complete(path: str, stats: ParseStats) -> bool:
     except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     md5 = meta.get("has_payload") if isinstance(meta, dict) else None
-    return isinstance(md5, str) and _payload_text(b"\n".join(body), body, md5)[1]
+    return isinstance(md5, str) and _payload_text(b"\n".join(body), md5)[1]
 
 
 def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) -> Iterator[tuple[int, dict[str, Any], str | None]]:
@@ -191,25 +192,25 @@ def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) 
     name = path
     pend: tuple[int, dict[str, Any], str] | None = None  # record waiting for its payload
     sink = PayloadSink()
-    chunks = sink.lines
     ignored = _IGNORED
     needed = _NEEDED
 
     def flush(at_end: bool = False) -> tuple[int, dict[str, Any], str | None]:
         ln, meta, md5 = pend  # type: ignore[misc]
         cut = at_end and stats.cut_line > 0
-        if not chunks:
+        raw, count = sink.take()
+        if not count:
             if not (cut and stats.cut_line == ln):  # else reported as truncated already
                 stats.problem(name, ln, "payload", "payload announced (has_payload) but missing")
             return ln, meta, None
-        raw, whole = _payload_text(b"\n".join(chunks), chunks, md5)
+        raw, whole = _payload_text(raw, md5)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             text = raw.decode("utf-8", "replace")
             stats.problem(name, ln, "non_utf8", "payload is not UTF-8 (bad bytes replaced)")
         if not whole:
-            if cut and stats.cut_line == ln + len(chunks):
+            if cut and stats.cut_line == ln + count:
                 stats.problem(name, stats.cut_line, "truncated", CUT_TEXT)
             else:
                 stats.problem(name, ln, "payload", "payload does not match its MD5 (cut or altered); kept as read")
@@ -223,7 +224,6 @@ def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) 
             sink.on = False
             yield flush()
             pend = None
-            chunks = sink.lines = []
         if not line:
             continue
         j = line.find(b"] {", 0, 400)
