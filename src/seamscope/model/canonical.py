@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -49,6 +50,50 @@ def _rounded(text: str) -> float:
 _encode = msgspec.json.Encoder().encode
 _sorted = msgspec.json.Encoder(order="sorted").encode
 _decode_rounded = msgspec.json.Decoder(float_hook=_rounded).decode
+
+
+def canonical_value(obj: Any) -> Any:
+    """:func:`to_builtins`, in C."""
+    return _decode_rounded(_encode(obj))
+
+
+_PLAIN = frozenset({str, int, bool, type(None)})  # values canonical as they are
+
+
+def sha256_canonical(value: Any, depth: int = 4, rounded: bool = False) -> str:
+    """``sha256(canonical_bytes(value))`` for plain data (dicts, lists), its outer ``depth``
+    levels written piece by piece and a list of strings and integers at once, so that the whole
+    text (37 MB for a receipt of 1,550 recompiles, with every failed guard) is never held, nor
+    decoded again. ``rounded``: its floats are canonical already (:func:`canonical_value`)."""
+    h = hashlib.sha256()
+    _feed(h.update, value, depth, rounded)
+    return h.hexdigest()
+
+
+def _feed(out: Callable[[bytes], object], value: Any, depth: int, rounded: bool) -> None:
+    kind = type(value)
+    if kind in _PLAIN:
+        out(_encode(value))
+    elif kind is dict and depth and value:
+        sep = b"{"
+        for k, v in sorted({str(k): v for k, v in value.items()}.items()):
+            out(sep)
+            out(_encode(k))
+            out(b":")
+            _feed(out, v, depth - 1, rounded)
+            sep = b","
+        out(b"}")
+    elif (kind is list or kind is tuple) and value and set(map(type, value)) <= _PLAIN:
+        out(_encode(value))
+    elif (kind is list or kind is tuple) and depth and value:
+        sep = b"["
+        for v in value:
+            out(sep)
+            _feed(out, v, depth - 1, rounded)
+            sep = b","
+        out(b"]")
+    else:
+        out(_sorted(value) if rounded else canonical_bytes(value))
 
 
 def canonical_bytes(obj: Any) -> bytes:

@@ -15,7 +15,7 @@ older one) is read as it is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -135,4 +135,21 @@ def expand(receipt: Receipt) -> Receipt:
     return rep(receipt, ledger=rep(led, compilations=comps), summary=rep(summ, recompiles=recs), guard_table=None)
 
 
-__all__ = ["GuardTable", "Refs", "encode_refs", "decode_refs", "compact", "expand"]
+def expand_builtins(raw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`expand` on a compacted receipt's plain data (``canonical.canonical_value`` of
+    ``compact(receipt)``): the same data as the expanded receipt's, each text shared from the
+    table, not copied. The receipt's hash is taken over it (:func:`hashing.receipt_sha256`)."""
+    table = raw.get("guard_table")
+    if table is None:
+        return raw
+    texts = table["texts"]
+    n = len(texts)
+    for part, items in ((raw["ledger"], "compilations"), (raw["summary"], "recompiles")):
+        for i, (item, refs) in enumerate(zip(part[items], table[items], strict=True)):
+            item["failed_guards"] = [*item["failed_guards"],
+                                     *(texts[k] for k in decode_refs(refs, n, f"guard_table.{items}[{i}]"))]
+    raw["guard_table"] = None
+    return raw
+
+
+__all__ = ["GuardTable", "Refs", "encode_refs", "decode_refs", "compact", "expand", "expand_builtins"]
