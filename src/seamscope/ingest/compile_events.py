@@ -13,7 +13,6 @@ event key plus context fields ``frame_id``, ``frame_compile_id``, ``attempt``, `
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import json
 import os
@@ -327,13 +326,12 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
     if text.startswith("["):
         try:
             val = json.loads(text)
-            reasons = [str(v) for v in val] if isinstance(val, list) else [str(val)]
+            reasons = list(map(str, val)) if isinstance(val, list) else [str(val)]
         except (ValueError, RecursionError):
             reasons = [text]
     else:
         reasons = [text]
-    norm = _normalize_reason
-    return [norm(r, cwd) for r in map(str.strip, reasons) if r]
+    return list(map(_reasons(cwd).__getitem__, [r for r in map(str.strip, reasons) if r]))
 
 
 def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
@@ -348,9 +346,33 @@ def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
     return normalize_text(str(reason), cwd)[:500] if reason else None
 
 
-# A frame's recompile reasons repeat every earlier entry's reason, and each restart of a frame
-# gives the same restart reason: normalise each text once.
-_normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
+class _Normalized(dict[str, str]):
+    """Texts normalised (:func:`normalize_text`) against one ``cwd``, each once: a frame's
+    recompile reasons repeat every earlier entry's reason, and each restart of a frame gives the
+    same restart reason. Looked up in C (``map(d.__getitem__, ...)``); at most :data:`REASONS_KEPT`."""
+
+    def __init__(self, cwd: str | None) -> None:
+        super().__init__()
+        self.cwd = cwd
+
+    def __missing__(self, text: str) -> str:
+        if len(self) >= REASONS_KEPT:
+            self.clear()
+        out = self[text] = normalize_text(text, self.cwd)
+        return out
+
+
+REASONS_KEPT = 8192
+_NORMALIZED: dict[str | None, _Normalized] = {}
+
+
+def _reasons(cwd: str | None) -> _Normalized:
+    found = _NORMALIZED.get(cwd)
+    if found is None:
+        found = _NORMALIZED[cwd] = _Normalized(cwd)
+    return found
+
+
 BREAKS_KEPT = 256  # distinct break payloads kept read (memory stays flat however long the log)
 
 
@@ -534,7 +556,10 @@ class CompileEventAssembler:
         prev = self.sites.get(sid)
         cids = list(prev.compile_ids) if prev else []
         if cid not in cids:
-            bisect.insort(cids, cid, key=compile_frame_index)
+            if not cids or compile_frame_index(cid) >= compile_frame_index(cids[-1]):
+                cids.append(cid)  # where insort would put it: ids mostly come in order
+            else:
+                bisect.insort(cids, cid, key=compile_frame_index)
         for name in pb.missing:
             self.missing_fields[name] = self.missing_fields.get(name, 0) + 1
         if prev is None:
@@ -630,7 +655,8 @@ class CompileEventAssembler:
         aot_miss = m.get("aotautograd_local_cache_miss_count") or 0
         fx_cache = p.fx_cache or ("hit" if fx_hits else ("miss" if fx_miss else None))
         aot_cache = p.aot_cache or ("hit" if aot_hits else ("miss" if aot_miss else None))
-        restart = [_normalize_reason(str(r), self.cwd).splitlines()[0] for r in (m.get("restart_reasons") or []) if r]
+        norm = _reasons(self.cwd)
+        restart = [norm[str(r)].splitlines()[0] for r in (m.get("restart_reasons") or []) if r]
         guards = list(p.failed_guards)
         if not guards and m.get("recompile_reason"):
             guards = [normalize_text(str(m["recompile_reason"]), self.cwd)]

@@ -143,11 +143,15 @@ def expand_builtins(raw: dict[str, Any]) -> dict[str, Any]:
     if table is None:
         return raw
     texts = table["texts"]
-    n = len(texts)
     for part, items in ((raw["ledger"], "compilations"), (raw["summary"], "recompiles")):
-        for i, (item, refs) in enumerate(zip(part[items], table[items], strict=True)):
-            item["failed_guards"] = [*item["failed_guards"],
-                                     *(texts[k] for k in decode_refs(refs, n, f"guard_table.{items}[{i}]"))]
+        for item, refs in zip(part[items], table[items], strict=True):
+            out = item["failed_guards"]
+            for r in refs:  # a table compact() made: every index is in it
+                if type(r) is int:
+                    out.append(texts[r])
+                else:
+                    lo, hi = r
+                    out += texts[lo : hi + 1] if lo <= hi else texts[hi : lo + 1][::-1]
     raw["guard_table"] = None
     return raw
 
