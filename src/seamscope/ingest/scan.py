@@ -24,18 +24,40 @@ from .limits import LONG_DIGITS
 CHUNK = 1 << 20  # 1 MiB reads: few syscalls, bounded memory
 
 
-def record_lines_py(buf: bytes, end: int) -> tuple[list[int], int]:
-    """``([start, stop, index, ...], lines)``: each line of ``buf[:end]`` (``end`` just past a
-    newline) that does not start with a tab, flat (``stop`` excludes the newline, ``index``
-    counts lines from 0), and the number of lines in ``buf[:end]``."""
+def record_key(line: bytes) -> tuple[int, bytes]:
+    """Where a record line's JSON starts less 2 (``j``: the glog prefix ends with ``] {`` in its
+    first 400 bytes; -1 when it does not) and its event key (``b""`` when there is none)."""
+    j = line.find(b"] {", 0, 400)
+    if j < 0:
+        return j, b""
+    k0 = j + 4
+    k1 = line.find(b'"', k0)
+    return j, line[k0:k1] if line[k0 - 1 : k0] == b'"' and k1 > 0 else b""
+
+
+def record_lines_py(buf: bytes, end: int, skip: frozenset[bytes]) -> tuple[list[int], int, int, int]:
+    """``([start, stop, index, ...], lines, skipped, last_skipped)``: each line of ``buf[:end]``
+    (``end`` just past a newline) that does not start with a tab, flat (``stop`` excludes the
+    newline, ``index`` counts lines from 0), and the number of lines in ``buf[:end]``.
+
+    A record whose event key is in ``skip`` is left out (counted in ``skipped``; ``last_skipped``
+    is the index of the last, or -1) unless the line given out before it is no such record, or
+    is in an earlier buffer: the payload of that line, if it is read, ends at this one."""
     spans: list[int] = []
-    pos = index = 0
+    pos = index = skipped = 0
+    last_skipped = -1
+    open_payload = True
     for line in buf[:end].split(b"\n")[:-1] if end else ():
         stop = pos + len(line)
         if line[:1] != b"\t":
-            spans += (pos, stop, index)
+            kind = bool(skip) and record_key(line)[1] in skip
+            if kind and not open_payload:
+                skipped, last_skipped = skipped + 1, index
+            else:
+                spans += (pos, stop, index)
+                open_payload = not kind
         pos, index = stop + 1, index + 1
-    return spans, index
+    return spans, index, skipped, last_skipped
 
 
 def limits_prefilter_py(buf: bytes, start: int) -> tuple[bool, int]:
@@ -58,7 +80,7 @@ def _load() -> ModuleType | None:
 NATIVE = _load()
 """``seamscope._logscan``, or None (the Python versions are used)."""
 
-record_lines: Callable[[bytes, int], tuple[list[int], int]] = (
+record_lines: Callable[[bytes, int, frozenset[bytes]], tuple[list[int], int, int, int]] = (
     NATIVE.record_lines if NATIVE is not None else record_lines_py)
 limits_prefilter: Callable[[bytes, int], tuple[bool, int]] = (
     NATIVE.limits_prefilter if NATIVE is not None else limits_prefilter_py)
@@ -77,12 +99,18 @@ class PayloadSink:
     """Where a line source puts the payload lines that follow a record, while the reader wants
     them (``on``): only for the records whose payload it reads."""
 
-    __slots__ = ("on", "blocks")
+    __slots__ = ("on", "blocks", "skip", "skipped", "last_skipped")
 
-    def __init__(self) -> None:
+    def __init__(self, skip: frozenset[bytes] = frozenset()) -> None:
         self.on = False
         self.blocks: list[bytes] = []
         """Payload lines as read (each with its tab), one or more per block, joined by newlines."""
+        self.skip = skip
+        """Event keys of records the reader only counts: a line source may count them here
+        instead of giving them out (:func:`record_lines`)."""
+        self.skipped = 0
+        self.last_skipped = 0
+        """The line of the last record counted in ``skipped`` (0: none)."""
 
     def add(self, block: bytes) -> None:
         self.blocks.append(block)
@@ -161,7 +189,8 @@ def each_line(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tuple[
 def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tuple[int, bytes]]:
     """The same line source as :func:`each_line`, without a Python object per payload line: each
     1 MiB read is scanned for the lines that do not start with a tab (:func:`record_lines`), and
-    payload lines are cut out of the buffer only while ``sink`` is on."""
+    payload lines are cut out of the buffer only while ``sink`` is on. Most records of the kinds
+    in ``sink.skip`` are only counted there."""
     base = 0  # lines before ``buf``
     rest = b""
     scan = record_lines
@@ -171,7 +200,10 @@ def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tupl
         if not end:  # no line ends in it yet
             rest = buf
             continue
-        spans, count = scan(buf, end)
+        spans, count, skipped, last = scan(buf, end, sink.skip)
+        if skipped:
+            sink.skipped += skipped
+            sink.last_skipped = base + last + 1
         cur = 0  # the first byte not yet given out (as a record line or to the sink)
         it = iter(spans)
         for s, e, i in zip(it, it, it):

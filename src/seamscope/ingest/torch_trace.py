@@ -36,7 +36,7 @@ from ..model.compat import is_tested, tested_range
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
 from .limits import MAX_DEPTH, field_problem
-from .scan import CHUNK, PayloadSink, limits_prefilter, record_scan
+from .scan import CHUNK, PayloadSink, limits_prefilter, record_key, record_scan
 
 #: What a ``TORCH_TRACE`` log cannot tell (RunInfo.absent): marked, never invented.
 ABSENT = [
@@ -191,7 +191,7 @@ def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) 
     """
     name = path
     pend: tuple[int, dict[str, Any], str] | None = None  # record waiting for its payload
-    sink = PayloadSink()
+    sink = PayloadSink(_IGNORED)
     ignored = _IGNORED
     needed = _NEEDED
 
@@ -226,7 +226,7 @@ def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) 
             pend = None
         if not line:
             continue
-        j = line.find(b"] {", 0, 400)
+        j, key = record_key(line)
         if j < 0:
             if ln == stats.cut_line:
                 stats.problem(name, ln, "truncated", CUT_TEXT)
@@ -235,9 +235,6 @@ def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) 
             continue
         records += 1
         last_rec, last_line = ln, line
-        k0 = j + 4
-        k1 = line.find(b'"', k0)
-        key = line[k0:k1] if line[k0 - 1 : k0] == b'"' and k1 > 0 else b""
         if key in ignored:
             events += 1
             continue
@@ -290,6 +287,8 @@ def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) 
                 sink.on = True
                 continue
         yield ln, meta, None
+    # records the line source only counted (never the last line, so never one cut there)
+    records, events, last_rec = records + sink.skipped, events + sink.skipped, max(last_rec, sink.last_skipped)
     stats.records, stats.events, stats.last_record = stats.records + records, stats.events + events, last_rec
     if pend is not None:
         yield flush(at_end=True)
