@@ -84,7 +84,7 @@ def _churn_findings(ledger: Ledger) -> list[Finding]:
                 continue
             if not c.is_recompile or c.status != "ok":
                 continue
-            parsed: list[_Parsed] = [guard_pattern(g) for g in c.failed_guards] or [("other", "", None)]
+            parsed: list[_Parsed] = list(map(guard_pattern, c.failed_guards)) or [("other", "", None)]
             # The guard that failed on the most recent variant is the one that explains this
             # compile; PyTorch lists it first.
             groups[parsed[0][0]].append((c, parsed))
@@ -103,7 +103,10 @@ def _churn_finding(
     members: list[tuple[Compilation, list[_Parsed]]],
 ) -> Finding:
     first = comps[0]
-    subjects = sorted({p[1] for _, ps in members for p in ps if p[0] == pattern and p[1]})
+    seen: set[_Parsed] = set()
+    for _, ps in members:  # a recompile's guards repeat the earlier ones': each distinct once
+        seen.update(ps)
+    subjects = sorted({p[1] for p in seen if p[0] == pattern and p[1]})
     guards: list[str] = []
     values: list[str] = []
     for c, ps in members:
@@ -113,9 +116,11 @@ def _churn_finding(
                 guards.append(g1)
                 if len(guards) == 5:
                     break
-        for p in ps:
-            if p[0] == pattern and p[2] is not None and p[2] not in values and len(values) < 8:
+        for p in ps if len(values) < 8 else ():
+            if p[0] == pattern and p[2] is not None and p[2] not in values:
                 values.append(p[2])
+                if len(values) == 8:
+                    break
     fed_by = next((c.resume_site_id for c in comps if c.resume_site_id), None)
     m = RESUME_FRAME.match(fname)
     if fed_by is None and m:

@@ -325,7 +325,10 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
     reasons: list[str]
     if text.startswith("["):
         try:
-            val = json.loads(text)
+            try:
+                val = _decode_json(text)  # what json.loads gives, faster; else json.loads itself
+            except (msgspec.DecodeError, RecursionError):
+                val = json.loads(text)
             reasons = list(map(str, val)) if isinstance(val, list) else [str(val)]
         except (ValueError, RecursionError):
             reasons = [text]
@@ -363,6 +366,7 @@ class _Normalized(dict[str, str]):
 
 
 REASONS_KEPT = 8192
+_decode_json = msgspec.json.Decoder().decode
 _NORMALIZED: dict[str | None, _Normalized] = {}
 
 

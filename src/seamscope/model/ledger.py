@@ -11,6 +11,7 @@ the canonical serialisation byte-stable.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import msgspec
@@ -285,6 +286,7 @@ class Compilation(Struct, frozen=True):
 GENERATION_STRIDE = 1 << 20
 
 
+@functools.lru_cache(maxsize=1 << 16)  # read for every comparison of ids when sorting and grouping
 def compile_frame_index(compile_id: str) -> tuple[int, int]:
     """``"3/1"`` → (3, 1); ``"3/1_2"`` → (3, 1). Unparseable ids sort last.
 
