@@ -15,6 +15,8 @@ older one) is read as it is.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -43,25 +45,32 @@ class GuardTable(Struct, frozen=True):
 
 
 def encode_refs(ids: list[int]) -> Refs:
-    """``[5, 4, 3, 2, 9]`` → ``[[5, 2], 9]``: runs of consecutive indices as pairs."""
+    """``[5, 4, 3, 2, 9]`` → ``[[5, 2], 9]``: runs of consecutive indices as pairs, taken greedily
+    from the left. The steps between neighbours are found in C (``map``, ``groupby``), so a long
+    run costs one step in Python, not one per index."""
     n = len(ids)
-    if n > 1 and abs(ids[-1] - ids[0]) == n - 1 and ids[1] - ids[0] in (1, -1):
-        step = ids[1] - ids[0]
-        if ids == list(range(ids[0], ids[-1] + step, step)):
-            return [[ids[0], ids[-1]]]  # one run (the common case: a recompile's earlier entries)
+    if n < 2:
+        return list(ids)
+    runs: list[tuple[int, int]] = []  # [start, stop) of each stretch of equal steps of ±1
+    pos = 0
+    for step, same in itertools.groupby(map(operator.sub, ids[1:], ids[:-1])):
+        k = len(list(same))
+        if step == 1 or step == -1:
+            runs.append((pos, pos + k))
+        pos += k
     out: Refs = []
-    i = 0
-    while i < len(ids):
-        j = i + 1
-        step = ids[j] - ids[i] if j < len(ids) else 0
-        if step in (1, -1):
-            while j + 1 < len(ids) and ids[j + 1] - ids[j] == step:
-                j += 1
+    i = g = 0
+    while i < n:
+        while g < len(runs) and runs[g][1] <= i:
+            g += 1
+        if g < len(runs) and runs[g][0] <= i:  # ids[i], ids[i + 1], ... step by ±1 to runs[g]'s end
+            j = runs[g][1]
             out.append([ids[i], ids[j]])
             i = j + 1
         else:
-            out.append(ids[i])
-            i += 1
+            nxt = runs[g][0] if g < len(runs) else n
+            out.extend(ids[i:nxt])
+            i = nxt
     return out
 
 
@@ -93,7 +102,9 @@ def compact(receipt: Receipt) -> Receipt:
         key = tuple(texts)
         out = done.get(key)
         if out is None:
-            out = done[key] = encode_refs([index.setdefault(t, len(index)) for t in texts])
+            fresh = [t for t in dict.fromkeys(texts) if t not in index]  # new texts, first seen first
+            index.update(zip(fresh, range(len(index), len(index) + len(fresh))))
+            out = done[key] = encode_refs(list(map(index.__getitem__, texts)))
         return out
 
     comp_refs = [refs(c.failed_guards) for c in led.compilations]
