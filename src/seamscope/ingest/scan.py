@@ -206,7 +206,7 @@ def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tupl
             sink.last_skipped = base + last + 1
         cur = 0  # the first byte not yet given out (as a record line or to the sink)
         it = iter(spans)
-        for s, e, i in zip(it, it, it):
+        for s, e, i in zip(it, it, it, strict=True):
             if sink.on and s > cur:
                 sink.add(buf[cur : s - 1])  # whole payload lines, without the last newline
             yield base + i + 1, buf[s:e]

@@ -103,7 +103,7 @@ def compact(receipt: Receipt) -> Receipt:
         out = done.get(key)
         if out is None:
             fresh = [t for t in dict.fromkeys(texts) if t not in index]  # new texts, first seen first
-            index.update(zip(fresh, range(len(index), len(index) + len(fresh))))
+            index.update(zip(fresh, range(len(index), len(index) + len(fresh)), strict=True))
             out = done[key] = encode_refs(list(map(index.__getitem__, texts)))
         return out
 
