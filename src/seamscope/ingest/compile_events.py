@@ -31,6 +31,7 @@ from ..model.ledger import (
     compile_frame_index,
 )
 from ..model.normalize import normalize_path, normalize_text
+from ..model.normalize import normalized as _reasons
 from .hints import HintTable, break_chain, shipped_table
 from .source_scope import statement_scope
 
@@ -349,34 +350,7 @@ def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
     return normalize_text(str(reason), cwd)[:500] if reason else None
 
 
-class _Normalized(dict[str, str]):
-    """Texts normalised (:func:`normalize_text`) against one ``cwd``, each once: a frame's
-    recompile reasons repeat every earlier entry's reason, and each restart of a frame gives the
-    same restart reason. Looked up in C (``map(d.__getitem__, ...)``); at most :data:`REASONS_KEPT`."""
-
-    def __init__(self, cwd: str | None) -> None:
-        super().__init__()
-        self.cwd = cwd
-
-    def __missing__(self, text: str) -> str:
-        if len(self) >= REASONS_KEPT:
-            self.clear()
-        out = self[text] = normalize_text(text, self.cwd)
-        return out
-
-
-REASONS_KEPT = 8192
 _decode_json = msgspec.json.Decoder().decode
-_NORMALIZED: dict[str | None, _Normalized] = {}
-
-
-def _reasons(cwd: str | None) -> _Normalized:
-    found = _NORMALIZED.get(cwd)
-    if found is None:
-        found = _NORMALIZED[cwd] = _Normalized(cwd)
-    return found
-
-
 BREAKS_KEPT = 256  # distinct break payloads kept read (memory stays flat however long the log)
 
 
