@@ -93,6 +93,9 @@ def decode_refs(refs: Refs, n_texts: int, where: str) -> list[int]:
 def compact(receipt: Receipt) -> Receipt:
     """The receipt as written: failed guards moved into one table (unchanged when there are none)."""
     led, summ = receipt.ledger, receipt.summary
+    last = _LAST[0] if _LAST else None
+    if last is not None and last[0] is led and last[1] is summ:  # hashed, now written: made once
+        return msgspec.structs.replace(receipt, ledger=last[2], summary=last[3], guard_table=last[4])
     if not any(c.failed_guards for c in led.compilations) and not any(r.failed_guards for r in summ.recompiles):
         return receipt
     index: dict[str, int] = {}
@@ -112,8 +115,14 @@ def compact(receipt: Receipt) -> Receipt:
     table = GuardTable(texts=list(index), compilations=comp_refs, recompiles=rec_refs)
     rep = msgspec.structs.replace
     led = rep(led, compilations=[rep(c, failed_guards=[]) for c in led.compilations])
-    summ = rep(summ, recompiles=[rep(r, failed_guards=[]) for r in summ.recompiles])
-    return rep(receipt, ledger=led, summary=summ, guard_table=table)
+    packed_summ = rep(summ, recompiles=[rep(r, failed_guards=[]) for r in summ.recompiles])
+    _LAST[:] = [(receipt.ledger, summ, led, packed_summ, table)]
+    return rep(receipt, ledger=led, summary=packed_summ, guard_table=table)
+
+
+#: The last receipt parts :func:`compact` packed, and what it made of them: a receipt is packed
+#: for its hash and again, with the hash, to be written; ledgers and summaries are frozen.
+_LAST: list[tuple[Any, Any, Any, Any, GuardTable]] = []
 
 
 def expand(receipt: Receipt) -> Receipt:
