@@ -430,6 +430,7 @@ class CompileEventAssembler:
         self.missing_fields: dict[str, int] = {}
         """Break records that lacked a field (``user_stack``, ``gb_code``, ``location``), by field;
         such a break is still a site, with the fields it has."""
+        self._site_ids: dict[str, set[str]] = {}
         self._breaks: dict[str, ParsedBreak] = {}
         """Break payloads read, by text: every recompile of a frame breaks at the same statement
         again and writes the same payload, which is read once (at most :data:`BREAKS_KEPT`)."""
@@ -532,8 +533,11 @@ class CompileEventAssembler:
         new = pb.site
         sid = new.site_id
         prev = self.sites.get(sid)
-        cids = list(prev.compile_ids) if prev else []
-        if cid not in cids:
+        # the site is replaced below; only a sink may still hold the one it replaces
+        cids = [] if prev is None else list(prev.compile_ids) if self.sink is not None else prev.compile_ids
+        seen = self._site_ids.setdefault(sid, set())  # == set(cids): a long log names a site often
+        if cid not in seen:
+            seen.add(cid)
             if not cids or compile_frame_index(cid) >= compile_frame_index(cids[-1]):
                 cids.append(cid)  # where insort would put it: ids mostly come in order
             else:
