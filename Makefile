@@ -12,7 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 JOBS ?= 2
 XDIST := -n $(JOBS) --dist loadfile
 
-$(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
+$(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	# torch is pinned here (a CPU build on this machine's disk); pyproject declares a range.
 	$(BIN)/python -m pip install -q torch==2.13.0
@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
 # tests that passed there; the torch lane of `make test` skips exactly those (each test runs once).
 NOTORCH := .venv-notorch
 NOTORCH_PASSED := .lane-notorch-passed
-$(NOTORCH)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c
+$(NOTORCH)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(NOTORCH)/bin/python || $(PY) -m venv $(NOTORCH)
 	$(NOTORCH)/bin/python -m pip install -q -e . pytest pytest-timeout pytest-xdist hypothesis jsonschema tlparse
 	touch $@
@@ -40,7 +40,7 @@ test-notorch: $(NOTORCH)/.installed-stamp
 # download. PIP_CONSTRAINT=/dev/null lifts this machine's torch cap for this venv only.
 TORCH ?= 2.14.1
 TORCH_VENV := .venv-torch-$(TORCH)
-$(TORCH_VENV)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c
+$(TORCH_VENV)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(TORCH_VENV)/bin/python || $(PY) -m venv $(TORCH_VENV)
 	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install -q torch==$(TORCH)
 	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install -q -e '.[dev,models,plots]'
@@ -77,7 +77,7 @@ CORE_TESTS := tests/test_imports.py tests/test_shapes.py tests/test_model_receip
 	tests/test_import_trace_format.py tests/test_differential.py tests/test_report_browser.py \
 	tests/test_capture_transformers.py tests/test_notebook.py
 
-$(CORE_STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
+$(CORE_STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(CORE_VENV)/bin/python || $(PY) -m venv $(CORE_VENV)
 	$(CORE_VENV)/bin/python -m pip install -q torch==2.13.0 pytest pytest-timeout pytest-xdist hypothesis
 	$(CORE_VENV)/bin/python -m pip install -q -e .

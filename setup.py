@@ -13,6 +13,12 @@ setup(
             sources=["src/seamscope/_speedups.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "seamscope._logscan",
+            sources=["src/seamscope/_logscan.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

@@ -14,7 +14,12 @@ Logs are made once from real runs and cached in ``.bench-cache/`` (git-ignored):
 A real run is grown to the target size by concatenating copies of itself (the copies are real
 records; compile ids repeat, so seamscope reads each copy as one more generation of ids, as after
 a reset, and tlparse files them under the same ids). Runs are interleaved (seamscope, tlparse,
-seamscope, ...) and medians reported; peak RSS is the child's ``ru_maxrss``.
+seamscope, ...) and medians reported; peak RSS is the child's ``ru_maxrss``, CPU its user + system
+time (a ratio of CPU times holds better than one of wall times on a loaded machine; tlparse spends
+much of its wall time writing its HTML tree).
+
+seamscope's bytecode is compiled first (``compileall``), as ``pip install`` does: with
+``PYTHONDONTWRITEBYTECODE`` set, every run would otherwise compile its sources again (about 0.1 s).
 """
 
 from __future__ import annotations
@@ -100,19 +105,27 @@ def grow(base: Path, mb: int) -> Path:
     return out
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one run of ``cmd`` in a fresh wrapper process."""
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds) of one run of ``cmd`` in a fresh wrapper process."""
     wrapper = (
         "import resource, subprocess, sys, time;"
         "t=time.perf_counter(); r=subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,"
         " stderr=subprocess.DEVNULL); w=time.perf_counter()-t;"
-        "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)"
+        "u=resource.getrusage(resource.RUSAGE_CHILDREN);"
+        "print(w, u.ru_maxrss, u.ru_utime + u.ru_stime, r.returncode)"
     )
     out = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, check=True)
-    wall, rss_kb, rc = out.stdout.split()
+    wall, rss_kb, cpu, rc = out.stdout.split()
     if rc != "0":
         raise SystemExit(f"{cmd[0]} failed (exit {rc})")
-    return float(wall), int(rss_kb) / 1024
+    return float(wall), int(rss_kb) / 1024, float(cpu)
+
+
+def compile_bytecode() -> None:
+    """seamscope's modules compiled once, as an install does (see the module's docstring)."""
+    where = subprocess.run([sys.executable, "-c", "import os, seamscope; print(os.path.dirname(seamscope.__file__))"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=True)
 
 
 def main() -> None:
@@ -126,6 +139,7 @@ def main() -> None:
         "event-heavy": generate("event-heavy", EVENT_HEAVY, a.event_funcs),
         "payload-heavy": generate("payload-heavy", PAYLOAD_HEAVY, a.payload_models),
     }
+    compile_bytecode()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for kind, base in bases.items():
@@ -135,24 +149,26 @@ def main() -> None:
                     "seamscope": [str(BIN / "seamscope"), "import", str(log), "--out", f"{tmp}/ss"],
                     "tlparse": [str(BIN / "tlparse"), str(log), "-o", f"{tmp}/tl", "--overwrite", "--no-browser"],
                 }
-                samples: dict[str, list[tuple[float, float]]] = {t: [] for t in tools}
+                samples: dict[str, list[tuple[float, float, float]]] = {t: [] for t in tools}
                 for _ in range(a.repeats):
                     for t, cmd in tools.items():  # interleaved
                         samples[t].append(measure(cmd))
-                med = {t: (statistics.median(w for w, _ in s), max(r for _, r in s)) for t, s in samples.items()}
+                med = {t: (statistics.median(w for w, _, _ in s), max(r for _, r, _ in s),
+                           statistics.median(c for _, _, c in s)) for t, s in samples.items()}
                 size = log.stat().st_size / 1e6
                 rows.append((kind, size, med))
                 print(
                     f"{kind:14s} {size:6.0f} MB  seamscope {med['seamscope'][0]:6.2f} s {med['seamscope'][1]:6.0f} MB | "
                     f"tlparse {med['tlparse'][0]:6.2f} s {med['tlparse'][1]:6.0f} MB | "
-                    f"ratio {med['seamscope'][0] / med['tlparse'][0]:.2f}",
+                    f"ratio {med['seamscope'][0] / med['tlparse'][0]:.2f} (CPU {med['seamscope'][2] / med['tlparse'][2]:.2f})",
                     flush=True,
                 )
-    print("\n| log | size | seamscope wall | seamscope peak RSS | tlparse wall | tlparse peak RSS | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| log | size | seamscope wall | seamscope peak RSS | tlparse wall | tlparse peak RSS | ratio | CPU ratio |")
+    print("|---|---|---|---|---|---|---|---|")
     for kind, size, med in rows:
-        (sw, sr), (tw, tr) = med["seamscope"], med["tlparse"]
-        print(f"| {kind} | {size:.0f} MB | {sw:.2f} s | {sr:.0f} MB | {tw:.2f} s | {tr:.0f} MB | {sw / tw:.2f}× |")
+        (sw, sr, sc), (tw, tr, tc) = med["seamscope"], med["tlparse"]
+        print(f"| {kind} | {size:.0f} MB | {sw:.2f} s | {sr:.0f} MB | {tw:.2f} s | {tr:.0f} MB | {sw / tw:.2f}× "
+              f"| {sc / tc:.2f}× ({sc:.2f} / {tc:.2f} s) |")
     _ = resource  # measured in the wrapper
 
 

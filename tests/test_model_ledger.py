@@ -204,3 +204,128 @@ def test_receipt_hash_ignores_the_hash_field_itself():
     receipt = make_receipt(play(FakeProgram(calls=[FakeCall([FakeStep("region", 5)])])).build())
     stamped = msgspec.structs.replace(receipt, receipt_sha256="f" * 64)
     assert receipt_sha256(stamped) == receipt_sha256(receipt) == receipt.receipt_sha256
+
+
+def _reference_bytes(obj) -> bytes:
+    """The canonical bytes one value at a time in Python: what :func:`canonical_bytes` must equal."""
+    from seamscope.model.canonical import to_builtins
+
+    return msgspec.json.encode(to_builtins(obj), order="sorted")
+
+
+_floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([-0.0, 1e16, 5e-7, 3.0, 1234567.5]))
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70), _floats, st.text(max_size=8)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.integers(-5, 5)), inner, max_size=4),
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_json)
+def test_canonical_bytes_equal_the_python_walk_on_any_json_value(value):
+    """Floats rounded while decoding (C) give the bytes of rounding every value in Python: every
+    float, its sign of zero, infinities and NaN (written null), big integers, integer keys."""
+    assert canonical_bytes(value) == _reference_bytes(value)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(calls)
+def test_canonical_bytes_equal_the_python_walk_on_receipts(cs):
+    receipt = make_receipt(play(FakeProgram(breaks={"0/0": "x"}, calls=cs)).build())
+    assert canonical_bytes(receipt) == _reference_bytes(receipt)
+
+
+def test_canonical_bytes_equal_the_python_walk_on_the_golden_receipts():
+    import glob
+    import os
+
+    from seamscope.model.guard_table import compact
+
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "golden", "*.receipt.json")))
+    assert files
+    for path in files:
+        with open(path, "rb") as f:
+            receipt = parse_receipt(f.read())
+        assert canonical_bytes(receipt) == _reference_bytes(receipt)
+        assert canonical_bytes(compact(receipt)) == _reference_bytes(compact(receipt))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_json, st.integers(0, 5))
+def test_streamed_hash_equals_the_hash_of_the_canonical_bytes(value, depth):
+    """The hashes are taken piece by piece (``sha256_canonical``): the same as hashing the whole
+    canonical text, at any depth, floats rounded or (``rounded``) rounded already."""
+    import hashlib
+
+    from seamscope.model.canonical import canonical_value, sha256_canonical
+
+    want = hashlib.sha256(_reference_bytes(value)).hexdigest()
+    assert sha256_canonical(value, depth) == want
+    assert sha256_canonical(canonical_value(value), depth, rounded=True) == want
+
+
+def _refs_one_by_one(ids: list[int]) -> list:
+    """Runs of consecutive indices taken greedily, one index at a time: what encode_refs must give."""
+    out: list = []
+    i = 0
+    while i < len(ids):
+        j = i + 1
+        step = ids[j] - ids[i] if j < len(ids) else 0
+        if step in (1, -1):
+            while j + 1 < len(ids) and ids[j + 1] - ids[j] == step:
+                j += 1
+            out.append([ids[i], ids[j]])
+            i = j + 1
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+@settings(max_examples=examples(500), deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=30))
+def test_guard_refs_equal_the_one_by_one_encoding(ids):
+    from seamscope.model.guard_table import decode_refs, encode_refs
+
+    assert encode_refs(ids) == _refs_one_by_one(ids)
+    assert decode_refs(encode_refs(ids), 7, "x") == ids
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(calls)
+def test_receipt_hash_equals_the_hash_of_the_expanded_bytes(cs):
+    """receipt_sha256 is taken over the compact form expanded in plain data: the hash of the
+    whole expanded receipt's canonical bytes, guards and all."""
+    import hashlib
+
+    from seamscope.model.hashing import receipt_sha256
+
+    receipt = make_receipt(play(FakeProgram(breaks={"0/0": "x"}, calls=cs)).build())
+    unhashed = msgspec.structs.replace(receipt, receipt_sha256="")
+    assert receipt_sha256(receipt) == hashlib.sha256(_reference_bytes(unhashed)).hexdigest()
+
+
+def test_receipt_hashes_of_real_logs_equal_the_hash_of_the_whole_bytes():
+    """The same on imported logs, whose recompiles carry failed guards (the compact path)."""
+    import glob
+    import hashlib
+    import os
+
+    from seamscope.ingest.torch_trace import import_torch_trace
+    from seamscope.model.hashing import structure_view
+
+    logs = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "inputs", "torch_trace", "*", "*.log")))
+    with_guards = 0
+    for path in logs:
+        receipt = make_receipt(import_torch_trace(path).ledger)
+        with_guards += any(c.failed_guards for c in receipt.ledger.compilations)
+        unhashed = msgspec.structs.replace(receipt, receipt_sha256="")
+        assert receipt.receipt_sha256 == hashlib.sha256(_reference_bytes(unhashed)).hexdigest()
+        view = structure_view(receipt.ledger, receipt.summary)
+        assert receipt.structure_sha256 == hashlib.sha256(_reference_bytes(view)).hexdigest()
+    assert with_guards >= 2

@@ -74,8 +74,7 @@ def parse_change(guards: list[str], status: str = "ok") -> GuardChange:
     recent variant, a call that changes a length after a call that passed an extra argument fails
     on the argument; against the first variant, on the length, which is what is new. The first
     variant is what the run started from, so the change is named against it (the last listed)."""
-    listed = [g for g in guards if g.strip()]
-    first = listed[-1] if listed else ""
+    first = next((g for g in reversed(guards) if g.strip()), "")
     line = _PREFIX.sub("", first.strip().splitlines()[0] if first.strip() else "").strip()
     if not line:
         fam: CauseFamily = "recompile_limit" if status == "fallback" else "other"

@@ -84,7 +84,7 @@ def _churn_findings(ledger: Ledger) -> list[Finding]:
                 continue
             if not c.is_recompile or c.status != "ok":
                 continue
-            parsed: list[_Parsed] = [guard_pattern(g) for g in c.failed_guards] or [("other", "", None)]
+            parsed: list[_Parsed] = list(map(guard_pattern, c.failed_guards)) or [("other", "", None)]
             # The guard that failed on the most recent variant is the one that explains this
             # compile; PyTorch lists it first.
             groups[parsed[0][0]].append((c, parsed))
@@ -103,17 +103,24 @@ def _churn_finding(
     members: list[tuple[Compilation, list[_Parsed]]],
 ) -> Finding:
     first = comps[0]
-    subjects = sorted({p[1] for _, ps in members for p in ps if p[0] == pattern and p[1]})
+    seen: set[_Parsed] = set()
+    for _, ps in members:  # a recompile's guards repeat the earlier ones': each distinct once
+        seen.update(ps)
+    subjects = sorted({p[1] for p in seen if p[0] == pattern and p[1]})
     guards: list[str] = []
     values: list[str] = []
     for c, ps in members:
-        for g in c.failed_guards:
+        for g in c.failed_guards if len(guards) < 5 else ():
             g1 = _PREFIX.sub("", g.splitlines()[0]).strip()
-            if g1 not in guards and len(guards) < 5:
+            if g1 not in guards:
                 guards.append(g1)
-        for p in ps:
-            if p[0] == pattern and p[2] is not None and p[2] not in values and len(values) < 8:
+                if len(guards) == 5:
+                    break
+        for p in ps if len(values) < 8 else ():
+            if p[0] == pattern and p[2] is not None and p[2] not in values:
                 values.append(p[2])
+                if len(values) == 8:
+                    break
     fed_by = next((c.resume_site_id for c in comps if c.resume_site_id), None)
     m = RESUME_FRAME.match(fname)
     if fed_by is None and m:

@@ -13,7 +13,6 @@ event key plus context fields ``frame_id``, ``frame_compile_id``, ``attempt``, `
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ from ..model.ledger import (
     compile_frame_index,
 )
 from ..model.normalize import normalize_path, normalize_text
+from ..model.normalize import normalized as _reasons
 from .hints import HintTable, break_chain, shipped_table
 from .source_scope import statement_scope
 
@@ -326,13 +326,16 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
     reasons: list[str]
     if text.startswith("["):
         try:
-            val = json.loads(text)
-            reasons = [str(v) for v in val] if isinstance(val, list) else [str(val)]
+            try:
+                val = _decode_json(text)  # what json.loads gives, faster; else json.loads itself
+            except (msgspec.DecodeError, RecursionError):
+                val = json.loads(text)
+            reasons = list(map(str, val)) if isinstance(val, list) else [str(val)]
         except (ValueError, RecursionError):
             reasons = [text]
     else:
         reasons = [text]
-    return [_normalize_reason(r.strip(), cwd) for r in reasons if r.strip()]
+    return list(map(_reasons(cwd).__getitem__, [r for r in map(str.strip, reasons) if r]))
 
 
 def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
@@ -347,8 +350,8 @@ def _bypass_reason(payload: str | None, cwd: str | None) -> str | None:
     return normalize_text(str(reason), cwd)[:500] if reason else None
 
 
-# A frame's recompile reasons repeat every earlier entry's reason: normalise each text once.
-_normalize_reason = functools.lru_cache(maxsize=8192)(normalize_text)
+_decode_json = msgspec.json.Decoder().decode
+BREAKS_KEPT = 256  # distinct break payloads kept read (memory stays flat however long the log)
 
 
 def _ns(value: Any, unit: float) -> int | None:
@@ -427,6 +430,10 @@ class CompileEventAssembler:
         self.missing_fields: dict[str, int] = {}
         """Break records that lacked a field (``user_stack``, ``gb_code``, ``location``), by field;
         such a break is still a site, with the fields it has."""
+        self._site_ids: dict[str, set[str]] = {}
+        self._breaks: dict[str, ParsedBreak] = {}
+        """Break payloads read, by text: every recompile of a frame breaks at the same statement
+        again and writes the same payload, which is read once (at most :data:`BREAKS_KEPT`)."""
 
     def feed(self, meta: dict[str, Any], payload: str | None, t_ns: int | None = None) -> None:
         key = event_key(meta)
@@ -481,7 +488,12 @@ class CompileEventAssembler:
                 return
             p = self.pending.setdefault(cid, _Pending())
             if name == "dynamo_graph_break_reason" and payload:
-                site = self._site(parse_break_reason(payload, self.cwd, self.hints), cid)
+                pb = self._breaks.get(payload)
+                if pb is None:
+                    if len(self._breaks) >= BREAKS_KEPT:
+                        self._breaks.clear()
+                    pb = self._breaks[payload] = parse_break_reason(payload, self.cwd, self.hints)
+                site = self._site(pb, cid)
                 if site.site_id not in p.site_ids:
                     p.site_ids.append(site.site_id)
             elif name == "recompile_reasons":
@@ -521,9 +533,15 @@ class CompileEventAssembler:
         new = pb.site
         sid = new.site_id
         prev = self.sites.get(sid)
-        cids = list(prev.compile_ids) if prev else []
-        if cid not in cids:
-            bisect.insort(cids, cid, key=compile_frame_index)
+        # the site is replaced below; only a sink may still hold the one it replaces
+        cids = [] if prev is None else list(prev.compile_ids) if self.sink is not None else prev.compile_ids
+        seen = self._site_ids.setdefault(sid, set())  # == set(cids): a long log names a site often
+        if cid not in seen:
+            seen.add(cid)
+            if not cids or compile_frame_index(cid) >= compile_frame_index(cids[-1]):
+                cids.append(cid)  # where insort would put it: ids mostly come in order
+            else:
+                bisect.insort(cids, cid, key=compile_frame_index)
         for name in pb.missing:
             self.missing_fields[name] = self.missing_fields.get(name, 0) + 1
         if prev is None:
@@ -619,7 +637,8 @@ class CompileEventAssembler:
         aot_miss = m.get("aotautograd_local_cache_miss_count") or 0
         fx_cache = p.fx_cache or ("hit" if fx_hits else ("miss" if fx_miss else None))
         aot_cache = p.aot_cache or ("hit" if aot_hits else ("miss" if aot_miss else None))
-        restart = [normalize_text(str(r), self.cwd).splitlines()[0] for r in (m.get("restart_reasons") or []) if r]
+        norm = _reasons(self.cwd)
+        restart = [norm[str(r)].splitlines()[0] for r in (m.get("restart_reasons") or []) if r]
         guards = list(p.failed_guards)
         if not guards and m.get("recompile_reason"):
             guards = [normalize_text(str(m["recompile_reason"]), self.cwd)]

@@ -5,12 +5,13 @@ the file ``tlparse`` reads). Each record is a glog prefix, then one JSON object 
 names the event, then optionally a payload on lines that start with a tab (``has_payload`` is its
 MD5). Why this parser is fast and small:
 
-- the file is read once in large chunks (hashed as it goes) and split into lines; nothing else
-  about the file is kept, so memory does not grow with its size;
+- the file is read once in large chunks (hashed as it goes) and only its record lines are cut out
+  of each (``scan.record_scan``: payload lines, most of a log, never become Python objects);
+  nothing else about the file is kept, so memory does not grow with its size;
 - the event key is read off the raw bytes (``{"KEY": ...``) and records the ledger never needs
   (chromium events, tensor descriptions, guards, generated code) are skipped without decoding;
 - a payload is joined and decoded only for the two artifacts whose text is needed (break reasons
-  and recompile reasons); every other payload line costs one byte comparison.
+  and recompile reasons); every other payload line costs one memchr (in C where it was built).
 
 Tolerance: a bad line, a cut payload, an unknown event kind, a disagreement inside the log or a
 log from an untested PyTorch version becomes an :class:`Issue` with the file and line, counted per
@@ -24,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,8 @@ from ..model.builder import LedgerBuilder
 from ..model.compat import is_tested, tested_range
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
-from .limits import LONG_DIGITS, MAX_DEPTH, field_problem
+from .limits import MAX_DEPTH, field_problem
+from .scan import CHUNK, PayloadSink, limits_prefilter, record_key, record_scan
 
 #: What a ``TORCH_TRACE`` log cannot tell (RunInfo.absent): marked, never invented.
 ABSENT = [
@@ -52,12 +54,13 @@ LOG_NAME = re.compile(r"^dedicated_log_torch_trace_.*\.log$")
 #: The rank in a log's name: ``..._rank_5_x1y2.log`` (PyTorch's) or ``..._rank_5.log`` (renamed).
 RANK_IN_NAME = re.compile(r"(?:^|_)rank_(\d+)(?:_[^/]*)?\.log$")
 
-CHUNK = 1 << 20  # 1 MiB reads: few syscalls, bounded memory
 MAX_MESSAGES = 50  # issues kept with their line; the rest are only counted
 
 _NEEDED = frozenset({b"str", b"dynamo_start", b"dynamo_output_graph", b"artifact", b"compilation_metrics"})
 _IGNORED = frozenset(k.encode() for k in IGNORED_EVENTS)
 _decode = msgspec.json.Decoder().decode
+#: Yields the lines of a file that are not payload lines; payload lines go to the sink while it is on.
+LineSource = Callable[[str, "ParseStats", PayloadSink], Iterator[tuple[int, bytes]]]
 
 
 @dataclass(frozen=True)
@@ -134,42 +137,17 @@ def find_logs(directory: str) -> list[str]:
     return sorted(paths, key=lambda p: (rank_from_name(p) is None, rank_from_name(p) or 0, p))
 
 
-def iter_lines(path: str, stats: ParseStats) -> Iterator[tuple[int, bytes]]:
-    """``(line number, line without its newline)``; hashes every byte read. The last line is
-    yielded even without a newline (a cut file); the caller is told via ``stats.skipped``."""
-    h = hashlib.sha256()
-    n = 0
-    rest = b""
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            h.update(chunk)
-            stats.bytes += len(chunk)
-            lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
-            rest = lines.pop()
-            for ln in lines:
-                n += 1
-                yield n, ln
-    stats.sha256 = h.hexdigest()
-    if rest:
-        n += 1
-        stats.cut_line = n  # the reader says whether it was cut (CUT_TEXT)
-        yield n, rest
-    stats.lines = n
-
-
 CUT_TEXT = "last line has no newline and is incomplete (file cut while written?)"
 
 
-def _payload_text(raw: bytes, chunks: list[bytes], md5: str) -> tuple[bytes, bool]:
+def _payload_text(raw: bytes, md5: str) -> tuple[bytes, bool]:
     """The payload's bytes and whether they match their MD5; a file with CRLF line ends (a copy
     through Windows) matches once the ``\r`` of each line is dropped."""
     if hashlib.md5(raw).hexdigest() == md5:
         return raw, True
     if b"\r" in raw:
-        lf = b"\n".join(c[:-1] if c[-1:] == b"\r" else c for c in chunks)
+        lf = raw.replace(b"\r\n", b"\n")  # one \r before each line's end, and the last line's
+        lf = lf[:-1] if lf[-1:] == b"\r" else lf
         if hashlib.md5(lf).hexdigest() == md5:
             return lf, True
     return raw, False
@@ -200,36 +178,39 @@ def _cut_payload_complete(path: str, stats: ParseStats) -> bool:
     except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     md5 = meta.get("has_payload") if isinstance(meta, dict) else None
-    return isinstance(md5, str) and _payload_text(b"\n".join(body), body, md5)[1]
+    return isinstance(md5, str) and _payload_text(b"\n".join(body), md5)[1]
 
 
-def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, Any], str | None]]:
+def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) -> Iterator[tuple[int, dict[str, Any], str | None]]:
     """``(line, metadata, payload)`` for the records the ledger needs, in file order.
 
     Payloads are returned only for :data:`PAYLOAD_ARTIFACTS` (else None); records of ignored
-    kinds are counted and skipped undecoded; unknown kinds are counted in ``stats``.
+    kinds are counted and skipped undecoded; unknown kinds are counted in ``stats``. ``lines``
+    gives the lines that are not payload lines (``scan.each_line`` is the one-line-at-a-time
+    reference of the default).
     """
     name = path
     pend: tuple[int, dict[str, Any], str] | None = None  # record waiting for its payload
-    chunks: list[bytes] = []
+    sink = PayloadSink(_IGNORED)
     ignored = _IGNORED
     needed = _NEEDED
 
     def flush(at_end: bool = False) -> tuple[int, dict[str, Any], str | None]:
         ln, meta, md5 = pend  # type: ignore[misc]
         cut = at_end and stats.cut_line > 0
-        if not chunks:
+        raw, count = sink.take()
+        if not count:
             if not (cut and stats.cut_line == ln):  # else reported as truncated already
                 stats.problem(name, ln, "payload", "payload announced (has_payload) but missing")
             return ln, meta, None
-        raw, whole = _payload_text(b"\n".join(chunks), chunks, md5)
+        raw, whole = _payload_text(raw, md5)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             text = raw.decode("utf-8", "replace")
             stats.problem(name, ln, "non_utf8", "payload is not UTF-8 (bad bytes replaced)")
         if not whole:
-            if cut and stats.cut_line == ln + len(chunks):
+            if cut and stats.cut_line == ln + count:
                 stats.problem(name, stats.cut_line, "truncated", CUT_TEXT)
             else:
                 stats.problem(name, ln, "payload", "payload does not match its MD5 (cut or altered); kept as read")
@@ -238,18 +219,14 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
 
     records = events = last_rec = 0  # kept local in the loop; written to ``stats`` after it
     last_line = b""
-    for ln, line in iter_lines(path, stats):
-        if line[:1] == b"\t":
-            if pend is not None:
-                chunks.append(line[1:])
-            continue
+    for ln, line in lines(path, stats, sink):
         if pend is not None:
+            sink.on = False
             yield flush()
             pend = None
-            chunks = []
         if not line:
             continue
-        j = line.find(b"] {", 0, 400)
+        j, key = record_key(line)
         if j < 0:
             if ln == stats.cut_line:
                 stats.problem(name, ln, "truncated", CUT_TEXT)
@@ -258,9 +235,6 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             continue
         records += 1
         last_rec, last_line = ln, line
-        k0 = j + 4
-        k1 = line.find(b'"', k0)
-        key = line[k0:k1] if line[k0 - 1 : k0] == b'"' and k1 > 0 else b""
         if key in ignored:
             events += 1
             continue
@@ -291,8 +265,8 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
         # msgspec already refuses NaN, Infinity and out-of-range floats; what is left to refuse is
         # an integer beyond 64 bits (a run of 20 digits) or nesting beyond MAX_DEPTH (that many
         # brackets), so the walk runs only on a record whose line could hold either
-        ints = LONG_DIGITS.search(line) is not None
-        deep = line.count(b"[") + line.count(b"{") > MAX_DEPTH
+        ints, brackets = limits_prefilter(line, 0)
+        deep = brackets > MAX_DEPTH
         bad = field_problem(meta, ints=ints) if ints or deep else None
         if bad is not None:
             stats.problem(name, ln, "bad_json", f"{bad}; record skipped")
@@ -310,8 +284,11 @@ def iter_records(path: str, stats: ParseStats) -> Iterator[tuple[int, dict[str, 
             art = meta.get("artifact")
             if isinstance(art, dict) and art.get("name") in PAYLOAD_ARTIFACTS:
                 pend = (ln, meta, md5)
+                sink.on = True
                 continue
         yield ln, meta, None
+    # records the line source only counted (never the last line, so never one cut there)
+    records, events, last_rec = records + sink.skipped, events + sink.skipped, max(last_rec, sink.last_skipped)
     stats.records, stats.events, stats.last_record = stats.records + records, stats.events + events, last_rec
     if pend is not None:
         yield flush(at_end=True)

@@ -15,7 +15,9 @@ older one) is read as it is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import itertools
+import operator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -43,20 +45,32 @@ class GuardTable(Struct, frozen=True):
 
 
 def encode_refs(ids: list[int]) -> Refs:
-    """``[5, 4, 3, 2, 9]`` → ``[[5, 2], 9]``: runs of consecutive indices as pairs."""
+    """``[5, 4, 3, 2, 9]`` → ``[[5, 2], 9]``: runs of consecutive indices as pairs, taken greedily
+    from the left. The steps between neighbours are found in C (``map``, ``groupby``), so a long
+    run costs one step in Python, not one per index."""
+    n = len(ids)
+    if n < 2:
+        return list(ids)
+    runs: list[tuple[int, int]] = []  # [start, stop) of each stretch of equal steps of ±1
+    pos = 0
+    for step, same in itertools.groupby(map(operator.sub, ids[1:], ids[:-1])):
+        k = len(list(same))
+        if step == 1 or step == -1:
+            runs.append((pos, pos + k))
+        pos += k
     out: Refs = []
-    i = 0
-    while i < len(ids):
-        j = i + 1
-        step = ids[j] - ids[i] if j < len(ids) else 0
-        if step in (1, -1):
-            while j + 1 < len(ids) and ids[j + 1] - ids[j] == step:
-                j += 1
+    i = g = 0
+    while i < n:
+        while g < len(runs) and runs[g][1] <= i:
+            g += 1
+        if g < len(runs) and runs[g][0] <= i:  # ids[i], ids[i + 1], ... step by ±1 to runs[g]'s end
+            j = runs[g][1]
             out.append([ids[i], ids[j]])
             i = j + 1
         else:
-            out.append(ids[i])
-            i += 1
+            nxt = runs[g][0] if g < len(runs) else n
+            out.extend(ids[i:nxt])
+            i = nxt
     return out
 
 
@@ -79,20 +93,36 @@ def decode_refs(refs: Refs, n_texts: int, where: str) -> list[int]:
 def compact(receipt: Receipt) -> Receipt:
     """The receipt as written: failed guards moved into one table (unchanged when there are none)."""
     led, summ = receipt.ledger, receipt.summary
+    last = _LAST[0] if _LAST else None
+    if last is not None and last[0] is led and last[1] is summ:  # hashed, now written: made once
+        return msgspec.structs.replace(receipt, ledger=last[2], summary=last[3], guard_table=last[4])
     if not any(c.failed_guards for c in led.compilations) and not any(r.failed_guards for r in summ.recompiles):
         return receipt
     index: dict[str, int] = {}
+    done: dict[tuple[str, ...], Refs] = {}  # a recompile summary repeats its compilation's texts
 
     def refs(texts: list[str]) -> Refs:
-        return encode_refs([index.setdefault(t, len(index)) for t in texts])
+        key = tuple(texts)
+        out = done.get(key)
+        if out is None:
+            fresh = [t for t in dict.fromkeys(texts) if t not in index]  # new texts, first seen first
+            index.update(zip(fresh, range(len(index), len(index) + len(fresh)), strict=True))
+            out = done[key] = encode_refs(list(map(index.__getitem__, texts)))
+        return out
 
     comp_refs = [refs(c.failed_guards) for c in led.compilations]
     rec_refs = [refs(r.failed_guards) for r in summ.recompiles]
     table = GuardTable(texts=list(index), compilations=comp_refs, recompiles=rec_refs)
     rep = msgspec.structs.replace
     led = rep(led, compilations=[rep(c, failed_guards=[]) for c in led.compilations])
-    summ = rep(summ, recompiles=[rep(r, failed_guards=[]) for r in summ.recompiles])
-    return rep(receipt, ledger=led, summary=summ, guard_table=table)
+    packed_summ = rep(summ, recompiles=[rep(r, failed_guards=[]) for r in summ.recompiles])
+    _LAST[:] = [(receipt.ledger, summ, led, packed_summ, table)]
+    return rep(receipt, ledger=led, summary=packed_summ, guard_table=table)
+
+
+#: The last receipt parts :func:`compact` packed, and what it made of them: a receipt is packed
+#: for its hash and again, with the hash, to be written; ledgers and summaries are frozen.
+_LAST: list[tuple[Any, Any, Any, Any, GuardTable]] = []
 
 
 def expand(receipt: Receipt) -> Receipt:
@@ -125,4 +155,25 @@ def expand(receipt: Receipt) -> Receipt:
     return rep(receipt, ledger=rep(led, compilations=comps), summary=rep(summ, recompiles=recs), guard_table=None)
 
 
-__all__ = ["GuardTable", "Refs", "encode_refs", "decode_refs", "compact", "expand"]
+def expand_builtins(raw: dict[str, Any]) -> dict[str, Any]:
+    """:func:`expand` on a compacted receipt's plain data (``canonical.canonical_value`` of
+    ``compact(receipt)``): the same data as the expanded receipt's, each text shared from the
+    table, not copied. The receipt's hash is taken over it (:func:`hashing.receipt_sha256`)."""
+    table = raw.get("guard_table")
+    if table is None:
+        return raw
+    texts = table["texts"]
+    for part, items in ((raw["ledger"], "compilations"), (raw["summary"], "recompiles")):
+        for item, refs in zip(part[items], table[items], strict=True):
+            out = item["failed_guards"]
+            for r in refs:  # a table compact() made: every index is in it
+                if type(r) is int:
+                    out.append(texts[r])
+                else:
+                    lo, hi = r
+                    out += texts[lo : hi + 1] if lo <= hi else texts[hi : lo + 1][::-1]
+    raw["guard_table"] = None
+    return raw
+
+
+__all__ = ["GuardTable", "Refs", "encode_refs", "decode_refs", "compact", "expand", "expand_builtins"]

@@ -11,6 +11,7 @@ the canonical serialisation byte-stable.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 import msgspec
@@ -311,6 +312,7 @@ def shown_frame_name(item: Any) -> str:
     return item.user_frame.function if item.user_frame is not None else item.frame_name
 
 
+@functools.lru_cache(maxsize=1 << 16)  # read for every comparison of ids when sorting and grouping
 def compile_frame_index(compile_id: str) -> tuple[int, int]:
     """``"3/1"`` → (3, 1); ``"3/1_2"`` → (3, 1). Unparseable ids sort last.
 

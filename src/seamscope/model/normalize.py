@@ -52,3 +52,31 @@ def reason_headline(text: str) -> str:
     if lines[0].endswith(":") and len(lines) > 1:
         return f"{lines[0]} {lines[1]}"
     return lines[0]
+
+
+class _Normalized(dict[str, str]):
+    """Texts normalised (:func:`normalize_text`) against one ``cwd``, each once: a frame's
+    recompile reasons repeat every earlier entry's reason, and each restart of a frame gives the
+    same restart reason. Looked up in C (``map(d.__getitem__, ...)``); at most :data:`TEXTS_KEPT`."""
+
+    def __init__(self, cwd: str | None) -> None:
+        super().__init__()
+        self.cwd = cwd
+
+    def __missing__(self, text: str) -> str:
+        if len(self) >= TEXTS_KEPT:
+            self.clear()
+        out = self[text] = normalize_text(text, self.cwd)
+        return out
+
+
+TEXTS_KEPT = 8192
+_NORMALIZED: dict[str | None, _Normalized] = {}
+
+
+def normalized(cwd: str | None) -> dict[str, str]:
+    """``text → normalize_text(text, cwd)``, computed on first use and kept."""
+    found = _NORMALIZED.get(cwd)
+    if found is None:
+        found = _NORMALIZED[cwd] = _Normalized(cwd)
+    return found
