@@ -120,3 +120,24 @@ def test_when_the_server_died_jobs_run_in_new_interpreters(tmp_path):
         fp._server.wait()  # type: ignore[union-attr]
         e = fp.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "r.json")}))
         assert e.ok and not fp.alive()
+
+
+def test_two_replies_in_one_read_are_both_seen():
+    """A quick job's two replies (its pid, then its exit) can reach the pipe together: the second
+    is answered from what was already read, not waited for on the pipe (which would hang)."""
+    r, w = os.pipe()
+    fp = FreshProcesses(mode="process")
+    fp._open_replies(r)  # as a started server's reply pipe
+    os.write(w, b'{"pid": 7}\n{"exit": 0}\n')
+    try:
+        assert fp._reply(None) == {"pid": 7}
+        assert fp._reply(0.5) == {"exit": 0}
+        assert fp._reply(0.1) is None
+        os.close(w)
+        w = -1
+        with pytest.raises(OSError):
+            fp._reply(0.5)
+    finally:
+        fp._replies.close()
+        if w >= 0:
+            os.close(w)

@@ -135,6 +135,7 @@ class FreshProcesses:
         self.python = python
         self._server: subprocess.Popen[bytes] | None = None
         self._replies: Any = None
+        self._pending = b""
         if self.mode == "fork":
             try:
                 self._start(list(preload), warm, log)
@@ -156,7 +157,13 @@ class FreshProcesses:
             os.close(w)
             if not isinstance(out, int):
                 out.close()
-        self._replies = os.fdopen(r, "r")
+        self._open_replies(r)
+
+    def _open_replies(self, fd: int) -> None:
+        # read unbuffered, lines split here: a buffered reader can take two replies in one read
+        # (a quick job's pid and exit), and select() on the pipe would then wait for the second
+        self._replies = os.fdopen(fd, "rb", buffering=0)
+        self._pending = b""
 
     def alive(self) -> bool:
         """Whether jobs are forked from a live server (else each runs in a new interpreter)."""
@@ -234,13 +241,18 @@ class FreshProcesses:
         return Ended(exit_code=code, signal=_signal_name(code))
 
     def _reply(self, timeout: float | None) -> dict[str, Any] | None:
-        if timeout is not None:
-            ready, _, _ = select.select([self._replies], [], [], timeout)
-            if not ready:
-                return None
-        line = self._replies.readline()
-        if not line:
-            raise OSError("the fork server died")
+        """The server's next reply line, or None when none came within ``timeout`` seconds."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            if end is not None:
+                ready, _, _ = select.select([self._replies], [], [], max(0.0, end - time.monotonic()))
+                if not ready:
+                    return None
+            chunk = self._replies.read(65536)
+            if not chunk:
+                raise OSError("the fork server died")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
         return dict(json.loads(line))
 
     def _run_spawned(self, job: Job, timeout: float | None, progress: Callable[[str], None] | None,
