@@ -10,7 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # pytest-xdist workers per lane (this project's CI machines have two cores)
 JOBS ?= 2
-XDIST := -n $(JOBS) --dist loadfile
+XDIST := -n $(JOBS) --dist loadgroup
 
 $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
