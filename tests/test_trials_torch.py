@@ -332,7 +332,7 @@ def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
              os.path.join(W, "hf_seq.py")], tmp_path, timeout=1800)
     assert p.returncode == 0, p.stderr
     t = load(tmp_path / "o" / "trials.json")
-    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 3
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 2  # 3 lengths
     (c,) = t["candidates"]
     assert c["outputs"]["status"] == "equal", c["outputs"]
     assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0
