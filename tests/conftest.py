@@ -125,7 +125,6 @@ def _skip_passed(config: pytest.Config, items: list[pytest.Item]) -> None:
             items[:] = keep
 
 
-
 # --- parallel lanes: `--dist loadgroup` -----------------------------------------------------------
 # The lanes spread single tests over the workers. Tests that share a module-scoped fixture (a study,
 # a trial, a job run once for the assertions about it) go to one worker as one unit, or each worker
@@ -139,7 +138,7 @@ def _module_fixtures(item: pytest.Item) -> list[str]:
     if info is None:
         return []
     return [name for name, defs in info.name2fixturedefs.items()
-            if name in item.fixturenames and defs and defs[-1].scope == "module"]
+            if name in item.fixturenames and defs and defs[-1].scope in ("class", "module", "package")]
 
 
 def _group_by_module_fixtures(items: list[pytest.Item]) -> None:
@@ -170,10 +169,10 @@ def _declared_length(item: pytest.Item) -> tuple[float, bool]:
 
 
 def _group_of(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    if mark is None:
-        return None
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    """The group pytest-xdist schedules the test in: its ``xdist_group`` names joined, as it does."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    return "_".join(names) if names else None
 
 
 def _longest_first(items: list[pytest.Item]) -> None:
@@ -200,11 +199,10 @@ class _GroupSuffix:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                            for m in item.iter_markers("xdist_group")})
-            if not names or group_suffixless(item.nodeid) != item.nodeid:
+            group = _group_of(item)
+            if group is None or group_suffixless(item.nodeid) != item.nodeid:
                 continue
-            nodeid = f"{item.nodeid}@{'_'.join(names)}"
+            nodeid = f"{item.nodeid}@{group}"
             if hasattr(item, "_id"):
                 from _pytest.nodeid import coerce_node_id
 
