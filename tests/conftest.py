@@ -129,8 +129,15 @@ def _skip_passed(config: pytest.Config, items: list[pytest.Item]) -> None:
 # The lanes spread single tests over the workers. Tests that share a module-scoped fixture (a study,
 # a trial, a job run once for the assertions about it) go to one worker as one unit, or each worker
 # would build the fixture again: they get an ``xdist_group`` mark here, one per set of tests linked
-# by the module fixtures they use. Then the tests that declare a longer timeout (or compile with
-# inductor) are queued first, so no long test starts last while the other worker idles.
+# by the module fixtures they use (and the tests that compile with inductor, one group). Then the
+# tests that declare a longer timeout (or compile with inductor) are queued first, so no long test
+# starts last while the other worker idles.
+
+
+INDUCTOR_GROUP = ("", "inductor")
+"""The tests that compile with inductor share one worker: the first inductor compilation in a
+process checks the C++ toolchain and the CPU's vector instructions (about 20 s of compiler runs,
+then cached in the process), once for the lane instead of once per worker."""
 
 
 def _module_fixtures(item: pytest.Item) -> list[str]:
@@ -152,6 +159,8 @@ def _group_by_module_fixtures(items: list[pytest.Item]) -> None:
     used: dict[pytest.Item, list[tuple[str, str]]] = {}
     for item in items:
         names = [(item.nodeid.split("::", 1)[0], n) for n in _module_fixtures(item)]
+        if item.get_closest_marker("inductor") is not None:
+            names.append(INDUCTOR_GROUP)
         if names:
             used[item] = names
             for other in names[1:]:
@@ -159,7 +168,7 @@ def _group_by_module_fixtures(items: list[pytest.Item]) -> None:
     for item, names in used.items():
         if item.get_closest_marker("xdist_group") is None:
             path, name = find(names[0])
-            item.add_marker(pytest.mark.xdist_group(f"{path}::{name}"))
+            item.add_marker(pytest.mark.xdist_group(f"{path}::{name}" if path else name))
 
 
 def _declared_length(item: pytest.Item) -> tuple[float, bool]:
