@@ -8,9 +8,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: demo test test-notorch test-core test-torch venv browser lint mutation bench bench-smoke fuzz clean
 
-# pytest-xdist workers per lane (this project's CI machines have two cores)
+# pytest-xdist workers per lane (this project's CI machines have two cores). loadgroup spreads
+# single tests; tests/conftest.py keeps the tests that share a module fixture on one worker.
 JOBS ?= 2
-XDIST := -n $(JOBS) --dist loadfile
+XDIST := -n $(JOBS) --dist loadgroup
+# one PyTorch thread per process: two workers (and the processes they start) already fill two cores
+LANE_ENV := OMP_NUM_THREADS=1
 
 $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,7 +35,7 @@ $(NOTORCH)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c s
 
 test-notorch: $(NOTORCH)/.installed-stamp
 	rm -f $(NOTORCH_PASSED)
-	$(NOTORCH)/bin/python -m pytest -q -m "not torch" -p no:cacheprovider $(XDIST) --record-passed $(NOTORCH_PASSED) tests
+	$(LANE_ENV) $(NOTORCH)/bin/python -m pytest -q -m "not torch" -p no:cacheprovider $(XDIST) --record-passed $(NOTORCH_PASSED) tests
 
 # The compatibility lane: every test marked `torch` on another PyTorch release, in its own venv
 # (`make test-torch TORCH=2.15.0`). Run it on every PyTorch release and record the result in
@@ -66,7 +69,7 @@ browser:
 # passed in the torch-free lane are deselected here; those that skipped there for want of torch
 # or an extra run here).
 test: $(STAMP) browser test-notorch test-core
-	$(BIN)/python -m pytest $(XDIST) --skip-passed $(NOTORCH_PASSED) tests
+	$(LANE_ENV) $(BIN)/python -m pytest $(XDIST) --skip-passed $(NOTORCH_PASSED) tests
 
 # The optional extras must degrade: a second venv with the core dependencies, torch and the test
 # runner only (no matplotlib, transformers, selenium, jsonschema, IPython), running the tests that
@@ -84,7 +87,7 @@ $(CORE_STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_
 	touch $(CORE_STAMP)
 
 test-core: $(CORE_STAMP)
-	$(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) -m "not inductor" $(CORE_TESTS)
+	$(LANE_ENV) $(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) -m "not inductor" $(CORE_TESTS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -78,6 +78,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--record-passed") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_PassedRecorder(config.getoption("--record-passed")), "seamscope-lanes")
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        config.pluginmanager.register(_GroupSuffix(), "seamscope-xdist-groups")
 
 
 class _PassedRecorder:
@@ -89,17 +91,26 @@ class _PassedRecorder:
         self.failed: set[str] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        nodeid = group_suffixless(report.nodeid)
         if report.failed:
-            self.failed.add(report.nodeid)
+            self.failed.add(nodeid)
         elif report.when == "call" and report.passed:
-            self.passed.add(report.nodeid)
+            self.passed.add(nodeid)
 
     def pytest_sessionfinish(self) -> None:
         with open(self.path, "w", encoding="utf-8") as f:
             f.writelines(f"{n}\n" for n in sorted(self.passed - self.failed))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker names each grouped test ``ID@GROUP``
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_passed(config, items)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker (each sees the same collection)
+        _group_by_module_fixtures(items)
+        _longest_first(items)
+
+
+def _skip_passed(config: pytest.Config, items: list[pytest.Item]) -> None:
     path = config.getoption("--skip-passed")
     if path:
         try:
@@ -113,3 +124,102 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=[it for it in items if it.nodeid in done])
             items[:] = keep
 
+
+# --- parallel lanes: `--dist loadgroup` -----------------------------------------------------------
+# The lanes spread single tests over the workers. Tests that share a module-scoped fixture (a study,
+# a trial, a job run once for the assertions about it) go to one worker as one unit, or each worker
+# would build the fixture again: they get an ``xdist_group`` mark here, one per set of tests linked
+# by the module fixtures they use (and the tests that compile with inductor, one group). Then the
+# tests that declare a longer timeout (or compile with inductor) are queued first, so no long test
+# starts last while the other worker idles.
+
+
+INDUCTOR_GROUP = ("", "inductor")
+"""The tests that compile with inductor share one worker: the first inductor compilation in a
+process checks the C++ toolchain and the CPU's vector instructions (about 20 s of compiler runs,
+then cached in the process), once for the lane instead of once per worker."""
+
+
+def _module_fixtures(item: pytest.Item) -> list[str]:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    return [name for name, defs in info.name2fixturedefs.items()
+            if name in item.fixturenames and defs and defs[-1].scope in ("class", "module", "package")]
+
+
+def _group_by_module_fixtures(items: list[pytest.Item]) -> None:
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(k: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(k, k) != k:
+            k = parent[k]
+        return k
+
+    used: dict[pytest.Item, list[tuple[str, str]]] = {}
+    for item in items:
+        names = [(item.nodeid.split("::", 1)[0], n) for n in _module_fixtures(item)]
+        if item.get_closest_marker("inductor") is not None:
+            names.append(INDUCTOR_GROUP)
+        if names:
+            used[item] = names
+            for other in names[1:]:
+                parent[find(other)] = find(names[0])
+    for item, names in used.items():
+        if item.get_closest_marker("xdist_group") is None:
+            path, name = find(names[0])
+            item.add_marker(pytest.mark.xdist_group(f"{path}::{name}" if path else name))
+
+
+def _declared_length(item: pytest.Item) -> tuple[float, bool]:
+    mark = item.get_closest_marker("timeout")
+    timeout = float(mark.args[0]) if mark is not None and mark.args else 0.0
+    return timeout, item.get_closest_marker("inductor") is not None
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    """The group pytest-xdist schedules the test in: its ``xdist_group`` names joined, as it does."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    return "_".join(names) if names else None
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Stable: a group's tests share one key (its longest member's) and keep their order."""
+    key = {item: _declared_length(item) for item in items}
+    groups: dict[str, tuple[float, bool]] = {}
+    for item in items:
+        g = _group_of(item)
+        if g is not None:
+            groups[g] = max(groups.get(g, key[item]), key[item])
+    for item in items:
+        g = _group_of(item)
+        if g is not None:
+            key[item] = groups[g]
+    items.sort(key=lambda it: (-key[it][0], not key[it][1]))
+
+
+class _GroupSuffix:
+    """pytest-xdist names a grouped test ``ID@GROUP`` on the worker, and its controller schedules by
+    that suffix. pytest 9.2 keeps the id elsewhere (pytest-xdist issue #1386): the name xdist sets
+    is then lost, and every test would be scheduled alone. Where the suffix is missing, this sets
+    it where this pytest keeps the id."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            group = _group_of(item)
+            if group is None or group_suffixless(item.nodeid) != item.nodeid:
+                continue
+            nodeid = f"{item.nodeid}@{group}"
+            if hasattr(item, "_id"):
+                from _pytest.nodeid import coerce_node_id
+
+                item._id = coerce_node_id(nodeid)
+            else:
+                item._nodeid = nodeid
+
+
+def group_suffixless(nodeid: str) -> str:
+    """The test id without the ``@group`` suffix pytest-xdist's loadgroup adds to grouped tests."""
+    return nodeid.rsplit("@", 1)[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid

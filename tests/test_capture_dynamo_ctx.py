@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -56,16 +54,18 @@ def test_a_step_made_with_dynamo_ctx_inside_a_session_is_observed(native: bool) 
     assert adapter.hooked_contexts() == 0  # the hook went with the session
 
 
-def test_a_step_made_with_dynamo_ctx_under_seamscope_run_is_observed(tmp_path) -> None:
+def test_a_step_made_with_dynamo_ctx_under_seamscope_run_is_observed(tmp_path, monkeypatch, capsys) -> None:
+    from seamscope.cli import main
+
     out = tmp_path / "o"
-    proc = subprocess.run(
-        [sys.executable, "-m", "seamscope", "run", "--out", str(out),
-         os.path.join(HERE, "workloads", "dynamo_ctx_step.py")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    assert "steps done" in proc.stdout
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:  # seamscope run in this process (a fresh Dynamo: dynamo_reset)
+        main(["run", "--out", str(out), os.path.join(HERE, "workloads", "dynamo_ctx_step.py")])
+    proc = capsys.readouterr()
+    assert e.value.code == 0, proc.err
+    assert "steps done" in proc.out
     with open(out / "receipt.json") as f:
         r = json.load(f)
     assert r["summary"]["call_count"] == 5
-    assert "No runtime data" not in proc.stdout + proc.stderr
-    assert "outside any observed call" not in proc.stdout + proc.stderr
+    assert "No runtime data" not in proc.out + proc.err
+    assert "outside any observed call" not in proc.out + proc.err

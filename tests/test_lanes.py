@@ -58,3 +58,86 @@ def test_a_missing_record_is_an_error_not_a_full_run(suite: pytest.Pytester) -> 
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*--skip-passed*run the torch-free lane first*"])
 
+
+
+# --- two workers, `--dist loadgroup` --------------------------------------------------------------
+
+SHARED = """
+import os
+import pytest
+
+LOG = os.path.join(os.path.dirname(__file__), "log.txt")
+
+
+def note(text):
+    with open(LOG, "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + text + "\\n")
+
+
+@pytest.fixture(scope="module")
+def study():
+    note("built study")
+    return 42
+
+
+@pytest.fixture(scope="module")
+def trial(study):
+    return study + 1
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_uses_the_study(study, n):
+    note("ran study")
+    assert study == 42
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_uses_the_trial(trial, n):
+    note("ran trial")
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_alone(n):
+    note("ran alone")
+
+
+@pytest.mark.timeout(900)
+def test_long():
+    note("ran long")
+
+
+@pytest.mark.inductor
+@pytest.mark.parametrize("n", range(4))
+def test_compiles_with_inductor(n):
+    note("ran inductor")
+"""
+
+
+def _log(pytester: pytest.Pytester) -> list[tuple[str, str]]:
+    lines = (pytester.path / "log.txt").read_text().splitlines()
+    return [(w, text) for w, text in (ln.split(" ", 1) for ln in lines)]
+
+
+def test_tests_sharing_a_module_fixture_run_on_one_worker_the_rest_spread(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    shutil.copy(CONFTEST, pytester.path / "conftest.py")
+    pytester.makepyfile(test_shared=SHARED)
+    record = pytester.path / "passed.txt"
+    res = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                                        "--record-passed", str(record))
+    res.assert_outcomes(passed=23)
+    log = _log(pytester)
+    # the study (and the trial built on it) once, on the worker that ran every test using them
+    (builder,) = [w for w, text in log if text == "built study"]
+    assert {w for w, text in log if text in ("ran study", "ran trial")} == {builder}
+    assert len({w for w, text in log if text == "ran inductor"}) == 1  # one worker compiles with inductor
+    assert {w for w, _ in log} == {"gw0", "gw1"}  # the other tests spread
+    # the single test that declares a long timeout is queued before the other single tests (the
+    # groups go first): its worker ran none of those before it
+    (long_on,) = [w for w, text in log if text == "ran long"]
+    mine = [text for w, text in log if w == long_on]
+    assert "ran alone" not in mine[:mine.index("ran long")], log
+    # the lane's record names tests as pytest does, without pytest-xdist's group suffix
+    ids = record.read_text().splitlines()
+    assert len(ids) == 23 and not [i for i in ids if "@" in i]
+    assert "test_shared.py::test_uses_the_trial[0]" in ids

@@ -7,8 +7,6 @@ Counts are checked against PyTorch's own counters, read in each policy's process
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -130,14 +128,17 @@ def test_bad_dim_and_too_long_length_are_unusable_before_any_policy(tmp_path):
     assert "length 65 is beyond what the model accepts" in str(study.error)
 
 
-def test_decoder_seed_trace_cli(tmp_path):
-    """The bundled example on that length trace, twice; mark_dynamic's range excludes 513."""
+def test_decoder_seed_trace_cli(tmp_path, capsys):
+    """The bundled example on that length trace, twice; mark_dynamic's range excludes 513. The
+    command runs in this process (each policy still runs in its own)."""
+    from seamscope.cli import main
+
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "seamscope", "shapes", "src/seamscope/examples/decoder.py:workload",
-         "--lengths", ",".join(map(str, SEED_TRACE)), "--repeat", "2", "--policies", "pow2,mark_dynamic:1:64:512",
-         "--out", str(out)], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    with pytest.raises(SystemExit) as e:
+        main(["shapes", "src/seamscope/examples/decoder.py:workload", "--lengths", ",".join(map(str, SEED_TRACE)),
+              "--repeat", "2", "--policies", "pow2,mark_dynamic:1:64:512", "--out", str(out)])
+    proc = capsys.readouterr()
+    assert e.value.code == 0, proc.err[-2000:]
     data = json.loads((out / "receipt.json").read_text())
     res = {p["policy"]: p for p in data["shapes"]["policies"]}
     for p in res.values():
@@ -151,7 +152,7 @@ def test_decoder_seed_trace_cli(tmp_path):
     assert any("<= 512" in g for g in guards), guards
     assert data["shapes"]["recommendation"]["policy"] in res
     assert (out / "shapes.png").exists() and (out / "policies" / "pow2" / "receipt.json").exists()
-    assert "recommendation:" in proc.stdout
+    assert "recommendation:" in proc.out
 
 
 def test_transformers_gpt2_seed_trace(tmp_path):

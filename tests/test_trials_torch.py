@@ -180,8 +180,20 @@ def test_outputs_before_the_first_update_only(dynamo_reset):
     assert leaf.sum == pytest.approx(expected, rel=1e-6)
 
 
-@pytest.mark.timeout(900)
-def test_bad_input_exits_2_before_anything_runs(tmp_path):
+def cli_here(args, cwd, monkeypatch, capsys):
+    """``seamscope ARGS`` in this process (what is not about the process itself): exit code, stdout,
+    stderr."""
+    from seamscope.cli import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, e.value.code, out.out, out.err)
+
+
+def test_bad_input_exits_2_before_anything_runs(tmp_path, monkeypatch, capsys):
     script = os.path.join(W, "shape_churn.py")
     cases = [
         (["run", "--dynamo-config", "no_such_setting=1"], "no_such_setting"),
@@ -192,7 +204,7 @@ def test_bad_input_exits_2_before_anything_runs(tmp_path):
         (["try", "--candidate", "--dynamo-config capture_scalar_output=True"], "capture_scalar_output"),
     ]
     for args, name in cases:
-        p = cli([*args, "--out", "o", script] if args[0] == "run" else [*args, "--out", "o", script], tmp_path)
+        p = cli_here([*args, "--out", "o", script], tmp_path, monkeypatch, capsys)
         assert p.returncode == 2, (args, p.stderr)
         assert name in p.stderr.strip().splitlines()[-1], p.stderr
         assert not (tmp_path / "o").exists(), args
@@ -202,7 +214,7 @@ def test_bad_input_exits_2_before_anything_runs(tmp_path):
 
 
 @pytest.mark.timeout(1800)
-def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path):
+def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path, monkeypatch, capsys):
     """capture_scalar_outputs removes the .item() breaks (faster, outputs equal); a backend that
     scales one output by 1.01 changes outputs; a backend that kills the interpreter fails, and
     the others finish."""
@@ -233,7 +245,7 @@ def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path):
     assert top["decision"]["rollback_trigger"] and top["decision"]["tolerance"]
     for rel in (".", cso["runs"][0]["receipt"].rsplit("/", 1)[0], "o/trials/baseline/rep-1"):
         path = str(tmp_path / "o" / rel) if not rel.startswith("o/") else str(tmp_path / rel)
-        v = cli(["verify", path], tmp_path, timeout=300)
+        v = cli_here(["verify", path], tmp_path, monkeypatch, capsys)
         assert v.returncode == 0, v.stdout + v.stderr
     md = (tmp_path / "o" / "trials.md").read_text()
     assert "seamscope run --out" in md and "--dynamo-config capture_scalar_outputs=True" in md
@@ -321,7 +333,7 @@ def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
              os.path.join(W, "hf_seq.py")], tmp_path, timeout=1800)
     assert p.returncode == 0, p.stderr
     t = load(tmp_path / "o" / "trials.json")
-    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 3
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 2  # 3 lengths
     (c,) = t["candidates"]
     assert c["outputs"]["status"] == "equal", c["outputs"]
     assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0

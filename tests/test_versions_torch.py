@@ -6,8 +6,6 @@ per-callable recompile limit recorded in the receipt and applied by ``--compile-
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 
@@ -135,22 +133,26 @@ CHURN = textwrap.dedent("""
 """)
 
 
-def _run(tmp_path, *flags):
+def _run(tmp_path, monkeypatch, capsys, *flags):
+    """``seamscope run`` in this process (a fresh Dynamo for each run: ``dynamo_reset``)."""
+    from seamscope.cli import main
+
     script = tmp_path / "churn.py"
     script.write_text(CHURN)
     out = tmp_path / ("out" + str(len(flags)))
-    proc = subprocess.run([sys.executable, "-m", "seamscope", "run", "--quiet", "--no-html", "--out", str(out),
-                           *flags, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr
+    monkeypatch.chdir(tmp_path)
+    torch._dynamo.reset()
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--quiet", "--no-html", "--out", str(out), *flags, str(script)])
+    assert e.value.code == 0, capsys.readouterr().err
     with open(out / "receipt.json") as fh:
         return json.load(fh)
 
 
-def test_compile_option_recompile_limit_lifts_the_limit_for_the_callable(tmp_path):
-    base = _run(tmp_path)
+def test_compile_option_recompile_limit_lifts_the_limit_for_the_callable(tmp_path, monkeypatch, capsys, dynamo_reset):
+    base = _run(tmp_path, monkeypatch, capsys)
     assert base["summary"]["fallback_count"] >= 1
-    lifted = _run(tmp_path, "--compile-option", "recompile_limit=16")
+    lifted = _run(tmp_path, monkeypatch, capsys, "--compile-option", "recompile_limit=16")
     assert lifted["summary"]["fallback_count"] == 0
     assert lifted["summary"]["recompile_count"] == 11
     assert lifted["ledger"]["environment"]["compile_options"]["recompile_limit"] == "16"
