@@ -544,6 +544,11 @@ def test_cache_artifacts_under_eager_say_none_were_saved_and_a_bad_file_is_said_
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"not artifacts")
     saved = tmp_path / "saved.bin"
+    # PyTorch keeps the artifacts of every compilation in the process: forget earlier tests' ones,
+    # as a fresh `seamscope run` process starts with none
+    import torch.compiler._cache as torch_cache
+
+    torch_cache.CacheArtifactManager.clear()
     result = run_target(str(script), [], out=str(tmp_path / "o"), setup=WithCacheArtifacts(None, str(bad), str(saved)))
     assert result.exit_code == 0, result.message
     note = load(tmp_path / "o" / "receipt.json")["decision"]["note"]
