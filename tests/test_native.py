@@ -133,7 +133,10 @@ def test_spans_c_times_lie_on_the_perf_counter_timeline(clock_kind):
         assert len(spans) == 3
         assert t0 <= start and start + call.wall_ns <= t1
         for e, (a, z) in zip(spans, ins, strict=True):
-            assert start + e.start_ns <= a and z <= start + e.start_ns + e.duration_ns
+            # ticks become nanoseconds at a calibrated rate: a span may be off by that rate's error
+            # (well under 1%; under load a 1 ms span read 3.9 µs short), the nanosecond clock never
+            slack = e.duration_ns // 100 if clock_kind == "ticks" else 0
+            assert start + e.start_ns <= a + slack and z <= start + e.start_ns + e.duration_ns + slack
     self_check(led)
 
 
