@@ -141,7 +141,9 @@ def test_any_other_handler_gets_every_record_whole():
         finally:
             log.removeHandler(h)
     assert built == {"metadata": 1, "payload": 1}
-    assert [r.metadata for r in other] and other[0].payload == "p"
+    # (torch may log a string-interning record first, the first time a file shows in a stack)
+    (rec,) = [r for r in other if "describe_tensor" in r.metadata]
+    assert rec.payload == "p"
 
 
 def test_no_graph_is_rendered_for_the_trace_inside_a_session(monkeypatch):
