@@ -346,14 +346,6 @@ def _redirect(job: Job) -> None:
         os.close(fd)
 
 
-def _reread_settings_the_server_fixed() -> None:
-    """Settings a preloaded module read from the environment at import, before this fork: a
-    job's own value must win (Inductor's ``compile_threads`` from ``TORCHINDUCTOR_COMPILE_THREADS``)."""
-    cfg = sys.modules.get("torch._inductor.config")
-    if cfg is not None and "TORCHINDUCTOR_COMPILE_THREADS" in os.environ:
-        cfg.compile_threads = cfg.decide_compile_threads()  # type: ignore[attr-defined]
-
-
 def _child(job: Job) -> int:
     """In a fork of the server: a session of its own, the job's output and environment, the call."""
     os.setsid()
@@ -364,7 +356,11 @@ def _child(job: Job) -> int:
     os.environ.update(job.env)
     for k in job.unset:
         os.environ.pop(k, None)
-    _reread_settings_the_server_fixed()
+    # a setting a preloaded module read from the environment at import, before this fork: the
+    # job's own value must win (Inductor's compile_threads)
+    from ..capture import adapter
+
+    adapter.reread_compile_threads()
     if job.cwd:
         os.chdir(job.cwd)
     return call(job.entry, job.arg)

@@ -70,6 +70,17 @@ def _load(path: str, mtime_ns: int, size: int) -> _Source | None:
     return _Source(tuple(text.splitlines()), tuple(_collect(tree)))
 
 
+def _file_key(path: str) -> tuple[int, int] | None:
+    """(mtime, size) of a Python source file, what its parsed form is cached by; None when unreadable."""
+    if not path or not path.endswith(".py"):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def statement_scope(path: str, line: int, function: str = "") -> StatementScope | None:
     """The scope of ``path:line``, or None when the file cannot be read or parsed, or the line
     lies outside it.
@@ -77,26 +88,16 @@ def statement_scope(path: str, line: int, function: str = "") -> StatementScope 
     ``function`` is the frame's bare name from a traceback; the innermost ``def`` around the line
     with that name is chosen (a comprehension or lambda frame falls back to the innermost ``def``).
     """
-    if not path or not path.endswith(".py"):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return _scope(path, st.st_mtime_ns, st.st_size, line, function)
+    key = _file_key(path)
+    return None if key is None else _scope(path, *key, line, function)
 
 
 def enclosing_def(path: str, line: int, function: str = "") -> tuple[str, int] | None:
     """The qualified name and first line (its first decorator's, as ``co_firstlineno``) of the
     innermost ``def`` around ``path:line`` named ``function`` (any ``def`` when none is), or None
     when the file cannot be read or no ``def`` encloses the line."""
-    if not path or not path.endswith(".py"):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    src = _load(path, st.st_mtime_ns, st.st_size)
+    key = _file_key(path)
+    src = None if key is None else _load(path, *key)
     if src is None:
         return None
     scope = _innermost(src, line, function)

@@ -8,6 +8,9 @@ Internals used:
   module's logger writes when a source is marked dynamic names the frames a ``--mark-dynamic``
   changed (only torch 2.13 was checked; without either, ``--mark-dynamic`` says what is missing).
 - ``torch._dynamo.mark_dynamic``.
+- ``torch._inductor.config.compile_threads`` and ``decide_compile_threads()``: read again in a
+  process forked after Inductor's config was imported, so that ``TORCHINDUCTOR_COMPILE_THREADS``
+  set for that process decides.
 """
 
 from __future__ import annotations
@@ -30,6 +33,18 @@ DYNAMO_SETTINGS = (
     "optimize_ddp",
     "suppress_errors",
 )
+
+
+def reread_compile_threads() -> None:
+    """Decide Inductor's ``compile_threads`` again from this process's environment, where the
+    config was imported before a fork (a no-op when it was not imported, or this torch lacks it)."""
+    import os
+    import sys
+
+    cfg = sys.modules.get("torch._inductor.config")
+    decide = getattr(cfg, "decide_compile_threads", None)
+    if decide is not None and "TORCHINDUCTOR_COMPILE_THREADS" in os.environ:
+        cfg.compile_threads = decide()  # type: ignore[union-attr]
 
 
 def dynamo_settings() -> dict[str, str]:
