@@ -329,3 +329,76 @@ def test_receipt_hashes_of_real_logs_equal_the_hash_of_the_whole_bytes():
         view = structure_view(receipt.ledger, receipt.summary)
         assert receipt.structure_sha256 == hashlib.sha256(_reference_bytes(view)).hexdigest()
     assert with_guards >= 2
+
+
+_guard_texts = st.sampled_from(["0/0: x", "0/1: tensor 'x' size mismatch", 'quote " and \\ slash', "é\u2028\x00\x1b[2J",
+                                "🙂", "two\nlines", "0/2: L['x'] == 3"])
+
+
+def _receipt_with_guards(guard_lists: list[list[str]]):
+    """A receipt whose compilations 0/0, 0/1, ... fail the given guards (its recompile summaries
+    the same, as a real log's), made and hashed as ``seamscope import`` does."""
+    ledger = play(FakeProgram(calls=[FakeCall([FakeStep("compile", 10, "0/0")])])).build()
+    (first,) = ledger.compilations
+    comps = [msgspec.structs.replace(first, compile_id=f"0/{k}", failed_guards=g) for k, g in enumerate(guard_lists)]
+    return make_receipt(msgspec.structs.replace(ledger, compilations=comps))
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(st.lists(st.lists(_guard_texts, max_size=12), min_size=1, max_size=8))
+def test_expanded_bytes_fed_from_the_table_equal_the_expanded_receipts(guard_lists):
+    """receipt_sha256 feeds the expanded bytes from the compact form's table (runs as slices of
+    the texts encoded in a row, forwards or backwards; shared references made once): byte for
+    byte the canonical bytes of the expanded receipt, and the receipt written from the data made
+    for the hash is the one written from scratch."""
+    import hashlib
+
+    from seamscope.model import guard_table, hashing
+    from seamscope.model.canonical import canonical_value
+    from seamscope.render.receipt_json import ReceiptJsonRenderer
+
+    receipt = _receipt_with_guards(guard_lists)
+    unhashed = msgspec.structs.replace(receipt, receipt_sha256="")
+    want = _reference_bytes(unhashed)
+    assert receipt.receipt_sha256 == hashlib.sha256(want).hexdigest()
+    packed = guard_table.compact(unhashed)
+    assert packed.guard_table is not None or not any(guard_lists)
+    if packed.guard_table is not None:
+        fed: list[bytes] = []
+        assert guard_table.feed_expanded(fed.append, canonical_value(packed), packed.guard_table)
+        assert b"".join(fed) == want
+    assert hashing.receipt_sha256(receipt) == receipt.receipt_sha256  # and leaves it for the writer
+    written = ReceiptJsonRenderer().render(receipt)
+    assert not hashing._HASHED  # taken once (or, without guards, never kept)
+    guard_table._LAST.clear()
+    assert written == ReceiptJsonRenderer().render(receipt) == pretty_bytes(guard_table.compact(receipt))
+
+
+def test_expanded_bytes_fed_keep_guards_the_plain_data_already_holds():
+    """Plain data whose items hold failed guards besides the table's (as ``expand`` reads a
+    hand-made table): fed as ``expand_builtins`` makes them, the item's own first."""
+    from seamscope.model import guard_table
+    from seamscope.model.canonical import canonical_bytes, canonical_value
+
+    receipt = _receipt_with_guards([[], ["a", "b"], ["c", "b", "a"], ["a"]])
+    packed = guard_table.compact(receipt)
+    raw = canonical_value(packed)
+    raw["ledger"]["compilations"][0]["failed_guards"] = ["own", "b"]
+    raw["summary"]["recompiles"][2]["failed_guards"] = ["x"]
+    fed: list[bytes] = []
+    assert guard_table.feed_expanded(fed.append, raw, packed.guard_table)
+    assert raw["guard_table"] is not None  # left as it is
+    assert b"".join(fed) == canonical_bytes(guard_table.expand_builtins(raw))
+    raw["ledger"]["compilations"].pop()  # a table that does not fit: nothing fed
+    assert not guard_table.feed_expanded(fed.append, raw, packed.guard_table)
+
+
+def test_a_receipt_changed_after_hashing_is_written_from_its_own_data():
+    from seamscope.model import guard_table, hashing
+    from seamscope.render.receipt_json import ReceiptJsonRenderer
+
+    receipt = _receipt_with_guards([["a"], ["b", "a"]])
+    other = msgspec.structs.replace(receipt, findings=None)
+    assert hashing.compact_canonical_bytes(other) is None
+    guard_table._LAST.clear()
+    assert ReceiptJsonRenderer().render(other) == pretty_bytes(guard_table.compact(other))

@@ -104,7 +104,12 @@ def canonical_bytes(obj: Any) -> bytes:
 
 def pretty_bytes(obj: Any) -> bytes:
     """Canonical JSON indented for people; same content as :func:`canonical_bytes`."""
-    return msgspec.json.format(canonical_bytes(obj), indent=1) + b"\n"
+    return indented(canonical_bytes(obj))
+
+
+def indented(canonical: bytes) -> bytes:
+    """Canonical bytes as :func:`pretty_bytes` writes them."""
+    return msgspec.json.format(canonical, indent=1) + b"\n"
 
 
 def sha256_of(obj: Any) -> str:

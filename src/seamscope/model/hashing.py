@@ -7,13 +7,16 @@ sites, compile ids, guard texts, outcomes, the order of regions in each call; ne
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import msgspec
 
 from .canonical import canonical_value, sha256_canonical, sha256_of
-from .guard_table import compact, expand_builtins
+from .guard_table import compact, expand_builtins, feed_expanded
 from .ledger import BreakEvent, FallbackEvent, Ledger, RegionEvent
+
+_sorted = msgspec.json.Encoder(order="sorted").encode
 
 
 def structure_view(ledger: Ledger, summary: Any) -> dict[str, Any]:
@@ -70,10 +73,38 @@ def structure_sha256(ledger: Ledger, summary: Any) -> str:
 def receipt_sha256(receipt: Any) -> str:
     """The hash of the receipt's canonical bytes with ``receipt_sha256`` empty. Failed guards repeat
     (a frame's ``k``-th recompile names the ``k - 1`` guards before it): the receipt is made plain
-    in its compact form (:mod:`.guard_table`, each text once) and expanded there, every text shared,
-    instead of being decoded with a copy of every repeat (37 MB for 1,550 recompiles)."""
+    in its compact form (:mod:`.guard_table`, each text once) and its expanded bytes are fed to
+    the hash from there (:func:`.guard_table.feed_expanded`), never decoded or held with a copy
+    of every repeat (37 MB for 1,550 recompiles)."""
+    _HASHED.clear()
     unhashed = msgspec.structs.replace(receipt, receipt_sha256="")
     packed = compact(unhashed) if unhashed.guard_table is None else unhashed
     if packed is unhashed:
         return sha256_of(unhashed)
-    return sha256_canonical(expand_builtins(canonical_value(packed)), depth=3, rounded=True)
+    raw = canonical_value(packed)
+    h = hashlib.sha256()
+    if packed.guard_table is None or not feed_expanded(h.update, raw, packed.guard_table):
+        return sha256_canonical(expand_builtins(raw), depth=3, rounded=True)
+    digest = h.hexdigest()
+    _HASHED[:] = [(unhashed, raw)]
+    return digest
+
+
+#: The last receipt :func:`receipt_sha256` hashed through its compact form, and that form's plain
+#: data (floats canonical): the receipt is written next, with its hash, from the same data.
+_HASHED: list[tuple[Any, dict[str, Any]]] = []
+
+
+def compact_canonical_bytes(receipt: Any) -> bytes | None:
+    """``canonical_bytes(compact(receipt))`` when ``receipt`` is the one :func:`receipt_sha256`
+    hashed last (every field the same object but the hash itself), from the plain data made for
+    the hash, which is let go; None otherwise (the caller makes them)."""
+    if not _HASHED:
+        return None
+    hashed, raw = _HASHED[0]
+    if type(receipt) is not type(hashed) or any(
+        getattr(receipt, f) is not getattr(hashed, f) for f in receipt.__struct_fields__ if f != "receipt_sha256"
+    ):
+        return None
+    _HASHED.clear()
+    return _sorted({**raw, "receipt_sha256": receipt.receipt_sha256})

@@ -7,8 +7,9 @@ import io
 import os
 
 from ..analyze.summary import call_parts
-from ..model.canonical import pretty_bytes
+from ..model.canonical import indented, pretty_bytes
 from ..model.guard_table import compact
+from ..model.hashing import compact_canonical_bytes
 from ..model.ledger import RegionEvent
 from ..model.receipt import Receipt
 from .files import write_set
@@ -35,7 +36,8 @@ class ReceiptJsonRenderer:
 
     def render(self, receipt: Receipt) -> bytes:
         """The file's bytes: canonical JSON, failed guards stored once (:mod:`~seamscope.model.guard_table`)."""
-        return pretty_bytes(compact(receipt))
+        made = compact_canonical_bytes(receipt)  # from the plain data hashed, when it was
+        return pretty_bytes(compact(receipt)) if made is None else indented(made)
 
 
 class CallsCsvRenderer:
