@@ -75,3 +75,24 @@ def test_every_module_imports_with_torch_and_no_extras():
     res = import_all(names, OPTIONAL)
     assert res["failed"] == {}
     assert res["leaked"] == []
+
+
+def test_import_command_loads_only_what_it_uses(tmp_path):
+    """``seamscope import`` starts in a fraction of its run: it prints no rich markup and reads no
+    seamscope trace, so rich and the trace records' typed decoder are never loaded or built."""
+    log = tmp_path / "dedicated_log_torch_trace_1.log"
+    log.write_text('V1201 11:39:51.289000 17110 x.py:1] {"str": ["a", 0]}\n')
+    child = (
+        "import sys; sys.argv = ['seamscope', 'import', sys.argv[1], '--out', sys.argv[2]]\n"
+        "from seamscope.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "from seamscope.ingest import seamscope_trace\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules}), seamscope_trace._records.cache_info().currsize)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", child, str(log), str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "receipt.json").exists()
+    loaded, decoders = r.stdout.splitlines()[-1].rsplit(" ", 1)
+    assert "'rich'" not in loaded and "'secrets'" not in loaded and "'seamscope'" in loaded
+    assert decoders == "0"

@@ -15,8 +15,6 @@ passes such strings through :func:`shown` (plain text) or :func:`markup` (inside
 
 from __future__ import annotations
 
-from rich.markup import escape
-
 #: Longest user string a terminal line shows before it is cut (the receipt keeps it whole).
 TERMINAL_LIMIT = 300
 
@@ -66,6 +64,9 @@ def shown(text: object, limit: int | None = TERMINAL_LIMIT) -> str:
 
 def markup(text: object, limit: int | None = TERMINAL_LIMIT) -> str:
     """:func:`shown`, escaped for rich markup: it prints as written, never styles or crashes."""
+    # imported here: a command that prints no markup (``seamscope import``) never loads rich
+    from rich.markup import escape
+
     return escape(shown(text, limit))
 
 

@@ -13,7 +13,6 @@ first: it removes the temporary files of writes in progress.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterable
 
 from ..errors import UnusableInput
@@ -35,7 +34,7 @@ class WriteFailed(UnusableInput):
 
 def _temp_name(path: str) -> str:
     folder, name = os.path.split(path)
-    return os.path.join(folder, f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}")
+    return os.path.join(folder, f".tmp-{name}-{os.getpid()}-{os.urandom(4).hex()}")
 
 
 def _stage(path: str, data: bytes | str) -> str:
