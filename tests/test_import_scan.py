@@ -152,3 +152,31 @@ def test_the_c_prefilter_finds_a_digit_run_at_every_offset():
         for n in (19, 20, 21, 40):
             line = b"x" * lead + b"1" * n + b"]"
             assert scan.NATIVE.limits_prefilter(line, 0) == (n >= 20, 0), (lead, n)
+
+
+_blocks = st.lists(st.binary(max_size=12).map(lambda b: b.translate(bytes.maketrans(b"\x00\x01\x02", b"\t\n\r"))),
+                   min_size=1, max_size=5)
+
+
+@needs_c
+@settings(max_examples=examples(500), deadline=None)
+@given(_blocks)
+def test_payload_text_in_c_equals_python(blocks):
+    """A payload's blocks joined, their tabs dropped and lines counted in one pass: the same bytes
+    and count as the join, replace and count in Python, tabs and newlines anywhere (a block
+    boundary is a newline: "\\n\\t" across it too)."""
+    assert scan.NATIVE.payload_text(blocks) == scan.payload_text_py(blocks)
+
+
+@needs_c
+def test_payload_text_in_c_on_payloads_as_read():
+    cases = [[b"\tone"], [b"\ta\n\tb", b"\tc"], [b"\t\t[\n\t\t\"x\",", b"\t\t\"y\"\n\t]"], [b"\t"], [b"\n\t\n\t"],
+             [b"\tx\r\n\ty\r"], [b"", b"", b"\t"]]
+    for blocks in cases:
+        assert scan.NATIVE.payload_text(blocks) == scan.payload_text_py(blocks), blocks
+    with pytest.raises(TypeError):
+        scan.NATIVE.payload_text([b"\tx", "\ty"])
+    sink = scan.PayloadSink()
+    sink.add(b"\t[\n\t\"a\",")
+    sink.add(b"\t\"b\"\n\t]")
+    assert sink.take() == (b'[\n"a",\n"b"\n]', 4) and sink.take() == (b"", 0)

@@ -202,6 +202,64 @@ limits_prefilter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(On)", long_digits ? Py_True : Py_False, brackets);
 }
 
+/* payload_text(blocks) -> (text, lines)
+ * The payload held in ``blocks`` (a list of bytes: payload lines as read, each with its tab,
+ * joined by newlines within a block): b"\n".join(blocks)[1:] with each "\n\t" made "\n" (the
+ * first line's tab dropped, and every other line's), and the number of lines (newlines in the
+ * joined bytes, plus one). In one pass, where Python joins, replaces and counts (three). */
+static PyObject *
+payload_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "payload_text(blocks) takes a list of bytes");
+        return NULL;
+    }
+    PyObject *blocks = args[0];
+    Py_ssize_t nb = PyList_GET_SIZE(blocks), n = nb > 0 ? nb - 1 : 0;
+    for (Py_ssize_t k = 0; k < nb; k++) {
+        PyObject *b = PyList_GET_ITEM(blocks, k);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "payload_text: blocks must be bytes");
+            return NULL;
+        }
+        n += PyBytes_GET_SIZE(b);
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (out == NULL) {
+        return NULL;
+    }
+    char *buf = PyBytes_AS_STRING(out);
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < nb; k++) {  /* the join, in place */
+        PyObject *b = PyList_GET_ITEM(blocks, k);
+        if (k > 0) {
+            buf[at++] = '\n';
+        }
+        memcpy(buf + at, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        at += PyBytes_GET_SIZE(b);
+    }
+    /* buf[1:] compacted to the front, each tab after a newline left out (as bytes.replace: left to
+     * right, a match resumes the scan after it); every newline is met once, and counted */
+    Py_ssize_t lines = (n > 0 && buf[0] == '\n') ? 2 : 1, r = 1, w = 0;
+    while (r < n) {
+        const char *nl = memchr(buf + r, '\n', (size_t)(n - r));
+        Py_ssize_t stop = nl ? (Py_ssize_t)(nl - buf) + 1 : n;  /* past the newline */
+        memmove(buf + w, buf + r, (size_t)(stop - r));
+        w += stop - r;
+        r = stop;
+        if (nl) {
+            lines++;
+            if (r < n && buf[r] == '\t') {
+                r++;
+            }
+        }
+    }
+    if (_PyBytes_Resize(&out, w) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(Nn)", out, lines);
+}
+
 static PyMethodDef module_methods[] = {
     {"record_lines", (PyCFunction)(void (*)(void))record_lines, METH_FASTCALL,
      "record_lines(buf, end, skip) -> (spans, lines, skipped, last_skipped): [start, stop, index, ...] of "
@@ -210,6 +268,9 @@ static PyMethodDef module_methods[] = {
     {"limits_prefilter", (PyCFunction)(void (*)(void))limits_prefilter, METH_FASTCALL,
      "limits_prefilter(buf, start) -> (long_digits, brackets): whether buf[start:] holds a run of 20 "
      "digits, and its count of '[' and '{'."},
+    {"payload_text", (PyCFunction)(void (*)(void))payload_text, METH_FASTCALL,
+     "payload_text(blocks) -> (text, lines): b'\\n'.join(blocks)[1:].replace(b'\\n\\t', b'\\n') and the "
+     "joined bytes' newlines plus one."},
     {NULL},
 };
 

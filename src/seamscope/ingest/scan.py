@@ -67,6 +67,13 @@ def limits_prefilter_py(buf: bytes, start: int) -> tuple[bool, int]:
     return LONG_DIGITS.search(part) is not None, part.count(b"[") + part.count(b"{")
 
 
+def payload_text_py(blocks: list[bytes]) -> tuple[bytes, int]:
+    """``(text, lines)``: the payload in ``blocks`` (payload lines as read, each with its tab,
+    joined by newlines) without the tabs, and its number of lines."""
+    raw = b"\n".join(blocks)
+    return raw[1:].replace(b"\n\t", b"\n"), raw.count(b"\n") + 1
+
+
 def _load() -> ModuleType | None:
     if os.environ.get("SEAMSCOPE_PURE_PYTHON", "") not in ("", "0"):
         return None
@@ -84,6 +91,8 @@ record_lines: Callable[[bytes, int, frozenset[bytes]], tuple[list[int], int, int
     NATIVE.record_lines if NATIVE is not None else record_lines_py)
 limits_prefilter: Callable[[bytes, int], tuple[bool, int]] = (
     NATIVE.limits_prefilter if NATIVE is not None else limits_prefilter_py)
+payload_text: Callable[[list[bytes]], tuple[bytes, int]] = (
+    NATIVE.payload_text if NATIVE is not None and hasattr(NATIVE, "payload_text") else payload_text_py)
 
 
 class FileStats(Protocol):
@@ -120,9 +129,8 @@ class PayloadSink:
         lines; the sink is emptied."""
         if not self.blocks:
             return b"", 0
-        raw = b"\n".join(self.blocks)
-        self.blocks = []
-        return raw[1:].replace(b"\n\t", b"\n"), raw.count(b"\n") + 1
+        blocks, self.blocks = self.blocks, []
+        return payload_text(blocks)
 
 
 def _chunks(path: str, stats: FileStats) -> Iterator[bytes]:
