@@ -180,3 +180,48 @@ def test_payload_text_in_c_on_payloads_as_read():
     sink.add(b"\t[\n\t\"a\",")
     sink.add(b"\t\"b\"\n\t]")
     assert sink.take() == (b'[\n"a",\n"b"\n]', 4) and sink.take() == (b"", 0)
+
+
+def _reasons_plain(payload: str | None, cwd: str | None) -> list[str]:
+    """``parse_recompile_reasons`` without its memo of decoded strings: the reference."""
+    from seamscope.model.normalize import normalize_text
+
+    if not payload:
+        return []
+    text = payload.strip()
+    if text.startswith("["):
+        try:
+            val = json.loads(text)
+            reasons = list(map(str, val)) if isinstance(val, list) else [str(val)]
+        except (ValueError, RecursionError):
+            reasons = [text]
+    else:
+        reasons = [text]
+    return [normalize_text(r, cwd) for r in map(str.strip, reasons) if r]
+
+
+_reason = st.one_of(
+    st.sampled_from(["0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3", "  padded  ", "", " ",
+                     "at 0x7f3a2b1c object at 0x55d0 /work/p/x.py:3", "\u2028é"]),
+    st.text(max_size=6), st.integers(-3, 3), st.booleans(), st.none(), st.floats(allow_nan=False),
+    st.lists(st.integers(0, 2), max_size=2), st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 2)),
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.lists(_reason, max_size=8), min_size=1, max_size=4), st.sampled_from([None, "/work/p"]),
+       st.sampled_from([None, 0, 1]))
+def test_recompile_reasons_read_once_equal_the_plain_reading(payloads, cwd, indent):
+    """Each distinct decoded reason is stripped and normalised once and looked up after: the same
+    list as the plain path, whatever the list holds (strings, blanks, numbers, lists, objects),
+    on a payload seen first or again."""
+    from seamscope.ingest.compile_events import parse_recompile_reasons
+
+    for val in [*payloads, *payloads]:
+        payload = json.dumps(val, indent=indent)
+        assert parse_recompile_reasons(payload, cwd) == _reasons_plain(payload, cwd), payload
+    for payload in ("0/0: plain text", "[not json", "[1, 2", "", "[]", '["only"]', '"x"'):
+        assert parse_recompile_reasons(payload, cwd) == _reasons_plain(payload, cwd), payload
+    from seamscope.model import normalize
+
+    assert normalize._STRIPPED[cwd]["only"] == "only"  # read once, kept for the repeats

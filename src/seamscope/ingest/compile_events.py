@@ -30,7 +30,7 @@ from ..model.ledger import (
     Frame,
     compile_frame_index,
 )
-from ..model.normalize import normalize_path, normalize_text
+from ..model.normalize import normalize_path, normalize_text, stripped_normalized
 from ..model.normalize import normalized as _reasons
 from .hints import HintTable, break_chain, shipped_table
 from .source_scope import statement_scope
@@ -330,6 +330,10 @@ def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list
                 val = _decode_json(text)  # what json.loads gives, faster; else json.loads itself
             except (msgspec.DecodeError, RecursionError):
                 val = json.loads(text)
+            if type(val) is list:
+                kept = stripped_normalized(val, cwd)
+                if kept is not None:
+                    return kept
             reasons = list(map(str, val)) if isinstance(val, list) else [str(val)]
         except (ValueError, RecursionError):
             reasons = [text]

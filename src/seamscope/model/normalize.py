@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 _ADDR = re.compile(r"0x[0-9a-fA-F]{4,}")
 _OBJ_ID = re.compile(r"(___check_obj_id\([^,()]*(?:\([^()]*\))?[^,()]*,\s*)\d+")
@@ -80,3 +81,43 @@ def normalized(cwd: str | None) -> dict[str, str]:
     if found is None:
         found = _NORMALIZED[cwd] = _Normalized(cwd)
     return found
+
+
+class _NotText(Exception):
+    """A value that is no string: :func:`stripped_normalized` gives up."""
+
+
+class _Stripped(dict[str, "str | None"]):
+    """A string → the text kept of it: stripped and normalised, or None (blank: dropped). A
+    frame's ``k``-th recompile names the ``k - 1`` reasons before it again, so each distinct
+    string is looked at once and every repeat is one lookup in C; at most :data:`TEXTS_KEPT`."""
+
+    def __init__(self, cwd: str | None) -> None:
+        super().__init__()
+        self.normalized = normalized(cwd)
+
+    def __missing__(self, raw: object) -> str | None:
+        if type(raw) is not str:
+            raise _NotText
+        if len(self) >= TEXTS_KEPT:
+            self.clear()
+        text = raw.strip()
+        out = self[raw] = self.normalized[text] if text else None
+        return out
+
+
+_STRIPPED: dict[str | None, _Stripped] = {}
+
+
+def stripped_normalized(values: list[Any], cwd: str | None) -> list[str] | None:
+    """``[normalize_text(v.strip(), cwd) for v in values if v.strip()]`` when every value is a
+    string (a decoded ``recompile_reasons`` list), each distinct string worked out once; None
+    when one is not a string (the caller converts)."""
+    kept = _STRIPPED.get(cwd)
+    if kept is None:
+        kept = _STRIPPED[cwd] = _Stripped(cwd)
+    try:
+        out = list(map(kept.__getitem__, values))
+    except (_NotText, TypeError):  # a number, a list, an object (TypeError: unhashable)
+        return None
+    return out if None not in out else [r for r in out if r is not None]  # type: ignore[return-value]
