@@ -402,3 +402,18 @@ def test_a_receipt_changed_after_hashing_is_written_from_its_own_data():
     assert hashing.compact_canonical_bytes(other) is None
     guard_table._LAST.clear()
     assert ReceiptJsonRenderer().render(other) == pretty_bytes(guard_table.compact(other))
+
+
+def test_a_flat_dict_is_hashed_as_its_sorted_encoding_and_only_a_flat_one():
+    """sha256_canonical encodes a dict of strings, integers, None and lists of those at once (each
+    compilation of the structure hash); a float, a non-string key or nesting takes the walk."""
+    import hashlib
+
+    from seamscope.model.canonical import _flat, sha256_canonical
+
+    flat = {"b": [1, "x", None, True], "a": "é", "c": 1 << 70, "d": ()}
+    assert _flat(flat)
+    for other in ({"a": 1.5}, {1: "a"}, {"a": [[1]]}, {"a": {"b": 1}}, {"a": [0.1]}):
+        assert not _flat(other)
+    for value in (flat, {"a": 1.0000001, "b": [1.23456789]}, {2: "x", 10: "y"}, {"n": {"m": [0.5, {"k": 1}]}}):
+        assert sha256_canonical(value) == hashlib.sha256(_reference_bytes(value)).hexdigest()

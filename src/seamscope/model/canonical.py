@@ -74,6 +74,8 @@ def _feed(out: Callable[[bytes], object], value: Any, depth: int, rounded: bool)
     kind = type(value)
     if kind in _PLAIN:
         out(_encode(value))
+    elif kind is dict and value and _flat(value):  # no float, no nesting below a list: as it is
+        out(_sorted(value))
     elif kind is dict and depth and value:
         sep = b"{"
         for k, v in sorted({str(k): v for k, v in value.items()}.items()):
@@ -94,6 +96,19 @@ def _feed(out: Callable[[bytes], object], value: Any, depth: int, rounded: bool)
         out(b"]")
     else:
         out(_sorted(value) if rounded else canonical_bytes(value))
+
+
+def _flat(d: dict[Any, Any]) -> bool:
+    """Whether a dict's canonical bytes are its sorted encoding: string keys, each value a
+    string, an integer, a bool, None, or a list of those (a compilation of the structure hash)."""
+    plain = _PLAIN
+    for k, v in d.items():
+        if type(k) is not str:
+            return False
+        kind = type(v)
+        if kind not in plain and not ((kind is list or kind is tuple) and set(map(type, v)) <= plain):
+            return False
+    return True
 
 
 def canonical_bytes(obj: Any) -> bytes:
