@@ -225,3 +225,17 @@ def test_recompile_reasons_read_once_equal_the_plain_reading(payloads, cwd, inde
     from seamscope.model import normalize
 
     assert normalize._STRIPPED[cwd]["only"] == "only"  # read once, kept for the repeats
+
+
+def test_recompile_reasons_of_the_real_logs_equal_the_plain_reading():
+    from seamscope.ingest.compile_events import parse_recompile_reasons
+
+    seen = 0
+    for path in REAL_LOGS:
+        for _, meta, payload in iter_records(path, ParseStats()):
+            art = meta.get("artifact")
+            if isinstance(art, dict) and art.get("name") == "recompile_reasons":
+                seen += 1
+                for cwd in (None, os.path.dirname(path)):
+                    assert parse_recompile_reasons(payload, cwd) == _reasons_plain(payload, cwd), path
+    assert seen >= 5
