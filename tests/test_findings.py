@@ -273,6 +273,13 @@ def test_churn_ids_ignore_values_and_line_numbers():
     assert a.finding_id.startswith("FR") and len(a.finding_id) == 10
 
 
+def test_an_empty_guard_text_from_a_hand_made_receipt_is_not_listed_and_does_not_crash():
+    led = _churn_ledger(["", "0/1: tensor 'x' size mismatch at index 1. expected 129, actual 256"])
+    churn = [f for f in analyze_findings(led).findings if f.axis == "churn"]
+    assert sum(f.churn.recompiles for f in churn) == 2
+    assert [g for f in churn for g in f.churn.guards] == ["tensor 'x' size mismatch at index 1. expected 129, actual 256"]
+
+
 def test_churn_ranked_by_compile_time_not_count():
     led = _churn_ledger(["0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"] * 3, durations=10)
     slow = Compilation(compile_id="1/0", frame_name="g", file="m.py", line=9, status="ok", duration_ns=5)

@@ -111,8 +111,8 @@ def _churn_finding(
     values: list[str] = []
     for c, ps in members:
         for g in c.failed_guards if len(guards) < 5 else ():
-            g1 = _PREFIX.sub("", g.splitlines()[0]).strip()
-            if g1 not in guards:
+            g1 = _PREFIX.sub("", g.splitlines()[0] if g else "").strip()
+            if g1 and g1 not in guards:
                 guards.append(g1)
                 if len(guards) == 5:
                     break
