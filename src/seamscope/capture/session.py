@@ -200,6 +200,7 @@ class Session(CallHooks, RegionHooks):
     def build(self, status: RunStatus | None = None) -> Ledger:
         """The ledger so far; its ``run.status`` is ``status``, else the session's own."""
         assert self.builder is not None, "session never started"
+        self._take_backward()
         ledger = self.builder.build()
         env = msgspec.structs.replace(
             ledger.environment, backend=self._backend, compile_options=dict(self._compile_options)
