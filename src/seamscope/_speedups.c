@@ -25,6 +25,8 @@
  *   timed, it labels each output's autograd node with the call C opened, itself.
  * - BackwardTimer: one per compiled backward (an AOT CompiledFunction's). Times each run; hands
  *   the first ones to the builder's Python sink, then counts and sums the rest for it to take.
+ * - ContextEnter: the session's entry hook on a compile context; a call nested in the one the
+ *   lane opened (a compiled module's forward) returns its no-op exit without a Python frame.
  * - PlanSums: per span position, the sums, minimum and maximum of the durations, the islands
  *   before each position, and the call totals, until the builder takes them.
  *
@@ -1532,9 +1534,119 @@ static PyTypeObject BackwardTimerType = {
     .tp_getset = backward_getset,
 };
 
+/* --- ContextEnter ------------------------------------------------------------------------- */
+
+/* The session's entry hook on a compile context (Dynamo calls it on entry to every call made
+ * through the context, and what it returns on exit). A call made while one the lane opened is
+ * open on the same thread is part of that one: nothing to open, and no Python frame (a compiled
+ * module's own forward runs through its context this way at every call). Anything else goes to
+ * the Python hook, `slow`. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Lane *lane;
+    PyObject *slow;    /* the Python entry hook */
+    PyObject *nothing; /* what a nested call's exit runs: a no-op */
+    PyObject *dict;
+} ContextEnter;
+
+static PyObject *
+enter_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ContextEnter *self = (ContextEnter *)op;
+    Lane *lane = self->lane;
+    if (lane->open && PyThreadState_Get() == lane->tstate) {
+        return Py_NewRef(self->nothing);
+    }
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *
+enter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"lane", "slow", "nothing", NULL};
+    PyObject *lane, *slow, *nothing;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO:ContextEnter", kwlist, &LaneType, &lane, &slow, &nothing)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(slow) || !PyCallable_Check(nothing)) {
+        PyErr_SetString(PyExc_TypeError, "ContextEnter: slow and nothing must be callable");
+        return NULL;
+    }
+    ContextEnter *self = (ContextEnter *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = enter_vectorcall;
+    self->lane = (Lane *)Py_NewRef(lane);
+    self->slow = Py_NewRef(slow);
+    self->nothing = Py_NewRef(nothing);
+    return (PyObject *)self;
+}
+
+static int
+enter_traverse(ContextEnter *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->lane);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->nothing);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+enter_clear(ContextEnter *self)
+{
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->nothing);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+enter_dealloc(ContextEnter *self)
+{
+    PyObject_GC_UnTrack(self);
+    enter_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef enter_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(ContextEnter, slow), READONLY, "The Python entry hook."},
+    {NULL},
+};
+
+static PyTypeObject ContextEnterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "seamscope._speedups.ContextEnter",
+    .tp_basicsize = sizeof(ContextEnter),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ContextEnter(lane, slow, nothing): a compile context's entry hook; nested calls return nothing, in C.",
+    .tp_new = enter_new,
+    .tp_traverse = (traverseproc)enter_traverse,
+    .tp_clear = (inquiry)enter_clear,
+    .tp_dealloc = (destructor)enter_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(ContextEnter, vectorcall),
+    .tp_dictoffset = offsetof(ContextEnter, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_members = enter_members,
+};
+
 /* --- module -------------------------------------------------------------------------------- */
 
+static PyObject *
+nothing(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"nothing", nothing, METH_NOARGS, "nothing(): does nothing (a nested call's exit, with no Python frame)."},
     {"clock_ns", clock_ns, METH_NOARGS, "CLOCK_MONOTONIC in nanoseconds (the clock the timers read)."},
     {"set_ticks", set_ticks, METH_O,
      "set_ticks(on) -> bool: time the spans of calls C opens with the time stamp counter, mapped onto "
@@ -1562,7 +1674,8 @@ PyInit__speedups(void)
         return NULL;
     }
     if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&RegionTimerType) < 0 || PyType_Ready(&PlanSumsType) < 0
-        || PyType_Ready(&CallTrackerType) < 0 || PyType_Ready(&BackwardTimerType) < 0) {
+        || PyType_Ready(&CallTrackerType) < 0 || PyType_Ready(&BackwardTimerType) < 0
+        || PyType_Ready(&ContextEnterType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
@@ -1574,6 +1687,7 @@ PyInit__speedups(void)
     Py_INCREF(&PlanSumsType);
     Py_INCREF(&CallTrackerType);
     Py_INCREF(&BackwardTimerType);
+    Py_INCREF(&ContextEnterType);
     PyObject *layout = Py_BuildValue(
         "{sisisisisisisisisisisisi}", "KIND", SPAN_KIND, "START", SPAN_START, "END", SPAN_END, "KEY", SPAN_KEY,
         "GRAPH_INDEX", SPAN_GRAPH_INDEX, "OUT_TENSORS", SPAN_OUT_TENSORS, "OUT_BYTES", SPAN_OUT_BYTES,
@@ -1588,7 +1702,8 @@ PyInit__speedups(void)
         || PyModule_AddObject(m, "RegionTimer", (PyObject *)&RegionTimerType) < 0
         || PyModule_AddObject(m, "PlanSums", (PyObject *)&PlanSumsType) < 0
         || PyModule_AddObject(m, "CallTracker", (PyObject *)&CallTrackerType) < 0
-        || PyModule_AddObject(m, "BackwardTimer", (PyObject *)&BackwardTimerType) < 0) {
+        || PyModule_AddObject(m, "BackwardTimer", (PyObject *)&BackwardTimerType) < 0
+        || PyModule_AddObject(m, "ContextEnter", (PyObject *)&ContextEnterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
