@@ -76,15 +76,43 @@ def test_a_steady_training_step_runs_only_the_call_shim_of_seamscope_python():
             n += 1
             assert n < 500
         frames = seamscope_frames(step, 20)
+        labels_nodes = lane.label_nodes
     finally:
         s.stop()
     assert frames == {"call": 20}
+    assert not labels_nodes  # the list of backward runs is full: no node needs its call
     led = s.ledger
     assert led is not None
     self_check(led)
     back = [o for o in led.outside if o.kind == "backward"]
     assert [o.attributed_call for o in back] == [0, 1, 2]
     assert led.totals.outside_runs == n + 20 and led.retention.outside_dropped == n + 17
+
+
+@needs_c
+def test_c_labels_a_steady_forward_with_its_call_while_backward_runs_are_listed():
+    """While the builder still lists backward runs, C's region timer labels each steady forward's
+    autograd node with its call (no Python frame for it), and each backward run is listed with
+    that call."""
+    s = Session(first_calls=2, call_cap=2)
+    s.start()
+    try:
+        step = mlp_step()
+        lane = s._lane
+        assert lane is not None
+        n = 0
+        while n < 8 or lane.budget < 21:
+            step()
+            n += 1
+            assert n < 500
+        frames = seamscope_frames(step, 20)
+    finally:
+        s.stop()
+    assert frames == {"call": 20, "sink": 20, "outside_region": 20}
+    led = s.ledger
+    assert led is not None
+    self_check(led)
+    assert [o.attributed_call for o in led.outside if o.kind == "backward"] == list(range(n + 20))
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["C hot path", "Python path"])

@@ -441,6 +441,7 @@ typedef struct {
     PyThreadState *tstate; /* the thread whose call is open (C's, or the builder's with spans set) */
     Py_ssize_t foreign_calls; /* calls made on another thread while one was open: not observed */
     Py_ssize_t call_base; /* the builder's count of calls: the open call C opened is call_base + fast_calls */
+    char label_nodes;     /* region timers label autograd nodes with their call (off once no backward is listed) */
     PyObject *outside_run; /* outside_run(compile_id, ns): a graph run on another thread, or NULL */
     PyObject *owner;    /* the session: what on_call_end callbacks are called with */
     PyObject *callbacks; /* list: called after each call a CallTracker closed, or NULL */
@@ -807,6 +808,8 @@ static PyMemberDef lane_members[] = {
     {"fast_calls", T_PYSSIZET, offsetof(Lane, fast_calls), 0, "Calls C summed, not yet counted."},
     {"call_base", T_PYSSIZET, offsetof(Lane, call_base), 0,
      "The builder's count of calls: a call C opened has index call_base + fast_calls."},
+    {"label_nodes", T_BOOL, offsetof(Lane, label_nodes), 0,
+     "Region timers label a forward's autograd node with its call (off: no backward is listed any more)."},
     {"ready", T_BOOL, offsetof(Lane, ready), 0,
      "CallTrackers may open calls here (else they hand every call to their slow wrapper)."},
     {"owner", T_OBJECT, offsetof(Lane, owner), 0, "What callbacks are called with (the session)."},
@@ -972,12 +975,16 @@ timer_foreign(RegionTimer *self, PyObject *const *args, size_t nargsf, PyObject 
 }
 
 /* The first output's autograd node, seen after a run. Once `after` has decided on the node's
- * type (returned True or False), C does the rest: nothing (False), or, in a call C opened and
- * records, the node is labelled with that call's index (`seamscope_call`, what the timed
- * backward attributes itself by), no Python call. Anything else goes to `after`. */
+ * type (returned True or False; one graph's outputs always carry the same), C does the rest in a
+ * call C opened and records: nothing (False), or the node is labelled with that call's index
+ * (`seamscope_call`, what the timed backward is attributed by) while backward runs are still
+ * listed (`label_nodes`), no Python call. Anything else goes to `after`. */
 static int
 timer_after(RegionTimer *self, Lane *lane, PyObject *out)
 {
+    if (self->node_type != NULL && lane->recording && (!self->label || !lane->label_nodes)) {
+        return 0;
+    }
     PyObject *node = first_grad_fn(out);
     if (node == NULL) {
         return 0;

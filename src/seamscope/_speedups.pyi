@@ -15,6 +15,7 @@ class Lane:
     budget: int
     fast_calls: int
     call_base: int
+    label_nodes: bool
     keep_detail: bool
     tensor_type: type | None
     ready: bool

@@ -205,9 +205,14 @@ class RegionHooks(SessionState):
         timer_type = getattr(self.native, "BackwardTimer", None) if self._lane is not None else None
 
         def sink(compile_id: str, ns: int, call: int | None) -> bool:
-            """C's timer's first runs, listed; False once the list is full: C then sums them."""
+            """C's timer's first runs, listed; False once the list is full: C then sums them, and
+            C's region timers stop labelling nodes with their call (no run is listed any more)."""
             b = session._live
-            return b is None or b.outside_region(compile_id, "backward", ns, call)
+            if b is None or b.outside_region(compile_id, "backward", ns, call):
+                return True
+            if session._lane is not None:
+                session._lane.label_nodes = False
+            return False
 
         def wrap(backward: Callable[..., Any]) -> Callable[..., Any]:
             if timer_type is not None:  # C: no Python frame per backward once the list is full

@@ -145,6 +145,7 @@ class Session(CallHooks, RegionHooks):
             self._lane.callbacks = self.on_call_end
             self._lane.error_text = _error_text
             self._lane.outside_run = self._foreign_run
+            self._lane.label_nodes = True  # until the builder lists no more backward runs
             self.builder.attach_lane(self._lane, self.native.PlanSums)
         try:
             hints = adapter.live_hint_table()
