@@ -21,7 +21,12 @@
  *   ``slow_end`` as a list of span tuples, the builder's own format.
  * - RegionTimer: one per compiled graph. Records into the lane's buffer during a call C opened,
  *   appends a span tuple to ``lane.spans`` during a call the builder opened and does not keep in
- *   detail, else calls the Python wrapper (``slow``).
+ *   detail, else calls the Python wrapper (``slow``). Once told a graph's compiled backward is
+ *   timed, it labels each output's autograd node with the call C opened, itself.
+ * - BackwardTimer: one per compiled backward (an AOT CompiledFunction's). Times each run; hands
+ *   the first ones to the builder's Python sink, then counts and sums the rest for it to take.
+ * - ContextEnter: the session's entry hook on a compile context; a call nested in the one the
+ *   lane opened (a compiled module's forward) returns its no-op exit without a Python frame.
  * - PlanSums: per span position, the sums, minimum and maximum of the durations, the islands
  *   before each position, and the call totals, until the builder takes them.
  *
@@ -65,6 +70,7 @@ static PyObject *str_r; /* "r", the kind of a region span */
 static PyObject *str_o; /* "o", seamscope's own overhead */
 static PyObject *str_grad_fn;
 static PyObject *str_nbytes;
+static PyObject *str_seamscope_call; /* the attribute a forward's autograd node carries its call in */
 
 static inline long long
 now_ns(void)
@@ -434,6 +440,8 @@ typedef struct {
     PyObject *last_plans; /* ... valid while plans is this dict (the builder replaces, never clears it) */
     PyThreadState *tstate; /* the thread whose call is open (C's, or the builder's with spans set) */
     Py_ssize_t foreign_calls; /* calls made on another thread while one was open: not observed */
+    Py_ssize_t call_base; /* the builder's count of calls: the open call C opened is call_base + fast_calls */
+    char label_nodes;     /* region timers label autograd nodes with their call (off once no backward is listed) */
     PyObject *outside_run; /* outside_run(compile_id, ns): a graph run on another thread, or NULL */
     PyObject *owner;    /* the session: what on_call_end callbacks are called with */
     PyObject *callbacks; /* list: called after each call a CallTracker closed, or NULL */
@@ -798,6 +806,10 @@ static PyMemberDef lane_members[] = {
      "Outputs of this type are seam traffic, counted in calls due in detail (None: not sampled)."},
     {"detail", T_BOOL, offsetof(Lane, detail), READONLY, "The open call is due in detail."},
     {"fast_calls", T_PYSSIZET, offsetof(Lane, fast_calls), 0, "Calls C summed, not yet counted."},
+    {"call_base", T_PYSSIZET, offsetof(Lane, call_base), 0,
+     "The builder's count of calls: a call C opened has index call_base + fast_calls."},
+    {"label_nodes", T_BOOL, offsetof(Lane, label_nodes), 0,
+     "Region timers label a forward's autograd node with its call (off: no backward is listed any more)."},
     {"ready", T_BOOL, offsetof(Lane, ready), 0,
      "CallTrackers may open calls here (else they hand every call to their slow wrapper)."},
     {"owner", T_OBJECT, offsetof(Lane, owner), 0, "What callbacks are called with (the session)."},
@@ -864,6 +876,8 @@ typedef struct {
     PyObject *slow;  /* the Python wrapper: detailed calls, runs outside a call, no session */
     PyObject *after; /* None, or called with the first grad_fn among the outputs: set only for
                         graphs compiled with autograd on (Dynamo guards the grad mode) */
+    PyObject *node_type; /* the node type `after` decided on (it returned True or False), or NULL */
+    char label;          /* ... True: its compiled backward is timed, C labels the node itself */
     PyObject *dict;
 } RegionTimer;
 
@@ -960,6 +974,44 @@ timer_foreign(RegionTimer *self, PyObject *const *args, size_t nargsf, PyObject 
     return out;
 }
 
+/* The first output's autograd node, seen after a run. Once `after` has decided on the node's
+ * type (returned True or False; one graph's outputs always carry the same), C does the rest in a
+ * call C opened and records: nothing (False), or the node is labelled with that call's index
+ * (`seamscope_call`, what the timed backward is attributed by) while backward runs are still
+ * listed (`label_nodes`), no Python call. Anything else goes to `after`. */
+static int
+timer_after(RegionTimer *self, Lane *lane, PyObject *out)
+{
+    if (self->node_type != NULL && lane->recording && (!self->label || !lane->label_nodes)) {
+        return 0;
+    }
+    PyObject *node = first_grad_fn(out);
+    if (node == NULL) {
+        return 0;
+    }
+    int rc = 0;
+    if (self->node_type == (PyObject *)Py_TYPE(node) && (!self->label || lane->recording)) {
+        if (self->label) {
+            PyObject *index = PyLong_FromSsize_t(lane->call_base + lane->fast_calls);
+            rc = index != NULL ? PyObject_SetAttr(node, str_seamscope_call, index) : -1;
+            Py_XDECREF(index);
+        }
+        Py_DECREF(node);
+        return rc;
+    }
+    PyObject *r = PyObject_CallOneArg(self->after, node);
+    if (r == NULL) {
+        rc = -1;
+    }
+    else if (r == Py_True || r == Py_False) {
+        Py_XSETREF(self->node_type, Py_NewRef((PyObject *)Py_TYPE(node)));
+        self->label = r == Py_True;
+    }
+    Py_XDECREF(r);
+    Py_DECREF(node);
+    return rc;
+}
+
 static PyObject *
 timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -990,16 +1042,8 @@ timer_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *k
         t1 = now_ns();
         in_ticks = 0;
     }
-    if (self->after != Py_None) {
-        PyObject *node = first_grad_fn(out);
-        if (node != NULL) {
-            PyObject *r = PyObject_CallOneArg(self->after, node);
-            Py_DECREF(node);
-            if (r == NULL) {
-                goto fail;
-            }
-            Py_DECREF(r);
-        }
+    if (self->after != Py_None && timer_after(self, lane, out) < 0) {
+        goto fail;
     }
     if (spans == NULL) {
         if (!lane->recording) { /* adopted meanwhile (a compilation inside this region) */
@@ -1123,6 +1167,7 @@ timer_traverse(RegionTimer *self, visitproc visit, void *arg)
     Py_VISIT(self->gi);
     Py_VISIT(self->slow);
     Py_VISIT(self->after);
+    Py_VISIT(self->node_type);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -1136,6 +1181,7 @@ timer_clear(RegionTimer *self)
     Py_CLEAR(self->gi);
     Py_CLEAR(self->slow);
     Py_CLEAR(self->after);
+    Py_CLEAR(self->node_type);
     Py_CLEAR(self->dict);
     return 0;
 }
@@ -1339,9 +1385,275 @@ static PyTypeObject CallTrackerType = {
     .tp_members = tracker_members,
 };
 
+/* --- BackwardTimer ------------------------------------------------------------------------ */
+
+/* The backward of one compiled graph's autograd Function (AOT's CompiledFunction), timed each
+ * time autograd runs it: swapped in for the class's static `backward` (capture/regions.py).
+ * While `sink` keeps each run (sink(compile_id, ns, call) returns True: the builder's list of
+ * runs outside calls has room), each goes to it with the call its forward was labelled with;
+ * from the first it declines on, runs are only counted and summed here, for the builder to take
+ * (take()), with no Python call and no object per run. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *backward; /* the Function's own backward */
+    PyObject *cid;      /* compile id (str) */
+    PyObject *sink;     /* sink(compile_id, ns, call | None) -> bool, or NULL once it declined */
+    Py_ssize_t runs;    /* runs counted here since the last take() */
+    long long total;    /* ... and their time */
+} BackwardTimer;
+
+static PyObject *
+backward_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    BackwardTimer *self = (BackwardTimer *)op;
+    long long t0 = now_ns();
+    PyObject *out = PyObject_Vectorcall(self->backward, args, nargsf, kwnames);
+    long long dur = now_ns() - t0;
+    if (out == NULL) {
+        return NULL;
+    }
+    if (self->sink == NULL) {
+        self->runs += 1;
+        self->total += dur;
+        return out;
+    }
+    PyObject *call = NULL;
+    if (PyVectorcall_NARGS(nargsf) > 0) { /* the node: backward(ctx, *grads) */
+        call = PyObject_GetAttr(args[0], str_seamscope_call);
+        if (call == NULL) {
+            PyErr_Clear();
+        }
+    }
+    PyObject *sink = Py_NewRef(self->sink);
+    PyObject *r = PyObject_CallFunction(sink, "OLO", self->cid, dur, call != NULL ? call : Py_None);
+    Py_XDECREF(call);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(sink); /* seamscope's failure must not fail the user's backward */
+    }
+    else if (r == Py_False) {
+        Py_CLEAR(self->sink);
+    }
+    Py_XDECREF(r);
+    Py_DECREF(sink);
+    return out;
+}
+
+static PyObject *
+backward_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"backward", "compile_id", "sink", NULL};
+    PyObject *backward, *cid, *sink;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUO:BackwardTimer", kwlist, &backward, &cid, &sink)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(backward) || !PyCallable_Check(sink)) {
+        PyErr_SetString(PyExc_TypeError, "BackwardTimer: backward and sink must be callable");
+        return NULL;
+    }
+    BackwardTimer *self = (BackwardTimer *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = backward_vectorcall;
+    self->backward = Py_NewRef(backward);
+    self->cid = Py_NewRef(cid);
+    self->sink = Py_NewRef(sink);
+    return (PyObject *)self;
+}
+
+static PyObject *
+backward_take(BackwardTimer *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *res = Py_BuildValue("(nL)", self->runs, self->total);
+    if (res != NULL) {
+        self->runs = 0;
+        self->total = 0;
+    }
+    return res;
+}
+
+static int
+backward_traverse(BackwardTimer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->backward);
+    Py_VISIT(self->cid);
+    Py_VISIT(self->sink);
+    return 0;
+}
+
+static int
+backward_clear(BackwardTimer *self)
+{
+    Py_CLEAR(self->backward);
+    Py_CLEAR(self->cid);
+    Py_CLEAR(self->sink);
+    return 0;
+}
+
+static void
+backward_dealloc(BackwardTimer *self)
+{
+    PyObject_GC_UnTrack(self);
+    backward_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+backward_get_keeping(BackwardTimer *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->sink != NULL);
+}
+
+static PyMethodDef backward_methods[] = {
+    {"take", (PyCFunction)backward_take, METH_NOARGS,
+     "take() -> (runs, ns): the runs counted here (the sink declined them) since the last take(), and their time."},
+    {NULL},
+};
+
+static PyMemberDef backward_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(BackwardTimer, backward), READONLY, "The Function's own backward."},
+    {"compile_id", T_OBJECT, offsetof(BackwardTimer, cid), READONLY, NULL},
+    {NULL},
+};
+
+static PyGetSetDef backward_getset[] = {
+    {"keeping", (getter)backward_get_keeping, NULL, "Whether each run still goes to the sink.", NULL},
+    {NULL},
+};
+
+static PyTypeObject BackwardTimerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "seamscope._speedups.BackwardTimer",
+    .tp_basicsize = sizeof(BackwardTimer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "BackwardTimer(backward, compile_id, sink): a compiled backward, timed at every run.",
+    .tp_new = backward_new,
+    .tp_traverse = (traverseproc)backward_traverse,
+    .tp_clear = (inquiry)backward_clear,
+    .tp_dealloc = (destructor)backward_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BackwardTimer, vectorcall),
+    .tp_methods = backward_methods,
+    .tp_members = backward_members,
+    .tp_getset = backward_getset,
+};
+
+/* --- ContextEnter ------------------------------------------------------------------------- */
+
+/* The session's entry hook on a compile context (Dynamo calls it on entry to every call made
+ * through the context, and what it returns on exit). A call made while one the lane opened is
+ * open on the same thread is part of that one: nothing to open, and no Python frame (a compiled
+ * module's own forward runs through its context this way at every call). Anything else goes to
+ * the Python hook, `slow`. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Lane *lane;
+    PyObject *slow;    /* the Python entry hook */
+    PyObject *nothing; /* what a nested call's exit runs: a no-op */
+    PyObject *dict;
+} ContextEnter;
+
+static PyObject *
+enter_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ContextEnter *self = (ContextEnter *)op;
+    Lane *lane = self->lane;
+    if (lane->open && PyThreadState_Get() == lane->tstate) {
+        return Py_NewRef(self->nothing);
+    }
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *
+enter_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"lane", "slow", "nothing", NULL};
+    PyObject *lane, *slow, *nothing;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO:ContextEnter", kwlist, &LaneType, &lane, &slow, &nothing)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(slow) || !PyCallable_Check(nothing)) {
+        PyErr_SetString(PyExc_TypeError, "ContextEnter: slow and nothing must be callable");
+        return NULL;
+    }
+    ContextEnter *self = (ContextEnter *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = enter_vectorcall;
+    self->lane = (Lane *)Py_NewRef(lane);
+    self->slow = Py_NewRef(slow);
+    self->nothing = Py_NewRef(nothing);
+    return (PyObject *)self;
+}
+
+static int
+enter_traverse(ContextEnter *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->lane);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->nothing);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+enter_clear(ContextEnter *self)
+{
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->nothing);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+enter_dealloc(ContextEnter *self)
+{
+    PyObject_GC_UnTrack(self);
+    enter_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef enter_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(ContextEnter, slow), READONLY, "The Python entry hook."},
+    {NULL},
+};
+
+static PyTypeObject ContextEnterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "seamscope._speedups.ContextEnter",
+    .tp_basicsize = sizeof(ContextEnter),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "ContextEnter(lane, slow, nothing): a compile context's entry hook; nested calls return nothing, in C.",
+    .tp_new = enter_new,
+    .tp_traverse = (traverseproc)enter_traverse,
+    .tp_clear = (inquiry)enter_clear,
+    .tp_dealloc = (destructor)enter_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(ContextEnter, vectorcall),
+    .tp_dictoffset = offsetof(ContextEnter, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_members = enter_members,
+};
+
 /* --- module -------------------------------------------------------------------------------- */
 
+static PyObject *
+nothing(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"nothing", nothing, METH_NOARGS, "nothing(): does nothing (a nested call's exit, with no Python frame)."},
     {"clock_ns", clock_ns, METH_NOARGS, "CLOCK_MONOTONIC in nanoseconds (the clock the timers read)."},
     {"set_ticks", set_ticks, METH_O,
      "set_ticks(on) -> bool: time the spans of calls C opens with the time stamp counter, mapped onto "
@@ -1364,11 +1676,13 @@ PyInit__speedups(void)
     str_o = PyUnicode_InternFromString("o");
     str_grad_fn = PyUnicode_InternFromString("grad_fn");
     str_nbytes = PyUnicode_InternFromString("nbytes");
-    if (str_r == NULL || str_o == NULL || str_grad_fn == NULL || str_nbytes == NULL) {
+    str_seamscope_call = PyUnicode_InternFromString("seamscope_call");
+    if (str_r == NULL || str_o == NULL || str_grad_fn == NULL || str_nbytes == NULL || str_seamscope_call == NULL) {
         return NULL;
     }
     if (PyType_Ready(&LaneType) < 0 || PyType_Ready(&RegionTimerType) < 0 || PyType_Ready(&PlanSumsType) < 0
-        || PyType_Ready(&CallTrackerType) < 0) {
+        || PyType_Ready(&CallTrackerType) < 0 || PyType_Ready(&BackwardTimerType) < 0
+        || PyType_Ready(&ContextEnterType) < 0) {
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);
@@ -1379,6 +1693,8 @@ PyInit__speedups(void)
     Py_INCREF(&RegionTimerType);
     Py_INCREF(&PlanSumsType);
     Py_INCREF(&CallTrackerType);
+    Py_INCREF(&BackwardTimerType);
+    Py_INCREF(&ContextEnterType);
     PyObject *layout = Py_BuildValue(
         "{sisisisisisisisisisisisi}", "KIND", SPAN_KIND, "START", SPAN_START, "END", SPAN_END, "KEY", SPAN_KEY,
         "GRAPH_INDEX", SPAN_GRAPH_INDEX, "OUT_TENSORS", SPAN_OUT_TENSORS, "OUT_BYTES", SPAN_OUT_BYTES,
@@ -1392,7 +1708,9 @@ PyInit__speedups(void)
     if (PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0
         || PyModule_AddObject(m, "RegionTimer", (PyObject *)&RegionTimerType) < 0
         || PyModule_AddObject(m, "PlanSums", (PyObject *)&PlanSumsType) < 0
-        || PyModule_AddObject(m, "CallTracker", (PyObject *)&CallTrackerType) < 0) {
+        || PyModule_AddObject(m, "CallTracker", (PyObject *)&CallTrackerType) < 0
+        || PyModule_AddObject(m, "BackwardTimer", (PyObject *)&BackwardTimerType) < 0
+        || PyModule_AddObject(m, "ContextEnter", (PyObject *)&ContextEnterType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

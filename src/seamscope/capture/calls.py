@@ -236,6 +236,9 @@ class CallHooks(SessionState):
 
             return close
 
+        enter_type = getattr(self.native, "ContextEnter", None) if lane is not None else None
+        if enter_type is not None:  # a call nested in the one C opened: C's no-op, no Python frame
+            return enter_type(lane, enter, self.native.nothing)  # type: ignore[union-attr,no-any-return]
         return enter
 
 

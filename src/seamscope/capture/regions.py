@@ -89,10 +89,12 @@ class RegionHooks(SessionState):
 
         kinds = self._backward_kinds
 
-        def node_backward(node: Any) -> None:
-            """C's ``after``: the first output's autograd node, found by C."""
-            if kinds.get(type(node)) is not False and is_grad_enabled():
-                session._hook_backward(node, cid)
+        def node_backward(node: Any) -> bool | None:
+            """C's ``after``: the first output's autograd node, found by C. Returns whether the
+            node type's backward is timed; C then labels the next nodes of that type itself."""
+            if kinds.get(type(node)) is False:
+                return False
+            return session._hook_backward(node, cid) if is_grad_enabled() else None
 
         def find_backward(out: Any) -> None:
             if is_grad_enabled():
@@ -180,11 +182,12 @@ class RegionHooks(SessionState):
         if b is not None:
             b.outside_region(compile_id, "forward", duration_ns, None)
 
-    def _hook_backward(self, node: Any, cid: str) -> None:
+    def _hook_backward(self, node: Any, cid: str) -> bool:
         """Have the compiled backward of this region timed when autograd runs it (outside the
-        call), attributed to the call open now. The backward of the graph's ``CompiledFunction``
-        is swapped once for a timed one (``_time_backward``); each forward then only labels its
-        node with the call (a per-node hook costs about 12 µs a call to register)."""
+        call), attributed to the call open now; whether it is. The backward of the graph's
+        ``CompiledFunction`` is swapped once for a timed one (``_time_backward``); each forward
+        then only labels its node with the call (a per-node hook costs about 12 µs a call to
+        register). In a steady call C opened, C's region timer labels the node itself."""
         kind = type(node)
         timed = self._backward_kinds.get(kind)
         if timed is None:
@@ -192,14 +195,31 @@ class RegionHooks(SessionState):
         if timed:
             b = self.builder
             node.seamscope_call = b.current_call_index if b is not None else None
+        return timed
 
     def _time_backward(self, node: Any, cid: str) -> bool:
         if "CompiledFunction" not in type(node).__name__ and "CompiledFunction" not in node.name():
             return False
         session = self
         clock = self.clock
+        timer_type = getattr(self.native, "BackwardTimer", None) if self._lane is not None else None
+
+        def sink(compile_id: str, ns: int, call: int | None) -> bool:
+            """C's timer's first runs, listed; False once the list is full: C then sums them, and
+            C's region timers stop labelling nodes with their call (no run is listed any more)."""
+            b = session._live
+            if b is None or b.outside_region(compile_id, "backward", ns, call):
+                return True
+            if session._lane is not None:
+                session._lane.label_nodes = False
+            return False
 
         def wrap(backward: Callable[..., Any]) -> Callable[..., Any]:
+            if timer_type is not None:  # C: no Python frame per backward once the list is full
+                timer = timer_type(backward, cid, sink)
+                session._backward_timers.append(timer)
+                return timer  # type: ignore[no-any-return]
+
             def timed_backward(ctx: Any, *grads: Any) -> Any:
                 t0 = clock()
                 out = backward(ctx, *grads)
@@ -215,6 +235,15 @@ class RegionHooks(SessionState):
             return False
         self._undo.append(undo)
         return True
+
+    def _take_backward(self) -> None:
+        """Add what C's backward timers counted, past the builder's list of runs outside calls."""
+        b = self.builder
+        if b is not None:
+            for timer in self._backward_timers:
+                runs, ns = timer.take()
+                if runs:
+                    b.count_outside(timer.compile_id, runs, ns)
 
 
 def _nothing() -> None:

@@ -145,6 +145,7 @@ class Session(CallHooks, RegionHooks):
             self._lane.callbacks = self.on_call_end
             self._lane.error_text = _error_text
             self._lane.outside_run = self._foreign_run
+            self._lane.label_nodes = True  # until the builder lists no more backward runs
             self.builder.attach_lane(self._lane, self.native.PlanSums)
         try:
             hints = adapter.live_hint_table()
@@ -200,6 +201,7 @@ class Session(CallHooks, RegionHooks):
     def build(self, status: RunStatus | None = None) -> Ledger:
         """The ledger so far; its ``run.status`` is ``status``, else the session's own."""
         assert self.builder is not None, "session never started"
+        self._take_backward()
         ledger = self.builder.build()
         env = msgspec.structs.replace(
             ledger.environment, backend=self._backend, compile_options=dict(self._compile_options)

@@ -96,6 +96,9 @@ class SessionState:
         self._graph_index: dict[str, int] = {}
         self._backward_kinds: dict[type, bool] = {}
         """Autograd node classes seen on region outputs: whether their backward is timed."""
+        self._backward_timers: list[Any] = []
+        """C's timers of compiled backwards (``_speedups.BackwardTimer``): what each counted is
+        added to the builder when the ledger is built (``_take_backward``)."""
         self._compile_start: dict[str, int] = {}
         self._census: dict[str, list[dict[str, Any]]] = {}
         """compile id → the module classes its graphs traced instance by instance."""

@@ -283,9 +283,11 @@ class LedgerBuilder:
     def _absorb(self) -> None:
         """Count the calls C closed."""
         lane = self._lane
-        if lane is not None and lane.fast_calls:
-            self._call_count += lane.fast_calls
-            lane.fast_calls = 0
+        if lane is not None:
+            if lane.fast_calls:
+                self._call_count += lane.fast_calls
+                lane.fast_calls = 0
+            lane.call_base = self._call_count  # C labels a forward's autograd node with its call
 
     def _lane_budget(self) -> None:
         """How many calls C may sum before the next one due in detail (0: the next is due, or
@@ -294,7 +296,7 @@ class LedgerBuilder:
         lane = self._lane
         if lane is None:
             return
-        self._absorb()
+        self._absorb()  # (sets lane.call_base: every count of a call is followed by this)
         n = self._call_count
         if self.call_observers or self._fallback_seen:
             lane.budget = 0
@@ -430,7 +432,8 @@ class LedgerBuilder:
 
     def outside_region(
         self, compile_id: str, kind: Literal["backward", "forward"], duration_ns: int, attributed_call: int | None
-    ) -> None:
+    ) -> bool:
+        """Record a run outside any call; whether it was kept in the list (False once it is full)."""
         acc = self._regions.setdefault(compile_id, RegionAcc())
         acc.outside_runs += 1
         acc.outside += duration_ns
@@ -443,8 +446,17 @@ class LedgerBuilder:
                     attributed_call=attributed_call,
                 )
             )
-        else:
-            self._outside_dropped += 1
+            return True
+        self._outside_dropped += 1
+        return False
+
+    def count_outside(self, compile_id: str, runs: int, duration_ns: int) -> None:
+        """Runs outside calls that ``outside_region`` would no longer list, counted and summed
+        elsewhere (capture's C backward timer, once the list is full)."""
+        acc = self._regions.setdefault(compile_id, RegionAcc())
+        acc.outside_runs += runs
+        acc.outside += duration_ns
+        self._outside_dropped += runs
 
     def set_compilation(self, compilation: Compilation) -> None:
         """Add or replace a compilation record (the assembler refines it as events arrive)."""
