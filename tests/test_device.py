@@ -366,8 +366,9 @@ def test_device_tracker_rejects_nothing_it_cannot_read():
 @pytest.mark.parametrize("every", [0, -1])
 def test_attach_device_needs_a_positive_rate(every):
     clock = FakeClock()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as e:
         _builder(clock).attach_device(FakeDevice(clock), every=every)
+    assert str(e.value) == "every must be >= 1"  # what an API user reads
 
 
 def test_findings_rank_a_syncing_break_by_its_device_seam_gap_not_its_island():
