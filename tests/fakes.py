@@ -247,9 +247,10 @@ class PerfClock:
         return time.perf_counter_ns()
 
 
-def drive(b: LedgerBuilder, lane, regions, calls: int) -> int:  # type: ignore[no-untyped-def]
+def drive(b: LedgerBuilder, lane, regions, calls: int, last_island=None) -> int:  # type: ignore[no-untyped-def]
     """What capture's call wrapper does; returns how many calls C opened. A call the builder
-    opens runs its regions through the Python path, timed on the device when it is due there."""
+    opens runs its regions through the Python path, timed on the device when it is due there,
+    then ``last_island()`` (if given) in its last island."""
     opened = 0
     clock = time.perf_counter_ns
     for _ in range(calls):
@@ -272,6 +273,8 @@ def drive(b: LedgerBuilder, lane, regions, calls: int) -> int:  # type: ignore[n
                 if dc is not None:
                     b.device.exit(dc, f"{i}/0", entry, t1)
                 b.region(f"{i}/0", 0, t, t1)
+            if last_island is not None:
+                last_island()
             lane.spans = None
             b.end_call(clock())
     return opened

@@ -70,31 +70,35 @@ def test_after_a_fallback_every_call_reaches_the_builder_and_eager_runs_are_fall
     assert b.build().totals.calls == 61
 
 
-def _device_run(with_lane: bool, calls: int, every: int) -> tuple[LedgerBuilder, FakeDevice]:
-    dev = FakeDevice(PerfClock())
+def _device_run(with_lane: bool, calls: int, every: int) -> tuple[LedgerBuilder, int]:
+    """``calls`` steady calls, each one the builder opens syncing in its last island; how many C opened."""
+    dev = FakeDevice(PerfClock())  # nothing launched: a sync never waits
     if with_lane:
         b, lane = lane_builder(first_calls=2, call_cap=4)
     else:
         b = LedgerBuilder(RunInfo(source="fake"), fake_environment(), first_calls=2, call_cap=4)
         lane = _native.NATIVE.Lane()  # type: ignore[union-attr]  # never attached: it opens no call
     b.attach_device(dev, every=every)
-    drive(b, lane, timers(lane, 2), calls)
+    opened = drive(b, lane, timers(lane, 2), calls, last_island=dev.sync)
     b.device.finish()
-    return b, dev
+    return b, opened
 
 
 @pytest.mark.parametrize("every", [1, 3, 16])
-def test_the_lane_sums_no_call_due_on_the_device(every):
+def test_the_lane_sums_every_call_but_those_due_on_the_device(every):
     """The same calls are timed on the device with C summing the others as in pure Python: one
-    in ``every`` and each call kept in detail, every kept call with its device timeline."""
-    py, _ = _device_run(False, 300, every)
-    c, dev = _device_run(True, 300, every)
+    in ``every`` and each call kept in detail, every kept call with its device timeline, the
+    sync in its last island counted. C opens every other call."""
+    py, none = _device_run(False, 300, every)
+    c, opened = _device_run(True, 300, every)
     want = py.build().totals.device
     got = c.build().totals.device
     assert want is not None and got is not None
     (pw,) = want.phases
     (cw,) = got.phases
     assert cw.calls == pw.calls >= -(-300 // every)
+    assert cw.syncs == pw.syncs == cw.calls
+    assert (none, opened) == (0, 300 - cw.calls)
     if every == 1:
         assert cw.calls == 300
     led = c.build()

@@ -302,7 +302,7 @@ class LedgerBuilder:
             stride = self._stride
             budget = -(-n // stride) * stride - n  # up to the next retained index
             every = self.device_every
-            if self._device is not None:  # (then every >= 1)
+            if self._device is not None and every:
                 budget = min(budget, -(-n // every) * every - n)  # ... or the next timed on the device
             lane.budget = budget
 
