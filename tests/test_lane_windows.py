@@ -133,3 +133,36 @@ def test_a_region_the_python_wrapper_times_in_an_adopted_call_is_the_calls():
     assert [(e.compile_id, e.out_bytes) for e in call.events if isinstance(e, RegionEvent)] == [("0/0", None), ("5/0", 64)]
     assert (call.phase, led.totals.outside_runs) == ("cold", 0)
     self_check(led)
+
+
+def test_the_island_after_a_break_that_ends_calls_adds_calls_summed_in_c_to_the_others():
+    """Steady calls that return right after a break: the island after it is the site's, whether
+    the builder or C summed the call (C's sums are added when the ledger is built)."""
+    from seamscope.model.fake import fake_site
+
+    site = fake_site("print")
+    b, lane = lane_builder(first_calls=0, call_cap=2)
+    b.set_break_site(site)
+    b.set_compilation(comp("0/0", site=site.site_id))
+    in_c = 0
+    for i in range(40):
+        t = 1000 * i
+        spans = [("o", t, t + 2, "o"), ("r", t + 3, t + 13, "0/0", 0, None, None, t + 14)]
+        if lane.budget > 0:  # what C does with a steady call not due in detail
+            assert lane.plans[("o", "0/0")].add(spans, t, t + 20)
+            lane.fast_calls += 1
+            lane.budget -= 1
+            in_c += 1
+        else:
+            b.begin_call(t)
+            b.overhead(t, t + 2)
+            b.region_run("0/0", 0, t + 3, t + 13, t + 14, None, None)
+            b.end_call(t + 20)
+        if i == 20:
+            b.build()  # an interrupted run's build on the way: C's sums so far are taken
+    assert 0 < in_c < 40
+    led = b.build()
+    self_check(led)
+    (st_,) = led.totals.sites
+    assert (st_.site_id, st_.island_after_ns) == (site.site_id, 6 * 40)
+    assert next(p for p in led.totals.phases if p.phase == "steady").island_ns == (1 + 6) * 40
