@@ -48,6 +48,8 @@ TESTS = [
     "tests/test_device.py",
     "tests/test_sites.py",
     "tests/test_golden.py",
+    "tests/test_fallback_phase.py",
+    "tests/test_lane_windows.py",
 ]
 # (tests/test_mutations.py rewrites the real source of these modules; under mutmut that source is
 # its trampolined copy, so the five seed mutations are tested by ``make test``, not here.)

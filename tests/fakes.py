@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from seamscope import _native
 from seamscope.analyze.diff import attach_comparison
 from seamscope.analyze.receipt import make_receipt
-from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
-from seamscope.model.ledger import Compilation, Ledger
+from seamscope.model.builder import LedgerBuilder
+from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, fake_environment, play
+from seamscope.model.ledger import Compilation, Ledger, RunInfo
 from seamscope.model.probe import EvidenceRow, ProbeResult, ProbeSpec
 from seamscope.model.receipt import Receipt
 from seamscope.model.shapes import (
@@ -211,6 +214,70 @@ def comp(cid, status="ok", graphs=1, site=None, ns=1000, reason=None, fail_type=
         failed_guards=list(guards),
         restart_reasons=list(restarts),
     )
+
+
+# --- capture's C lane (``_speedups``), driven without torch -----------------------------------------
+
+def lane_builder(first_calls: int = 0, call_cap: int = 4):  # type: ignore[no-untyped-def]
+    """A builder on the real clock with a C lane attached (the caller skips without the C path)."""
+    speedups = _native.NATIVE
+    assert speedups is not None
+    b = LedgerBuilder(RunInfo(source="fake"), fake_environment(), first_calls=first_calls, call_cap=call_cap)
+    lane = speedups.Lane()
+    b.attach_lane(lane, speedups.PlanSums)
+    return b, lane
+
+
+def timers(lane, n: int):  # type: ignore[no-untyped-def]
+    """C region timers of graphs ``0/0``, ``1/0``... that return their input."""
+    speedups = _native.NATIVE
+    assert speedups is not None
+
+    def slow(*args, **kwargs):  # the Python wrapper's place: never reached in these calls
+        raise AssertionError("slow path taken")
+
+    return [speedups.RegionTimer(lambda x: x, lane, f"{i}/0", 0, slow, None) for i in range(n)]
+
+
+class PerfClock:
+    """The real clock, read as ``FakeDevice`` reads its host clock (``.now``)."""
+
+    @property
+    def now(self) -> int:
+        return time.perf_counter_ns()
+
+
+def drive(b: LedgerBuilder, lane, regions, calls: int, last_island=None) -> int:  # type: ignore[no-untyped-def]
+    """What capture's call wrapper does; returns how many calls C opened. A call the builder
+    opens runs its regions through the Python path, timed on the device when it is due there,
+    then ``last_island()`` (if given) in its last island."""
+    opened = 0
+    clock = time.perf_counter_ns
+    for _ in range(calls):
+        if lane.enter():
+            opened += 1
+            for r in regions:
+                r(1)
+            lane.exit(None)
+        else:
+            t0 = clock()
+            b.begin_call(t0)
+            dc = b.device_call
+            if not b.detailed and dc is None:
+                lane.spans = b.open_spans
+            b.overhead(t0, clock())
+            for i, _ in enumerate(regions):
+                entry = b.device.enter(dc, clock()) if dc is not None else None
+                t = clock()
+                t1 = clock()
+                if dc is not None:
+                    b.device.exit(dc, f"{i}/0", entry, t1)
+                b.region(f"{i}/0", 0, t, t1)
+            if last_island is not None:
+                last_island()
+            lane.spans = None
+            b.end_call(clock())
+    return opened
 
 
 # --- the five accounting mutations -----------------------------------------------------------------

@@ -366,8 +366,9 @@ def test_device_tracker_rejects_nothing_it_cannot_read():
 @pytest.mark.parametrize("every", [0, -1])
 def test_attach_device_needs_a_positive_rate(every):
     clock = FakeClock()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as e:
         _builder(clock).attach_device(FakeDevice(clock), every=every)
+    assert str(e.value) == "every must be >= 1"  # what an API user reads
 
 
 def test_findings_rank_a_syncing_break_by_its_device_seam_gap_not_its_island():
@@ -532,3 +533,45 @@ def test_device_figures_per_call_are_rounded_half_up_and_syncs_to_six_places():
     assert (st.calls, st.span_per_call_ns, st.region_per_call_ns, st.gap_per_call_ns) == (3, 3, 4, 1)
     assert (st.host_wait_per_call_ns, st.wall_per_call_ns) == (1, 1)  # 2/3 and 3/3: half up
     assert st.syncs_per_call == 0.333333
+
+
+def test_the_seam_after_the_last_region_is_charged_to_the_break_it_follows():
+    """A call that returns right after the break (its last block ends there): the device seam
+    after that block, a sync in it, is the break's; so is a sync before the first region the
+    first seam's (its island starts when the call does)."""
+    clock = FakeClock()
+    dev = FakeDevice(clock, latency=5_000)
+    b = _builder(clock)
+    b.attach_device(dev, every=1)
+    site = _two_blocks(b)
+    steps = [("i", 10_000, True, 0), ("r", "0/0", 50_000, 3_300_000), ("i", 30_000, True, 0)]
+    _call(b, clock, dev, steps)
+    dev.synchronize()
+    led = b.build()
+    t = led.calls[0].device
+    assert isinstance(t, DeviceTimeline)
+    _identity(t)
+    assert [s.syncs for s in t.seams] == [1, 1]
+    assert t.seams[0].host_wait_ns == 5_000 + 10_000  # the call's anchor reaching the device, then the island
+    assert t.seams[1].host_wait_ns == 3_300_000 + 5_000 - 50_000 + 30_000
+    dt = led.totals.device
+    assert dt is not None
+    (st_,) = dt.sites
+    assert (st_.phase, st_.site_id, st_.syncs, st_.calls) == ("steady", site, 1, 1)
+    assert (st_.gap_ns, st_.host_wait_ns) == (t.seams[1].gap_ns, t.seams[1].host_wait_ns)
+
+
+def test_a_call_captured_as_a_graph_has_no_device_lane_among_timed_ones():
+    clock = FakeClock()
+    dev = FakeDevice(clock)
+    b = _builder(clock)
+    b.attach_device(dev, every=1)
+    _two_blocks(b)
+    for capture in (False, True, False):
+        dev.capture = capture
+        _call(b, clock, dev, NOSYNC)
+        dev.capture = False
+        clock.advance(10_000_000)
+    led = b.build()
+    assert [isinstance(c.device, DeviceTimeline) for c in led.calls] == [True, False, True]
+    assert isinstance(led.calls[1].device, msgspec.UnsetType)

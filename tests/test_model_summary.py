@@ -552,3 +552,60 @@ def test_builder_refuses_impossible_retention_and_defaults_to_the_monotonic_cloc
             LedgerBuilder(RunInfo(source="fake"), fake_environment(), **kw)
     b = LedgerBuilder(RunInfo(source="fake"), fake_environment(), first_calls=0, call_cap=1)
     assert b.clock is time.perf_counter_ns
+
+
+def test_islands_after_the_last_region_of_compiling_calls_add_up_at_their_break():
+    """Two calls that compile and return right after a break: each one's last island follows the
+    site, and the site's island time is their sum (as the island events say)."""
+    clock, b = builder()
+    site = fake_site("print")
+    b.set_break_site(site)
+    for i, (cid, tail) in enumerate((("0/0", 30), ("0/1", 40))):
+        t = 1000 * i
+        b.begin_call(t)
+        b.set_compilation(comp(cid, site=site.site_id, ns=100))
+        b.compile_span(cid, t, t + 100)
+        if i:
+            b.guard_miss(cid, t)
+        b.region(cid, 0, t + 100, t + 110)
+        b.end_call(t + 110 + tail)
+    led = b.build()
+    self_check(led)
+    (st_,) = led.totals.sites
+    assert (st_.crossings, st_.calls_crossing, st_.island_after_ns) == (2, 2, 70)
+    assert [e.duration_ns for c in led.calls for e in c.events
+            if isinstance(e, IslandEvent) and e.after_site_id == site.site_id] == [30, 40]
+
+
+def test_a_region_reported_after_its_call_ended_is_clamped_to_the_end():
+    """A region whose start the clock put after the call's end (never from capture; a skewed
+    clock or an imported log can): it takes no time, at the end, and the call's time still adds up."""
+    clock, b = builder()
+    b.begin_call(0)
+    b.set_compilation(comp("0/0", ns=40))
+    b.compile_span("0/0", 0, 40)
+    b.region("0/0", 0, 150, 160)
+    b.end_call(100)
+    led = b.build()
+    self_check(led)
+    (call,) = led.calls
+    (region,) = [e for e in call.events if type(e).__name__ == "RegionEvent"]
+    assert (region.start_ns, region.duration_ns) == (100, 0)
+    cold = next(p for p in led.totals.phases if p.phase == "cold")
+    assert (cold.wall_ns, cold.compile_ns, cold.region_ns, cold.island_ns) == (100, 40, 0, 60)
+
+
+def test_point_events_at_one_instant_keep_the_order_they_were_reported_in():
+    clock, b = builder()
+    b.begin_call(0)
+    b.set_compilation(comp("0/0", ns=10))
+    b.compile_span("0/0", 0, 10)
+    b.region("0/0", 0, 10, 20)
+    b.guard_miss("0/1", 20)
+    b.fallback("0/1", "recompile limit", 20)
+    b.guard_miss("0/2", 20)
+    b.end_call(30)
+    (call,) = b.build().calls
+    points = [(type(e).__name__, e.compile_id) for e in call.events if isinstance(e, (GuardMissEvent, FallbackEvent))]
+    assert points == [("GuardMissEvent", "0/1"), ("FallbackEvent", "0/1"), ("GuardMissEvent", "0/2")]
+    assert all(e.at_ns == 20 for e in call.events if isinstance(e, (GuardMissEvent, FallbackEvent)))

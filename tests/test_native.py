@@ -17,7 +17,7 @@ import types
 
 import pytest
 from conftest import examples
-from fakes import comp
+from fakes import comp, drive, lane_builder, timers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -264,46 +264,6 @@ def test_plan_sums_refuse_what_they_cannot_add():
 
 
 # --- the lane protocol, without torch ---------------------------------------------------------
-
-def lane_builder(first_calls: int = 0, call_cap: int = 4):  # type: ignore[no-untyped-def]
-    assert speedups is not None
-    b = LedgerBuilder(RunInfo(source="fake"), fake_environment(), first_calls=first_calls, call_cap=call_cap)
-    lane = speedups.Lane()
-    b.attach_lane(lane, speedups.PlanSums)
-    return b, lane
-
-
-def timers(lane, n: int):  # type: ignore[no-untyped-def]
-    assert speedups is not None
-
-    def slow(*args, **kwargs):  # the Python wrapper's place: never reached in these calls
-        raise AssertionError("slow path taken")
-
-    return [speedups.RegionTimer(lambda x: x, lane, f"{i}/0", 0, slow, None) for i in range(n)]
-
-
-def drive(b: LedgerBuilder, lane, regions, calls: int) -> int:  # type: ignore[no-untyped-def]
-    """What capture's call wrapper does; returns how many calls C opened."""
-    opened = 0
-    for _ in range(calls):
-        if lane.enter():
-            opened += 1
-            for r in regions:
-                r(1)
-            lane.exit(None)
-        else:
-            t0 = time.perf_counter_ns()
-            b.begin_call(t0)
-            if not b.detailed:
-                lane.spans = b.open_spans
-            b.overhead(t0, time.perf_counter_ns())
-            for i, _ in enumerate(regions):
-                t = time.perf_counter_ns()
-                b.region(f"{i}/0", 0, t, time.perf_counter_ns())
-            lane.spans = None
-            b.end_call(time.perf_counter_ns())
-    return opened
-
 
 @needs_c
 @pytest.mark.parametrize("keep_detail", [True, False])
