@@ -50,6 +50,18 @@ def dynamo_reset():
     torch._dynamo.utils.counters.clear()
 
 
+@pytest.fixture(scope="session")
+def fresh_server():
+    """One fork server for this test process's whole run: the fresh processes of ``seamscope try``
+    and of the probe's isolated ladder, run in-process, are forked from it (``fresh.shared``)
+    instead of from a server each such command would start (a torch import each)."""
+    from seamscope.experiments import fresh, ladder, trial_runs
+
+    preload = list(dict.fromkeys([*trial_runs.PRELOAD, *ladder.PRELOAD]))
+    with fresh.FreshProcesses(preload=preload, mode="fork") as server, fresh.shared(server):
+        yield server
+
+
 @pytest.fixture(autouse=True)
 def _no_session_left_behind():
     """No test may leave a capture session installed (after pyinstrument's autouse check)."""
