@@ -282,3 +282,26 @@ def apply_mutation(monkeypatch: pytest.MonkeyPatch, module: str, edits: list[tup
         for other in list(sys.modules.values()):
             if getattr(other, "__name__", "").startswith("seamscope") and getattr(other, name, None) is old_obj:
                 monkeypatch.setattr(other, name, new_obj)
+
+
+def seamscope_here(args: list[str], cwd: Any) -> Any:
+    """``seamscope ARGS`` from folder ``cwd``, in this process, as a ``CompletedProcess`` (exit code,
+    stdout, stderr); usable in a module fixture (no ``capsys``). For what is not about the process
+    itself: a ``try`` or a probe's isolated ladder run this way forks its fresh processes from the
+    test run's one server where the test asks for ``fresh_server``."""
+    import contextlib
+    import io
+    import os
+    import subprocess
+
+    from seamscope.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+            main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, e.value.code, out.getvalue(), err.getvalue())

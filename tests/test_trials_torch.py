@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from fakes import seamscope_here
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_server")]
@@ -23,22 +24,8 @@ SEAMSCOPE = [sys.executable, "-m", "seamscope"]
 
 
 def cli(args, cwd):
-    """``seamscope ARGS`` from ``cwd``, in this process (usable in a module fixture): exit code,
-    stdout, stderr. Its fresh processes come from the session's ``fresh_server``."""
-    import contextlib
-    import io
-
-    from seamscope.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
-            main(list(args))
-    finally:
-        os.chdir(here)
-    return subprocess.CompletedProcess(args, e.value.code, out.getvalue(), err.getvalue())
+    """``seamscope ARGS`` in this process; its fresh processes come from the session's ``fresh_server``."""
+    return seamscope_here(args, cwd)
 
 
 def load(path):
