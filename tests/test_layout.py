@@ -31,7 +31,7 @@ def _modules() -> dict[str, str]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _is_extension(name: str) -> bool:
     *pkg, leaf = name.split(".")
     folder = os.path.join(SRC, *pkg)
@@ -48,7 +48,7 @@ def imported_names(name: str, path: str, mods: dict[str, str]) -> set[str]:
     return set(_imported_names(name, path, text, frozenset(mods)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imported_names(name: str, path: str, text: str, mods: frozenset[str]) -> frozenset[str]:
     """:func:`imported_names` of one source text (each module's text is parsed once per test run)."""
     tree = ast.parse(text)
