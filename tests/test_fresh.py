@@ -178,5 +178,12 @@ def test_inside_shared_a_fork_service_borrows_the_running_server(tmp_path):
         with FreshProcesses(preload=["json"], warm=("fresh_jobs:warm", str(tmp_path / "w.txt")), mode="fork") as own:
             assert own._server is not None and own._server.pid != server_pid
         assert FreshProcesses(mode="process")._server is None
+        # skip_warm: a service with a warm step borrows too, the step not run in the shared server
+        warmed = tmp_path / "w2.txt"
+        with shared(server, skip_warm=True), \
+                FreshProcesses(preload=["json"], warm=("fresh_jobs:warm", str(warmed)), mode="fork") as skipping:
+            assert skipping._server is None
+            assert skipping.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "w.json")})).ok
+        assert _read(tmp_path / "w.json")["ppid"] == server_pid and not warmed.exists()
     with FreshProcesses(mode="fork") as outside:
         assert outside._server is not None and outside._server.pid != server_pid

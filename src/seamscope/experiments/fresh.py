@@ -19,8 +19,8 @@ another measurement's compiled code, caches or crashes. They all go through this
   signal, never an exception in the caller;
 - **progress**: ``run(progress=...)`` is told, every ``heartbeat_s``, that the job still runs;
 - **one server for many callers**: inside ``with shared(server):`` a service asked to fork, with no
-  ``warm`` step of its own, forks its jobs from that running server instead of starting one (a
-  test suite's one server for the whole run).
+  ``warm`` step of its own (or any, with ``skip_warm``), forks its jobs from that running server
+  instead of starting one (a test suite's one server for the whole run).
 
 The child's stdout and stderr go to the job's ``log`` (appended), or nowhere.
 """
@@ -131,8 +131,8 @@ class FreshProcesses:
     ``preload``: modules the fork server imports once; ``warm``: ``(entry, arg)`` the server calls
     once after them (the shape study imports the user's workload there; what it raises goes to
     ``log``, the server's own output); ``mode``: ``fork`` or ``process`` (None: :func:`default_mode`).
-    Inside :func:`shared`, a fork service without ``warm`` borrows the shared server (``preload`` is
-    then the shared server's; each job imports the rest itself).
+    Inside :func:`shared`, a fork service without ``warm`` (or any, with ``skip_warm``) borrows the
+    shared server (``preload`` is then the shared server's; each job imports the rest itself).
     """
 
     def __init__(self, *, preload: Sequence[str] = (), warm: tuple[str, Any] | None = None,
@@ -144,9 +144,9 @@ class FreshProcesses:
         self._pending = b""
         self._lender: FreshProcesses | None = None
         self._started_env: dict[str, str] = {}
-        if self.mode == "fork" and warm is None and _SHARED and _SHARED[-1].alive() \
-                and _SHARED[-1].python == python:
-            self._lender = _SHARED[-1]
+        if self.mode == "fork" and _SHARED and (warm is None or _SHARED[-1][1]) and _SHARED[-1][0].alive() \
+                and _SHARED[-1][0].python == python:
+            self._lender = _SHARED[-1][0]
         elif self.mode == "fork":
             try:
                 self._start(list(preload), warm, log)
@@ -326,20 +326,23 @@ class FreshProcesses:
         self.close()
 
 
-_SHARED: list[FreshProcesses] = []
+_SHARED: list[tuple[FreshProcesses, bool]] = []
 
 
 @contextlib.contextmanager
-def shared(server: FreshProcesses) -> Iterator[FreshProcesses]:
+def shared(server: FreshProcesses, *, skip_warm: bool = False) -> Iterator[FreshProcesses]:
     """While inside, every :class:`FreshProcesses` made to fork without a ``warm`` step forks its
     jobs from ``server`` (running, owned and closed by the caller) instead of starting a server of
-    its own. A job is as fresh either way: the server itself never runs a job. Should the server
-    die or fall out of step, the services made after that start their own again."""
-    _SHARED.append(server)
+    its own; with ``skip_warm``, one with a ``warm`` step too, the step not run (its jobs import
+    what it would have imported themselves). A job is as fresh either way: the server itself never
+    runs a job. Should the server die or fall out of step, the services made after that start
+    their own again."""
+    entry = (server, skip_warm)
+    _SHARED.append(entry)
     try:
         yield server
     finally:
-        _SHARED.remove(server)
+        _SHARED.remove(entry)
 
 
 def close_server(proc: subprocess.Popen[Any], replies: Any) -> None:
