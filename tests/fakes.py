@@ -305,3 +305,27 @@ def seamscope_here(args: list[str], cwd: Any) -> Any:
     finally:
         os.chdir(here)
     return subprocess.CompletedProcess(args, e.value.code, out.getvalue(), err.getvalue())
+
+
+def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str] | None = None,
+                     unset: tuple[str, ...] = ()) -> Any:
+    """``seamscope ARGS`` from folder ``cwd`` in a fresh process forked from ``server`` (the test
+    run's ``fresh_server``: a process of its own, its exit code and its stderr, without a new
+    interpreter's torch import), as a ``CompletedProcess`` (stdout not kept)."""
+    import os
+    import subprocess
+    import tempfile
+
+    from seamscope.experiments.fresh import Job
+
+    fd, log = tempfile.mkstemp(prefix="seamscope-test-", suffix=".log")
+    os.close(fd)
+    try:
+        ended = server.run(Job(entry="seamscope.cli:main", arg=list(args), log=log, stdout=False, env=env or {},
+                               unset=list(unset), cwd=str(cwd)), 600)
+        with open(log, encoding="utf-8", errors="replace") as f:
+            err = f.read()
+    finally:
+        os.unlink(log)
+    assert not ended.timed_out and ended.lost is None, (args, ended.text(), err)
+    return subprocess.CompletedProcess(args, ended.exit_code, "", err)
