@@ -12,8 +12,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # single tests; tests/conftest.py keeps the tests that share a module fixture on one worker.
 JOBS ?= 2
 XDIST := -n $(JOBS) --dist loadgroup
-# one PyTorch thread per process: two workers (and the processes they start) already fill two cores
-LANE_ENV := OMP_NUM_THREADS=1
+# one PyTorch thread per process: two workers (and the processes they start) already fill two cores.
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: without it pytest rewrites the
+# asserts of every test module in every worker (half of collection), and every process the tests
+# start compiles seamscope's modules again.
+LANE_ENV := OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=
 
 $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -50,6 +50,26 @@ def dynamo_reset():
     torch._dynamo.utils.counters.clear()
 
 
+TEST_PRELOAD = ("transformers", "transformers.models.llama.modeling_llama", "transformers.models.gpt2.modeling_gpt2")
+"""What the test workloads' fresh processes import besides seamscope's own preloads (where installed)."""
+
+
+@pytest.fixture(scope="session")
+def fresh_server():
+    """One fork server for this test process's whole run: the fresh processes of ``seamscope try``,
+    of the probe's isolated ladder and of the shape study, run in-process, are forked from it
+    (``fresh.shared``; the study's own warm-up, importing the workload, is then each job's)
+    instead of from a server each such command would start (a torch import each)."""
+    import importlib.util
+
+    from seamscope.experiments import fresh, ladder, shapes, trial_runs
+
+    extra = [m for m in TEST_PRELOAD if importlib.util.find_spec(m.split(".")[0]) is not None]
+    preload = list(dict.fromkeys([*trial_runs.PRELOAD, *ladder.PRELOAD, *shapes.PRELOAD, *extra]))
+    with fresh.FreshProcesses(preload=preload, mode="fork") as server, fresh.shared(server, skip_warm=True):
+        yield server
+
+
 @pytest.fixture(autouse=True)
 def _no_session_left_behind():
     """No test may leave a capture session installed (after pyinstrument's autouse check)."""

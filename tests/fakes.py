@@ -349,3 +349,50 @@ def apply_mutation(monkeypatch: pytest.MonkeyPatch, module: str, edits: list[tup
         for other in list(sys.modules.values()):
             if getattr(other, "__name__", "").startswith("seamscope") and getattr(other, name, None) is old_obj:
                 monkeypatch.setattr(other, name, new_obj)
+
+
+def seamscope_here(args: list[str], cwd: Any) -> Any:
+    """``seamscope ARGS`` from folder ``cwd``, in this process, as a ``CompletedProcess`` (exit code,
+    stdout, stderr); usable in a module fixture (no ``capsys``). For what is not about the process
+    itself: a ``try`` or a probe's isolated ladder run this way forks its fresh processes from the
+    test run's one server where the test asks for ``fresh_server``."""
+    import contextlib
+    import io
+    import os
+    import subprocess
+
+    from seamscope.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+            main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, e.value.code, out.getvalue(), err.getvalue())
+
+
+def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str] | None = None,
+                     unset: tuple[str, ...] = ()) -> Any:
+    """``seamscope ARGS`` from folder ``cwd`` in a fresh process forked from ``server`` (the test
+    run's ``fresh_server``: a process of its own, its exit code and its stderr, without a new
+    interpreter's torch import), as a ``CompletedProcess`` (stdout not kept)."""
+    import os
+    import subprocess
+    import tempfile
+
+    from seamscope.experiments.fresh import Job
+
+    fd, log = tempfile.mkstemp(prefix="seamscope-test-", suffix=".log")
+    os.close(fd)
+    try:
+        ended = server.run(Job(entry="seamscope.cli:main", arg=list(args), log=log, stdout=False, env=env or {},
+                               unset=list(unset), cwd=str(cwd)), 600)
+        with open(log, encoding="utf-8", errors="replace") as f:
+            err = f.read()
+    finally:
+        os.unlink(log)
+    assert not ended.timed_out and ended.lost is None, (args, ended.text(), err)
+    return subprocess.CompletedProcess(args, ended.exit_code, "", err)

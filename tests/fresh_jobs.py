@@ -28,7 +28,8 @@ def report(arg: dict[str, Any]) -> int:
     print("to stderr", file=sys.stderr)
     with open(arg["path"], "w", encoding="utf-8") as f:
         json.dump({"x": os.environ.get("FRESH_X"), "gone": "FRESH_GONE" in os.environ, "cwd": os.getcwd(),
-                   "warmed": WARMED, "counter": COUNTER[0], "pid": os.getpid()}, f)
+                   "warmed": WARMED, "counter": COUNTER[0], "pid": os.getpid(),
+                   "ppid": os.getppid()}, f)
     return int(arg.get("code", 0))
 
 

@@ -1,17 +1,17 @@
 """``seamscope check`` against a baseline from real ``seamscope run`` runs (backend eager).
 
 The script stays byte-identical (same input trace); the model it imports changes, as in CI.
-Three runs (baseline, unchanged, planted break) go in parallel to pay the torch import once in
-wall time.
+Three runs (baseline, unchanged, planted break), each in a fresh process forked from the test
+run's one server (``fresh_server``: torch imported once).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from typing import Any
 
 import pytest
+from fakes import seamscope_forked
 
 from seamscope.cli import main
 from seamscope.ingest.receipt import load_receipt
@@ -44,22 +44,16 @@ PLANTED = MODEL.replace("    y = y.cos() + 1\n", "    y = y.cos() + 1\n    print
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def runs(tmp_path_factory: pytest.TempPathFactory, fresh_server: Any) -> dict[str, str]:
     root = tmp_path_factory.mktemp("check_run")
-    procs = {}
+    out = {}
     for name, model in (("baseline", MODEL), ("same", MODEL), ("planted", PLANTED)):
         d = root / name
         d.mkdir()
         (d / "run_model.py").write_text(SCRIPT)
         (d / "mymodel.py").write_text(model)
-        procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "seamscope", "run", "--out", "out", "--quiet", "run_model.py"],
-            cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-    out = {}
-    for name, p in procs.items():
-        log, _ = p.communicate(timeout=240)
-        assert p.returncode == 0, log
+        p = seamscope_forked(fresh_server, ["run", "--out", "out", "--quiet", "run_model.py"], d)
+        assert p.returncode == 0, p.stderr
         out[name] = os.path.join(root, name, "out", "receipt.json")
     return out
 

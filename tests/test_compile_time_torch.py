@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import seamscope_here
 
 torch = pytest.importorskip("torch")
 
@@ -246,7 +247,6 @@ def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
 def test_run_warm_refuses_cache_artifacts_flags_of_its_own(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("print('never run')\n")
-    proc = subprocess.run([sys.executable, "-m", "seamscope", "run", "--warm", "--save-cache-artifacts", "a.bin",
-                           "--out", "o", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = seamscope_here(["run", "--warm", "--save-cache-artifacts", "a.bin", "--out", "o", str(script)], tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "--warm saves the cold run's cache artifacts" in proc.stderr and not (tmp_path / "o").exists()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from seamscope.experiments.fresh import FreshProcesses, Job
+from seamscope.experiments.fresh import FreshProcesses, Job, shared
 
 MODES = [pytest.param("fork", marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")), "process"]
 
@@ -141,3 +141,49 @@ def test_two_replies_in_one_read_are_both_seen():
         fp._replies.close()
         if w >= 0:
             os.close(w)
+
+
+def test_inside_shared_a_fork_service_borrows_the_running_server(tmp_path):
+    """One server for many callers: a fork service made inside ``shared`` starts no server; its
+    jobs are the shared server's children, each fresh; closing it leaves the server running. A
+    service with a warm step of its own, or one made outside, starts its own server."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    os.environ["FRESH_GONE"] = "when the server started"
+    try:
+        server = FreshProcesses(preload=["json"], mode="fork")
+    finally:
+        del os.environ["FRESH_GONE"]
+    with server, shared(server):
+        server_pid = server._server.pid  # type: ignore[union-attr]
+        # the caller's environment and folder of now, as its own server would have had them
+        os.environ["FRESH_X"] = "now"
+        os.environ.pop("FRESH_GONE", None)
+        old = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            with FreshProcesses(preload=["fresh_jobs"], mode="fork") as borrower:
+                assert borrower._server is None and borrower.alive()
+                ends = [borrower.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / f"{i}.json"),
+                                                                         "code": 2}))
+                        for i in range(2)]
+        finally:
+            os.chdir(old)
+            del os.environ["FRESH_X"]
+        assert [e.exit_code for e in ends] == [2, 2] and all(e.wall_ns > 0 for e in ends)
+        seen = [_read(tmp_path / f"{i}.json") for i in range(2)]
+        assert [s["ppid"] for s in seen] == [server_pid] * 2 and [s["counter"] for s in seen] == [1, 1]
+        assert all(s["x"] == "now" and not s["gone"] and s["cwd"] == str(tmp_path) for s in seen)
+        assert server.alive() and not borrower.alive()  # closed: it let go, the server runs on
+        with FreshProcesses(preload=["json"], warm=("fresh_jobs:warm", str(tmp_path / "w.txt")), mode="fork") as own:
+            assert own._server is not None and own._server.pid != server_pid
+        assert FreshProcesses(mode="process")._server is None
+        # skip_warm: a service with a warm step borrows too, the step not run in the shared server
+        warmed = tmp_path / "w2.txt"
+        with shared(server, skip_warm=True), \
+                FreshProcesses(preload=["json"], warm=("fresh_jobs:warm", str(warmed)), mode="fork") as skipping:
+            assert skipping._server is None
+            assert skipping.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "w.json")})).ok
+        assert _read(tmp_path / "w.json")["ppid"] == server_pid and not warmed.exists()
+    with FreshProcesses(mode="fork") as outside:
+        assert outside._server is not None and outside._server.pid != server_pid

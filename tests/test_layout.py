@@ -7,6 +7,7 @@ imports under ``if TYPE_CHECKING:`` are for annotations only and never run, so t
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 import pytest
@@ -30,6 +31,7 @@ def _modules() -> dict[str, str]:
     return out
 
 
+@functools.cache
 def _is_extension(name: str) -> bool:
     *pkg, leaf = name.split(".")
     folder = os.path.join(SRC, *pkg)
@@ -42,7 +44,14 @@ def imported_names(name: str, path: str, mods: dict[str, str]) -> set[str]:
     imports included, ``if TYPE_CHECKING:`` ones not (``from . import x`` names module ``x`` when it
     is one, else the package)."""
     with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+        text = f.read()
+    return set(_imported_names(name, path, text, frozenset(mods)))
+
+
+@functools.cache
+def _imported_names(name: str, path: str, text: str, mods: frozenset[str]) -> frozenset[str]:
+    """:func:`imported_names` of one source text (each module's text is parsed once per test run)."""
+    tree = ast.parse(text)
     typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
                    for b in n.body for x in ast.walk(b)}
     is_pkg = path.endswith("__init__.py")
@@ -62,7 +71,7 @@ def imported_names(name: str, path: str, mods: dict[str, str]) -> set[str]:
             for a in n.names:
                 sub = f"{base}.{a.name}"
                 out.add(sub if sub in mods or _is_extension(sub) else base)
-    return out
+    return frozenset(out)
 
 
 def import_graph(mods: dict[str, str]) -> dict[str, set[str]]:

@@ -170,7 +170,8 @@ def abort_wl():
 """
 
 
-def test_abort_in_a_backend_under_isolate_is_reported_and_the_ladder_goes_on(tmp_path: Path, capsys: Any) -> None:
+def test_abort_in_a_backend_under_isolate_is_reported_and_the_ladder_goes_on(tmp_path: Path, capsys: Any,
+                                                                          fresh_server: Any) -> None:
     wl = _workload_file(tmp_path, ABORT)
     backends = f"{wl}:aborts,eager"
     code, text = _probe([f"{wl}:abort_wl", "--out", str(tmp_path / "o"), "--isolate", "--timeout", "120",

@@ -1,4 +1,5 @@
-"""``seamscope run`` as a user runs it: an unmodified script in a subprocess."""
+"""``seamscope run`` as a user runs it: an unmodified script in a process of its own (forked from
+the test run's one server, ``fresh_server``; Ctrl-C goes to a real ``seamscope`` process)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from fakes import seamscope_forked
 
 pytest.importorskip("torch")
 
@@ -19,8 +21,10 @@ SCRIPT = os.path.join(HERE, "workloads", "breaks.py")
 SEAMSCOPE = [sys.executable, "-m", "seamscope"]
 
 
-def run(args, cwd, **kw):
-    return subprocess.run([*SEAMSCOPE, *args], capture_output=True, text=True, cwd=cwd, timeout=300, **kw)
+@pytest.fixture
+def run(fresh_server):
+    """``run(args, cwd)``: ``seamscope ARGS`` in a fresh process: exit code, stderr."""
+    return lambda args, cwd: seamscope_forked(fresh_server, args, cwd)
 
 
 def run_here(args, cwd, monkeypatch, capsys):
@@ -40,7 +44,7 @@ def receipt(path):
         return json.load(f)
 
 
-def test_two_runs_have_equal_structure_hash(tmp_path):
+def test_two_runs_have_equal_structure_hash(tmp_path, run):
     a = run(["run", "--quiet", "--out", "a", SCRIPT], tmp_path)
     b = run(["run", "--quiet", "--out", "b", SCRIPT], tmp_path)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
@@ -57,7 +61,7 @@ def test_script_not_found_exit_2(tmp_path, monkeypatch, capsys):
     assert p.returncode == 2 and "nope.py: no such script" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_script_that_raises_shows_its_traceback_exit_1_and_keeps_the_ledger(tmp_path):
+def test_script_that_raises_shows_its_traceback_exit_1_and_keeps_the_ledger(tmp_path, run):
     p = run(["run", "--quiet", "--out", "o", SCRIPT, "--", "--raise"], tmp_path)
     assert p.returncode == 1
     assert "ValueError: the user's own error" in p.stderr
@@ -95,14 +99,14 @@ def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path):
     assert r["summary"]["call_count"] >= 1
 
 
-def test_module_mode_runs_the_demo(tmp_path):
+def test_module_mode_runs_the_demo(tmp_path, run):
     p = run(["run", "--quiet", "--out", "o", "-m", "seamscope.examples.decoder"], tmp_path)
     assert p.returncode == 0, p.stderr
     r = receipt(tmp_path / "o")
     assert r["summary"]["call_count"] == 8 and r["summary"]["recompile_count"] > 0
 
 
-def test_trace_out_then_import_gives_the_same_receipt(tmp_path):
+def test_trace_out_then_import_gives_the_same_receipt(tmp_path, run):
     p = run(["run", "--quiet", "--out", "a", "--trace-out", "a/trace.jsonl", "--trace-events", "64", SCRIPT], tmp_path)
     assert p.returncode == 0, p.stderr
     q = run(["import", "a/trace.jsonl", "--out", "b"], tmp_path)

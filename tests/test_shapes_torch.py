@@ -1,4 +1,5 @@
-"""The shape study on real torch.compile runs (backend eager), each policy in its own process.
+"""The shape study on real torch.compile runs (backend eager), each policy in its own process
+(forked from the test run's one server, ``fresh_server``).
 
 Counts are checked against PyTorch's own counters, read in each policy's process after its run
 (``torch_frames_ok``), a source the live capture (``compile_count``) does not read.
@@ -14,7 +15,7 @@ import pytest
 from seamscope.errors import UnusableInput
 from seamscope.experiments.shapes import parse_policy, run_study
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_server")]
 
 TINY = "tests/workloads/shapes_tiny.py"
 SEED_TRACE = [128, 129, 256, 257, 512, 513]  # lengths just past powers of two
@@ -42,7 +43,7 @@ def _at_most_once_per_bucket(p, trace) -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_study(tmp_path_factory):
+def tiny_study(tmp_path_factory, fresh_server):
     wd = tmp_path_factory.mktemp("tiny")
     return run_study(f"{TINY}:tiny", [5, 6, 9, 17], ["static", "auto", "pow2", "mark_dynamic:4:16", "buckets:128"],
                      repeat=2, workdir=str(wd), delays={"static": SLOW_NS})

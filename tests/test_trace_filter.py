@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from fakes import seamscope_forked
 
 torch = pytest.importorskip("torch")
 
@@ -341,16 +342,12 @@ def test_a_users_torch_trace_is_complete_under_seamscope_run(tmp_path):
     assert [k for k in observed if k[0] != "str"] == [k for k in plain if k[0] != "str"]
 
 
-def test_receipts_with_and_without_the_filter_agree(tmp_path):
+def test_receipts_with_and_without_the_filter_agree(tmp_path, fresh_server):
     def run(name, full):
-        env = dict(os.environ)
-        env.pop("TORCH_TRACE", None)
-        if full:
-            env["SEAMSCOPE_FULL_TRACE"] = "1"
-        p = subprocess.run(
-            [*SEAMSCOPE, "run", "--quiet", "--out", name, SCRIPT],
-            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
-        )
+        # a fresh process each (forked from the test run's one server)
+        p = seamscope_forked(fresh_server, ["run", "--quiet", "--out", name, SCRIPT], tmp_path,
+                             env={"SEAMSCOPE_FULL_TRACE": "1"} if full else {},
+                             unset=("TORCH_TRACE",) if full else ("TORCH_TRACE", "SEAMSCOPE_FULL_TRACE"))
         assert p.returncode == 0, p.stderr
         from seamscope.analyze.verify import load_raw  # failed guards expanded from the guard table
 

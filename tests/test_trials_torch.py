@@ -1,7 +1,8 @@
 """Remedy flags and ``seamscope try`` on real torch runs of tiny scripts (backend="eager").
 
 The in-process tests check the receipt against PyTorch's own counters; the trials run
-``seamscope try`` as a user does, one fresh process per run.
+``seamscope try`` as a user does (its command line, in this process), one fresh process per run,
+forked from the test run's one server (``fresh_server``); Ctrl-C is sent to a real ``try`` process.
 """
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ import subprocess
 import sys
 
 import pytest
+from fakes import seamscope_here
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_server")]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 W = os.path.join(HERE, "workloads", "trials")
 SEAMSCOPE = [sys.executable, "-m", "seamscope"]
 
 
-def cli(args, cwd, timeout=900):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
-    return subprocess.run([*SEAMSCOPE, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+def cli(args, cwd):
+    """``seamscope ARGS`` in this process; its fresh processes come from the session's ``fresh_server``."""
+    return seamscope_here(args, cwd)
 
 
 def load(path):
@@ -330,7 +331,7 @@ def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
 def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
     pytest.importorskip("transformers")
     p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "dynamic=true",
-             os.path.join(W, "hf_seq.py")], tmp_path, timeout=1800)
+             os.path.join(W, "hf_seq.py")], tmp_path)
     assert p.returncode == 0, p.stderr
     t = load(tmp_path / "o" / "trials.json")
     assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 2  # 3 lengths
@@ -385,7 +386,7 @@ def test_mark_of_an_args_element_in_the_users_syntax(tmp_path, dynamo_reset):
 
 
 @pytest.fixture(scope="module")
-def lengths_trial(tmp_path_factory):
+def lengths_trial(tmp_path_factory, fresh_server):
     """dynamic=False on six lengths then three repeats, the recompile limit hit; dynamic=true tried."""
     d = tmp_path_factory.mktemp("lengths")
     p = cli(["try", "--quiet", "--repeat", "2", "--out", "o", "--only", "dynamic=true",
@@ -418,7 +419,7 @@ def test_dynamic_true_is_compared_on_the_calls_steady_in_both(lengths_trial):
 
 
 @pytest.fixture(scope="module")
-def unbacked_trial(tmp_path_factory):
+def unbacked_trial(tmp_path_factory, fresh_server):
     d = tmp_path_factory.mktemp("unbacked")
     p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "unbacked", "--only", "mark-dynamic",
              "--candidate", "--mark-dynamic \"L['nope']:0\"", os.path.join(W, "unbacked_guard.py")], d)
@@ -488,12 +489,12 @@ def test_a_mark_that_leaves_the_width_changing_gets_a_candidate_marking_height_a
 
 
 @pytest.fixture(scope="module")
-def whole_model_trial(tmp_path_factory):
+def whole_model_trial(tmp_path_factory, fresh_server):
     """``seamscope try`` on a transformers Llama from a config, compiled whole (aot_eager), two
     repetitions, every candidate the catalogue proposes."""
     pytest.importorskip("transformers")
     d = tmp_path_factory.mktemp("whole")
-    p = cli(["try", "--quiet", "--repeat", "2", "--out", "o", os.path.join(W, "hf_whole.py")], d, timeout=1800)
+    p = cli(["try", "--quiet", "--repeat", "2", "--out", "o", os.path.join(W, "hf_whole.py")], d)
     assert p.returncode == 0, p.stderr
     return load(d / "o" / "trials.json"), d / "o", (d / "o" / "trials.md").read_text()
 
@@ -568,7 +569,7 @@ def test_try_warm_cache_candidates_hit_the_caches_the_baseline_filled(tmp_path):
     # an extern mm: Inductor's stages and both caches, without seconds of C++ kernel build per run
     script.write_text("import torch\n\ng = torch.compile(lambda x: torch.mm(x, x.t()))\n"
                       "x = torch.randn(8, 16)\nfor _ in range(3):\n    g(x)\n")
-    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "warm", str(script)], tmp_path, timeout=1800)
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "warm", str(script)], tmp_path)
     assert p.returncode == 0, p.stderr
     t = load(tmp_path / "o" / "trials.json")
     by = {c["name"]: c for c in t["candidates"]}

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from fakes import seamscope_here
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = os.path.join(HERE, "workloads", "shapes_tiny.py")
@@ -73,13 +72,6 @@ def test_workload_spec_is_a_file_and_a_name(tmp_path):
 
 
 # --- with torch --------------------------------------------------------------------------------
-
-
-def _cli(args, cwd, timeout=600):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "seamscope", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=env)
 
 
 def _run(tmp_path, name, words, args, fingerprint=False):
@@ -161,10 +153,11 @@ def test_workload_bad_input_exits_2(args, text, tmp_path, monkeypatch, capsys):
 
 @pytest.mark.torch
 @pytest.mark.timeout(1200)
-def test_try_a_workload_with_its_padding_policies(tmp_path):
-    """The baseline recompiles on the length; the pow2 candidate compiles once, its outputs equal."""
-    p = _cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "pad-pow2", f"{TINY}:tiny",
-              "--", "--lengths", "5,6,7,5,6,7"], tmp_path, timeout=1100)
+def test_try_a_workload_with_its_padding_policies(tmp_path, fresh_server):
+    """The baseline recompiles on the length; the pow2 candidate compiles once, its outputs equal
+    (the command in this process, its runs forked from the test run's one server)."""
+    p = seamscope_here(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "pad-pow2", f"{TINY}:tiny",
+                        "--", "--lengths", "5,6,7,5,6,7"], tmp_path)
     assert p.returncode == 0, p.stderr
     with open(tmp_path / "o" / "trials.json") as f:
         t = json.load(f)

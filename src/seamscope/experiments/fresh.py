@@ -17,7 +17,10 @@ another measurement's compiled code, caches or crashes. They all go through this
   caller); a ``KeyboardInterrupt`` in the caller while a job runs kills the job, then propagates;
 - **crash isolation**: a job that segfaults, aborts or is killed is an :class:`Ended` with its
   signal, never an exception in the caller;
-- **progress**: ``run(progress=...)`` is told, every ``heartbeat_s``, that the job still runs.
+- **progress**: ``run(progress=...)`` is told, every ``heartbeat_s``, that the job still runs;
+- **one server for many callers**: inside ``with shared(server):`` a service asked to fork, with no
+  ``warm`` step of its own (or any, with ``skip_warm``), forks its jobs from that running server
+  instead of starting one (a test suite's one server for the whole run).
 
 The child's stdout and stderr go to the job's ``log`` (appended), or nowhere.
 """
@@ -25,6 +28,7 @@ The child's stdout and stderr go to the job's ``log`` (appended), or nowhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -34,7 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +131,8 @@ class FreshProcesses:
     ``preload``: modules the fork server imports once; ``warm``: ``(entry, arg)`` the server calls
     once after them (the shape study imports the user's workload there; what it raises goes to
     ``log``, the server's own output); ``mode``: ``fork`` or ``process`` (None: :func:`default_mode`).
+    Inside :func:`shared`, a fork service without ``warm`` (or any, with ``skip_warm``) borrows the
+    shared server (``preload`` is then the shared server's; each job imports the rest itself).
     """
 
     def __init__(self, *, preload: Sequence[str] = (), warm: tuple[str, Any] | None = None,
@@ -136,7 +142,12 @@ class FreshProcesses:
         self._server: subprocess.Popen[bytes] | None = None
         self._replies: Any = None
         self._pending = b""
-        if self.mode == "fork":
+        self._lender: FreshProcesses | None = None
+        self._started_env: dict[str, str] = {}
+        if self.mode == "fork" and _SHARED and (warm is None or _SHARED[-1][1]) and _SHARED[-1][0].alive() \
+                and _SHARED[-1][0].python == python:
+            self._lender = _SHARED[-1][0]
+        elif self.mode == "fork":
             try:
                 self._start(list(preload), warm, log)
             except OSError:
@@ -150,14 +161,23 @@ class FreshProcesses:
         if warm is not None:
             cmd += ["--warm", warm[0], "--warm-arg", json.dumps(warm[1])]
         out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+        self._started_env = _env()
         try:
-            self._server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=out, env=_env(),
+            self._server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=out, env=self._started_env,
                                             pass_fds=(w,), start_new_session=True)
         finally:
             os.close(w)
             if not isinstance(out, int):
                 out.close()
         self._open_replies(r)
+
+    def _as_if_own(self, job: Job) -> Job:
+        """A job for the shared server as this service's own server would have run it: in the
+        caller's environment and folder of now, not those the shared server started with."""
+        assert self._lender is not None
+        env = {**_env(), **job.env}
+        unset = [k for k in self._lender._started_env if k not in env and k not in job.unset]
+        return msgspec.structs.replace(job, env=env, unset=[*job.unset, *unset], cwd=job.cwd or os.getcwd())
 
     def _open_replies(self, fd: int) -> None:
         # read unbuffered, lines split here: a buffered reader can take two replies in one read
@@ -167,11 +187,16 @@ class FreshProcesses:
 
     def alive(self) -> bool:
         """Whether jobs are forked from a live server (else each runs in a new interpreter)."""
+        if self._lender is not None:
+            return self._lender.alive()
         return self._server is not None and self._server.poll() is None
 
     def run(self, job: Job, timeout: float | None = None, *, progress: Callable[[str], None] | None = None,
             label: str = "job", heartbeat_s: float = 30.0) -> Ended:
         """Run ``job`` in a fresh process and wait for it (at most ``timeout`` seconds)."""
+        if self._lender is not None and self._lender.alive():
+            return self._lender.run(self._as_if_own(job), timeout, progress=progress, label=label,
+                                    heartbeat_s=heartbeat_s)
         t0 = time.perf_counter_ns()
         if self.alive():
             ended = self._run_forked(job, timeout, progress, label, heartbeat_s)
@@ -287,7 +312,9 @@ class FreshProcesses:
             os.unlink(path)
 
     def close(self) -> None:
-        """End the server (:func:`close_server`); jobs from now on run in new interpreters."""
+        """End the server (:func:`close_server`); jobs from now on run in new interpreters. A
+        borrowed server is left running for its owner."""
+        self._lender = None
         proc, replies, self._server, self._replies = self._server, self._replies, None, None
         if proc is not None:
             close_server(proc, replies)
@@ -297,6 +324,25 @@ class FreshProcesses:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_SHARED: list[tuple[FreshProcesses, bool]] = []
+
+
+@contextlib.contextmanager
+def shared(server: FreshProcesses, *, skip_warm: bool = False) -> Iterator[FreshProcesses]:
+    """While inside, every :class:`FreshProcesses` made to fork without a ``warm`` step forks its
+    jobs from ``server`` (running, owned and closed by the caller) instead of starting a server of
+    its own; with ``skip_warm``, one with a ``warm`` step too, the step not run (its jobs import
+    what it would have imported themselves). A job is as fresh either way: the server itself never
+    runs a job. Should the server die or fall out of step, the services made after that start
+    their own again."""
+    entry = (server, skip_warm)
+    _SHARED.append(entry)
+    try:
+        yield server
+    finally:
+        _SHARED.remove(entry)
 
 
 def close_server(proc: subprocess.Popen[Any], replies: Any) -> None:
