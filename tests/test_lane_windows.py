@@ -166,3 +166,17 @@ def test_the_island_after_a_break_that_ends_calls_adds_calls_summed_in_c_to_the_
     (st_,) = led.totals.sites
     assert (st_.site_id, st_.island_after_ns) == (site.site_id, 6 * 40)
     assert next(p for p in led.totals.phases if p.phase == "steady").island_ns == (1 + 6) * 40
+
+
+def test_the_call_index_c_labels_next_is_the_builders_count_of_calls():
+    """C labels a steady forward's autograd node with ``call_base + fast_calls``, its call's index:
+    whenever the builder has counted the calls C closed, that is the number of calls so far."""
+    b, lane = lane_builder(first_calls=2, call_cap=4)
+    regions = timers(lane, 2)
+    total = 0
+    for n in (1, 7, 30):
+        total += n
+        assert drive(b, lane, regions, n) >= 0
+        led = b.build()  # counts the calls C closed
+        assert led.totals.calls == total
+        assert lane.call_base + lane.fast_calls == total

@@ -609,3 +609,20 @@ def test_point_events_at_one_instant_keep_the_order_they_were_reported_in():
     points = [(type(e).__name__, e.compile_id) for e in call.events if isinstance(e, (GuardMissEvent, FallbackEvent))]
     assert points == [("GuardMissEvent", "0/1"), ("FallbackEvent", "0/1"), ("GuardMissEvent", "0/2")]
     assert all(e.at_ns == 20 for e in call.events if isinstance(e, (GuardMissEvent, FallbackEvent)))
+
+
+def test_runs_outside_calls_past_the_list_are_counted_summed_and_said_dropped():
+    """The receipt lists the first ``outside_cap`` runs outside calls; the rest (C's backward timer
+    counts them once the list is full) are still in the region's and the run's totals."""
+    b = LedgerBuilder(RunInfo(source="fake"), fake_environment(), outside_cap=2)
+    kept = [b.outside_region("0/0", "backward", 10, i) for i in range(3)]
+    assert kept == [True, True, False]
+    b.count_outside("0/0", 5, 500)
+    b.count_outside("1/0", 1, 7)
+    led = b.build()
+    assert [o.attributed_call for o in led.outside] == [0, 1]
+    assert (led.retention.outside_cap, led.retention.outside_dropped) == (2, 1 + 5 + 1)
+    by_id = {r.compile_id: r for r in led.totals.regions}
+    assert (by_id["0/0"].outside_runs, by_id["0/0"].outside_ns) == (3 + 5, 30 + 500)
+    assert (by_id["1/0"].outside_runs, by_id["1/0"].outside_ns) == (1, 7)
+    assert (led.totals.outside_runs, led.totals.outside_ns) == (9, 537)
