@@ -511,7 +511,7 @@ def whole_model_trial(tmp_path_factory, fresh_server):
 @pytest.mark.timeout(1800)
 def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_model(whole_model_trial):
     """The held-out acceptance: the repeated decoder layer is found and named, the regional
-    candidate serves the six layers with one compilation, outputs equal; and where the trial
+    candidate serves the four layers with one compilation, outputs equal; and where the trial
     measured the machine quiet, the recommendation cuts the run's total time, compile included."""
     t, out, md = whole_model_trial
     by = {c["name"]: c for c in t["candidates"]}
@@ -520,12 +520,12 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     assert reg["outputs"]["status"] == "equal" and reg["outputs"]["calls_compared"] == 3
     base = load(out / "trials" / "baseline" / "rep-1" / "receipt.json")
     (f,) = [f for f in base["findings"]["compile_time"]["findings"] if f["kind"] == "repeated_block"]
-    assert f["block"]["cls"] == "LlamaDecoderLayer" and f["block"]["instances"] == 6
+    assert f["block"]["cls"] == "LlamaDecoderLayer" and f["block"]["instances"] == 4
     cand = load(out / reg["runs"][0]["receipt"])
     assert cand["summary"]["compile_count"] == 1 == base["summary"]["compile_count"]
     assert not [f for f in cand["findings"]["compile_time"]["findings"] if f["kind"] == "repeated_block"]
     regions = [sum(e["type"] == "region" for e in c["events"]) for c in cand["ledger"]["calls"]]
-    assert regions == [6, 6, 6]  # one compilation serves the six layers, each call runs it six times
+    assert regions == [4, 4, 4]  # one compilation serves the four layers, each call runs it four times
     # aot_eager uses no persistent cache and compiles no kernels: those candidates are skipped, said why
     assert any(x.startswith("warm cache: the baseline's compilations used no persistent cache") for x in t["folded"])
     assert any(x.startswith("compile threads: backend aot_eager") for x in t["folded"])
