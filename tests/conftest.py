@@ -50,8 +50,10 @@ def dynamo_reset():
     torch._dynamo.utils.counters.clear()
 
 
-TEST_PRELOAD = ("transformers", "transformers.models.llama.modeling_llama", "transformers.models.gpt2.modeling_gpt2")
-"""What the test workloads' fresh processes import besides seamscope's own preloads (where installed)."""
+TEST_PRELOAD = ("transformers", "transformers.models.llama.modeling_llama", "transformers.models.gpt2.modeling_gpt2",
+                "torch._inductor.compile_fx")
+"""What the test workloads' fresh processes import besides seamscope's own preloads (where installed):
+Inductor's compiler (1.4 s of imports) is each inductor trial run's, forked after it instead."""
 
 
 @pytest.fixture(scope="session")
