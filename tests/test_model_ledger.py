@@ -369,7 +369,7 @@ def test_expanded_bytes_fed_from_the_table_equal_the_expanded_receipts(guard_lis
         assert b"".join(fed) == want
     assert hashing.receipt_sha256(receipt) == receipt.receipt_sha256  # and leaves it for the writer
     written = ReceiptJsonRenderer().render(receipt)
-    assert not hashing._HASHED  # taken once (or, without guards, never kept)
+    assert hashing._last_hashed is None  # taken once (or, without guards, never kept)
     guard_table._LAST.clear()
     assert written == ReceiptJsonRenderer().render(receipt) == pretty_bytes(guard_table.compact(receipt))
 

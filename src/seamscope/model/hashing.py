@@ -76,7 +76,8 @@ def receipt_sha256(receipt: Any) -> str:
     in its compact form (:mod:`.guard_table`, each text once) and its expanded bytes are fed to
     the hash from there (:func:`.guard_table.feed_expanded`), never decoded or held with a copy
     of every repeat (37 MB for 1,550 recompiles)."""
-    _HASHED.clear()
+    global _last_hashed
+    _last_hashed = None
     unhashed = msgspec.structs.replace(receipt, receipt_sha256="")
     packed = compact(unhashed) if unhashed.guard_table is None else unhashed
     if packed is unhashed:
@@ -85,26 +86,28 @@ def receipt_sha256(receipt: Any) -> str:
     h = hashlib.sha256()
     if packed.guard_table is None or not feed_expanded(h.update, raw, packed.guard_table):
         return sha256_canonical(expand_builtins(raw), depth=3, rounded=True)
-    digest = h.hexdigest()
-    _HASHED[:] = [(unhashed, raw)]
-    return digest
+    _last_hashed = (unhashed, raw)
+    return h.hexdigest()
 
 
 #: The last receipt :func:`receipt_sha256` hashed through its compact form, and that form's plain
-#: data (floats canonical): the receipt is written next, with its hash, from the same data.
-_HASHED: list[tuple[Any, dict[str, Any]]] = []
+#: data (floats canonical): the receipt is written next, with its hash, from the same data. One
+#: slot, replaced or cleared whole (a checkpoint may hash on another thread than the final write).
+_last_hashed: tuple[Any, dict[str, Any]] | None = None
 
 
 def compact_canonical_bytes(receipt: Any) -> bytes | None:
     """``canonical_bytes(compact(receipt))`` when ``receipt`` is the one :func:`receipt_sha256`
     hashed last (every field the same object but the hash itself), from the plain data made for
     the hash, which is let go; None otherwise (the caller makes them)."""
-    if not _HASHED:
+    global _last_hashed
+    last = _last_hashed
+    if last is None:
         return None
-    hashed, raw = _HASHED[0]
+    hashed, raw = last
     if type(receipt) is not type(hashed) or any(
         getattr(receipt, f) is not getattr(hashed, f) for f in receipt.__struct_fields__ if f != "receipt_sha256"
     ):
         return None
-    _HASHED.clear()
+    _last_hashed = None
     return _sorted({**raw, "receipt_sha256": receipt.receipt_sha256})
