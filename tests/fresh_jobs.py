@@ -1,4 +1,5 @@
-"""Jobs the fresh-process tests run in children (``tests/test_fresh.py``); torch-free."""
+"""Jobs the fresh-process tests run in children (``tests/test_fresh.py``, ``tests/test_adapter.py``);
+torch is imported only by the job that compiles."""
 
 from __future__ import annotations
 
@@ -48,4 +49,27 @@ def sleep_with_a_child(path: str) -> int:
     with open(path, "w", encoding="utf-8") as f:
         json.dump([os.getpid(), grandchild.pid], f)
     time.sleep(600)
+    return 0
+
+
+def compile_a_break(arg: dict[str, Any]) -> int:
+    """Compile (eager backend) a function with a graph break, after each of ``arg["steps"]``
+    (``{"env": {...}, "unset": [...]}``) is applied to this process's environment and torch's logs
+    are set up again from it (``adapter.reread_torch_logs``)."""
+    import torch
+
+    from seamscope.capture import adapter
+
+    for step in arg.get("steps", []):
+        os.environ.update(step.get("env", {}))
+        for k in step.get("unset", []):
+            os.environ.pop(k, None)
+        adapter.reread_torch_logs()
+
+    def f(x):  # type: ignore[no-untyped-def]
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    torch.compile(f, backend="eager")(torch.ones(3))
     return 0

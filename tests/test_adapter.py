@@ -266,3 +266,44 @@ def test_graphs_compiled_so_far_says_what_is_missing_when_dynamos_code_tracker_c
     monkeypatch.setattr(convert_frame, "input_codes", object())  # no list of weak references
     with pytest.raises(adapter.AdapterProblem, match="graphs compiled before the session began are not counted"):
         adapter.graphs_compiled_so_far()
+
+
+def test_torch_log_variables_are_the_names_torch_reads_at_import(monkeypatch):
+    import sys
+
+    import torch._logging._internal as internal
+
+    names = adapter.torch_log_variables()
+    assert {"TORCH_LOGS", "TORCH_LOGS_OUT", "TORCH_LOGS_FORMAT", "TORCH_TRACE", "TORCH_COMPILE_DEBUG"} <= set(names)
+    assert internal.LOG_ENV_VAR in names and internal.TRACE_ENV_VAR in names
+    monkeypatch.setenv("TORCH_LOGS_OUT", "x.txt")
+    assert adapter.torch_log_environment()["TORCH_LOGS_OUT"] == "x.txt"
+    # torch's logging not imported: nothing read yet, nothing to read again
+    monkeypatch.delitem(sys.modules, "torch._logging._internal")
+    assert adapter.torch_log_variables() == () and adapter.reread_torch_logs() is None
+
+
+@pytest.mark.timeout(300)
+def test_reread_torch_logs_follows_the_environment_as_it_is_set_then_unset(fresh_server, tmp_path):
+    """In a forked child: TORCH_TRACE and TORCH_LOGS set, torch's logs set up again, then one
+    unset and the other moved, set up again: the trace goes to the new folder only and the
+    graph-break log is off, as a new interpreter started with the last environment would have it."""
+    from seamscope.experiments.fresh import Job
+
+    a, b, log = tmp_path / "a", tmp_path / "b", tmp_path / "job.log"
+    steps = [{"env": {"TORCH_TRACE": str(a), "TORCH_LOGS": "graph_breaks"}},
+             {"env": {"TORCH_TRACE": str(b)}, "unset": ["TORCH_LOGS"]}]
+    e = fresh_server.run(Job(entry="fresh_jobs:compile_a_break", arg={"steps": steps}, log=str(log)), 300)
+    assert e.ok, log.read_text()
+    assert not a.exists() and len(list(b.iterdir())) == 1
+    assert "__graph_breaks" not in log.read_text()
+
+
+def test_reread_torch_logs_names_what_this_torch_lacks(monkeypatch):
+    import torch._logging._internal as internal
+
+    handler = internal.LOG_TRACE_HANDLER
+    monkeypatch.delattr(internal, "_init_logs")
+    with pytest.raises(adapter.AdapterProblem, match="no _init_logs: TORCH_LOGS and TORCH_TRACE keep"):
+        adapter.reread_torch_logs()
+    assert internal.LOG_TRACE_HANDLER is handler  # nothing changed

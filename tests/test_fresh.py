@@ -187,3 +187,31 @@ def test_inside_shared_a_fork_service_borrows_the_running_server(tmp_path):
         assert _read(tmp_path / "w.json")["ppid"] == server_pid and not warmed.exists()
     with FreshProcesses(mode="fork") as outside:
         assert outside._server is not None and outside._server.pid != server_pid
+
+
+@pytest.mark.torch
+@pytest.mark.timeout(300)
+def test_a_forked_job_logs_as_its_environment_says_though_the_server_imported_torch(fresh_server, tmp_path):
+    """``import torch`` reads TORCH_TRACE and TORCH_LOGS once: a job forked after the server
+    imported it sets its logs up again from its own environment, as a new interpreter would."""
+    # GIVEN the test run's server, which imported torch without these settings
+    trace, out = tmp_path / "trace", tmp_path / "torch_logs.txt"
+    env = {"TORCH_TRACE": str(trace), "TORCH_LOGS": "graph_breaks", "TORCH_LOGS_OUT": str(out)}
+    # WHEN a job that compiles a graph break sets them
+    log = tmp_path / "a.log"
+    e = fresh_server.run(Job(entry="fresh_jobs:compile_a_break", arg={}, env=env, log=str(log), stdout=False), 300)
+    assert e.ok, log.read_text()
+    # THEN PyTorch writes its trace file there, and its graph-break log to stderr and to the file
+    (first,) = trace.iterdir()
+    records = first.read_text()
+    assert first.name.startswith("dedicated_log_torch_trace_") and '"dynamo_start"' in records
+    assert '"name": "dynamo_graph_break_reason"' in records
+    assert "[__graph_breaks] Graph break in user code at" in log.read_text()
+    assert "[__graph_breaks] Graph break in user code at" in out.read_text()
+    # AND a next job without them (each child a fork of the unchanged server) logs none of it
+    log2 = tmp_path / "b.log"
+    e = fresh_server.run(Job(entry="fresh_jobs:compile_a_break", arg={}, unset=list(env), log=str(log2),
+                             stdout=False), 300)
+    assert e.ok, log2.read_text()
+    assert list(trace.iterdir()) == [first] and first.read_text() == records
+    assert "__graph_breaks" not in log2.read_text() and out.read_text().count("Graph break in user code") == 1

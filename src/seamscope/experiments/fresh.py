@@ -9,8 +9,11 @@ another measurement's compiled code, caches or crashes. They all go through this
 - **fresh**: with ``mode="fork"`` a server process imports ``preload`` (torch, the caller's modules,
   a workload through ``warm``) once, compiles nothing, and forks one child per job: as fresh as a
   new interpreter as far as Dynamo and the inductor cache are concerned, without its seconds of
-  imports. ``mode="process"`` starts a new interpreter per job (where ``fork`` is missing, or when
-  asked); if the server has died, a job runs that way too;
+  imports. What a preloaded torch read from the environment at import, the child reads again from
+  the job's: torch's logs (``TORCH_LOGS``, ``TORCH_LOGS_OUT``, ``TORCH_TRACE``...) and Inductor's
+  ``compile_threads`` are as the job's ``env`` and ``unset`` make them; other settings a module read at
+  import keep the server's values. ``mode="process"`` starts a new interpreter per job (where
+  ``fork`` is missing, or when asked); if the server has died, a job runs that way too;
 - **a timeout**: a job still running after ``timeout`` seconds is killed with its process group,
   and :attr:`Ended.timed_out` says so;
 - **Ctrl-C**: the children are in sessions of their own (the terminal's Ctrl-C reaches only the
@@ -55,7 +58,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     """The child's stderr is appended here (and its stdout, with ``stdout``); empty: discarded."""
     stdout: bool = True
     env: dict[str, str] = {}
-    """Set in the child's environment before the function runs (``TORCHINDUCTOR_CACHE_DIR``, ...)."""
+    """Set in the child's environment before the function runs (``TORCHINDUCTOR_CACHE_DIR``,
+    ``TORCH_TRACE``, ...); in a forked child, torch's logs are set up again from it."""
     unset: list[str] = []
     cwd: str = ""
 
@@ -399,14 +403,20 @@ def _child(job: Job) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     _redirect(job)
+    from ..capture import adapter
+
+    logs_read = adapter.torch_log_environment()  # as the preloaded torch read them at import
     os.environ.update(job.env)
     for k in job.unset:
         os.environ.pop(k, None)
-    # a setting a preloaded module read from the environment at import, before this fork: the
-    # job's own value must win (Inductor's compile_threads)
-    from ..capture import adapter
-
+    # settings a preloaded module read from the environment at import, before this fork: the job's
+    # own values must win (Inductor's compile_threads; torch's TORCH_LOGS, TORCH_TRACE...)
     adapter.reread_compile_threads()
+    if logs_read != adapter.torch_log_environment():
+        try:
+            adapter.reread_torch_logs()
+        except adapter.AdapterProblem as e:
+            print(f"fresh: {e}", file=sys.stderr)
     if job.cwd:
         os.chdir(job.cwd)
     return call(job.entry, job.arg)

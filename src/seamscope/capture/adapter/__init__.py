@@ -16,6 +16,7 @@ needs is missing: capture then records what it still can and says what it could 
 - ``dynamo``: whether Dynamo is compiling, its reset, counters, backends and errors;
 - ``modules``: the module classes a graph traced instance by instance (repeated blocks);
 - ``caches``: Inductor's persistent cache directory and its entries;
+- ``logs``: torch's logging settings (``TORCH_LOGS``, ``TORCH_TRACE``), set up again after a fork;
 - ``base``: the exception every module raises, and the version check.
 
 Import the names from here (``from seamscope.capture import adapter``; ``adapter.X``).
@@ -77,6 +78,7 @@ from .graphs import (
     wrap_compiled_graphs,
 )
 from .hints import live_hint_table
+from .logs import reread_torch_logs, torch_log_environment, torch_log_variables
 from .modules import graph_origin, module_census
 from .structured_trace import (
     TraceWants,
@@ -129,12 +131,15 @@ __all__ = [
     "lookup_backend",
     "mark_dynamic",
     "reread_compile_threads",
+    "reread_torch_logs",
     "graph_origin",
     "module_census",
     "may_have_compiled_backward",
     "set_recompile_limit",
     "shapes_argument",
     "stance_names",
+    "torch_log_environment",
+    "torch_log_variables",
     "torch_version",
     "trace_filter_installed",
     "trace_logger",
