@@ -379,6 +379,21 @@ def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str]
     """``seamscope ARGS`` from folder ``cwd`` in a fresh process forked from ``server`` (the test
     run's ``fresh_server``: a process of its own, its exit code and its stderr, without a new
     interpreter's torch import), as a ``CompletedProcess`` (stdout not kept)."""
+    return job_forked(server, "seamscope.cli:main", args, cwd, env, unset)
+
+
+def script_forked(server: Any, argv: list[str], cwd: Any, env: dict[str, str] | None = None,
+                  unset: tuple[str, ...] = (), timeout: float = 600) -> Any:
+    """``python SCRIPT ARGS...`` (``argv``) as :func:`seamscope_forked` runs ``seamscope``: forked
+    from ``server``, ``env`` (``TORCH_TRACE``, ``TORCH_LOGS``...) in its environment as in a new
+    interpreter's."""
+    return job_forked(server, "fresh_jobs:script", [str(a) for a in argv], cwd, env, unset, timeout)
+
+
+def job_forked(server: Any, entry: str, arg: list[str], cwd: Any, env: dict[str, str] | None = None,
+               unset: tuple[str, ...] = (), timeout: float = 600) -> Any:
+    """Job ``entry`` with ``arg`` forked from ``server``, as a ``CompletedProcess`` (``args`` is
+    ``arg``, its stderr kept, not its stdout); a timeout or a lost server fails the test."""
     import os
     import subprocess
     import tempfile
@@ -388,11 +403,11 @@ def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str]
     fd, log = tempfile.mkstemp(prefix="seamscope-test-", suffix=".log")
     os.close(fd)
     try:
-        ended = server.run(Job(entry="seamscope.cli:main", arg=list(args), log=log, stdout=False, env=env or {},
-                               unset=list(unset), cwd=str(cwd)), 600)
+        ended = server.run(Job(entry=entry, arg=list(arg), log=log, stdout=False, env=env or {},
+                               unset=list(unset), cwd=str(cwd)), timeout)
         with open(log, encoding="utf-8", errors="replace") as f:
             err = f.read()
     finally:
         os.unlink(log)
-    assert not ended.timed_out and ended.lost is None, (args, ended.text(), err)
-    return subprocess.CompletedProcess(args, ended.exit_code, "", err)
+    assert not ended.timed_out and ended.lost is None, (arg, ended.text(), err)
+    return subprocess.CompletedProcess(arg, ended.exit_code, "", err)

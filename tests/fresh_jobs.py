@@ -1,5 +1,6 @@
-"""Jobs the fresh-process tests run in children (``tests/test_fresh.py``, ``tests/test_adapter.py``);
-torch is imported only by the job that compiles."""
+"""Jobs the tests run in fresh processes (``tests/test_fresh.py`` and the tests that run a workload
+script in a process of its own, forked from the test run's ``fresh_server``); torch is imported
+only by the jobs that compile."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ def report(arg: dict[str, Any]) -> int:
                    "warmed": WARMED, "counter": COUNTER[0], "pid": os.getpid(),
                    "ppid": os.getppid()}, f)
     return int(arg.get("code", 0))
+
+
+def script(argv: list[str]) -> int:
+    """``python SCRIPT ARGS...`` (``argv``): the script run as ``__main__``, its folder first on
+    ``sys.path``; its ``SystemExit`` is the exit code."""
+    import runpy
+
+    sys.argv = list(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    runpy.run_path(argv[0], run_name="__main__")
+    return 0
 
 
 def crash(_: Any) -> int:

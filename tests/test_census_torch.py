@@ -1,12 +1,12 @@
 """Break sites, recompiles, phases and remedies on real models, as PyTorch's own logs count them.
 
 GIVEN small real workloads (``tests/workloads/census.py``: a function with one statement written
-twice, and ``transformers`` Reformer and BERT models built from tiny configs) run in a subprocess
-under a seamscope session with ``TORCH_TRACE`` and ``TORCH_LOGS=graph_breaks,recompiles`` set,
-WHEN the live receipt is read and the same run's ``TORCH_TRACE`` log is imported, THEN both agree
-with sources capture never reads: the ``TORCH_LOGS`` text parsed here, tlparse's
-``compile_directory.json``, ``torch._dynamo.utils.counters`` and ``torch.profiler``'s compiled
-regions.
+twice, and ``transformers`` Reformer and BERT models built from tiny configs) run in a process of
+their own (forked from the test run's ``fresh_server``) under a seamscope session with
+``TORCH_TRACE`` and ``TORCH_LOGS=graph_breaks,recompiles`` set, WHEN the live receipt is read and
+the same run's ``TORCH_TRACE`` log is imported, THEN both agree with sources capture never reads:
+the ``TORCH_LOGS`` text parsed here, tlparse's ``compile_directory.json`` and its pages,
+``torch._dynamo.utils.counters`` and ``torch.profiler``'s compiled regions.
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fakes import script_forked
+from test_import_torch_trace import compare_with_tlparse
 
 from seamscope.analyze.findings import analyze_findings
 from seamscope.analyze.receipt import make_receipt
@@ -46,17 +49,17 @@ _RECOMPILING = re.compile(r"\] \[(\d+/\d+)\] \[__recompiles\] Recompiling functi
 class Run:
     """One workload run: the live receipt, the imported one, and PyTorch's own records."""
 
-    def __init__(self, tmp: Path, kind: str) -> None:
+    def __init__(self, tmp: Path, kind: str, server: Any) -> None:
         out, trace = tmp / "out", tmp / "trace"
-        env = dict(os.environ, TORCH_TRACE=str(trace), TORCH_LOGS="graph_breaks,recompiles",
-                   TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor"))
-        proc = subprocess.run([sys.executable, str(WORKLOAD), kind, str(out)], env=env, cwd=tmp,
-                              capture_output=True, text=True, timeout=500)
+        env = {"TORCH_TRACE": str(trace), "TORCH_LOGS": "graph_breaks,recompiles",
+               "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor")}
+        proc = script_forked(server, [WORKLOAD, kind, out], tmp, env=env, timeout=500)
         assert proc.returncode == 0, proc.stderr[-3000:]
         self.logs = proc.stderr
         self.live = load_receipt(out / "receipt.json")
         self.verification = check_receipt(load_raw(out / "receipt.json"))
         (log,) = find_logs(str(trace))
+        self.log = log
         self.imported = make_receipt(import_torch_trace(log, cwd=str(tmp)).ledger)
         self.counters = json.loads((out / "counters.json").read_text())
         profile = out / "profile.json"
@@ -83,10 +86,10 @@ _RUNS: dict[str, Run] = {}
 
 
 @pytest.fixture
-def run(request, tmp_path_factory) -> Run:
+def run(request, tmp_path_factory, fresh_server) -> Run:
     kind = request.param
     if kind not in _RUNS:
-        _RUNS[kind] = Run(tmp_path_factory.mktemp(kind), kind)
+        _RUNS[kind] = Run(tmp_path_factory.mktemp(kind), kind, fresh_server)
     return _RUNS[kind]
 
 
@@ -131,6 +134,7 @@ def test_reformer_skipped_frame_break_is_one_site_with_its_real_type(run: Run) -
     assert run.verification.ok, run.verification
 
 
+@pytest.mark.xdist_group("census-bert")  # one worker builds the run for both BERT tests
 @pytest.mark.parametrize("run", ["bert"], indirect=True)
 def test_bert_recompiles_fallbacks_and_empty_frames_match_pytorch(run: Run) -> None:
     recompiling = run.recompiling()
@@ -179,6 +183,23 @@ def test_bert_recompiles_fallbacks_and_empty_frames_match_pytorch(run: Run) -> N
     assert all(prof[k] == n for k, n in ours.items())
     assert set(prof) - set(ours) and set(prof) - set(ours) <= empty
     assert run.verification.ok, run.verification
+
+
+@pytest.mark.xdist_group("census-bert")
+@pytest.mark.parametrize("run", ["bert"], indirect=True)
+def test_transformers_bert_log_imports_as_tlparse_reads_it_and_counts_as_pytorch(run: Run, tmp_path: Path) -> None:
+    """The BERT run's ``TORCH_TRACE`` log, imported: per compile id what tlparse shows (ids,
+    restarts and failures, break reasons, recompile reasons), the counts as the counters say."""
+    compare_with_tlparse(run.log, tmp_path / "tl", run.cwd)
+    s = run.imported.summary
+    # Dynamo counts as "ok" frames it skips before giving them a compile id (transformers'
+    # wrappers without tensors): those never reach the log, so here compile_count is the log's
+    # own count of ids that produced code (the same ids tlparse lists, checked above).
+    assert s.compile_count <= run.counters["frames"]["ok"]
+    assert s.compile_count == sum(1 for c in run.imported.ledger.compilations if c.status == "ok")
+    assert s.graph_count == run.counters["stats"]["unique_graphs"]
+    assert s.fallback_count == run.counters["frames"]["total"] - run.counters["frames"]["ok"]
+    assert s.break_site_count > 0 and s.recompile_count > 0
 
 
 @pytest.mark.parametrize("run", ["bert_static"], indirect=True)

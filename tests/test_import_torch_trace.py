@@ -1,10 +1,12 @@
 """Import of real ``TORCH_TRACE`` logs, compared with tlparse and with PyTorch's own counters.
 
-GIVEN a small workload run in a subprocess with ``TORCH_TRACE`` set (the command is
-``WORKLOAD`` below; it also dumps ``torch._dynamo.utils.counters``), WHEN seamscope imports the
-log, THEN per compile id it agrees with ``tlparse`` on the same log (compile ids, restarts and
-failures, break reasons and codes, recompile reasons), and the summary counts equal the counters.
-The test process itself never imports torch.
+GIVEN a small workload run in a process of its own with ``TORCH_TRACE`` set (the script is
+``WORKLOAD`` below, forked from the test run's ``fresh_server``; it also dumps
+``torch._dynamo.utils.counters``), WHEN seamscope imports the log, THEN per compile id it agrees
+with ``tlparse`` on the same log (compile ids, restarts and failures, break reasons and codes,
+recompile reasons), and the summary counts equal the counters. The test process itself never
+imports torch. (A transformers BERT run's log is checked the same way in ``test_census_torch.py``,
+on the census's BERT run.)
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fakes import script_forked
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.cli import main
@@ -67,34 +71,21 @@ if kind in ("basic", "ranks"):
     cg = torch.compile(g, backend=backend, dynamic=False)
     for k in range(5):                # a recompile-limit hit
         cg(torch.randn(3), k)
-elif kind == "bert":
-    from transformers import BertConfig, BertModel
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=64)
-    model = BertModel(cfg).eval()
-    cm = torch.compile(model, backend=backend)
-    with torch.no_grad():
-        for n in (8, 9):
-            cm(torch.randint(0, 64, (1, n)), output_attentions=True)
 json.dump({"frames": dict(counters["frames"]), "stats": dict(counters["stats"])},
           open(counters_out, "w"))
 '''
 
 
-def run_workload(tmp: Path, backend: str, kind: str, env: dict[str, str] | None = None,
-                 trace_dir: Path | None = None, tag: str = "") -> tuple[Path, dict]:
+def run_workload(server: Any, tmp: Path, backend: str, kind: str) -> tuple[Path, dict]:
+    """``WORKLOAD`` forked from ``server`` with ``TORCH_TRACE`` set: the log's folder, the counters."""
     tmp.mkdir(parents=True, exist_ok=True)
     script = tmp / "workload.py"
     script.write_text(WORKLOAD)
-    trace_dir = trace_dir or tmp / "trace"
-    counters = tmp / f"counters{tag}.json"
-    e = dict(os.environ, TORCH_TRACE=str(trace_dir), **(env or {}))
-    e.pop("TORCH_LOGS", None)
-    subprocess.run(
-        [sys.executable, str(script), backend, str(counters), kind],
-        env=e, cwd=tmp, check=True, capture_output=True, timeout=240,
-    )
+    trace_dir = tmp / "trace"
+    counters = tmp / "counters.json"
+    p = script_forked(server, [script, backend, counters, kind], tmp, env={"TORCH_TRACE": str(trace_dir)},
+                      unset=("TORCH_LOGS",), timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
     return trace_dir, json.loads(counters.read_text())
 
 
@@ -109,9 +100,9 @@ def fold(cid: str) -> str:
 
 
 @pytest.fixture(scope="module", params=["eager", "aot_eager"])
-def basic(request, tmp_path_factory):
+def basic(request, tmp_path_factory, fresh_server):
     tmp = tmp_path_factory.mktemp(f"basic-{request.param}")
-    trace_dir, counters = run_workload(tmp, request.param, "basic")
+    trace_dir, counters = run_workload(fresh_server, tmp, request.param, "basic")
     (log,) = find_logs(str(trace_dir))
     return tmp, log, counters
 
@@ -356,23 +347,6 @@ def test_empty_file_and_empty_directory(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["import", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
     assert e.value.code == 2
-
-
-def test_transformers_bert_with_breaks_and_recompiles(tmp_path):
-    pytest.importorskip("transformers")
-    trace_dir, counters = run_workload(tmp_path, "eager", "bert")
-    (log,) = find_logs(str(trace_dir))
-    compare_with_tlparse(log, tmp_path / "tl", str(tmp_path))
-    imp = import_torch_trace(log, cwd=str(tmp_path))
-    s = make_receipt(imp.ledger).summary
-    # Dynamo counts as "ok" frames it skips before giving them a compile id (transformers'
-    # wrappers without tensors): those never reach the log, so here compile_count is the log's
-    # own count of ids that produced code (the same ids tlparse lists, checked above).
-    assert s.compile_count <= counters["frames"]["ok"]
-    assert s.compile_count == sum(1 for c in imp.ledger.compilations if c.status == "ok")
-    assert s.graph_count == counters["stats"]["unique_graphs"]
-    assert s.fallback_count == counters["frames"]["total"] - counters["frames"]["ok"]
-    assert s.break_site_count > 0 and s.recompile_count > 0
 
 
 def _free_port() -> int:

@@ -11,11 +11,10 @@ import contextlib
 import json
 import logging
 import os
-import subprocess
 import sys
 
 import pytest
-from fakes import seamscope_forked
+from fakes import script_forked, seamscope_forked
 
 torch = pytest.importorskip("torch")
 
@@ -35,7 +34,6 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("dynamo_reset")]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "workloads", "breaks.py")
-SEAMSCOPE = [sys.executable, "-m", "seamscope"]
 
 
 def breaks_and_recompiles():
@@ -323,17 +321,18 @@ def _trace_kinds(trace_dir):
     return kinds
 
 
-def test_a_users_torch_trace_is_complete_under_seamscope_run(tmp_path):
-    def trace(name, *cmd, **extra):
-        env = dict(os.environ, TORCH_TRACE=str(tmp_path / name), **extra)
-        p = subprocess.run([*cmd, SCRIPT], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+def test_a_users_torch_trace_is_complete_under_seamscope_run(tmp_path, fresh_server):
+    def trace(name, run, *args, **extra):
+        # a fresh process each, forked from the test run's one server: TORCH_TRACE as set for it
+        env = {"TORCH_TRACE": str(tmp_path / name), **extra}
+        p = run(fresh_server, [*args, SCRIPT], tmp_path, env=env, unset=() if extra else ("SEAMSCOPE_FULL_TRACE",))
         assert p.returncode == 0, p.stderr
         return _trace_kinds(tmp_path / name)
 
-    observe = (*SEAMSCOPE, "run", "--quiet")
-    plain = trace("plain", sys.executable)
-    observed = trace("observed", *observe, "--out", "o")
-    unfiltered = trace("unfiltered", *observe, "--out", "u", SEAMSCOPE_FULL_TRACE="1")
+    observe = ("run", "--quiet")
+    plain = trace("plain", script_forked)
+    observed = trace("observed", seamscope_forked, *observe, "--out", "o")
+    unfiltered = trace("unfiltered", seamscope_forked, *observe, "--out", "u", SEAMSCOPE_FULL_TRACE="1")
     assert len(plain) > 100 and ("dynamo_output_graph", True) in [k[:2] for k in plain]
     assert any("convert_frame.py:" in w for k in plain for w in k[2])
     assert observed == unfiltered  # record for record, with the caller's file and line
