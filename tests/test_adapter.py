@@ -283,7 +283,6 @@ def test_torch_log_variables_are_the_names_torch_reads_at_import(monkeypatch):
     assert adapter.torch_log_variables() == () and adapter.reread_torch_logs() is None
 
 
-@pytest.mark.timeout(300)
 def test_reread_torch_logs_follows_the_environment_as_it_is_set_then_unset(fresh_server, tmp_path):
     """In a forked child: TORCH_TRACE and TORCH_LOGS set, torch's logs set up again, then one
     unset and the other moved, set up again: the trace goes to the new folder only and the

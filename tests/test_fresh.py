@@ -201,7 +201,6 @@ def test_inside_shared_a_fork_service_borrows_the_running_server(tmp_path):
 
 
 @pytest.mark.torch
-@pytest.mark.timeout(300)
 def test_a_forked_job_logs_as_its_environment_says_though_the_server_imported_torch(fresh_server, tmp_path):
     """``import torch`` reads TORCH_TRACE and TORCH_LOGS once: a job forked after the server
     imported it sets its logs up again from its own environment, as a new interpreter would."""
