@@ -206,10 +206,11 @@ def test_a_forked_job_logs_as_its_environment_says_though_the_server_imported_to
     imported it sets its logs up again from its own environment, as a new interpreter would."""
     # GIVEN the test run's server, which imported torch without these settings
     trace, out = tmp_path / "trace", tmp_path / "torch_logs.txt"
-    env = {"TORCH_TRACE": str(trace), "TORCH_LOGS": "graph_breaks", "TORCH_LOGS_OUT": str(out)}
-    # WHEN a job that compiles a graph break sets them
+    env = {"TORCH_TRACE": "trace", "TORCH_LOGS": "graph_breaks", "TORCH_LOGS_OUT": "torch_logs.txt"}
+    # WHEN a job that compiles a graph break sets them (paths relative to its folder)
     log = tmp_path / "a.log"
-    e = fresh_server.run(Job(entry="fresh_jobs:compile_a_break", arg={}, env=env, log=str(log), stdout=False), 300)
+    e = fresh_server.run(Job(entry="fresh_jobs:compile_a_break", arg={}, env=env, log=str(log), stdout=False,
+                             cwd=str(tmp_path)), 300)
     assert e.ok, log.read_text()
     # THEN PyTorch writes its trace file there, and its graph-break log to stderr and to the file
     (first,) = trace.iterdir()
@@ -221,7 +222,7 @@ def test_a_forked_job_logs_as_its_environment_says_though_the_server_imported_to
     # AND a next job without them (each child a fork of the unchanged server) logs none of it
     log2 = tmp_path / "b.log"
     e = fresh_server.run(Job(entry="fresh_jobs:compile_a_break", arg={}, unset=list(env), log=str(log2),
-                             stdout=False), 300)
+                             stdout=False, cwd=str(tmp_path)), 300)
     assert e.ok, log2.read_text()
     assert list(trace.iterdir()) == [first] and first.read_text() == records
     assert "__graph_breaks" not in log2.read_text() and out.read_text().count("Graph break in user code") == 1

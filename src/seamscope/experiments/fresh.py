@@ -412,13 +412,13 @@ def _child(job: Job) -> int:
     # settings a preloaded module read from the environment at import, before this fork: the job's
     # own values must win (Inductor's compile_threads; torch's TORCH_LOGS, TORCH_TRACE...)
     adapter.reread_compile_threads()
-    if logs_read != adapter.torch_log_environment():
+    if job.cwd:
+        os.chdir(job.cwd)
+    if logs_read != adapter.torch_log_environment():  # in the job's folder: TORCH_LOGS_OUT=log.txt
         try:
             adapter.reread_torch_logs()
         except adapter.AdapterProblem as e:
             print(f"fresh: {e}", file=sys.stderr)
-    if job.cwd:
-        os.chdir(job.cwd)
     return call(job.entry, job.arg)
 
 
