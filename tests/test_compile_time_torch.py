@@ -222,14 +222,14 @@ def test_regional_compilation_with_the_kv_cache_on_says_each_layer_recompiles():
 
 
 @pytest.mark.inductor
-def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
+def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path, fresh_server):
     script = tmp_path / "ind.py"
     # an extern mm: Inductor's stages and both caches, without seconds of C++ kernel build per run
     script.write_text("import torch\n\ng = torch.compile(lambda x: torch.mm(x, x.t()))\n"
-                      "for _ in range(2):\n    g(torch.randn(8, 16))\n")
+                      "for _ in range(2):\n    g(torch.randn(8, 16))\nprint('the script ran')\n")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "seamscope", "run", "--warm", "--out", str(out), str(script)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    # in this process: the three runs are forked from the test run's server, each a process of its own
+    proc = seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp_path)
     assert proc.returncode == 0, proc.stderr
     ws = json.loads((out / "warm-start.json").read_text())
     cold_fx, warm_fx = ws["cold_caches"][0], ws["warm_caches"][0]
@@ -242,6 +242,33 @@ def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
     assert art is not None and art["artifacts_bytes"] > 0 and "cache artifacts: loaded" in art["load_note"]
     assert art["caches"][0]["layer"] == "fx_graph" and art["caches"][0]["hit"] == 1
     assert "from artifacts" in proc.stdout and (out / "warm-artifacts" / "receipt.json").exists()
+    # each run's output is in its own file, not on the terminal
+    for name in ("cold", "warm", "warm-artifacts"):
+        assert "the script ran" in (out / f"{name}.log").read_text()
+    assert "the script ran" not in proc.stdout + proc.stderr and "NAME.log" in proc.stderr
+
+
+def test_a_failing_run_under_warm_exits_with_its_code_and_shows_its_last_lines(tmp_path, fresh_server):
+    # GIVEN a script that fails (no compilation: the cold run ends before anything is cached)
+    script = tmp_path / "bad.py"
+    script.write_text("print('about to fail')\nraise ValueError('the bad script failed')\n")
+    out = tmp_path / "out"
+    proc = seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp_path)
+    # THEN the command exits as the cold run did, names its log and shows its last lines
+    assert proc.returncode == 1, proc.stderr
+    log = out / "cold.log"
+    assert f"seamscope: the cold run failed (exit code 1); its last lines (all of it in {log}):" in proc.stderr
+    assert "ValueError: the bad script failed" in proc.stderr and "about to fail" in log.read_text()
+    assert not (out / "warm").exists() and not (out / "warm-start.json").exists()
+
+
+def test_a_run_killed_by_a_signal_under_warm_is_one_line_and_128_plus_the_signal(tmp_path, fresh_server):
+    script = tmp_path / "killed.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    out = tmp_path / "out"
+    proc = seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp_path)
+    assert proc.returncode == 128 + 9, proc.stderr
+    assert proc.stderr.strip() == f"seamscope: the cold run ended: signal SIGKILL; its output: {out / 'cold.log'}"
 
 
 def test_run_warm_refuses_cache_artifacts_flags_of_its_own(tmp_path):
