@@ -1,6 +1,6 @@
 """The compile-time ledger on real runs: transformers models built from tiny configs and compiled
-whole (several identical layers: the repeated block is found and named), a warm Inductor cache
-(FX graph cache hits), and an imported ``TORCH_TRACE`` log made here with torch (the same
+whole (several identical layers: the repeated block is found and named), `run --warm` (a warm Inductor cache:
+FX graph cache hits), and an imported ``TORCH_TRACE`` log made here with torch (the same
 findings; fields an older PyTorch lacks are said to be absent)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 
 from seamscope.analyze.findings import analyze_findings  # noqa: E402
 from seamscope.capture.session import session  # noqa: E402
+from seamscope.ingest.receipt import load_receipt  # noqa: E402
 from seamscope.ingest.torch_trace import find_logs, import_torch_trace  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -71,30 +72,6 @@ def test_llama_with_its_kv_cache_says_regional_compilation_would_recompile():
     assert f.block.cls == "LlamaDecoderLayer" and f.block.instances == 3
     assert f.block.kv_cache, "the decoder layers update the KV cache"
     assert "use_cache=False" in f.remedies[0].text and "recompile" in f.remedies[0].text
-
-
-@pytest.mark.inductor
-def test_a_warm_inductor_cache_hits_and_is_seen_warm(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
-
-    def f(x):  # an extern mm: Inductor's stages and caches without seconds of C++ kernel build
-        return torch.mm(x, x.t())
-
-    x = torch.randn(8, 16)
-    found = []
-    for _ in range(2):
-        torch._dynamo.reset()
-        with session(write_html=False) as s:
-            torch.compile(f, backend="inductor")(x)
-        found.append(analyze_findings(s.ledger).compile_time)
-    cold, warm = found
-    assert cold.cache_dir_warm is False and warm.cache_dir_warm is True
-    fx_cold = next(c for c in cold.caches if c.layer == "fx_graph")
-    fx_warm = next(c for c in warm.caches if c.layer == "fx_graph")
-    assert fx_cold.miss == 1 and fx_cold.hit == 0
-    assert fx_warm.hit == 1 and fx_warm.miss == 0
-    assert not [x for x in warm.findings if x.kind == "cache_miss"]
-    assert cold.split.inductor_ns and cold.split.inductor_ns > 0  # Inductor's own stage recorded
 
 
 BLOCKS = r'''
@@ -221,15 +198,39 @@ def test_regional_compilation_with_the_kv_cache_on_says_each_layer_recompiles():
     assert "use_cache=False" in f.remedies[0].text
 
 
-@pytest.mark.inductor
-def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path, fresh_server):
-    script = tmp_path / "ind.py"
+@pytest.fixture(scope="module")
+def warm_run(tmp_path_factory, fresh_server):
+    """``seamscope run --warm`` of a script compiled with Inductor, in this process: its three runs
+    (cold, warm, warm from the artifacts) are forked from the test run's server, each a process of
+    its own with its own cache directory."""
+    tmp = tmp_path_factory.mktemp("warm")
+    script = tmp / "ind.py"
     # an extern mm: Inductor's stages and both caches, without seconds of C++ kernel build per run
     script.write_text("import torch\n\ng = torch.compile(lambda x: torch.mm(x, x.t()))\n"
                       "for _ in range(2):\n    g(torch.randn(8, 16))\nprint('the script ran')\n")
-    out = tmp_path / "out"
-    # in this process: the three runs are forked from the test run's server, each a process of its own
-    proc = seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp_path)
+    out = tmp / "out"
+    return out, seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp)
+
+
+@pytest.mark.inductor
+def test_a_warm_inductor_cache_hits_and_is_seen_warm(warm_run):
+    out, proc = warm_run
+    assert proc.returncode == 0, proc.stderr
+    found = [analyze_findings(load_receipt(str(out / name / "receipt.json")).ledger).compile_time
+             for name in ("cold", "warm")]
+    cold, warm = found
+    assert cold.cache_dir_warm is False and warm.cache_dir_warm is True
+    fx_cold = next(c for c in cold.caches if c.layer == "fx_graph")
+    fx_warm = next(c for c in warm.caches if c.layer == "fx_graph")
+    assert fx_cold.miss == 1 and fx_cold.hit == 0
+    assert fx_warm.hit == 1 and fx_warm.miss == 0
+    assert not [x for x in warm.findings if x.kind == "cache_miss"]
+    assert cold.split.inductor_ns and cold.split.inductor_ns > 0  # Inductor's own stage recorded
+
+
+@pytest.mark.inductor
+def test_run_warm_reads_the_cache_the_cold_run_filled(warm_run):
+    out, proc = warm_run
     assert proc.returncode == 0, proc.stderr
     ws = json.loads((out / "warm-start.json").read_text())
     cold_fx, warm_fx = ws["cold_caches"][0], ws["warm_caches"][0]
