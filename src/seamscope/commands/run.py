@@ -28,7 +28,8 @@ from .options import remedy_options
               help="At most this many events per call in the trace.")
 @click.option("--warm", is_flag=True,
               help="Run TARGET twice in fresh processes sharing one persistent compile cache (OUT/compile-cache): "
-              "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json).")
+              "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json). "
+              "Each run's output goes to OUT/NAME.log.")
 @click.option("--save-cache-artifacts", "save_artifacts", type=click.Path(dir_okay=False), default=None,
               metavar="FILE", help="After the script, write torch.compiler.save_cache_artifacts() to FILE "
               "(PyTorch's portable FX graph and AOTAutograd cache entries).")
