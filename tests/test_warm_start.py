@@ -72,6 +72,18 @@ def test_a_failed_run_gives_its_exit_code_and_its_last_twenty_lines(monkeypatch,
     assert err[1:] == [f"  the cold run: line {i}" for i in range(10, 30)]
 
 
+def test_a_failed_runs_lines_are_shown_without_their_control_characters(monkeypatch, tmp_path, capsys):
+    class Coloured(FakeService):
+        def run(self, job: Job, timeout: float | None = None, **kw: object) -> Ended:
+            with open(job.log, "a", encoding="utf-8") as f:
+                f.write("\x1b[2J\x1b[31mred\n")
+            return super().run(job, timeout, **kw)
+
+    assert _warm(monkeypatch, tmp_path, Coloured(Ended(exit_code=1))) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "red" in err.splitlines()[1]
+
+
 def test_a_log_left_by_an_earlier_command_is_replaced(monkeypatch, tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "cold.log").write_text("an earlier command's output\n")

@@ -129,6 +129,7 @@ def _warn_misplaced_options(target: str, args: list[str]) -> None:
 
 
 def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool, remedies: dict[str, object]) -> int:
+    from ..analyze.display import shown
     from ..experiments.warm_start import log_tail, run_warm
 
     _remedy_plan(target, module, remedies)  # bad flags: exit 2 before anything runs
@@ -153,7 +154,7 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
         said = f"; its last lines (all of it in {got.log}):" if tail else f"; its output: {got.log}"
         click.echo(f"seamscope: the {got.failed} run failed ({got.ended.text()}){said}", err=True)
         for line in tail:
-            click.echo(f"  {line}", err=True)
+            click.echo(f"  {shown(line)}", err=True)  # the script's own text: no control characters
     elif got.ended is not None:
         click.echo(f"seamscope: the {got.failed} run ended: {got.ended.text()}; its output: {got.log}", err=True)
     return got.exit_code
