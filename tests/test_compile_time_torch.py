@@ -1,6 +1,6 @@
 """The compile-time ledger on real runs: transformers models built from tiny configs and compiled
-whole (several identical layers: the repeated block is found and named), a warm Inductor cache
-(FX graph cache hits), and an imported ``TORCH_TRACE`` log made here with torch (the same
+whole (several identical layers: the repeated block is found and named), `run --warm` (a warm Inductor cache:
+FX graph cache hits), and an imported ``TORCH_TRACE`` log made here with torch (the same
 findings; fields an older PyTorch lacks are said to be absent)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 
 from seamscope.analyze.findings import analyze_findings  # noqa: E402
 from seamscope.capture.session import session  # noqa: E402
+from seamscope.ingest.receipt import load_receipt  # noqa: E402
 from seamscope.ingest.torch_trace import find_logs, import_torch_trace  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -71,30 +72,6 @@ def test_llama_with_its_kv_cache_says_regional_compilation_would_recompile():
     assert f.block.cls == "LlamaDecoderLayer" and f.block.instances == 3
     assert f.block.kv_cache, "the decoder layers update the KV cache"
     assert "use_cache=False" in f.remedies[0].text and "recompile" in f.remedies[0].text
-
-
-@pytest.mark.inductor
-def test_a_warm_inductor_cache_hits_and_is_seen_warm(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
-
-    def f(x):  # an extern mm: Inductor's stages and caches without seconds of C++ kernel build
-        return torch.mm(x, x.t())
-
-    x = torch.randn(8, 16)
-    found = []
-    for _ in range(2):
-        torch._dynamo.reset()
-        with session(write_html=False) as s:
-            torch.compile(f, backend="inductor")(x)
-        found.append(analyze_findings(s.ledger).compile_time)
-    cold, warm = found
-    assert cold.cache_dir_warm is False and warm.cache_dir_warm is True
-    fx_cold = next(c for c in cold.caches if c.layer == "fx_graph")
-    fx_warm = next(c for c in warm.caches if c.layer == "fx_graph")
-    assert fx_cold.miss == 1 and fx_cold.hit == 0
-    assert fx_warm.hit == 1 and fx_warm.miss == 0
-    assert not [x for x in warm.findings if x.kind == "cache_miss"]
-    assert cold.split.inductor_ns and cold.split.inductor_ns > 0  # Inductor's own stage recorded
 
 
 BLOCKS = r'''
@@ -221,15 +198,39 @@ def test_regional_compilation_with_the_kv_cache_on_says_each_layer_recompiles():
     assert "use_cache=False" in f.remedies[0].text
 
 
-@pytest.mark.inductor
-def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
-    script = tmp_path / "ind.py"
+@pytest.fixture(scope="module")
+def warm_run(tmp_path_factory, fresh_server):
+    """``seamscope run --warm`` of a script compiled with Inductor, in this process: its three runs
+    (cold, warm, warm from the artifacts) are forked from the test run's server, each a process of
+    its own with its own cache directory."""
+    tmp = tmp_path_factory.mktemp("warm")
+    script = tmp / "ind.py"
     # an extern mm: Inductor's stages and both caches, without seconds of C++ kernel build per run
     script.write_text("import torch\n\ng = torch.compile(lambda x: torch.mm(x, x.t()))\n"
-                      "for _ in range(2):\n    g(torch.randn(8, 16))\n")
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "seamscope", "run", "--warm", "--out", str(out), str(script)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+                      "for _ in range(2):\n    g(torch.randn(8, 16))\nprint('the script ran')\n")
+    out = tmp / "out"
+    return out, seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp)
+
+
+@pytest.mark.inductor
+def test_a_warm_inductor_cache_hits_and_is_seen_warm(warm_run):
+    out, proc = warm_run
+    assert proc.returncode == 0, proc.stderr
+    found = [analyze_findings(load_receipt(str(out / name / "receipt.json")).ledger).compile_time
+             for name in ("cold", "warm")]
+    cold, warm = found
+    assert cold.cache_dir_warm is False and warm.cache_dir_warm is True
+    fx_cold = next(c for c in cold.caches if c.layer == "fx_graph")
+    fx_warm = next(c for c in warm.caches if c.layer == "fx_graph")
+    assert fx_cold.miss == 1 and fx_cold.hit == 0
+    assert fx_warm.hit == 1 and fx_warm.miss == 0
+    assert not [x for x in warm.findings if x.kind == "cache_miss"]
+    assert cold.split.inductor_ns and cold.split.inductor_ns > 0  # Inductor's own stage recorded
+
+
+@pytest.mark.inductor
+def test_run_warm_reads_the_cache_the_cold_run_filled(warm_run):
+    out, proc = warm_run
     assert proc.returncode == 0, proc.stderr
     ws = json.loads((out / "warm-start.json").read_text())
     cold_fx, warm_fx = ws["cold_caches"][0], ws["warm_caches"][0]
@@ -242,6 +243,33 @@ def test_run_warm_reads_the_cache_the_cold_run_filled(tmp_path):
     assert art is not None and art["artifacts_bytes"] > 0 and "cache artifacts: loaded" in art["load_note"]
     assert art["caches"][0]["layer"] == "fx_graph" and art["caches"][0]["hit"] == 1
     assert "from artifacts" in proc.stdout and (out / "warm-artifacts" / "receipt.json").exists()
+    # each run's output is in its own file, not on the terminal
+    for name in ("cold", "warm", "warm-artifacts"):
+        assert "the script ran" in (out / f"{name}.log").read_text()
+    assert "the script ran" not in proc.stdout + proc.stderr and "NAME.log" in proc.stderr
+
+
+def test_a_failing_run_under_warm_exits_with_its_code_and_shows_its_last_lines(tmp_path, fresh_server):
+    # GIVEN a script that fails (no compilation: the cold run ends before anything is cached)
+    script = tmp_path / "bad.py"
+    script.write_text("print('about to fail')\nraise ValueError('the bad script failed')\n")
+    out = tmp_path / "out"
+    proc = seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp_path)
+    # THEN the command exits as the cold run did, names its log and shows its last lines
+    assert proc.returncode == 1, proc.stderr
+    log = out / "cold.log"
+    assert f"seamscope: the cold run failed (exit code 1); its last lines (all of it in {log}):" in proc.stderr
+    assert "ValueError: the bad script failed" in proc.stderr and "about to fail" in log.read_text()
+    assert not (out / "warm").exists() and not (out / "warm-start.json").exists()
+
+
+def test_a_run_killed_by_a_signal_under_warm_is_one_line_and_128_plus_the_signal(tmp_path, fresh_server):
+    script = tmp_path / "killed.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    out = tmp_path / "out"
+    proc = seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp_path)
+    assert proc.returncode == 128 + 9, proc.stderr
+    assert proc.stderr.strip() == f"seamscope: the cold run ended: signal SIGKILL; its output: {out / 'cold.log'}"
 
 
 def test_run_warm_refuses_cache_artifacts_flags_of_its_own(tmp_path):

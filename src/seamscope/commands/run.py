@@ -28,7 +28,8 @@ from .options import remedy_options
               help="At most this many events per call in the trace.")
 @click.option("--warm", is_flag=True,
               help="Run TARGET twice in fresh processes sharing one persistent compile cache (OUT/compile-cache): "
-              "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json).")
+              "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json). "
+              "Each run's output goes to OUT/NAME.log.")
 @click.option("--save-cache-artifacts", "save_artifacts", type=click.Path(dir_okay=False), default=None,
               metavar="FILE", help="After the script, write torch.compiler.save_cache_artifacts() to FILE "
               "(PyTorch's portable FX graph and AOTAutograd cache entries).")
@@ -128,20 +129,35 @@ def _warn_misplaced_options(target: str, args: list[str]) -> None:
 
 
 def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool, remedies: dict[str, object]) -> int:
-    from ..experiments.warm_start import run_warm
+    from ..analyze.display import shown
+    from ..experiments.warm_start import log_tail, run_warm
 
     _remedy_plan(target, module, remedies)  # bad flags: exit 2 before anything runs
-    rc, ws = run_warm(target, args, module, out, spec_of(remedies).flags())
+    got = run_warm(target, args, module, out, spec_of(remedies).flags())
+    ws = got.comparison
     if ws is not None and not quiet:
         from rich.console import Console
 
         from ..render.compile_time_table import print_warm_start
 
         print_warm_start(Console(highlight=False), ws)
+    kept = ", ".join(f"{out}/{name}" for name in got.done)
     if ws is not None:
         also = f", {out}/warm-artifacts" if ws.artifacts is not None else ""
-        click.echo(f"seamscope: wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json", err=True)
-    return rc
+        click.echo(f"seamscope: wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json "
+                   f"(each run's output: {out}/NAME.log)", err=True)
+    elif got.interrupted:
+        click.echo(f"seamscope: interrupted during the {got.failed} run"
+                   + (f"; {kept} kept" if kept else ""), err=True)
+    elif got.ended is not None and got.ended.exit_code is not None and got.ended.exit_code > 0:
+        tail = log_tail(got.log or "")
+        said = f"; its last lines (all of it in {got.log}):" if tail else f"; its output: {got.log}"
+        click.echo(f"seamscope: the {got.failed} run failed ({got.ended.text()}){said}", err=True)
+        for line in tail:
+            click.echo(f"  {shown(line)}", err=True)  # the script's own text: no control characters
+    elif got.ended is not None:
+        click.echo(f"seamscope: the {got.failed} run ended: {got.ended.text()}; its output: {got.log}", err=True)
+    return got.exit_code
 
 
 def spec_of(remedies: dict[str, object]) -> RemedySpec:
