@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -396,3 +397,65 @@ def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str]
         os.unlink(log)
     assert not ended.timed_out and ended.lost is None, (args, ended.text(), err)
     return subprocess.CompletedProcess(args, ended.exit_code, "", err)
+
+
+class Forked:
+    """``seamscope ARGS`` from folder ``cwd``, started in a process forked from ``server`` (the test
+    run's ``fresh_server``) and not waited for: a real process with its own pid, signals and exit
+    code, without a new interpreter's torch import. Its stdout goes to the file ``stdout``, its
+    stderr to ``stderr``. The server runs one job at a time: a second ``Forked`` starts when the
+    first has ended (a test runs them one after another)."""
+
+    _one_at_a_time = threading.Lock()
+
+    def __init__(self, server: Any, args: list[str], cwd: Any, *, stdout: Any, stderr: Any,
+                 env: dict[str, str] | None = None, timeout: float = 300.0) -> None:
+        from seamscope.experiments.fresh import Job
+
+        self.args = list(args)
+        self._pid_file = f"{stderr}.pid"
+        job = Job(entry="fresh_jobs:seamscope", arg={"args": self.args, "pid": self._pid_file, "stdout": str(stdout)},
+                  log=str(stderr), stdout=False, env=env or {}, cwd=str(cwd))
+        self.ended: Any = None
+        Forked._one_at_a_time.acquire()
+        self._thread = threading.Thread(target=self._run, args=(server, job, timeout), daemon=True)
+        self._thread.start()
+
+    def _run(self, server: Any, job: Any, timeout: float) -> None:
+        try:
+            self.ended = server.run(job, timeout)
+        finally:
+            Forked._one_at_a_time.release()
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def pid(self) -> int:
+        """The process's pid (waited for: it is written as the process starts)."""
+        end = time.monotonic() + 60
+        while True:
+            try:
+                with open(self._pid_file, encoding="utf-8") as f:
+                    return int(f.read())
+            except FileNotFoundError:
+                assert self.running() and time.monotonic() < end, f"{self.args}: no pid ({self.ended})"
+                time.sleep(0.01)
+
+    def send_signal(self, sig: int) -> None:
+        import os
+
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout: float = 120.0) -> int | None:
+        """Its exit code (negative: the signal that ended it; None: killed after ``timeout`` s)."""
+        import os
+        import signal
+
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self._thread.join()
+            return None
+        assert self.ended is not None and self.ended.lost is None, (self.args, self.ended)
+        return self.ended.exit_code  # type: ignore[no-any-return]

@@ -49,3 +49,17 @@ def sleep_with_a_child(path: str) -> int:
         json.dump([os.getpid(), grandchild.pid], f)
     time.sleep(600)
     return 0
+
+
+def seamscope(arg: dict[str, Any]) -> int:
+    """``seamscope ARGS`` as a process of its own (``fakes.Forked``): its stdout to the file
+    ``arg["stdout"]``, its pid written to ``arg["pid"]`` (whole, by a rename) before the command runs."""
+    fd = os.open(arg["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.close(fd)
+    with open(arg["pid"] + ".tmp", "w", encoding="utf-8") as f:
+        f.write(str(os.getpid()))
+    os.replace(arg["pid"] + ".tmp", arg["pid"])
+    from seamscope.cli import main
+
+    return int(main(list(arg["args"])) or 0)

@@ -1,5 +1,5 @@
 """``seamscope run`` as a user runs it: an unmodified script in a process of its own (forked from
-the test run's one server, ``fresh_server``; Ctrl-C goes to a real ``seamscope`` process)."""
+the test run's one server, ``fresh_server``; Ctrl-C goes to that process, as from a terminal)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
+import time
 
 import pytest
-from fakes import seamscope_forked
+from fakes import Forked, seamscope_forked
 
 pytest.importorskip("torch")
 
@@ -18,7 +18,6 @@ pytestmark = pytest.mark.torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "workloads", "breaks.py")
-SEAMSCOPE = [sys.executable, "-m", "seamscope"]
 
 
 @pytest.fixture
@@ -71,32 +70,29 @@ def test_script_that_raises_shows_its_traceback_exit_1_and_keeps_the_ledger(tmp_
     assert r["summary"]["call_count"] == 1
 
 
-def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path):
-    proc = subprocess.Popen(
-        [*SEAMSCOPE, "run", "--quiet", "--out", "o", SCRIPT, "--", "--sleep"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal, even from a background job
-    )
+def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path, fresh_server):
+    proc = Forked(fresh_server, ["run", "--quiet", "--out", "o", SCRIPT, "--", "--sleep"], tmp_path,
+                  stdout=tmp_path / "stdout", stderr=tmp_path / "stderr")
     # wait until calls are running (each call prints a line), then press Ctrl-C
     out = tmp_path / "o"
-    assert proc.stdout is not None
-    for _ in range(20):
-        if not proc.stdout.readline():
-            break
+    end = time.monotonic() + 120
+    while proc.running() and time.monotonic() < end and _lines(tmp_path / "stdout") < 3:
+        time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    err = proc.stderr.read() if proc.stderr else ""
+    code = proc.wait(120)
+    err = (tmp_path / "stderr").read_text()
     assert out.exists(), err
-    assert proc.returncode == 130, err
+    assert code == 130, err
     assert "interrupted" in err
     r = receipt(tmp_path / "o")
     assert r["summary"]["call_count"] >= 1
+
+
+def _lines(path):
+    try:
+        return path.read_text().count("\n")
+    except FileNotFoundError:
+        return 0
 
 
 def test_module_mode_runs_the_demo(tmp_path, run):
