@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import shutil
+import signal
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -375,11 +379,16 @@ def seamscope_here(args: list[str], cwd: Any) -> Any:
     return subprocess.CompletedProcess(args, e.value.code, out.getvalue(), err.getvalue())
 
 
+_ONE_JOB = threading.Lock()
+"""Held while a job of the test run's server runs: the server runs one at a time."""
+
+
 def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str] | None = None,
-                     unset: tuple[str, ...] = ()) -> Any:
+                     unset: tuple[str, ...] = (), entry: str = "seamscope.cli:main") -> Any:
     """``seamscope ARGS`` from folder ``cwd`` in a fresh process forked from ``server`` (the test
     run's ``fresh_server``: a process of its own, its exit code and its stderr, without a new
-    interpreter's torch import), as a ``CompletedProcess`` (stdout not kept)."""
+    interpreter's torch import), as a ``CompletedProcess`` (stdout not kept). ``entry``: another
+    command's ``main(argv)`` (``torch.distributed.run:main``: torchrun)."""
     import os
     import subprocess
     import tempfile
@@ -389,8 +398,9 @@ def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str]
     fd, log = tempfile.mkstemp(prefix="seamscope-test-", suffix=".log")
     os.close(fd)
     try:
-        ended = server.run(Job(entry="seamscope.cli:main", arg=list(args), log=log, stdout=False, env=env or {},
-                               unset=list(unset), cwd=str(cwd)), 600)
+        with _ONE_JOB:
+            ended = server.run(Job(entry=entry, arg=list(args), log=log, stdout=False, env=env or {},
+                                   unset=list(unset), cwd=str(cwd)), 600)
         with open(log, encoding="utf-8", errors="replace") as f:
             err = f.read()
     finally:
@@ -406,18 +416,18 @@ class Forked:
     stderr to ``stderr``. The server runs one job at a time: a second ``Forked`` starts when the
     first has ended (a test runs them one after another)."""
 
-    _one_at_a_time = threading.Lock()
-
     def __init__(self, server: Any, args: list[str], cwd: Any, *, stdout: Any, stderr: Any,
-                 env: dict[str, str] | None = None, timeout: float = 300.0) -> None:
+                 env: dict[str, str] | None = None, unset: tuple[str, ...] = (), timeout: float = 300.0) -> None:
         from seamscope.experiments.fresh import Job
 
         self.args = list(args)
-        self._pid_file = f"{stderr}.pid"
+        self._pid_dir = tempfile.mkdtemp(prefix="seamscope-test-")
+        self._pid_file = f"{self._pid_dir}/pid"
         job = Job(entry="fresh_jobs:seamscope", arg={"args": self.args, "pid": self._pid_file, "stdout": str(stdout)},
-                  log=str(stderr), stdout=False, env=env or {}, cwd=str(cwd))
+                  log=str(stderr), stdout=False, env=env or {}, unset=list(unset), cwd=str(cwd))
         self.ended: Any = None
-        Forked._one_at_a_time.acquire()
+        self._pid: int | None = None
+        _ONE_JOB.acquire()
         self._thread = threading.Thread(target=self._run, args=(server, job, timeout), daemon=True)
         self._thread.start()
 
@@ -425,7 +435,8 @@ class Forked:
         try:
             self.ended = server.run(job, timeout)
         finally:
-            Forked._one_at_a_time.release()
+            _ONE_JOB.release()
+            shutil.rmtree(self._pid_dir, ignore_errors=True)
 
     def running(self) -> bool:
         return self._thread.is_alive()
@@ -434,24 +445,20 @@ class Forked:
     def pid(self) -> int:
         """The process's pid (waited for: it is written as the process starts)."""
         end = time.monotonic() + 60
-        while True:
+        while self._pid is None:
             try:
                 with open(self._pid_file, encoding="utf-8") as f:
-                    return int(f.read())
+                    self._pid = int(f.read())
             except FileNotFoundError:
                 assert self.running() and time.monotonic() < end, f"{self.args}: no pid ({self.ended})"
                 time.sleep(0.01)
+        return self._pid
 
     def send_signal(self, sig: int) -> None:
-        import os
-
         os.kill(self.pid, sig)
 
     def wait(self, timeout: float = 120.0) -> int | None:
         """Its exit code (negative: the signal that ended it; None: killed after ``timeout`` s)."""
-        import os
-        import signal
-
         self._thread.join(timeout)
         if self._thread.is_alive():
             os.kill(self.pid, signal.SIGKILL)
