@@ -43,15 +43,23 @@ def receipt(path):
         return json.load(f)
 
 
-def test_two_runs_have_equal_structure_hash(tmp_path, run):
-    a = run(["run", "--quiet", "--out", "a", SCRIPT], tmp_path)
-    b = run(["run", "--quiet", "--out", "b", SCRIPT], tmp_path)
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, fresh_server):
+    """Two runs of the same script, the first also writing its trace (``--trace-out``)."""
+    base = tmp_path_factory.mktemp("two_runs")
+    a = seamscope_forked(fresh_server, ["run", "--quiet", "--out", "a", "--trace-out", "a/trace.jsonl",
+                                        "--trace-events", "64", SCRIPT], base)
+    b = seamscope_forked(fresh_server, ["run", "--quiet", "--out", "b", SCRIPT], base)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
-    ra, rb = receipt(tmp_path / "a"), receipt(tmp_path / "b")
+    return base
+
+
+def test_two_runs_have_equal_structure_hash(two_runs):
+    ra, rb = receipt(two_runs / "a"), receipt(two_runs / "b")
     assert ra["summary"]["call_count"] == 12
     assert ra["structure_sha256"] == rb["structure_sha256"]
     assert ra["receipt_sha256"] != rb["receipt_sha256"]  # timings differ
-    assert (tmp_path / "a" / "calls.csv").exists() and (tmp_path / "a" / "index.html").exists()
+    assert (two_runs / "a" / "calls.csv").exists() and (two_runs / "a" / "index.html").exists()
     assert ra["ledger"]["run"]["input_trace_sha256"] == rb["ledger"]["run"]["input_trace_sha256"]
 
 
@@ -102,12 +110,10 @@ def test_module_mode_runs_the_demo(tmp_path, run):
     assert r["summary"]["call_count"] == 8 and r["summary"]["recompile_count"] > 0
 
 
-def test_trace_out_then_import_gives_the_same_receipt(tmp_path, run):
-    p = run(["run", "--quiet", "--out", "a", "--trace-out", "a/trace.jsonl", "--trace-events", "64", SCRIPT], tmp_path)
-    assert p.returncode == 0, p.stderr
-    q = run(["import", "a/trace.jsonl", "--out", "b"], tmp_path)
+def test_trace_out_then_import_gives_the_same_receipt(two_runs, run):
+    q = run(["import", "a/trace.jsonl", "--out", "imported"], two_runs)
     assert q.returncode == 0, q.stderr
-    assert (tmp_path / "a" / "receipt.json").read_bytes() == (tmp_path / "b" / "receipt.json").read_bytes()
+    assert (two_runs / "a" / "receipt.json").read_bytes() == (two_runs / "imported" / "receipt.json").read_bytes()
 
 
 ECHO_ARGS = "import sys\nprint('ARGS', sys.argv[1:])\n"
