@@ -1,4 +1,5 @@
-"""Jobs the fresh-process tests run in children (``tests/test_fresh.py``); torch-free."""
+"""Jobs the fresh-process tests run in children (``tests/test_fresh.py``, and ``fakes.Forked``'s
+``seamscope``); torch-free."""
 
 from __future__ import annotations
 
