@@ -64,3 +64,11 @@ def seamscope(arg: dict[str, Any]) -> int:
     from seamscope.cli import main
 
     return int(main(list(arg["args"])) or 0)
+
+
+def compile_templates(_: Any) -> None:
+    """The test run's server's warm-up: the HTML report's templates compiled once, before the
+    forks (each forked ``seamscope run`` that writes its report would compile them again)."""
+    from seamscope.render.html import environment
+
+    environment().get_template("report.html.j2")
