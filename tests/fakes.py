@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 import types
 from pathlib import Path
@@ -374,12 +379,17 @@ def seamscope_here(args: list[str], cwd: Any) -> Any:
     return subprocess.CompletedProcess(args, e.value.code, out.getvalue(), err.getvalue())
 
 
+_ONE_JOB = threading.Lock()
+"""Held while a job of the test run's server runs: the server runs one at a time."""
+
+
 def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str] | None = None,
-                     unset: tuple[str, ...] = ()) -> Any:
+                     unset: tuple[str, ...] = (), entry: str = "seamscope.cli:main") -> Any:
     """``seamscope ARGS`` from folder ``cwd`` in a fresh process forked from ``server`` (the test
     run's ``fresh_server``: a process of its own, its exit code and its stderr, without a new
-    interpreter's torch import), as a ``CompletedProcess`` (stdout not kept)."""
-    return job_forked(server, "seamscope.cli:main", args, cwd, env, unset)
+    interpreter's torch import), as a ``CompletedProcess`` (stdout not kept). ``entry``: another
+    command's ``main(argv)`` (``torch.distributed.run:main``: torchrun)."""
+    return job_forked(server, entry, args, cwd, env, unset)
 
 
 def script_forked(server: Any, argv: list[str], cwd: Any, env: dict[str, str] | None = None,
@@ -403,11 +413,71 @@ def job_forked(server: Any, entry: str, arg: list[str], cwd: Any, env: dict[str,
     fd, log = tempfile.mkstemp(prefix="seamscope-test-", suffix=".log")
     os.close(fd)
     try:
-        ended = server.run(Job(entry=entry, arg=list(arg), log=log, stdout=False, env=env or {},
-                               unset=list(unset), cwd=str(cwd)), timeout)
+        with _ONE_JOB:
+            ended = server.run(Job(entry=entry, arg=list(arg), log=log, stdout=False, env=env or {},
+                                   unset=list(unset), cwd=str(cwd)), timeout)
         with open(log, encoding="utf-8", errors="replace") as f:
             err = f.read()
     finally:
         os.unlink(log)
     assert not ended.timed_out and ended.lost is None, (arg, ended.text(), err)
     return subprocess.CompletedProcess(arg, ended.exit_code, "", err)
+
+
+class Forked:
+    """``seamscope ARGS`` from folder ``cwd``, started in a process forked from ``server`` (the test
+    run's ``fresh_server``) and not waited for: a real process with its own pid, signals and exit
+    code, without a new interpreter's torch import. Its stdout goes to the file ``stdout``, its
+    stderr to ``stderr``. The server runs one job at a time: a second ``Forked`` starts when the
+    first has ended (a test runs them one after another)."""
+
+    def __init__(self, server: Any, args: list[str], cwd: Any, *, stdout: Any, stderr: Any,
+                 env: dict[str, str] | None = None, unset: tuple[str, ...] = (), timeout: float = 300.0) -> None:
+        from seamscope.experiments.fresh import Job
+
+        self.args = list(args)
+        self._pid_dir = tempfile.mkdtemp(prefix="seamscope-test-")
+        self._pid_file = f"{self._pid_dir}/pid"
+        job = Job(entry="fresh_jobs:seamscope", arg={"args": self.args, "pid": self._pid_file, "stdout": str(stdout)},
+                  log=str(stderr), stdout=False, env=env or {}, unset=list(unset), cwd=str(cwd))
+        self.ended: Any = None
+        self._pid: int | None = None
+        _ONE_JOB.acquire()
+        self._thread = threading.Thread(target=self._run, args=(server, job, timeout), daemon=True)
+        self._thread.start()
+
+    def _run(self, server: Any, job: Any, timeout: float) -> None:
+        try:
+            self.ended = server.run(job, timeout)
+        finally:
+            _ONE_JOB.release()
+            shutil.rmtree(self._pid_dir, ignore_errors=True)
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def pid(self) -> int:
+        """The process's pid (waited for: it is written as the process starts)."""
+        end = time.monotonic() + 60
+        while self._pid is None:
+            try:
+                with open(self._pid_file, encoding="utf-8") as f:
+                    self._pid = int(f.read())
+            except FileNotFoundError:
+                assert self.running() and time.monotonic() < end, f"{self.args}: no pid ({self.ended})"
+                time.sleep(0.01)
+        return self._pid
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait(self, timeout: float = 120.0) -> int | None:
+        """Its exit code (negative: the signal that ended it; None: killed after ``timeout`` s)."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self._thread.join()
+            return None
+        assert self.ended is not None and self.ended.lost is None, (self.args, self.ended)
+        return self.ended.exit_code  # type: ignore[no-any-return]

@@ -1,6 +1,6 @@
-"""Jobs the tests run in fresh processes (``tests/test_fresh.py`` and the tests that run a workload
-script in a process of its own, forked from the test run's ``fresh_server``); torch is imported
-only by the jobs that compile."""
+"""Jobs the tests run in fresh processes (``tests/test_fresh.py``, ``fakes.Forked``'s
+``seamscope``, and the tests that run a workload script in a process of its own, forked from the
+test run's ``fresh_server``); torch is imported only by the jobs that compile."""
 
 from __future__ import annotations
 
@@ -85,3 +85,25 @@ def compile_a_break(arg: dict[str, Any]) -> int:
 
     torch.compile(f, backend="eager")(torch.ones(3))
     return 0
+
+
+def seamscope(arg: dict[str, Any]) -> int:
+    """``seamscope ARGS`` as a process of its own (``fakes.Forked``): its stdout to the file
+    ``arg["stdout"]``, its pid written to ``arg["pid"]`` (whole, by a rename) before the command runs."""
+    fd = os.open(arg["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.close(fd)
+    with open(arg["pid"] + ".tmp", "w", encoding="utf-8") as f:
+        f.write(str(os.getpid()))
+    os.replace(arg["pid"] + ".tmp", arg["pid"])
+    from seamscope.cli import main
+
+    return int(main(list(arg["args"])) or 0)
+
+
+def compile_templates(_: Any) -> None:
+    """The test run's server's warm-up: the HTML report's templates compiled once, before the
+    forks (each forked ``seamscope run`` that writes its report would compile them again)."""
+    from seamscope.render.html import environment
+
+    environment().get_template("report.html.j2")

@@ -1,17 +1,17 @@
 """``seamscope run``'s live progress line on a terminal shares it with the script's own output: it
-never overwrites a line seamscope did not write. Run on a pseudo-terminal, the output replayed on
-a small terminal model (``\\r``, ``\\n``, erase-line)."""
+never overwrites a line seamscope did not write. Run on a pseudo-terminal (a process of its own,
+forked from the test run's server), the output replayed on a small terminal model (``\\r``,
+``\\n``, erase-line)."""
 
 from __future__ import annotations
 
 import os
 import re
 import select
-import subprocess
-import sys
 import time
 
 import pytest
+from fakes import Forked
 
 pytest.importorskip("torch")
 
@@ -53,34 +53,33 @@ def screen(data: str) -> list[str]:
     return [ln.rstrip() for ln in lines]
 
 
-def run_on_a_pty(args: list[str], cwd: str) -> str:
+def run_on_a_pty(server, args: list[str], cwd) -> str:
+    """``seamscope ARGS`` in a process of its own (forked from the test run's server), its stdout
+    and stderr on a pseudo-terminal; what the terminal received."""
     main, child = os.openpty()
-    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120"}
-    proc = subprocess.Popen(args, stdin=child, stdout=child, stderr=child, cwd=cwd, env=env, close_fds=True)
-    os.close(child)
+    tty = os.ttyname(child)
+    proc = Forked(server, args, cwd, stdout=tty, stderr=tty, env={"TERM": "xterm", "COLUMNS": "120"})
     out = bytearray()
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([main], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(main, 65536)
-            except OSError:  # the child side closed
+    try:
+        while time.monotonic() < deadline:
+            running = proc.running()  # before the read: what it wrote before it ended is read below
+            ready, _, _ = select.select([main], [], [], 0.05)
+            if ready:
+                out += os.read(main, 65536)
+            elif not running:
                 break
-            if not chunk:
-                break
-            out += chunk
-        elif proc.poll() is not None:
-            break
-    proc.wait(30)
-    os.close(main)
-    assert proc.returncode == 0, out.decode(errors="replace")
+        code = proc.wait(30)
+    finally:
+        os.close(child)
+        os.close(main)
+    assert code == 0, out.decode(errors="replace")
     return out.decode(errors="replace").replace("\r\n", "\n")
 
 
-def test_the_progress_line_never_overwrites_the_scripts_own_lines(tmp_path) -> None:
-    raw = run_on_a_pty([sys.executable, "-m", "seamscope", "run", "--out", str(tmp_path / "o"),
-                        os.path.join(HERE, "workloads", "own_progress_bar.py")], str(tmp_path))
+def test_the_progress_line_never_overwrites_the_scripts_own_lines(tmp_path, fresh_server) -> None:
+    raw = run_on_a_pty(fresh_server, ["run", "--out", str(tmp_path / "o"),
+                                      os.path.join(HERE, "workloads", "own_progress_bar.py")], tmp_path)
     assert "seamscope: " in raw and " calls · " in raw  # the live line was drawn
     shown = screen(raw)
     # the script's lines, each whole on a line of its own, in order

@@ -1,20 +1,25 @@
 """Real 2-rank jobs on the CPU (gloo), each rank under ``seamscope run``, then merged.
 
-Two jobs, each shared by several tests (module-scoped fixtures; a job costs 15–60 s here):
+Two jobs, each shared by several tests (module-scoped fixtures):
 - ``ddp``: ``torchrun --standalone --nproc-per-node 2 -m seamscope run tests/workloads/ranks_job.py
   -- --mode ddp``: DDP over four Linear(512, 512) with ``bucket_cap_mb=1``; the ranks agree.
 - ``diverge``: ``TORCH_TRACE=DIR seamscope run --nproc 2 tests/workloads/ranks_job.py -- --mode
   diverge``: rank 1 takes another branch inside the compiled function from call 3 on; the same
   job leaves a multi-rank ``TORCH_TRACE`` directory for import.
+
+Each rank is a new interpreter started by torchrun; torchrun (``ddp``) and ``seamscope run --nproc``
+are processes of their own forked from the test run's server (``fresh_server``: their torch or
+seamscope imports done once), and the commands run on the jobs' output (``merge``, ``diff``,
+``verify``, ``import``) run in this process.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
+from fakes import Forked, seamscope_forked, seamscope_here
 
 from seamscope.analyze.ranks import gather, merge
 from seamscope.ingest.receipt import load_receipt
@@ -26,39 +31,40 @@ pytestmark = [pytest.mark.torch, pytest.mark.distributed, pytest.mark.timeout(60
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join("tests", "workloads", "ranks_job.py")
 STRUCTURAL = {"compiled_graphs", "recompile_call", "sites", "call_count"}
-
-
-def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_TRACE"}
-    env.update(OMP_NUM_THREADS="1", **extra)
-    return env
-
-
-def _run(cmd, env, timeout=420):
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    return r
+ENV = {"OMP_NUM_THREADS": "1"}
 
 
 def seamscope(*args):
-    return _run([sys.executable, "-m", "seamscope", *args], _env(), timeout=120)
+    """A command on the jobs' output, in this process (not about the process)."""
+    return seamscope_here(list(args), ROOT)
 
 
 @pytest.fixture(scope="module")
-def ddp_job(tmp_path_factory):
+def ddp_job(tmp_path_factory, fresh_server):
+    """torchrun itself forked from the test run's server (its torch import done there); the ranks
+    it starts are new interpreters, as always."""
     out = tmp_path_factory.mktemp("ddp") / "out"
-    r = _run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-              "-m", "seamscope", "run", "--quiet", "--out", str(out), JOB, "--", "--mode", "ddp", "--steps", "4"],
-             _env())
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = seamscope_forked(fresh_server, ["--standalone", "--nproc-per-node", "2", "-m", "seamscope", "run", "--quiet",
+                                        "--out", str(out), JOB, "--", "--mode", "ddp", "--steps", "4"],
+                         ROOT, env=ENV, unset=("TORCH_TRACE",), entry="torch.distributed.run:main")
+    assert r.returncode == 0, r.stderr[-6000:]
     return out
 
 
+def _nproc(server, base, args, env):
+    """``seamscope run --nproc 2 ARGS`` started in a process of its own, forked from the server."""
+    return Forked(server, ["run", "--nproc", "2", *args], ROOT, stdout=base / "stdout", stderr=base / "stderr",
+                  env={**ENV, **env}, unset=() if "TORCH_TRACE" in env else ("TORCH_TRACE",))
+
+
 @pytest.fixture(scope="module")
-def diverge_job(tmp_path_factory):
+def diverge_job(tmp_path_factory, fresh_server):
     base = tmp_path_factory.mktemp("diverge")
     out, trace = base / "out", base / "trace"
-    r = _run([sys.executable, "-m", "seamscope", "run", "--nproc", "2", "--out", str(out), JOB,
-              "--", "--mode", "diverge", "--steps", "6", "--at", "3"], _env(TORCH_TRACE=str(trace)))
+    p = _nproc(fresh_server, base, ["--out", str(out), JOB, "--", "--mode", "diverge", "--steps", "6", "--at", "3"],
+               {"TORCH_TRACE": str(trace)})
+    code = p.wait(420)
+    r = subprocess.CompletedProcess(p.args, code, (base / "stdout").read_text(), (base / "stderr").read_text())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return out, trace, r
 
@@ -168,7 +174,7 @@ def test_torch_trace_directory_merges_with_both_ranks(diverge_job):
 # --- a job stopped from outside: the ranks' receipts are merged, not lost -------------------------
 
 
-def test_sigterm_to_run_nproc_stops_the_ranks_and_merges_what_they_measured(tmp_path):
+def test_sigterm_to_run_nproc_stops_the_ranks_and_merges_what_they_measured(tmp_path, fresh_server):
     """A scheduler sends SIGTERM to the process it started (``seamscope run --nproc 2``): the signal
     is passed on through torchrun to the ranks, each writes its receipt marked terminated, and the
     merged receipt is written before the exit status 143."""
@@ -177,20 +183,18 @@ def test_sigterm_to_run_nproc_stops_the_ranks_and_merges_what_they_measured(tmp_
 
     out, ready = tmp_path / "out", tmp_path / "ready"
     ready.mkdir()
-    p = subprocess.Popen([sys.executable, "-m", "seamscope", "run", "--quiet", "--nproc", "2", "--out", str(out),
-                          JOB, "--", "--mode", "agree", "--steps", "3", "--linger-in", str(ready)],
-                         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = _nproc(fresh_server, tmp_path, ["--quiet", "--out", str(out), JOB, "--", "--mode", "agree", "--steps", "3",
+                                        "--linger-in", str(ready)], {})
     try:
         end = time.monotonic() + 300
-        while len(os.listdir(ready)) < 2 and p.poll() is None and time.monotonic() < end:
-            time.sleep(0.1)
-        assert sorted(os.listdir(ready)) == ["ready-0", "ready-1"], p.communicate(timeout=60)
+        while len(os.listdir(ready)) < 2 and p.running() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert sorted(os.listdir(ready)) == ["ready-0", "ready-1"], (tmp_path / "stderr").read_text()
         p.send_signal(signal.SIGTERM)
-        _, err = p.communicate(timeout=120)
     finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 143, err[-3000:]
+        code = p.wait(120)
+    err = (tmp_path / "stderr").read_text()
+    assert code == 143, err[-3000:]
     merged = load_receipt(str(out / "receipt.json"))
     statuses = {e.rank: e.status for e in merged.ranks.ranks}
     assert statuses == {0: "terminated (SIGTERM)", 1: "terminated (SIGTERM)"}, err[-3000:]

@@ -1,7 +1,8 @@
 """A real ``seamscope run`` ended by real signals, killed after a checkpoint, ended by ``os._exit``,
 refused a folder it cannot write or another run holds, and a disk that fills while it writes.
 
-The children start together (one fixture), so the suite waits for torch's import about once."""
+Each run is a process of its own (its pid, the signals sent to it, its exit code), forked from the
+test run's one server (``fresh_server``: torch imported once), one module fixture for them all."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from fakes import Forked, seamscope_forked, seamscope_here
 
 pytest.importorskip("torch")
 
@@ -21,51 +22,45 @@ pytestmark = pytest.mark.torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 LONG = os.path.join(HERE, "workloads", "long_run.py")
 BREAKS = os.path.join(HERE, "workloads", "breaks.py")
-SEAMSCOPE = [sys.executable, "-m", "seamscope"]
-
-
-def _default_signals() -> None:
-    # as in a terminal, even when the suite runs as a background job (SIGINT ignored there)
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, signal.SIG_DFL)
 
 
 class Child:
-    def __init__(self, cwd, name: str, args: list[str]) -> None:
+    """``seamscope run --quiet ARGS`` in a process of its own, forked from the test run's server
+    (``fakes.Forked``: its own pid, its signals, its exit code), from folder ``cwd/name``."""
+
+    def __init__(self, server, cwd, name: str, args: list[str]) -> None:
         self.dir = cwd / name
         self.dir.mkdir(exist_ok=True)
         self.out = self.dir / "o"
-        self._stdout = open(self.dir / "stdout", "w")
-        self._stderr = open(self.dir / "stderr", "w")
-        self.proc = subprocess.Popen([*SEAMSCOPE, "run", "--quiet", *args], cwd=self.dir, stdout=self._stdout,
-                                     stderr=self._stderr, text=True, preexec_fn=_default_signals)
+        self.proc = Forked(server, ["run", "--quiet", *args], self.dir, stdout=self.dir / "stdout",
+                           stderr=self.dir / "stderr")
         self.rc: int | None = None
 
     def lines(self) -> int:
-        return (self.dir / "stdout").read_text().count("\n")
+        try:
+            return (self.dir / "stdout").read_text().count("\n")
+        except FileNotFoundError:  # not started yet
+            return 0
 
-    def wait_for(self, ready, what: str, timeout: float = 240.0) -> None:
+    def wait_for(self, ready, what: str, timeout: float = 120.0) -> None:
         end = time.monotonic() + timeout
         while not ready():
-            if self.proc.poll() is not None:
+            if not self.proc.running():
                 raise AssertionError(f"ended before {what}: {self.stderr()}")
             if time.monotonic() > end:
-                self.proc.kill()
+                self.proc.send_signal(signal.SIGKILL)
                 raise AssertionError(f"no {what} in {timeout} s: {self.stderr()}")
-            time.sleep(0.05)
+            time.sleep(0.01)
 
-    def finish(self, timeout: float = 120.0) -> int:
-        try:
-            self.rc = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.rc = self.proc.wait()
-        self._stdout.close()
-        self._stderr.close()
+    def finish(self, timeout: float = 120.0) -> int | None:
+        self.rc = self.proc.wait(timeout)
         return self.rc
 
     def stderr(self) -> str:
-        return (self.dir / "stderr").read_text()
+        try:
+            return (self.dir / "stderr").read_text()
+        except FileNotFoundError:
+            return ""
 
     def receipt(self) -> dict:
         with open(self.out / "receipt.json") as f:
@@ -98,38 +93,36 @@ def _plant_older_run(out) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, fresh_server):
+    """The runs, one after another (each is done in about a second): each signal is sent once the
+    run is where the test needs it (its calls printed, a checkpoint written)."""
     base = tmp_path_factory.mktemp("runs")
-    (base / "osexit" / "o").parent.mkdir()
-    _plant_older_run(base / "osexit" / "o")
     loop = ["--checkpoint-every", "0", "--out", "o", LONG]
-    kids = {
-        "term": Child(base, "term", loop),
-        "hup": Child(base, "hup", loop),
-        "int2": Child(base, "int2", loop),
-        "kill": Child(base, "kill", ["--checkpoint-every", "0.2", "--out", "o", LONG]),
-        "osexit": Child(base, "osexit", ["--checkpoint-every", "0.2", "--out", "o", LONG, "--", "--calls", "20",
-                                         "--os-exit"]),
-    }
+    kids = {}
+    for name, sig in (("term", signal.SIGTERM), ("hup", signal.SIGHUP), ("int2", signal.SIGINT)):
+        k = kids[name] = Child(fresh_server, base, name, loop)
+        k.wait_for(lambda k=k: k.lines() >= 3, "calls")
+        k.proc.send_signal(sig)
+        if name == "int2":  # a second Ctrl-C right after the first
+            k.proc.send_signal(sig)
+        k.finish()
+    k = kids["kill"] = Child(fresh_server, base, "kill", ["--checkpoint-every", "0.2", "--out", "o", LONG])
+    k.wait_for(lambda: _checkpointed(k), "checkpoint")
+    k.proc.send_signal(signal.SIGKILL)
+    k.finish()
+    (base / "osexit").mkdir()
+    _plant_older_run(base / "osexit" / "o")
+    kids["osexit"] = Child(fresh_server, base, "osexit", ["--checkpoint-every", "0.2", "--out", "o", LONG, "--",
+                                                          "--calls", "20", "--os-exit"])
+    kids["osexit"].finish()
     small = base / "small"  # a disk that fills while the output is written: a 200 KB tmpfs
     small.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)], capture_output=True).returncode == 0:
         for name in ("receipt.json", "calls.csv", "index.html"):
             (small / name).write_text("an older run's " + name)
-        kids["full"] = Child(base, "full", ["--out", str(small), BREAKS])
+        kids["full"] = Child(fresh_server, base, "full", ["--out", str(small), BREAKS])
         kids["full"].out = small
-    for name, sig in (("term", signal.SIGTERM), ("hup", signal.SIGHUP)):
-        kids[name].wait_for(lambda k=kids[name]: k.lines() >= 3, "calls")
-        kids[name].proc.send_signal(sig)
-    k = kids["int2"]
-    k.wait_for(lambda: k.lines() >= 3, "calls")
-    k.proc.send_signal(signal.SIGINT)
-    k.proc.send_signal(signal.SIGINT)
-    k = kids["kill"]
-    k.wait_for(lambda: _checkpointed(k), "checkpoint")
-    k.proc.kill()
-    for c in kids.values():
-        c.finish(timeout=240)
+        kids["full"].finish()
     yield kids
     if "full" in kids:
         subprocess.run(["umount", str(small)], check=False)
@@ -165,12 +158,11 @@ def test_sigkill_after_a_checkpoint_leaves_the_calls_up_to_it_marked_incomplete(
     assert r["ledger"]["run"]["status"]["state"] == "incomplete"
     assert r["ledger"]["run"]["status"]["detail"].startswith("checkpoint at ")
     assert r["summary"]["call_count"] >= 1
-    s = subprocess.run([*SEAMSCOPE, "summary", str(c.out)], capture_output=True, text=True, timeout=120)
+    s = seamscope_here(["summary", str(c.out)], c.dir)
     assert s.returncode == 0 and "run incomplete (checkpoint at" in " ".join(s.stdout.split())
-    v = subprocess.run([*SEAMSCOPE, "verify", str(c.out)], capture_output=True, text=True, timeout=120)
+    v = seamscope_here(["verify", str(c.out)], c.dir)
     assert v.returncode == 0 and "note: run incomplete" in v.stdout
-    k = subprocess.run([*SEAMSCOPE, "check", str(c.out), "--max-breaks", "9"], capture_output=True, text=True,
-                       timeout=120)
+    k = seamscope_here(["check", str(c.out), "--max-breaks", "9"], c.dir)
     assert k.returncode == 1 and "did not complete" in k.stdout
 
 
@@ -185,22 +177,21 @@ def test_os_exit_into_a_killed_runs_folder_leaves_its_own_incomplete_receipt(run
     assert sorted(os.listdir(c.out)) == [".seamscope.lock", "receipt.json"]  # the older report is gone
 
 
-def _refused(tmp_path, out: str, *extra) -> subprocess.CompletedProcess:
-    p = subprocess.run([*SEAMSCOPE, "run", "--quiet", "--out", out, LONG, *extra], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=240)
+def _refused(server, tmp_path, out: str) -> subprocess.CompletedProcess:
+    p = seamscope_forked(server, ["run", "--quiet", "--out", out, LONG], tmp_path)
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "started").exists()  # refused before the script started
     return p
 
 
-def test_an_unwritable_out_is_refused_before_the_script_starts(tmp_path):
+def test_an_unwritable_out_is_refused_before_the_script_starts(tmp_path, fresh_server):
     (tmp_path / "afile").write_text("x")
-    p = _refused(tmp_path, "afile/sub")
+    p = _refused(fresh_server, tmp_path, "afile/sub")
     assert "afile/sub: cannot write" in p.stderr
 
 
-def test_a_folder_another_live_run_holds_is_refused(tmp_path):
+def test_a_folder_another_live_run_holds_is_refused(tmp_path, fresh_server):
     import socket
 
     holder = subprocess.Popen(["sleep", "120"])
@@ -208,7 +199,7 @@ def test_a_folder_another_live_run_holds_is_refused(tmp_path):
         (tmp_path / "o").mkdir()
         (tmp_path / "o" / ".seamscope.lock").write_text(json.dumps(
             {"pid": holder.pid, "host": socket.gethostname(), "started": "now", "command": "seamscope run x.py"}))
-        p = _refused(tmp_path, "o")
+        p = _refused(fresh_server, tmp_path, "o")
         assert f"in use by another seamscope run (pid {holder.pid}" in p.stderr
     finally:
         holder.kill()

@@ -1,5 +1,5 @@
 """``seamscope run`` as a user runs it: an unmodified script in a process of its own (forked from
-the test run's one server, ``fresh_server``; Ctrl-C goes to a real ``seamscope`` process)."""
+the test run's one server, ``fresh_server``; Ctrl-C goes to that process, as from a terminal)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
+import time
 
 import pytest
-from fakes import seamscope_forked
+from fakes import Forked, seamscope_forked
 
 pytest.importorskip("torch")
 
@@ -18,7 +18,6 @@ pytestmark = pytest.mark.torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "workloads", "breaks.py")
-SEAMSCOPE = [sys.executable, "-m", "seamscope"]
 
 
 @pytest.fixture
@@ -44,15 +43,23 @@ def receipt(path):
         return json.load(f)
 
 
-def test_two_runs_have_equal_structure_hash(tmp_path, run):
-    a = run(["run", "--quiet", "--out", "a", SCRIPT], tmp_path)
-    b = run(["run", "--quiet", "--out", "b", SCRIPT], tmp_path)
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, fresh_server):
+    """Two runs of the same script, the first also writing its trace (``--trace-out``)."""
+    base = tmp_path_factory.mktemp("two_runs")
+    a = seamscope_forked(fresh_server, ["run", "--quiet", "--out", "a", "--trace-out", "a/trace.jsonl",
+                                        "--trace-events", "64", SCRIPT], base)
+    b = seamscope_forked(fresh_server, ["run", "--quiet", "--out", "b", SCRIPT], base)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
-    ra, rb = receipt(tmp_path / "a"), receipt(tmp_path / "b")
+    return base
+
+
+def test_two_runs_have_equal_structure_hash(two_runs):
+    ra, rb = receipt(two_runs / "a"), receipt(two_runs / "b")
     assert ra["summary"]["call_count"] == 12
     assert ra["structure_sha256"] == rb["structure_sha256"]
     assert ra["receipt_sha256"] != rb["receipt_sha256"]  # timings differ
-    assert (tmp_path / "a" / "calls.csv").exists() and (tmp_path / "a" / "index.html").exists()
+    assert (two_runs / "a" / "calls.csv").exists() and (two_runs / "a" / "index.html").exists()
     assert ra["ledger"]["run"]["input_trace_sha256"] == rb["ledger"]["run"]["input_trace_sha256"]
 
 
@@ -71,32 +78,29 @@ def test_script_that_raises_shows_its_traceback_exit_1_and_keeps_the_ledger(tmp_
     assert r["summary"]["call_count"] == 1
 
 
-def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path):
-    proc = subprocess.Popen(
-        [*SEAMSCOPE, "run", "--quiet", "--out", "o", SCRIPT, "--", "--sleep"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal, even from a background job
-    )
+def test_ctrl_c_writes_what_was_measured_and_exits_130(tmp_path, fresh_server):
+    proc = Forked(fresh_server, ["run", "--quiet", "--out", "o", SCRIPT, "--", "--sleep"], tmp_path,
+                  stdout=tmp_path / "stdout", stderr=tmp_path / "stderr")
     # wait until calls are running (each call prints a line), then press Ctrl-C
     out = tmp_path / "o"
-    assert proc.stdout is not None
-    for _ in range(20):
-        if not proc.stdout.readline():
-            break
+    end = time.monotonic() + 120
+    while proc.running() and time.monotonic() < end and _lines(tmp_path / "stdout") < 3:
+        time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    err = proc.stderr.read() if proc.stderr else ""
+    code = proc.wait(120)
+    err = (tmp_path / "stderr").read_text()
     assert out.exists(), err
-    assert proc.returncode == 130, err
+    assert code == 130, err
     assert "interrupted" in err
     r = receipt(tmp_path / "o")
     assert r["summary"]["call_count"] >= 1
+
+
+def _lines(path):
+    try:
+        return path.read_text().count("\n")
+    except FileNotFoundError:
+        return 0
 
 
 def test_module_mode_runs_the_demo(tmp_path, run):
@@ -106,12 +110,10 @@ def test_module_mode_runs_the_demo(tmp_path, run):
     assert r["summary"]["call_count"] == 8 and r["summary"]["recompile_count"] > 0
 
 
-def test_trace_out_then_import_gives_the_same_receipt(tmp_path, run):
-    p = run(["run", "--quiet", "--out", "a", "--trace-out", "a/trace.jsonl", "--trace-events", "64", SCRIPT], tmp_path)
-    assert p.returncode == 0, p.stderr
-    q = run(["import", "a/trace.jsonl", "--out", "b"], tmp_path)
+def test_trace_out_then_import_gives_the_same_receipt(two_runs, run):
+    q = run(["import", "a/trace.jsonl", "--out", "imported"], two_runs)
     assert q.returncode == 0, q.stderr
-    assert (tmp_path / "a" / "receipt.json").read_bytes() == (tmp_path / "b" / "receipt.json").read_bytes()
+    assert (two_runs / "a" / "receipt.json").read_bytes() == (two_runs / "imported" / "receipt.json").read_bytes()
 
 
 ECHO_ARGS = "import sys\nprint('ARGS', sys.argv[1:])\n"
