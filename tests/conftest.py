@@ -71,10 +71,6 @@ def fresh_server():
     with fresh.FreshProcesses(preload=preload, warm=("fresh_jobs:compile_templates", None), mode="fork") as server, \
             fresh.shared(server, skip_warm=True):
         yield server
-        # Idle now (a job's children are in sessions of their own): killed, it skips its
-        # interpreter's exit, tearing down torch and transformers (3 CPU-s, 3 s of the lane's end).
-        if server._server is not None:
-            server._server.kill()
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,18 @@ def warm(path: str) -> None:
         f.write(f"{os.getpid()}\n")
 
 
+def exit_mark(path: str) -> None:
+    """A warm-up that leaves an ``atexit`` handler writing ``path`` (a server that ran the
+    interpreter's teardown at its exit would write it)."""
+    import atexit
+
+    def mark() -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("torn down\n")
+
+    atexit.register(mark)
+
+
 def report(arg: dict[str, Any]) -> int:
     """What the child saw: environment, folder, the server's warm-up, a counter of its own."""
     COUNTER[0] += 1

@@ -138,6 +138,21 @@ def test_when_the_server_died_jobs_run_in_new_interpreters(tmp_path):
         assert e.ok and not fp.alive()
 
 
+def test_the_server_exits_without_the_interpreters_teardown(tmp_path):
+    """Closing the server is not a wait for torch's teardown (seconds, at the end of every ``try``,
+    probe or shape study): it exits at the end of its stdin, ``atexit`` handlers not run, having
+    answered every job first."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    mark = tmp_path / "torn-down.txt"
+    fp = FreshProcesses(warm=("fresh_jobs:exit_mark", str(mark)), mode="fork")
+    assert fp.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "r.json")})).ok
+    server = fp._server
+    fp.close()
+    assert server is not None and server.returncode == 0
+    assert not mark.exists() and (tmp_path / "r.json").exists()
+
+
 def test_two_replies_in_one_read_are_both_seen():
     """A quick job's two replies (its pid, then its exit) can reach the pipe together: the second
     is answered from what was already read, not waited for on the pipe (which would hang)."""

@@ -43,7 +43,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -422,10 +422,11 @@ def _child(job: Job) -> int:
     return call(job.entry, job.arg)
 
 
-def serve(reply_fd: int, preload: Sequence[str], warm: tuple[str, Any] | None) -> int:
+def serve(reply_fd: int, preload: Sequence[str], warm: tuple[str, Any] | None) -> NoReturn:
     """The fork server: import once, fork per job (one JSON job a line on stdin), never compile
     anything itself. Replies on ``reply_fd``: ``{"pid": N}`` when the child started, then
-    ``{"exit": CODE}`` when it ended (negative: killed by that signal)."""
+    ``{"exit": CODE}`` when it ended (negative: killed by that signal). At the end of stdin the
+    process exits at once, without the interpreter's teardown (``atexit`` handlers not run)."""
     import importlib
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
@@ -459,7 +460,12 @@ def serve(reply_fd: int, preload: Sequence[str], warm: tuple[str, Any] | None) -
         _, st = os.waitpid(pid, 0)
         replies.write(json.dumps({"exit": os.waitstatus_to_exitcode(st)}) + "\n")
         replies.flush()
-    return 0
+    # no interpreter teardown: the server ran nothing of its own, and tearing down torch (and what
+    # else it preloaded) takes seconds its caller would wait for at the end of every command
+    replies.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
