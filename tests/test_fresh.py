@@ -125,6 +125,9 @@ def test_ctrl_c_kills_the_running_job_and_propagates(fresh, tmp_path):
     assert said[0].startswith("sleeper: still running after")
     child, grandchild = _read(pids)
     assert _gone(child) and _gone(grandchild)
+    # AND a fork server stays in step for the next job (a shared one serves other callers)
+    assert fresh.alive() == (fresh.mode == "fork")
+    assert fresh.run(Job(entry="fresh_jobs:report", arg={"path": str(tmp_path / "next.json")})).ok
 
 
 def test_when_the_server_died_jobs_run_in_new_interpreters(tmp_path):

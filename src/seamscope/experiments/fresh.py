@@ -255,19 +255,24 @@ class FreshProcesses:
             return Ended(exit_code=None, lost="the fork server died")
         except KeyboardInterrupt:
             _kill_group(pid)
-            self.close()
+            self._after_kill(2.0)  # a shared server stays usable for its other callers
             raise
         if not finished:
             _kill_group(pid)
-            try:  # the server's word that the child ended keeps the pipe in step
-                in_step = self._reply(30.0) is not None
-            except OSError:
-                in_step = False
-            if not in_step:
-                self.close()  # later jobs start new interpreters
+            self._after_kill(30.0)
             return Ended(exit_code=None)
         code = int(reply[0]["exit"])
         return Ended(exit_code=code, signal=_signal_name(code))
+
+    def _after_kill(self, seconds: float) -> None:
+        """After killing a job: the server's word that the child ended keeps the pipe in step;
+        without it within ``seconds``, the server is closed (later jobs start new interpreters)."""
+        try:
+            in_step = self._reply(seconds) is not None
+        except (OSError, KeyboardInterrupt):
+            in_step = False
+        if not in_step:
+            self.close()
 
     def _reply(self, timeout: float | None) -> dict[str, Any] | None:
         """The server's next reply line, or None when none came within ``timeout`` seconds."""
