@@ -74,12 +74,10 @@ def track_compile_contexts() -> bool:
         made.add(obj)
         return obj
 
-    try:
-        made.update(_scan(kind))
-    except TypeError:  # no weak references to contexts
+    if not getattr(kind, "__weakrefoffset__", 0):  # no weak references to contexts
         return False
     kind.__new__ = staticmethod(__new__)  # type: ignore[assignment]
-    made.update(_scan(kind))  # any made while the first scan ran (another thread)
+    made.update(_scan(kind))  # after the wrap: one made meanwhile (another thread) is in either
     _made = made
     return True
 
