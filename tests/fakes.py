@@ -396,3 +396,18 @@ def seamscope_forked(server: Any, args: list[str], cwd: Any, env: dict[str, str]
         os.unlink(log)
     assert not ended.timed_out and ended.lost is None, (args, ended.text(), err)
     return subprocess.CompletedProcess(args, ended.exit_code, "", err)
+
+
+def first_compile_imports(path: str) -> int:
+    """A fork server's job: compile and call a function under eager, then aot_eager; write the
+    modules that imported (JSON)."""
+    import json
+
+    import torch
+
+    before = set(sys.modules)
+    for backend in ("eager", "aot_eager"):
+        torch.compile(lambda x: x.sin() + 1, backend=backend)(torch.ones(3))
+    with open(path, "w") as f:
+        json.dump(sorted(set(sys.modules) - before), f)
+    return 0

@@ -639,3 +639,19 @@ def test_a_forked_run_takes_compile_threads_from_its_environment(tmp_path):
             assert ended.exit_code == 0, (tmp_path / "err.txt").read_text()
             got.append(out.read_text())
     assert got == ["1", "3"]
+
+
+@pytest.mark.timeout(300)
+def test_a_forked_runs_first_compilation_imports_nothing_the_server_could_have(tmp_path, fresh_server):
+    """The preloads name what a first compilation imports (the backend registry's backends,
+    AOTAutograd, export's passes): a forked run's first ``torch.compile`` call imports none of it
+    again."""
+    from seamscope.capture.adapter import compile_imports
+    from seamscope.experiments.fresh import Job
+
+    assert not compile_imports.missing
+    out, err = tmp_path / "new.json", tmp_path / "err.txt"
+    ended = fresh_server.run(Job(entry="fakes:first_compile_imports", arg=str(out), log=str(err)), 120)
+    assert ended.exit_code == 0, err.read_text()
+    new = json.loads(out.read_text())
+    assert not [m for m in new if m.startswith(("torch.", "networkx", "functorch"))], new

@@ -16,6 +16,7 @@ needs is missing: capture then records what it still can and says what it could 
 - ``dynamo``: whether Dynamo is compiling, its reset, counters, backends and errors;
 - ``modules``: the module classes a graph traced instance by instance (repeated blocks);
 - ``caches``: Inductor's persistent cache directory and its entries;
+- ``compile_imports``: what a first compilation imports, for a fork server to preload (by name);
 - ``base``: the exception every module raises, and the version check.
 
 Import the names from here (``from seamscope.capture import adapter``; ``adapter.X``).
