@@ -43,9 +43,9 @@ def _optimize_context_type() -> type:
     return OptimizeContext  # type: ignore[no-any-return]
 
 
-_made: weakref.WeakSet[Any] | None = None
-"""Every compile context made since :func:`track_compile_contexts` began (and those its one scan
-found), while it lives; None: not begun."""
+_made: set[weakref.ref[Any]] | None = None
+"""A weak reference to every compile context made since :func:`track_compile_contexts` began (and
+to those its one scan found), each dropped when its context dies; None: not begun."""
 
 
 def _scan(kind: type) -> list[Any]:
@@ -65,19 +65,23 @@ def track_compile_contexts() -> bool:
     if _made is not None:
         return True
     kind = _optimize_context_type()
-    made: weakref.WeakSet[Any] = weakref.WeakSet()
+    made: set[weakref.ref[Any]] = set()
+
+    def keep(obj: Any) -> None:
+        made.add(weakref.ref(obj, made.discard))
     inherited = kind.__new__
     plain = inherited is object.__new__
 
     def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
         obj = object.__new__(cls) if plain else inherited(cls, *args, **kwargs)
-        made.add(obj)
+        keep(obj)
         return obj
 
     if not getattr(kind, "__weakrefoffset__", 0):  # no weak references to contexts
         return False
     kind.__new__ = staticmethod(__new__)  # type: ignore[assignment]
-    made.update(_scan(kind))  # after the wrap: one made meanwhile (another thread) is in either
+    for obj in _scan(kind):  # after the wrap: one made meanwhile (another thread) is in either
+        keep(obj)
     _made = made
     return True
 
@@ -85,7 +89,9 @@ def track_compile_contexts() -> bool:
 def live_compile_contexts() -> list[Any]:
     """Every live context ``torch.compile`` made (one per compiled callable still referenced)."""
     if _made is not None or track_compile_contexts():
-        return list(_made or ())
+        # the references copied in one step (a context made or dropped on another thread meanwhile
+        # cannot change the set under an iteration), then each one's object, if it still lives
+        return [o for r in list(_made or ()) if (o := r()) is not None]
     return _scan(_optimize_context_type())
 
 
