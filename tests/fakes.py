@@ -481,3 +481,18 @@ class Forked:
             return None
         assert self.ended is not None and self.ended.lost is None, (self.args, self.ended)
         return self.ended.exit_code  # type: ignore[no-any-return]
+
+
+def first_compile_imports(path: str) -> int:
+    """A fork server's job: compile and call a function under eager, then aot_eager; write the
+    modules that imported (JSON)."""
+    import json
+
+    import torch
+
+    before = set(sys.modules)
+    for backend in ("eager", "aot_eager"):
+        torch.compile(lambda x: x.sin() + 1, backend=backend)(torch.ones(3))
+    with open(path, "w") as f:
+        json.dump(sorted(set(sys.modules) - before), f)
+    return 0

@@ -207,6 +207,64 @@ def test_live_compile_contexts_and_their_backend_names():
     del a, b
 
 
+def test_live_compile_contexts_are_kept_as_made_not_scanned_for(monkeypatch):
+    """Once tracking began (at import, torch loaded: a fork server's children inherit it), a
+    lookup scans no object: a context made by ``torch.compile``, by copying a compiled module or
+    by unpickling one is found all the same, and a dropped one is gone."""
+    import copy
+    import gc
+    import pickle
+
+    from seamscope.capture.adapter import contexts
+
+    assert contexts.track_compile_contexts() and contexts._made is not None
+
+    def no_scan(*a, **k):
+        raise AssertionError("a gc scan")
+
+    a = torch.compile(lambda x: x + 1, backend="eager")
+    m = torch.compile(torch.nn.Linear(2, 2), backend="eager")
+    monkeypatch.setattr(gc, "get_objects", no_scan)
+    before = adapter.live_compile_contexts()
+    assert m.dynamo_ctx in before
+    copied, unpickled = copy.deepcopy(m), pickle.loads(pickle.dumps(m))
+    got = adapter.live_compile_contexts()
+    assert copied.dynamo_ctx in got and unpickled.dynamo_ctx in got and len(got) >= len(before) + 2
+    monkeypatch.undo()
+    from torch._dynamo.eval_frame import OptimizeContext
+
+    assert {id(c) for c in got} == {id(c) for c in contexts._scan(OptimizeContext)}  # what a scan finds
+    import weakref
+
+    gone = weakref.ref(copied.dynamo_ctx)
+    del a, copied, unpickled, got
+    gc.collect()
+    after = adapter.live_compile_contexts()
+    assert m.dynamo_ctx in after and gone() is None and len(after) < len(before) + 2
+    assert {id(c) for c in after} == {id(c) for c in contexts._scan(OptimizeContext)}
+
+
+def test_tracking_begun_late_finds_the_contexts_made_before(monkeypatch):
+    """Begun after a context was made (seamscope imported before torch), the one scan finds it."""
+    from torch._dynamo.eval_frame import OptimizeContext
+
+    from seamscope.capture.adapter import contexts
+
+    saved = OptimizeContext.__dict__.get("__new__")
+    m = torch.compile(torch.nn.Linear(2, 2), backend="eager")
+    monkeypatch.setattr(contexts, "_made", None)
+    try:
+        assert contexts.track_compile_contexts()
+        assert m.dynamo_ctx in adapter.live_compile_contexts()
+        later = torch.compile(torch.nn.Linear(2, 2), backend="eager")
+        assert later.dynamo_ctx in adapter.live_compile_contexts()
+    finally:
+        if saved is None:
+            del OptimizeContext.__new__
+        else:
+            OptimizeContext.__new__ = saved  # the staticmethod as it was
+
+
 def test_hook_compiled_calls_degrades_when_contexts_have_no_hook_list():
     class Old:  # a context of a PyTorch without enter_exit_hooks
         pass

@@ -43,6 +43,27 @@ def parse(html: str) -> _Tags:
     return p
 
 
+def test_the_report_template_is_compiled_once_per_process(monkeypatch):
+    """Each report renders from the template compiled for the first (``try`` writes several; a
+    notebook renders one per cell)."""
+    import jinja2
+
+    from seamscope.render import html
+
+    compiled = []
+    real = jinja2.Environment.compile
+
+    def counting(self, *a, **k):
+        compiled.append(a[1] if len(a) > 1 else k.get("name"))
+        return real(self, *a, **k)
+
+    getattr(html.environment, "cache_clear", lambda: None)()  # start from none compiled
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    r = fake_receipt()
+    first = HtmlRenderer().render(r)
+    assert HtmlRenderer().render(r) == first and compiled.count("report.html.j2") == 1, compiled
+
+
 def test_report_is_self_contained_and_has_every_section():
     html = HtmlRenderer(source_root="/nonexistent").render(fake_receipt())
     tags = parse(html)

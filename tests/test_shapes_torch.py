@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_server")]
 
 TINY = "tests/workloads/shapes_tiny.py"
 SEED_TRACE = [128, 129, 256, 257, 512, 513]  # lengths just past powers of two
-SLOW_NS = 1_000_000_000
+SLOW_NS = 300_000_000  # each of static's 8 calls: 2.4 s planted, over twice what any policy here takes on a loaded machine
 
 
 def _frame(compile_id: str) -> str:

@@ -345,7 +345,7 @@ def _layer(wl: Workload, b: Any, i: int, layers: list[Any], refs: Sequence[Refer
 # --- isolation: one child process per layer ------------------------------------------------------
 
 
-PRELOAD = ("torch", "torch._dynamo", "seamscope.experiments.ladder")
+PRELOAD = ("torch", "torch._dynamo", "seamscope.experiments.ladder", "seamscope.capture.adapter.compile_imports")
 """What the fork server imports once, before any fork (each child loads the workload itself)."""
 
 

@@ -313,7 +313,8 @@ class Study:
 
 
 PRELOAD = ("torch", "torch._dynamo", "seamscope.capture.session", "seamscope.experiments.differential",
-           "seamscope.experiments.ladder", "seamscope.experiments.probe", "seamscope.experiments.shapes_worker")
+           "seamscope.experiments.ladder", "seamscope.experiments.probe", "seamscope.experiments.shapes_worker",
+           "seamscope.capture.adapter.compile_imports")
 """What the zygote imports once, before any fork (the workload's module is imported by ``warm``)."""
 
 

@@ -148,9 +148,11 @@ PRELOAD = ("torch", "torch._dynamo", "seamscope.cli", "seamscope.analyze.finding
            "seamscope.analyze.summary", "seamscope.capture.remedies", "seamscope.capture.runner",
            "seamscope.capture.session", "seamscope.commands._common", "seamscope.commands.run",
            "seamscope.ingest.receipt", "seamscope.render.receipt_json", "seamscope.render.terminal",
-           "seamscope.experiments.fingerprint", "seamscope.experiments.remedy_plan")
-"""What the fork server imports once: what every child's ``seamscope run`` imports (a warm-up by
-name; the children run the command line)."""
+           "seamscope.experiments.fingerprint", "seamscope.experiments.remedy_plan", "seamscope.analyze.causes",
+           "seamscope.analyze.headline", "seamscope.capture.persist", "seamscope.experiments.workload_run",
+           "seamscope.render.html", "seamscope.capture.adapter.compile_imports")
+"""What the fork server imports once: what every child's ``seamscope run`` imports, and what its
+first compilation imports (a warm-up by name; the children run the command line)."""
 
 
 def fresh_processes(python: str) -> FreshProcesses:

@@ -17,6 +17,7 @@ needs is missing: capture then records what it still can and says what it could 
 - ``modules``: the module classes a graph traced instance by instance (repeated blocks);
 - ``caches``: Inductor's persistent cache directory and its entries;
 - ``logs``: torch's logging settings (``TORCH_LOGS``, ``TORCH_TRACE``), set up again after a fork;
+- ``compile_imports``: what a first compilation imports, for a fork server to preload (by name);
 - ``base``: the exception every module raises, and the version check.
 
 Import the names from here (``from seamscope.capture import adapter``; ``adapter.X``).

@@ -4,9 +4,13 @@ compiled already.
 Internals used:
 - ``torch._dynamo.eval_frame.OptimizeContext.enter_exit_hooks``: the functions every call of a
   callable compiled by ``torch.compile`` runs on entry (each returns the cleanup the call runs on
-  exit, in a ``finally``). Appending one to every live context (found by a ``gc`` scan) observes
-  callables compiled before capture started: at import, ``model.compile()``, in another module.
-  A context's ``callback`` names its backend.
+  exit, in a ``finally``). Appending one to every live context observes callables compiled
+  before capture started: at import, ``model.compile()``, in another module. A context's
+  ``callback`` names its backend.
+- ``OptimizeContext.__new__``: wrapped (once per process, see :func:`track_compile_contexts`) to
+  keep a weak reference to every context made, so that finding the live ones is not a ``gc`` scan
+  of every object each time (a fork server's child inherits the set: its scan would also copy
+  every page of the server's heap).
 - ``torch._dynamo.convert_frame.input_codes`` (weak references to every code object Dynamo
   converted) and ``torch._dynamo.eval_frame._debug_get_cache_entry_list``: the live cache entries,
   whose code names the graphs Dynamo can run now (``graphs_compiled_so_far``).
@@ -19,7 +23,9 @@ Internals used:
 
 from __future__ import annotations
 
+import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -37,16 +43,56 @@ def _optimize_context_type() -> type:
     return OptimizeContext  # type: ignore[no-any-return]
 
 
-def live_compile_contexts() -> list[Any]:
-    """Every live context ``torch.compile`` made (one per compiled callable still referenced).
+_made: set[weakref.ref[Any]] | None = None
+"""A weak reference to every compile context made since :func:`track_compile_contexts` began (and
+to those its one scan found), each dropped when its context dies; None: not begun."""
 
-    A scan of the objects the garbage collector tracks: about 0.1 s over 300k objects.
-    """
+
+def _scan(kind: type) -> list[Any]:
+    """The contexts among the objects the garbage collector tracks: about 0.1 s over 300k objects."""
     import gc
 
-    kind = _optimize_context_type()
     # type(), not isinstance(): a proxy object's __class__ may run arbitrary code
     return [o for o in gc.get_objects() if issubclass(type(o), kind)]
+
+
+def track_compile_contexts() -> bool:
+    """Keep every compile context from now on as it is made (``OptimizeContext.__new__`` adds it to
+    a weak set; one ``gc`` scan adds those made before), so :func:`live_compile_contexts` reads that
+    set. Once per process (a forked child inherits it). False where the type cannot be wrapped (a
+    PyTorch whose contexts take no weak reference): the lookups then scan each time."""
+    global _made
+    if _made is not None:
+        return True
+    kind = _optimize_context_type()
+    made: set[weakref.ref[Any]] = set()
+
+    def keep(obj: Any) -> None:
+        made.add(weakref.ref(obj, made.discard))
+    inherited = kind.__new__
+    plain = inherited is object.__new__
+
+    def __new__(cls: type, *args: Any, **kwargs: Any) -> Any:
+        obj = object.__new__(cls) if plain else inherited(cls, *args, **kwargs)
+        keep(obj)
+        return obj
+
+    if not getattr(kind, "__weakrefoffset__", 0):  # no weak references to contexts
+        return False
+    kind.__new__ = staticmethod(__new__)  # type: ignore[assignment]
+    for obj in _scan(kind):  # after the wrap: one made meanwhile (another thread) is in either
+        keep(obj)
+    _made = made
+    return True
+
+
+def live_compile_contexts() -> list[Any]:
+    """Every live context ``torch.compile`` made (one per compiled callable still referenced)."""
+    if _made is not None or track_compile_contexts():
+        # the references copied in one step (a context made or dropped on another thread meanwhile
+        # cannot change the set under an iteration), then each one's object, if it still lives
+        return [o for r in list(_made or ()) if (o := r()) is not None]
+    return _scan(_optimize_context_type())
 
 
 def hook_compiled_calls(
@@ -240,3 +286,10 @@ def context_backend_name(ctx: Any) -> str | None:
         return None
     name = getattr(fn, "compiler_name", None) or getattr(fn, "__name__", None)
     return name if isinstance(name, str) else None
+
+
+if "torch._dynamo.eval_frame" in sys.modules:  # torch is loaded (a fork server's preload): keep them from now on
+    try:
+        track_compile_contexts()
+    except AdapterProblem:  # pragma: no cover - depends on torch version
+        pass
