@@ -133,24 +133,3 @@ def test_write_html_report_writes_index_beside_the_receipt(tmp_path):
     assert path == str(tmp_path / "index.html")
     assert (tmp_path / "index.html").read_text().startswith("<!DOCTYPE html>")
     assert [p.name for p in tmp_path.iterdir()] == ["index.html"]
-
-
-def test_the_templates_are_compiled_once_per_process(monkeypatch):
-    import jinja2
-
-    from seamscope.render import html
-
-    read: list[str] = []
-    real = jinja2.FileSystemLoader.get_source
-
-    def get_source(self, environment, name):
-        read.append(name)
-        return real(self, environment, name)
-
-    getattr(html.environment, "cache_clear", lambda: None)()  # compiled afresh below
-    monkeypatch.setattr(jinja2.FileSystemLoader, "get_source", get_source)
-    first = HtmlRenderer().render(fake_receipt())
-    assert "report.html.j2" in read
-    n = len(read)
-    assert HtmlRenderer().render(fake_receipt()) == first  # the same page, from the compiled templates
-    assert len(read) == n
