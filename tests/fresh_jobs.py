@@ -23,6 +23,15 @@ def warm(path: str) -> None:
         f.write(f"{os.getpid()}\n")
 
 
+def frozen(path: str) -> int:
+    """Writes how many objects this process inherited frozen (``gc.freeze``) from its server."""
+    import gc
+
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(str(gc.get_freeze_count()))
+    return 0
+
+
 def exit_mark(path: str) -> None:
     """A warm-up that leaves an ``atexit`` handler writing ``path`` (a server that ran the
     interpreter's teardown at its exit would write it)."""

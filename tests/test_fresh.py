@@ -156,6 +156,19 @@ def test_the_server_exits_without_the_interpreters_teardown(tmp_path):
     assert not mark.exists() and (tmp_path / "r.json").exists()
 
 
+def test_a_forked_child_leaves_what_the_server_imported_to_the_server(tmp_path):
+    """The server's heap is frozen before it forks: a child's garbage collections skip it (and so
+    do not copy its pages); a new interpreter has nothing frozen."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    counts = []
+    for mode in ("fork", "process"):
+        with FreshProcesses(preload=["json"], mode=mode) as fp:
+            assert fp.run(Job(entry="fresh_jobs:frozen", arg=str(tmp_path / mode))).ok
+        counts.append(int((tmp_path / mode).read_text()))
+    assert counts[0] > 1000 and counts[1] == 0
+
+
 def test_two_replies_in_one_read_are_both_seen():
     """A quick job's two replies (its pid, then its exit) can reach the pipe together: the second
     is answered from what was already read, not waited for on the pipe (which would hang)."""

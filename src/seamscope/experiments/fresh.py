@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import select
@@ -443,6 +444,10 @@ def serve(reply_fd: int, preload: Sequence[str], warm: tuple[str, Any] | None) -
         except Exception as e:  # the child meets it again and reports it properly
             print(f"fresh: warming up with {warm[0]}: {type(e).__name__}: {e}", file=sys.stderr)
     replies = os.fdopen(reply_fd, "w")
+    # what the server imported is every child's for life: frozen, a child's collections neither
+    # scan it nor write to its pages (which copy-on-write would then copy, page by page)
+    gc.collect()
+    gc.freeze()
     for line in sys.stdin:
         if not line.strip():
             continue
