@@ -41,7 +41,7 @@ class FakeService:
 def _warm(monkeypatch, tmp_path, service: FakeService) -> int:
     monkeypatch.setattr(warm_start, "fresh_processes", lambda: service)
     monkeypatch.chdir(tmp_path)
-    return _run_warm("train.py", ["--steps", "2"], False, str(tmp_path / "out"), False, {})
+    return _run_warm("train.py", ["--steps", "2"], False, str(tmp_path / "out"), True, {})
 
 
 def test_each_run_is_a_seamscope_run_job_with_its_own_cache_directory_and_log(monkeypatch, tmp_path, capsys):
@@ -118,3 +118,29 @@ def test_the_runs_are_new_interpreters_when_the_setting_says_process(monkeypatch
         assert fp.mode == "process" and not fp.alive()
     finally:
         fp.close()
+
+
+def test_each_run_is_announced_with_its_log_and_a_long_one_every_heartbeat(monkeypatch, tmp_path, capsys):
+    """A run's own output goes to its log, not the terminal: the command says which run is going
+    and where its output is, and the service's heartbeat says a long run still runs."""
+
+    class Slow(FakeService):
+        def run(self, job: Job, timeout: float | None = None, *, label: str = "job", **kw: object) -> Ended:
+            progress = kw["progress"]
+            assert callable(progress) and kw["heartbeat_s"] == 30.0
+            progress(f"{label}: still running after 30 s")
+            return super().run(job, timeout, label=label)
+
+    monkeypatch.setattr(warm_start, "fresh_processes", lambda: Slow(Ended(exit_code=0), Ended(exit_code=1)))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    assert _run_warm("train.py", [], False, str(out), False, {}) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[:4] == [f"seamscope: the cold run: its output goes to {out / 'cold.log'}",
+                       "seamscope: the cold run: still running after 30 s",
+                       f"seamscope: the warm run: its output goes to {out / 'warm.log'}",
+                       "seamscope: the warm run: still running after 30 s"]
+    # AND --quiet says none of it (only how the command ended)
+    monkeypatch.setattr(warm_start, "fresh_processes", lambda: FakeService(Ended(exit_code=1)))
+    assert _run_warm("train.py", [], False, str(out), True, {}) == 1
+    assert capsys.readouterr().err.startswith("seamscope: the cold run failed")

@@ -133,7 +133,10 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
     from ..experiments.warm_start import log_tail, run_warm
 
     _remedy_plan(target, module, remedies)  # bad flags: exit 2 before anything runs
-    got = run_warm(target, args, module, out, spec_of(remedies).flags())
+    def progress(msg: str) -> None:
+        click.echo(f"seamscope: {shown(msg)}", err=True)
+
+    got = run_warm(target, args, module, out, spec_of(remedies).flags(), progress=None if quiet else progress)
     ws = got.comparison
     if ws is not None and not quiet:
         from rich.console import Console

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -78,9 +79,12 @@ def run_job(name: str, argv: list[str], cache_dir: str, log: str) -> Job:
 
 
 def run_warm(target: str, args: list[str], module: bool, out: str, flags: list[str], *,
-             processes: FreshProcesses | None = None, timeout: float | None = None) -> WarmRuns:
+             processes: FreshProcesses | None = None, timeout: float | None = None,
+             progress: Callable[[str], None] | None = None, heartbeat_s: float = 30.0) -> WarmRuns:
     """The runs, one after another; the first that does not succeed ends it (its exit code: see
-    :func:`exit_code_of`); Ctrl-C kills the running one and returns 130 with what finished kept."""
+    :func:`exit_code_of`); Ctrl-C kills the running one and returns 130 with what finished kept.
+    ``progress`` is told when each run starts (and where its output goes), then every
+    ``heartbeat_s`` that it still runs: a run's own output is in its log, not on the terminal."""
     cache = os.path.abspath(os.path.join(out, "compile-cache"))
     fresh = os.path.abspath(os.path.join(out, "compile-cache-artifacts"))
     artifacts = os.path.abspath(os.path.join(out, "cache-artifacts.bin"))
@@ -104,8 +108,11 @@ def run_warm(target: str, args: list[str], module: bool, out: str, flags: list[s
             if os.path.exists(log):
                 os.remove(log)  # the job appends
             argv = ["run", "--quiet", "--out", dest, *extra, *flags, *(["-m"] if module else []), target, "--", *args]
+            if progress is not None:
+                progress(f"the {name} run: its output goes to {log}")
             try:
-                ended = fp.run(run_job(name, argv, cache_dir, log), timeout, label=f"the {name} run")
+                ended = fp.run(run_job(name, argv, cache_dir, log), timeout, label=f"the {name} run",
+                               progress=progress, heartbeat_s=heartbeat_s)
             except KeyboardInterrupt:
                 return WarmRuns(exit_code=130, done=list(paths), failed=name, log=log, interrupted=True)
             if not ended.ok:
