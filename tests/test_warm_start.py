@@ -144,3 +144,15 @@ def test_each_run_is_announced_with_its_log_and_a_long_one_every_heartbeat(monke
     monkeypatch.setattr(warm_start, "fresh_processes", lambda: FakeService(Ended(exit_code=1)))
     assert _run_warm("train.py", [], False, str(out), True, {}) == 1
     assert capsys.readouterr().err.startswith("seamscope: the cold run failed")
+
+
+def test_an_out_folder_with_control_characters_is_shown_escaped_and_whole(monkeypatch, tmp_path, capsys):
+    """``--out`` is the user's text: its escapes print visibly, never raw, and a long one is not cut."""
+    monkeypatch.setattr(warm_start, "fresh_processes", lambda: FakeService(Ended(exit_code=-9, signal="SIGKILL")))
+    monkeypatch.setattr("click.utils.should_strip_ansi", lambda *a, **k: False)  # as on a terminal
+    monkeypatch.chdir(tmp_path)
+    deep = "/".join(["x" * 100] * 3)
+    out = "o\x1b[31m/" + deep
+    assert _run_warm("train.py", [], False, out, False, {}) == 128 + 9
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "o\\x1b[31m/" in err and deep + "/cold.log" in err

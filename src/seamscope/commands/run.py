@@ -133,10 +133,11 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
     from ..experiments.warm_start import log_tail, run_warm
 
     _remedy_plan(target, module, remedies)  # bad flags: exit 2 before anything runs
-    def progress(msg: str) -> None:
-        click.echo(f"seamscope: {shown(msg)}", err=True)
 
-    got = run_warm(target, args, module, out, spec_of(remedies).flags(), progress=None if quiet else progress)
+    def say(msg: str) -> None:  # paths and the job's end are data: control characters shown, never cut
+        click.echo(f"seamscope: {shown(msg, None)}", err=True)
+
+    got = run_warm(target, args, module, out, spec_of(remedies).flags(), progress=None if quiet else say)
     ws = got.comparison
     if ws is not None and not quiet:
         from rich.console import Console
@@ -144,22 +145,20 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
         from ..render.compile_time_table import print_warm_start
 
         print_warm_start(Console(highlight=False), ws)
-    kept = ", ".join(f"{out}/{name}" for name in got.done)
     if ws is not None:
         also = f", {out}/warm-artifacts" if ws.artifacts is not None else ""
-        click.echo(f"seamscope: wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json "
-                   f"(each run's output: {out}/NAME.log)", err=True)
+        say(f"wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json (each run's output: {out}/NAME.log)")
     elif got.interrupted:
-        click.echo(f"seamscope: interrupted during the {got.failed} run"
-                   + (f"; {kept} kept" if kept else ""), err=True)
+        kept = ", ".join(f"{out}/{name}" for name in got.done)
+        say(f"interrupted during the {got.failed} run" + (f"; {kept} kept" if kept else ""))
     elif got.ended is not None and got.ended.exit_code is not None and got.ended.exit_code > 0:
         tail = log_tail(got.log or "")
         said = f"; its last lines (all of it in {got.log}):" if tail else f"; its output: {got.log}"
-        click.echo(f"seamscope: the {got.failed} run failed ({got.ended.text()}){said}", err=True)
+        say(f"the {got.failed} run failed ({got.ended.text()}){said}")
         for line in tail:
             click.echo(f"  {shown(line)}", err=True)  # the script's own text: no control characters
     elif got.ended is not None:
-        click.echo(f"seamscope: the {got.failed} run ended: {got.ended.text()}; its output: {got.log}", err=True)
+        say(f"the {got.failed} run ended: {got.ended.text()}; its output: {got.log}")
     return got.exit_code
 
 
