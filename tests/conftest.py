@@ -64,7 +64,8 @@ def fresh_server():
     instead of from a server each such command would start (a torch import each)."""
     import importlib.util
 
-    from seamscope.experiments import fresh, ladder, shapes, trial_runs
+    from seamscope.experiments import fresh, ladder, shapes
+    from seamscope.experiments.trials import runs as trial_runs
 
     extra = [m for m in TEST_PRELOAD if importlib.util.find_spec(m.split(".")[0]) is not None]
     preload = list(dict.fromkeys([*trial_runs.PRELOAD, *ladder.PRELOAD, *shapes.PRELOAD, *extra]))

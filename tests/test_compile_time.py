@@ -201,7 +201,7 @@ def test_reports_show_the_compile_time_table():
 
 def test_a_repeated_block_becomes_a_regional_trial_candidate():
     from seamscope.experiments.remedy_spec import code_change, spec_from_words
-    from seamscope.experiments.trials import catalogue
+    from seamscope.experiments.trials.catalogue import catalogue
 
     block = ModuleRepeat(cls="Block", module="m", file="m.py", line=20, instances=4, nodes=80, nodes_min=20,
                          nodes_max=20, graph_nodes=100)

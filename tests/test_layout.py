@@ -208,3 +208,54 @@ def _fake_open(path: str, text: str):
         return real(p, *a, **k)
 
     return fake
+
+
+def _named_in_strings() -> set[str]:
+    """Every ``seamscope`` module a string names for a later import: the fork servers' preloads
+    (``PRELOAD``) and the fresh processes' entry points (``Job(entry="module:function")``). No
+    import checker sees these; a module moved without them would fail only at run time."""
+    out: set[str] = set()
+    for name, path in _modules().items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PRELOAD" for t in n.targets):
+                out.update(c.value for c in ast.walk(n.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            elif isinstance(n, ast.keyword) and n.arg == "entry" and isinstance(n.value, ast.Constant):
+                out.add(n.value.value)
+    return {s for s in out if s.startswith("seamscope.")}
+
+
+def _resolves(named: str, mods: dict[str, str]) -> bool:
+    module, _, func = named.partition(":")
+    if module not in mods:
+        return False
+    if not func:
+        return True
+    with open(mods[module], encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func for n in tree.body)
+
+
+def test_every_module_named_in_a_string_exists() -> None:
+    mods = _modules()
+    named = _named_in_strings()
+    assert "seamscope.cli:main" in named and "seamscope.experiments.trials.fingerprint" in named
+    assert [s for s in sorted(named) if not _resolves(s, mods)] == []
+
+
+def test_the_string_check_finds_a_planted_stale_name() -> None:
+    mods = _modules()
+    assert not _resolves("seamscope.experiments.fingerprint", mods)
+    assert not _resolves("seamscope.cli:no_such_function", mods)
+    assert _resolves("seamscope.experiments.trials.fingerprint", mods)
+
+
+def test_the_trials_are_one_package_whose_init_imports_nothing() -> None:
+    mods = _modules()
+    flat = [m for m in mods if m.startswith("seamscope.experiments.trial_") or m == "seamscope.experiments.fingerprint"]
+    assert flat == []
+    parts = {m.rsplit(".", 1)[1] for m in mods if m.startswith("seamscope.experiments.trials.")}
+    assert parts >= {"trial", "runs", "cache", "catalogue", "verdicts", "fingerprint"}
+    # a child run imports trials.fingerprint: the package itself must stay free to import
+    assert imported_names("seamscope.experiments.trials", mods["seamscope.experiments.trials"], mods) == set()

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from seamscope.commands.try_ import parse_budget
 from seamscope.errors import UnusableInput
-from seamscope.experiments import fingerprint as fp
 from seamscope.experiments.remedy_spec import (
     RemedySpec,
     check_type,
@@ -23,15 +22,16 @@ from seamscope.experiments.remedy_spec import (
     parse_value,
     spec_from_words,
 )
-from seamscope.experiments.trials import (
+from seamscope.experiments.trials import fingerprint as fp
+from seamscope.experiments.trials.catalogue import source_of_guard
+from seamscope.experiments.trials.runs import shell_join
+from seamscope.experiments.trials.verdicts import (
     combine,
     metric_verdict,
     metrics_of,
     overall,
     rank,
     recommendable,
-    shell_join,
-    source_of_guard,
 )
 from seamscope.model.trials import CallTime, Candidate, OutputCheck, RunFigures, Trials, group_text
 from seamscope.render.trials_table import TrialsHtmlRenderer, TrialsMarkdownRenderer
@@ -191,7 +191,7 @@ def test_overall_verdict_follows_total_time_then_steady():
 
 
 def test_break_even_of_a_remedy_that_slows_steady_calls():
-    from seamscope.experiments.trials import break_even
+    from seamscope.experiments.trials.trial import break_even
     from seamscope.model.trials import Metric, Paired
 
     def cand(total, ratio=None, base_ns=None):
@@ -306,7 +306,7 @@ class _FakeRuns:
         return self.now
 
     def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
-        from seamscope.experiments.trial_runs import Outcome
+        from seamscope.experiments.trials.runs import Outcome
 
         self.now += 10.0
         self.log.append(rel_dir)
@@ -323,7 +323,7 @@ class _FakeRuns:
 
 
 def _drafts():
-    from seamscope.experiments.trials import Draft
+    from seamscope.experiments.trials.catalogue import Draft
 
     return [Draft(name="cso", spec=spec_from_words(["--dynamo-config", "capture_scalar_outputs=True"]), origin="F1",
                   targets="t", cost_ns=300),
@@ -334,8 +334,8 @@ def _drafts():
 
 
 def _trial(monkeypatch, tmp_path, steady, budget=None, extra=(), starts=(), fake=None):
-    from seamscope.experiments import trial_runs
-    from seamscope.experiments import trials as tr
+    from seamscope.experiments.trials import runs as trial_runs
+    from seamscope.experiments.trials import trial as tr
 
     fake = fake or _FakeRuns(steady)
     monkeypatch.setattr(tr, "run_once", fake)
@@ -384,8 +384,8 @@ def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
 
 
 def test_output_check_statuses():
-    from seamscope.experiments.trial_runs import Outcome
-    from seamscope.experiments.trials import output_check
+    from seamscope.experiments.trials.runs import Outcome
+    from seamscope.experiments.trials.trial import output_check
 
     base, same, other = _prints(_leaf()), _prints(_leaf()), _prints(_leaf(s=11.0))
     ok = RunFigures(label="check", ok=True, exit_code=0)
@@ -403,7 +403,7 @@ def test_output_check_statuses():
 
 
 def test_module_of_a_source_file(tmp_path):
-    from seamscope.experiments.trials import module_of
+    from seamscope.experiments.trials.catalogue import module_of
 
     script = tmp_path / "train.py"
     script.write_text("")
@@ -438,7 +438,7 @@ class _PerCallRuns:
         return self.now
 
     def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
-        from seamscope.experiments.trial_runs import Outcome
+        from seamscope.experiments.trials.runs import Outcome
 
         self.now += self.first_s if (self.first_s is not None and not self.log) else self.run_s
         self.log.append(rel_dir)
@@ -450,8 +450,8 @@ class _PerCallRuns:
 
 
 def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, first_s=None):
-    from seamscope.experiments import trial_runs
-    from seamscope.experiments import trials as tr
+    from seamscope.experiments.trials import runs as trial_runs
+    from seamscope.experiments.trials import trial as tr
 
     fake = _PerCallRuns(make, first_s=first_s)
     monkeypatch.setattr(tr, "run_once", fake)
@@ -464,7 +464,7 @@ def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, 
 
 
 def _draft(name, words, cost=100):
-    from seamscope.experiments.trials import Draft
+    from seamscope.experiments.trials.catalogue import Draft
 
     return Draft(name=name, spec=spec_from_words(words), origin="F1", targets="t", cost_ns=cost)
 
@@ -581,7 +581,7 @@ def test_a_candidate_that_breaks_compilation_is_never_recommended(monkeypatch, t
 
 
 def test_a_candidate_that_adds_breaks_must_beat_every_clean_one():
-    from seamscope.experiments.trials import choose_best
+    from seamscope.experiments.trials.verdicts import choose_best
     from seamscope.model.trials import Metric
 
     def cand(name, total, adds=()):
@@ -661,7 +661,7 @@ def _churn(fid, cost, guards, frame="forward", pattern="shape"):
 
 
 def test_one_candidate_per_cause_internal_sources_folded_and_capped():
-    from seamscope.experiments.trial_catalogue import catalogue
+    from seamscope.experiments.trials.catalogue import catalogue
 
     unet = _churn("FR1", 900, ["tensor 'args[0]' size mismatch at index 2. expected 16, actual 24",
                                "tensor 'args[0]' size mismatch at index 3. expected 16, actual 24"])
@@ -688,7 +688,7 @@ def test_one_candidate_per_cause_internal_sources_folded_and_capped():
 
 
 def test_compile_sites_are_read_from_the_script(tmp_path):
-    from seamscope.experiments.trial_catalogue import compile_sites
+    from seamscope.experiments.trials.catalogue import compile_sites
 
     script = tmp_path / "gpt2_static.py"
     script.write_text("import torch\n\nm = torch.nn.Linear(2, 2)\nf = torch.compile(m, dynamic=False)\n"
@@ -718,7 +718,7 @@ def test_a_mark_that_leaves_another_dimension_changing_gets_a_candidate_marking_
 
 
 def test_one_repetition_of_two_paired_calls_gives_no_steady_verdict():
-    from seamscope.experiments.trial_verdicts import paired_verdict
+    from seamscope.experiments.trials.verdicts import paired_verdict
 
     assert paired_verdict(10.9, [10.9], None, calls=2) == "n/a"  # one outlier's to move
     assert paired_verdict(10.9, [10.9], None, calls=3) == "slower"
@@ -728,7 +728,7 @@ def test_one_repetition_of_two_paired_calls_gives_no_steady_verdict():
 
 
 def test_the_code_change_names_the_torch_compile_call():
-    from seamscope.experiments.trials import change_at
+    from seamscope.experiments.trials.trial import change_at
 
     sites = ["gpt2_static.py:10"]
     assert change_at(spec_from_words(["--compile-option", "dynamic=true"]), sites) == (
@@ -754,7 +754,7 @@ def _cache_receipt(fx=None, aot=None, backend="inductor"):
 
 
 def test_start_candidates_are_skipped_with_the_reason_where_the_backend_uses_no_cache():
-    from seamscope.experiments.trial_cache import start_drafts
+    from seamscope.experiments.trials.cache import start_drafts
 
     folded = []
     assert start_drafts(_cache_receipt(backend="aot_eager"), folded, cpu_count=2, env={}) == []
@@ -763,7 +763,7 @@ def test_start_candidates_are_skipped_with_the_reason_where_the_backend_uses_no_
 
 
 def test_start_candidates_under_inductor(tmp_path):
-    from seamscope.experiments.trial_cache import WARM_ARTIFACTS, WARM_DIR, start_drafts
+    from seamscope.experiments.trials.cache import WARM_ARTIFACTS, WARM_DIR, start_drafts
 
     r = _cache_receipt(fx="miss", aot="miss")
     folded = []
@@ -782,8 +782,8 @@ def test_start_candidates_under_inductor(tmp_path):
 
 
 def test_only_and_skip_reach_the_candidates_without_flags():
-    from seamscope.experiments.trial_cache import start_drafts
-    from seamscope.experiments.trials import choose
+    from seamscope.experiments.trials.cache import start_drafts
+    from seamscope.experiments.trials.catalogue import choose
 
     ds = start_drafts(_cache_receipt(fx="miss"), [], cpu_count=2, env={}) + _drafts()
     assert [d.name for d in choose(ds, ["warm"], [])] == ["warm-cache-dir"]
@@ -802,7 +802,7 @@ def _traded(compile_ns, ratio=None, base_ns=None, steady="n/a", name="c", flags=
 
 
 def test_the_trade_states_compile_saved_steady_change_and_the_lifetime_that_pays():
-    from seamscope.experiments.trial_cache import trade_text
+    from seamscope.experiments.trials.cache import trade_text
 
     base = _traded(6e9, name="baseline", flags=())
     # a warm cache: steady unchanged within the noise, compile cut: pays from the first restart
@@ -826,8 +826,8 @@ def test_a_warm_cache_candidate_reads_what_the_baselines_first_run_filled(monkey
     the baseline's first run fills (and saves artifacts for) the warm directory, the warm
     candidate's timed and output runs read it, the threads candidate's runs get its environment,
     the commands reproduce that, and neither is folded into the combined candidate."""
-    from seamscope.experiments.trial_cache import WARM_DIR, warm_paths
-    from seamscope.experiments.trials import Draft
+    from seamscope.experiments.trials.cache import WARM_DIR, warm_paths
+    from seamscope.experiments.trials.catalogue import Draft
 
     starts = [Draft(name=WARM_DIR, spec=RemedySpec(), origin="compile time", targets="t", start=WARM_DIR),
               Draft(name="compile-threads-1", spec=RemedySpec(), origin="compile time", targets="t",
@@ -870,15 +870,16 @@ def test_a_compile_cut_threefold_is_faster_though_millisecond_calls_vary_on_a_bu
 
 
 def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved(tmp_path):
-    from seamscope.experiments.trial_cache import (
+    from seamscope.experiments.trials.cache import (
         WARM_ARTIFACTS,
         env_prefix,
         extra_for,
         prime_extra,
         warm_paths,
     )
-    from seamscope.experiments.trial_runs import Setup
-    from seamscope.experiments.trials import Draft, reproduce_command
+    from seamscope.experiments.trials.catalogue import Draft
+    from seamscope.experiments.trials.runs import Setup
+    from seamscope.experiments.trials.trial import reproduce_command
 
     cache, artifacts = warm_paths(str(tmp_path))
     os.makedirs(cache)

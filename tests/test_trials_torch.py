@@ -40,7 +40,7 @@ def noisy_machine(c):
     missing, and the verdict rests on the 3% floor alone, which a loaded machine crosses either
     way. Then a timing verdict is the machine's, not the remedy's, and a test asserts only what
     the counts and outputs say; where this is False the timing claim holds."""
-    from seamscope.experiments.trial_verdicts import NOISE_LIMIT
+    from seamscope.experiments.trials.verdicts import NOISE_LIMIT
 
     total = next(m for m in c["metrics"] if m["name"] == "total")
     if len(total["ratios"]) < 2:  # one repetition: no noise measured, "not noisy" would be unfounded
@@ -163,7 +163,7 @@ def test_adapter_functions_behind_the_remedies(dynamo_reset, capfd):
 def test_outputs_before_the_first_update_only(dynamo_reset):
     import torch
 
-    from seamscope.experiments.fingerprint import Recorder
+    from seamscope.experiments.trials.fingerprint import Recorder
 
     rec = Recorder()
     undo = rec.install()
@@ -384,7 +384,7 @@ def _metric(c, name):
 
 def test_mark_of_an_args_element_in_the_users_syntax(tmp_path, dynamo_reset):
     """The guard names ``args[0]``; the catalogue's ``L['args'][0]:0`` is a source PyTorch matches."""
-    from seamscope.experiments.trial_catalogue import source_of_guard
+    from seamscope.experiments.trials.catalogue import source_of_guard
 
     src = source_of_guard("tensor 'args[0]' size mismatch at index 0. expected 3, actual 4")
     assert src == "L['args'][0]:0"
@@ -552,7 +552,7 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     # the timing claim is about the total and the compile time: asserted where their own noise (the
     # total's weighs each call by its time; the compile's is its spread between repetitions) says
     # the machine let them be told apart; the steady calls' noise does not bear on a compile of seconds
-    from seamscope.experiments.trial_verdicts import NOISE_LIMIT
+    from seamscope.experiments.trials.verdicts import NOISE_LIMIT
 
     if any((_metric(reg, m)["baseline_spread"] or 0) > NOISE_LIMIT for m in ("total", "compile")):
         return
@@ -625,7 +625,7 @@ def test_a_forked_run_takes_compile_threads_from_its_environment(tmp_path):
     """The fork server imported Inductor's config (and decided compile_threads) before the fork:
     a child given TORCHINDUCTOR_COMPILE_THREADS decides again, as a new interpreter would."""
     from seamscope.experiments.fresh import FreshProcesses, Job
-    from seamscope.experiments.trial_runs import PRELOAD
+    from seamscope.experiments.trials.runs import PRELOAD
 
     script = tmp_path / "threads.py"
     script.write_text("import os\nimport torch._inductor.config as c\n"

@@ -95,7 +95,8 @@ def test_a_process_wide_limit_candidate_has_a_per_callable_twin_from_torch_2_13(
 def test_try_offers_the_per_callable_limit_where_a_frame_hit_the_limit():
     import msgspec
 
-    from seamscope.experiments.trials import catalogue, conflict_key
+    from seamscope.experiments.trials.catalogue import catalogue
+    from seamscope.experiments.trials.verdicts import conflict_key
     from seamscope.ingest.receipt import load_receipt
 
     limit = load_receipt(os.path.join(ROOT, "tests", "golden", "import-limit.receipt.json"))  # 2 fallbacks, 2.13

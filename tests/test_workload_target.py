@@ -27,7 +27,7 @@ def _golden(name):
 
 
 def test_buckets_at_the_quartiles_of_the_distinct_lengths():
-    from seamscope.experiments.trials import buckets_for
+    from seamscope.experiments.trials.catalogue import buckets_for
 
     assert buckets_for([5, 7]) is None
     assert buckets_for([5, 7, 9, 12, 5]) == "buckets:7,9,12"
@@ -38,7 +38,7 @@ def test_buckets_at_the_quartiles_of_the_distinct_lengths():
 
 
 def test_padding_candidates_only_for_a_workload_with_shape_churn():
-    from seamscope.experiments.trials import catalogue
+    from seamscope.experiments.trials.catalogue import catalogue
 
     churn = _golden("import-breaks.receipt.json")  # shape churn findings
     script = [d.spec.flags() for d in catalogue(churn)]
@@ -54,7 +54,7 @@ def test_padding_candidates_only_for_a_workload_with_shape_churn():
 
 def test_pad_is_a_remedy_flag_with_its_code_change():
     from seamscope.experiments.remedy_spec import code_change, spec_from_words
-    from seamscope.experiments.trials import conflict_key
+    from seamscope.experiments.trials.verdicts import conflict_key
 
     spec = spec_from_words(["--pad", "buckets:8,16"])
     assert spec.pad == "buckets:8,16" and spec.flags() == ["--pad", "buckets:8,16"]
@@ -117,7 +117,7 @@ def test_run_a_workload_as_the_probe_calls_it(tmp_path, dynamo_reset):
 def test_padded_outputs_compare_with_unpadded_ones(tmp_path, dynamo_reset):
     """pow2 pads 5, 6 and 7 to 8 (one compilation); the fingerprints are of the cut-back outputs,
     so they equal the unpadded run's (Tiny is causal: padding at the end leaves the rest alone)."""
-    from seamscope.experiments import fingerprint as fp
+    from seamscope.experiments.trials import fingerprint as fp
 
     plain, rec_plain = _run(tmp_path, "plain", [], ["--lengths", "5,6,7"], fingerprint=True)
     from seamscope.capture import adapter

@@ -47,8 +47,8 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
     suggest; rank them with verdicts. A workload takes --lengths/--lengths-file/--dim after --."""
     from ..experiments.remedy_plan import prepare
     from ..experiments.remedy_spec import spec_from_words
-    from ..experiments.trial_runs import Setup
-    from ..experiments.trials import BaselineFailed, run_trials
+    from ..experiments.trials.runs import Setup
+    from ..experiments.trials.trial import BaselineFailed, run_trials
 
     args_l = list(args)
     if args_l and args_l[0] == "--":
@@ -92,7 +92,7 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
 
     setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, timeout=timeout,
                   budget_s=budget_s, progress=progress)
-    from ..experiments.trial_runs import fresh_processes
+    from ..experiments.trials.runs import fresh_processes
 
     processes = setup.processes = fresh_processes(sys.executable)
     try:

@@ -60,7 +60,7 @@ class Plan:
         return self.remedies.needs_transform()
 
     def setup(self, session: Any) -> Callable[[], None]:
-        from .fingerprint import Recorder
+        from .trials.fingerprint import Recorder
 
         recorder = Recorder() if self.record_out is not None else None
         remove = recorder.install() if recorder is not None and self.fingerprint else None

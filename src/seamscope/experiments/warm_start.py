@@ -9,7 +9,7 @@ a fresh machine would. ``OUT/warm-start.json`` compares them.
 
 Each run is a job of the fresh-process service (``experiments/fresh.py``) running ``seamscope run``
 as a user would type it (``seamscope.cli:main``, a process boundary away): forked from a server
-that imported what :data:`trial_runs.PRELOAD` names, or a new interpreter where ``fork`` is missing
+that imported what :data:`trials.runs.PRELOAD` names, or a new interpreter where ``fork`` is missing
 or ``SEAMSCOPE_WARM_ISOLATION=process``; ``TRITON_CACHE_DIR`` is ``triton`` inside the run's cache
 directory. A run's output (the script's and seamscope's) goes to ``OUT/NAME.log``."""
 
@@ -26,7 +26,7 @@ from ..analyze.warm_start import compare_artifacts, compare_warm
 from ..ingest.receipt import load_receipt
 from ..model.compile_time import ArtifactsStart, WarmStart
 from .fresh import Ended, FreshProcesses, Job, default_mode
-from .trial_runs import PRELOAD
+from .trials.runs import PRELOAD
 
 RUNS = ("cold", "warm", "warm-artifacts")
 ISOLATION_ENV = "SEAMSCOPE_WARM_ISOLATION"

@@ -119,9 +119,9 @@ def main(argv: list[str]) -> int:
     lengths = trace_lengths(ns)
     import torch
 
-    from . import fingerprint
     from .ladder import resolve_backend
     from .shapes_worker import Inputs
+    from .trials import fingerprint
     from .workload import as_call, grad_mode, load_workload, prepare
 
     wl = prepare(load_workload(ns.workload))

@@ -22,10 +22,10 @@ from typing import Any
 
 import msgspec
 
-from ..model.receipt import Receipt
-from ..model.trials import CallTime, RunFigures
+from ...model.receipt import Receipt
+from ...model.trials import CallTime, RunFigures
+from ..fresh import FreshProcesses, Job, default_mode
 from . import fingerprint as fpmod
-from .fresh import FreshProcesses, Job, default_mode
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Outcome:
 def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False,
              extra: Any = None) -> Outcome:
     """One fresh process with its own empty inductor cache; a crash or hang is its result.
-    ``extra`` (``trial_cache.RunExtra``): a persistent cache directory instead (kept), more
+    ``extra`` (:class:`.cache.RunExtra`): a persistent cache directory instead (kept), more
     environment, words before the flags."""
     out_dir = os.path.join(setup.out, rel_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -129,7 +129,7 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     receipt = None
     path = os.path.join(out_dir, "receipt.json")
     if exit_code == 0 and os.path.exists(path):
-        from ..ingest.receipt import load_receipt
+        from ...ingest.receipt import load_receipt
 
         receipt = load_receipt(path)
     if error is None and exit_code != 0:
@@ -148,7 +148,7 @@ PRELOAD = ("torch", "torch._dynamo", "seamscope.cli", "seamscope.analyze.finding
            "seamscope.analyze.summary", "seamscope.capture.remedies", "seamscope.capture.runner",
            "seamscope.capture.session", "seamscope.commands._common", "seamscope.commands.run",
            "seamscope.ingest.receipt", "seamscope.render.receipt_json", "seamscope.render.terminal",
-           "seamscope.experiments.fingerprint", "seamscope.experiments.remedy_plan", "seamscope.analyze.causes",
+           "seamscope.experiments.trials.fingerprint", "seamscope.experiments.remedy_plan", "seamscope.analyze.causes",
            "seamscope.analyze.headline", "seamscope.capture.persist", "seamscope.experiments.workload_run",
            "seamscope.render.html", "seamscope.capture.adapter.compile_imports")
 """What the fork server imports once: what every child's ``seamscope run`` imports, and what its

@@ -23,10 +23,10 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-from ..analyze.units import fmt_ns
-from ..model.receipt import Receipt
-from ..model.trials import Candidate
-from .trial_catalogue import Draft
+from ...analyze.units import fmt_ns
+from ...model.receipt import Receipt
+from ...model.trials import Candidate
+from .catalogue import Draft
 
 WARM_DIR = "warm-cache-dir"
 WARM_ARTIFACTS = "warm-cache-artifacts"
@@ -99,7 +99,7 @@ def uses_caches(receipt: Receipt) -> bool:
 
 def _backend_stages_ns(receipt: Receipt) -> int:
     """Compile time in the backend stages (what a cache hit skips): AOTAutograd, Inductor, autotuning."""
-    from ..analyze.compile_time import split_of
+    from ...analyze.compile_time import split_of
 
     s = split_of(receipt.ledger.compilations)
     return sum(v or 0 for v in (s.aot_autograd_ns, s.inductor_ns, s.autotune_ns))
@@ -158,7 +158,7 @@ def _default_threads(env: dict[str, str], cpus: int) -> int:
 
 
 def _empty():  # type: ignore[no-untyped-def]
-    from .remedy_spec import RemedySpec
+    from ..remedy_spec import RemedySpec
 
     return RemedySpec()
 

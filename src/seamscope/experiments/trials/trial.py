@@ -9,7 +9,7 @@ not conflict, measured against a baseline interleaved with it.
 A mark candidate whose first run still recompiles on another dimension of a source it marks gets
 a follow-up candidate that marks them all. Under ``--budget`` a candidate starts only when its
 runs fit, by measured run times. The arithmetic is torch-free and tested on fakes: the catalogue
-in ``trial_catalogue``, verdicts, pairing and ranking in ``trial_verdicts``.
+in :mod:`.catalogue`, verdicts, pairing and ranking in :mod:`.verdicts`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,20 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from ..analyze.units import fmt_ns
-from ..model.receipt import Receipt
-from ..model.trials import Candidate, OutputCheck, Overhead, RunFigures, Trials, Verdict, group_text
+from ...analyze.units import fmt_ns
+from ...model.receipt import Receipt
+from ...model.trials import (
+    Candidate,
+    OutputCheck,
+    Overhead,
+    RunFigures,
+    Trials,
+    Verdict,
+    group_text,
+)
+from ..remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
 from . import fingerprint as fpmod
-from .remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
-from .trial_cache import (
+from .cache import (
     RunExtra,
     code_change_of,
     drop_warm,
@@ -37,26 +45,12 @@ from .trial_cache import (
     trade_text,
     warm_paths,
 )
-from .trial_catalogue import (  # noqa: F401 - the catalogue's names, as callers import them
-    Draft,
-    buckets_for,
-    catalogue,
-    choose,
-    compile_sites,
-    disable_targets,
-    module_of,
-    source_of_guard,
-    unique_names,
-)
-from .trial_runs import Outcome, Setup, run_command, run_once, shell_join  # noqa: F401
-from .trial_verdicts import (  # noqa: F401
-    NOISE_LIMIT,
-    VERDICT_ORDER,
+from .catalogue import Draft, catalogue, choose, compile_sites, source_of_guard, unique_names
+from .runs import Outcome, Setup, run_command, run_once, shell_join
+from .verdicts import (
     choose_best,
     combine,
     compile_changes,
-    conflict_key,
-    metric_verdict,
     metrics_of,
     overall,
     paired,
@@ -92,7 +86,7 @@ class _State:
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
     extras: dict[str, RunExtra] = field(default_factory=dict)
-    """How a candidate's processes start, where that is the remedy (``trial_cache``)."""
+    """How a candidate's processes start, where that is the remedy (:mod:`.cache`)."""
 
 
 def _progress(st: _State, text: str, remaining_runs: int) -> None:
@@ -286,11 +280,11 @@ def more_dims(drafts: list[Draft], runs: dict[str, list[RunFigures]]) -> list[Dr
 
 def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
     """(the length trace, whether the target is a workload ``FILE.py:FUNC``)."""
-    from .workload import is_workload_spec
+    from ..workload import is_workload_spec
 
     if not is_workload_spec(setup.script):
         return None, False
-    from .workload_run import parse_args, trace_lengths
+    from ..workload_run import parse_args, trace_lengths
 
     return trace_lengths(parse_args([setup.script, *setup.args])), True
 

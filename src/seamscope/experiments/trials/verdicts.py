@@ -13,7 +13,7 @@ import statistics
 
 import msgspec
 
-from ..model.trials import (
+from ...model.trials import (
     CallGroup,
     CallTime,
     Candidate,
@@ -23,7 +23,7 @@ from ..model.trials import (
     RunFigures,
     Verdict,
 )
-from .remedy_spec import parse_assignment
+from ..remedy_spec import parse_assignment
 
 NOISE_LIMIT = 0.25
 """The same call varying by more than 25% between repetitions (the median over calls): the

@@ -151,7 +151,7 @@ class Recorder:
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         import torch
 
-        from ..capture.adapter import is_compiling_fn
+        from ...capture.adapter import is_compiling_fn
 
         compiling = is_compiling_fn()
 

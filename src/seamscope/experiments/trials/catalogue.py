@@ -16,8 +16,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..model.receipt import Receipt
-from .remedy_spec import RemedySpec, per_callable_limit, spec_from_words
+from ...model.receipt import Receipt
+from ..remedy_spec import RemedySpec, per_callable_limit, spec_from_words
 
 CAP = 8
 """Candidates tried at most (the baseline's findings can suggest dozens); the rest are listed."""
@@ -35,7 +35,7 @@ class Draft:
     targets: str
     cost_ns: int = 0
     start: str | None = None
-    """How its processes start, where that is the remedy (``trial_cache``: a warm cache)."""
+    """How its processes start, where that is the remedy (:mod:`.cache`: a warm cache)."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment its processes get (``TORCHINDUCTOR_COMPILE_THREADS``)."""
 
