@@ -215,7 +215,7 @@ def _named_in_strings() -> set[str]:
     (``PRELOAD``) and the fresh processes' entry points (``Job(entry="module:function")``). No
     import checker sees these; a module moved without them would fail only at run time."""
     out: set[str] = set()
-    for name, path in _modules().items():
+    for path in _modules().values():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read())
         for n in ast.walk(tree):
