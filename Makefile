@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logsc
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	# torch is pinned here (a CPU build on this machine's disk); pyproject declares a range.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q torch==2.13.0 -e '.[dev,models,plots,ecosystems]'
+	$(BIN)/python -m pip install -q torch==2.13.0 -e '.[dev,models,plots,ecosystems,watch]'
 	# the editable install builds the C extension into src/ only when it is first made: rebuild it
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $(STAMP)

@@ -1,0 +1,49 @@
+"""What watch mode reports after warm-up: one event per recompile, fallback, new graph and new
+break site (``capture/watch.py`` makes them; ``docs/watch.md``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from msgspec import Struct
+
+EventKind = Literal["recompile", "fallback", "graph", "break"]
+EVENT_KINDS: tuple[EventKind, ...] = ("recompile", "fallback", "graph", "break")
+
+
+class WatchEvent(Struct, frozen=True, kw_only=True):
+    """One thing that compiled (or broke, or fell back) after warm-up."""
+
+    kind: EventKind
+    """``recompile``: a frame compiled again (a guard failed); ``fallback``: a compilation that
+    did not produce code (the recompile limit, a failure: the frame runs eagerly); ``graph``: a
+    frame compiled for the first time after warm-up; ``break``: a break site not seen before."""
+    frame: str
+    """The frame as reports name it: ``forward (server.py:12)``."""
+    file: str
+    line: int
+    cause: str
+    """A bounded word: a recompile's cause family (``size``, ``value``, ``flag``,
+    ``dtype_device``, ``recompile_limit``, ``other``), a fallback's status, a break's ``gb_type``."""
+    detail: str
+    """The cause in the user's words (``x dim 0: 4 → 8``), or the break's reason."""
+    failed_guard: str | None = None
+    compile_id: str | None = None
+    site_id: str | None = None
+    call_index: int | None = None
+    """The call it happened in (0-based, counting every observed call of the process)."""
+    unix_time: float = 0.0
+    since_start_s: float = 0.0
+    """Seconds since watching began."""
+    compile_ns: int | None = None
+    """What the compilation cost (None for a break site: its compilation is its own event)."""
+    context: dict[str, str] = {}
+    """The request's tags (``seamscope.watch.tag(request_id=...)``) when it happened."""
+    pid: int = 0
+
+    def line_text(self) -> str:
+        """One log line (user strings are data: the caller escapes them where it renders)."""
+        at = f" in call {self.call_index}" if self.call_index is not None else ""
+        cost = f", compile {self.compile_ns / 1e6:.1f} ms" if self.compile_ns is not None else ""
+        ctx = "".join(f" {k}={v}" for k, v in sorted(self.context.items()))
+        return f"{self.kind} after warm-up{at}: {self.frame}: {self.cause}: {self.detail}{cost}{ctx}"
