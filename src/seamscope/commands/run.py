@@ -3,12 +3,66 @@ observe an unmodified program, or a probe workload called as the probe calls it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from ..capture.runner import run_target
 from ..experiments.remedy_spec import RemedySpec, spec_from_options
 from ._common import ProgressLine, finish_run, need_torch
 from .options import remedy_options
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# --- watch mode (docs/watch.md): its options and the watcher they make, in one block --------------
+
+WATCH_OPTIONS = ("watch", "warmup", "events", "fail_after_warmup", "metrics_port", "otel")
+
+
+def watch_options(f: F) -> F:
+    f = click.option("--otel", is_flag=True,
+                     help="With --watch: also record the counts through OpenTelemetry's global MeterProvider "
+                     "(the script configures its exporter).")(f)
+    f = click.option("--metrics-port", default=None, metavar="[ADDR:]PORT",
+                     help="With --watch: serve Prometheus metrics on this port (loopback unless ADDR is given; "
+                     "with PROMETHEUS_MULTIPROC_DIR, the workers' counts summed).")(f)
+    f = click.option("--fail-after-warmup", is_flag=False, flag_value="raise", default=None,
+                     type=click.Choice(["raise", "log"]),
+                     help="With --watch: a recompile or fallback after warm-up raises "
+                     "seamscope.errors.RecompileAfterWarmup from the call (=log: logs it at ERROR).")(f)
+    f = click.option("--events", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+                     help="With --watch: append each event after warm-up to FILE (JSON lines).")(f)
+    f = click.option("--warmup", default=None, metavar="CALLS|SECONDS",
+                     help="With --watch: warm-up length, in calls (100) or seconds (30s, 2m); default 100 calls.")(f)
+    f = click.option("--watch", is_flag=True,
+                     help="Watch a serving process: after warm-up, each recompile, fallback, new graph and new "
+                     "break site is an event (logger 'seamscope', --events, --metrics-port).")(f)
+    return f
+
+
+def _watcher_of(options: dict[str, object]) -> object:
+    """The watcher the watch options ask for (None without --watch); an option without --watch: exit 2."""
+    from ..errors import UnusableInput
+
+    got = {k: options.pop(k, None) for k in WATCH_OPTIONS}
+    if not got["watch"]:
+        given = [f"--{k.replace('_', '-')}" for k in WATCH_OPTIONS[1:] if got[k]]
+        if given:
+            raise UnusableInput(f"{', '.join(given)}: only with --watch")
+        return None
+    from ..capture.watch import DEFAULT_WARMUP, Watcher
+    from ..capture.watch_metrics import make_sinks, parse_port
+
+    port = got["metrics_port"]
+    if port is not None:
+        parse_port(str(port))  # exit 2 before anything runs
+    sinks = make_sinks(str(port) if port is not None else None, None, True if got["otel"] else None)
+    events = got["events"]
+    return Watcher(got["warmup"] if got["warmup"] is not None else DEFAULT_WARMUP,
+                   events=str(events) if events is not None else None, fail_after_warmup=got["fail_after_warmup"],
+                   sinks=sinks)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -39,6 +93,7 @@ from .options import remedy_options
 @click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True,
               metavar="SECONDS",
               help="Write the receipt so far (marked incomplete) this often, at a call boundary; 0: never.")
+@watch_options
 @remedy_options
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -55,6 +110,9 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
     decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)
     from ..errors import UnusableInput
 
+    watcher = _watcher_of(remedies)  # pops the watch options: what is left are the remedy flags
+    if watcher is not None and (nproc is not None or warm):
+        raise UnusableInput("--watch watches one process: not with --nproc or --warm")
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
@@ -79,13 +137,17 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
         from ..capture.cache_artifacts import WithCacheArtifacts
 
         plan = WithCacheArtifacts(plan, load_artifacts, save_artifacts)
+    if watcher is not None:
+        from ..capture.watch import WithWatch
+
+        plan = WithWatch(plan, watcher)
     pad = remedies.get("pad")
     if isinstance(pad, str):
         args_l += ["--pad", pad]  # checked by the plan: a workload target's own option
     from ..experiments.workload_run import launcher
 
     launch = launcher(target, args_l, module)
-    progress = ProgressLine(not quiet)
+    progress = ProgressLine(not quiet and watcher is None)  # a server's stderr is its log
     result = run_target(target, args_l, module=module, out=out, decision=decision,
                         on_call_end=progress if progress.enabled else None, setup=plan,
                         checkpoint_every=checkpoint_every, launch=launch)
