@@ -1,0 +1,158 @@
+"""Watch mode in a process: events after warm-up, ``fail_after_warmup``, and the same counts through
+a Prometheus registry and OpenTelemetry's in-memory reader, checked against PyTorch's own
+compilation metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.torch
+
+torch = pytest.importorskip("torch")
+
+
+def model(x):
+    x = x.sin() + 1
+    torch._dynamo.graph_break()
+    return x * 2
+
+
+def _prom_value(registry, name: str, **labels: str) -> float:
+    total = 0.0
+    for metric in registry.collect():
+        for s in metric.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
+
+
+def _otel_points(reader) -> dict[str, list]:
+    out: dict[str, list] = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                out.setdefault(m.name, []).extend(m.data.data_points)
+    return out
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """Warm-up of 4 calls with a recompile in it (4 → 8), then a new size (16) after warm-up, in a
+    tagged request; then steady calls."""
+    pc = pytest.importorskip("prometheus_client", reason="prometheus_client (the watch extra) is not installed")
+    otel = pytest.importorskip("opentelemetry.sdk.metrics", reason="opentelemetry-sdk (the watch extra) is not installed")
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    import seamscope
+    from seamscope.errors import RecompileAfterWarmup
+
+    torch._dynamo.reset()
+    from torch._dynamo.utils import counters, get_compilation_metrics
+
+    counters.clear()
+    torch._dynamo.utils.clear_compilation_metrics()
+    events = tmp_path_factory.mktemp("watch") / "events.jsonl"
+    registry = pc.CollectorRegistry()
+    reader = InMemoryMetricReader()
+    provider = otel.MeterProvider(metric_readers=[reader])
+    raised: list[tuple[int, BaseException]] = []
+    results = []
+    with seamscope.watch(warmup=4, events=events, fail_after_warmup="raise", prometheus_registry=registry,
+                         otel_meter_provider=provider, sync_every=0) as w:
+        g = torch.compile(model, backend="eager", dynamic=False)
+        sizes = [4, 8, 4, 8, 16, 16, 4, 8]
+        for i, n in enumerate(sizes):
+            try:
+                with seamscope.watch.tag(request_id=f"req-{i}"):
+                    results.append(g(torch.ones(n)))
+            except RecompileAfterWarmup as e:
+                raised.append((i, e))
+        w.watcher.sync()
+    metrics = get_compilation_metrics()
+    return {"w": w, "raised": raised, "events": events, "registry": registry, "reader": reader,
+            "metrics": metrics, "graphs": counters["stats"]["unique_graphs"], "frames": dict(counters["frames"]),
+            "results": results}
+
+
+def test_fail_after_warmup_raises_from_the_first_recompile_after_warmup_with_its_cause(watched) -> None:
+    from seamscope.errors import RecompileAfterWarmup
+
+    raised = watched["raised"]
+    # the warm-up recompile (call 1, size 8) raised nothing; call 4 (size 16) did, once
+    assert [i for i, _ in raised] == [4]
+    e = raised[0][1]
+    assert isinstance(e, RecompileAfterWarmup) and e.exit_code == 1
+    assert e.cause == "size" and "size mismatch" in (e.failed_guard or "")
+    assert e.event.kind == "recompile" and e.event.call_index == 4
+    assert e.event.context == {"request_id": "req-4"}
+    assert "x dim 0" in str(e) and "16" in str(e)
+    assert len(watched["results"]) == len([4, 8, 4, 8, 16, 16, 4, 8]) - 1  # only call 4 lost its result
+
+
+def test_events_after_warmup_only_match_pytorchs_compilation_metrics(watched) -> None:
+    w = watched["w"]
+    after = [m for m in watched["metrics"] if int(str(m.compile_id).split("/")[1].split("_")[0]) > 0]
+    ids_after = sorted(str(m.compile_id) for m in after)
+    # PyTorch recompiled each frame twice (8 at call 1, 16 at call 4); only call 4's are events
+    events = [json.loads(line) for line in watched["events"].read_text().splitlines()]
+    assert [e["kind"] for e in events] == ["recompile"] * len(events)
+    assert {e["call_index"] for e in events} == {4}
+    assert len(events) * 2 == len(ids_after)
+    assert {e["compile_id"] for e in events} <= set(ids_after)
+    assert all(e["cause"] == "size" and e["context"] == {"request_id": "req-4"} for e in events)
+    assert all(e["compile_ns"] and e["compile_ns"] > 0 for e in events)
+    assert [e.compile_id for e in w.events] == [e["compile_id"] for e in events]
+
+
+def test_prometheus_counts_match_pytorch_and_the_ledger(watched) -> None:
+    reg = watched["registry"]
+    w = watched["w"]
+    ledger = w.session.ledger
+    n_recompiles = sum(1 for m in watched["metrics"] if "/0" not in str(m.compile_id))
+    assert _prom_value(reg, "seamscope_recompiles_total") == n_recompiles == 4
+    assert _prom_value(reg, "seamscope_recompiles_total", stage="serving", cause="size") == 2
+    assert _prom_value(reg, "seamscope_compiles_total") == len(watched["metrics"]) == watched["frames"]["ok"]
+    assert _prom_value(reg, "seamscope_fallbacks_total") == watched["frames"]["total"] - watched["frames"]["ok"] == 0
+    assert _prom_value(reg, "seamscope_graphs") == watched["graphs"]
+    assert _prom_value(reg, "seamscope_calls_total") == len(ledger.calls) == 8
+    steady = sum(1 for c in ledger.calls if c.phase == "steady")
+    assert _prom_value(reg, "seamscope_calls_total", phase="steady") == steady
+    assert _prom_value(reg, "seamscope_steady_call_seconds_count") == steady
+    assert _prom_value(reg, "seamscope_break_crossings_total") == 8  # one break, crossed once per call
+    assert _prom_value(reg, "seamscope_watch_events_total", kind="recompile") == 2
+    frames = {s.labels["frame"] for m in reg.collect() for s in m.samples if s.name == "seamscope_recompiles_total"}
+    assert any(f.startswith("model (") for f in frames), frames
+
+
+def test_opentelemetry_in_memory_reader_sees_the_same_counts(watched) -> None:
+    points = _otel_points(watched["reader"])
+    reg = watched["registry"]
+
+    def total(name: str, **attrs: str) -> float:
+        return sum(p.value for p in points.get(name, []) if all(p.attributes.get(k) == v for k, v in attrs.items()))
+
+    for name in ("calls", "compiles", "recompiles", "fallbacks", "break_crossings", "watch_events"):
+        assert total(f"seamscope.{name}") == _prom_value(reg, f"seamscope_{name}_total"), name
+    assert total("seamscope.recompiles", stage="serving", cause="size") == 2
+    assert total("seamscope.graphs") == watched["graphs"]
+
+
+def test_warmup_parses_calls_and_seconds() -> None:
+    from seamscope.capture.watch import parse_warmup
+    from seamscope.errors import UnusableInput
+
+    assert parse_warmup(100) == (100, None) and parse_warmup("100") == (100, None)
+    assert parse_warmup("30s") == (None, 30.0) and parse_warmup("2m") == (None, 120.0) and parse_warmup(1.5) == (None, 1.5)
+    for bad in ("-1", "abc", "1.5", True):
+        with pytest.raises(UnusableInput):
+            parse_warmup(bad)
+
+
+def test_label_cap_counts_the_rest_as_other() -> None:
+    from seamscope.capture.watch import LabelCap
+
+    cap = LabelCap(2)
+    assert [cap(x) for x in ("a", "b", "c", "a", "d")] == ["a", "b", "other", "a", "other"]
