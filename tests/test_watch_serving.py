@@ -18,7 +18,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from fakes import Forked, script_forked
 
 pytestmark = pytest.mark.torch

@@ -24,10 +24,8 @@ import os
 import re
 import threading
 import time
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgspec
@@ -36,15 +34,12 @@ from ..analyze.causes import describe, parse_change
 from ..analyze.findings_common import frame_label, stable_frame
 from ..errors import RecompileAfterWarmup, UnusableInput
 from ..model.ledger import BreakSite, Compilation
-from ..model.watch import WatchEvent
+from ..model.watch import COMPILE_BUCKETS_S, STEADY_BUCKETS_S, Histogram, Snapshot, WatchEvent
 
 log = logging.getLogger("seamscope")
 
 DEFAULT_WARMUP = 100
 """Calls of warm-up when none is given."""
-STEADY_BUCKETS_S: tuple[float, ...] = (
-    5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-COMPILE_BUCKETS_S: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 MAX_LABELS = 20
 """Distinct frames (and causes) a metric names; the rest are counted as ``other``."""
 KEEP_EVENTS = 1000
@@ -121,43 +116,6 @@ class LabelCap:
             self.seen.add(value)
             return value
         return "other"
-
-
-@dataclass
-class Histogram:
-    """Non-cumulative bucket counts (the last above every bound), and the sum."""
-
-    bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not self.counts:
-            self.counts = [0] * (len(self.bounds) + 1)
-
-    def add(self, value: float, n: int = 1) -> None:
-        self.counts[bisect_left(self.bounds, value)] += n
-        self.total += value * n
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Cumulative counts since watching began, as the metrics sinks read them."""
-
-    calls: dict[str, int]
-    compiles: dict[tuple[str, str], int]
-    """(frame, stage) → compilations that produced code."""
-    recompiles: dict[tuple[str, str, str], int]
-    """(frame, cause, stage)."""
-    fallbacks: dict[tuple[str, str, str], int]
-    break_crossings: dict[tuple[str, str], int]
-    """(frame, cause = the break's gb_type)."""
-    watch_events: dict[tuple[str, str, str], int]
-    """(kind, frame, cause): events after warm-up."""
-    graphs: int
-    steady: Histogram
-    compile: Histogram
-    warmed_up: bool
 
 
 class Watcher:

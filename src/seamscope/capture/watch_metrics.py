@@ -15,10 +15,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UnusableInput
-from .watch import COMPILE_BUCKETS_S, STEADY_BUCKETS_S, Snapshot, Watcher
+from ..model.watch import COMPILE_BUCKETS_S, STEADY_BUCKETS_S, Snapshot
+
+if TYPE_CHECKING:
+    from .watch import Watcher
 
 log = logging.getLogger("seamscope")
 

@@ -4,7 +4,7 @@ observe an unmodified program, or a probe workload called as the probe calls it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -14,6 +14,9 @@ from ._common import ProgressLine, finish_run, need_torch
 from .options import remedy_options
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    from ..capture.watch import Watcher
 
 
 # --- watch mode (docs/watch.md): its options and the watcher they make, in one block --------------
@@ -42,7 +45,7 @@ def watch_options(f: F) -> F:
     return f
 
 
-def _watcher_of(options: dict[str, object]) -> object:
+def _watcher_of(options: dict[str, object]) -> Watcher | None:
     """The watcher the watch options ask for (None without --watch); an option without --watch: exit 2."""
     from ..errors import UnusableInput
 

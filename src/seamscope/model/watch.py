@@ -3,12 +3,17 @@ break site (``capture/watch.py`` makes them; ``docs/watch.md``)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from dataclasses import dataclass, field
 from typing import Literal
 
 from msgspec import Struct
 
 EventKind = Literal["recompile", "fallback", "graph", "break"]
 EVENT_KINDS: tuple[EventKind, ...] = ("recompile", "fallback", "graph", "break")
+STEADY_BUCKETS_S: tuple[float, ...] = (
+    5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+COMPILE_BUCKETS_S: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
 class WatchEvent(Struct, frozen=True, kw_only=True):
@@ -47,3 +52,40 @@ class WatchEvent(Struct, frozen=True, kw_only=True):
         cost = f", compile {self.compile_ns / 1e6:.1f} ms" if self.compile_ns is not None else ""
         ctx = "".join(f" {k}={v}" for k, v in sorted(self.context.items()))
         return f"{self.kind} after warm-up{at}: {self.frame}: {self.cause}: {self.detail}{cost}{ctx}"
+
+
+@dataclass
+class Histogram:
+    """Non-cumulative bucket counts (the last above every bound), and the sum."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
+
+    def add(self, value: float, n: int = 1) -> None:
+        self.counts[bisect_left(self.bounds, value)] += n
+        self.total += value * n
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Cumulative counts since watching began, as the metrics sinks read them."""
+
+    calls: dict[str, int]
+    compiles: dict[tuple[str, str], int]
+    """(frame, stage) → compilations that produced code."""
+    recompiles: dict[tuple[str, str, str], int]
+    """(frame, cause, stage)."""
+    fallbacks: dict[tuple[str, str, str], int]
+    break_crossings: dict[tuple[str, str], int]
+    """(frame, cause = the break's gb_type)."""
+    watch_events: dict[tuple[str, str, str], int]
+    """(kind, frame, cause): events after warm-up."""
+    graphs: int
+    steady: Histogram
+    compile: Histogram
+    warmed_up: bool
