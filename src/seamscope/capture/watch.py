@@ -151,9 +151,9 @@ class Watcher:
         self._events: Counter[tuple[str, str, str]] = Counter()
         self._sites: dict[str, tuple[str, str]] = {}
         self._graphs = 0
-        self._steady = Histogram(STEADY_BUCKETS_S)
+        self._steady = _Acc(STEADY_BUCKETS_S)
         """Steady calls the builder ended (C's are in the lane's histogram)."""
-        self._compile = Histogram(COMPILE_BUCKETS_S)
+        self._compile = _Acc(COMPILE_BUCKETS_S)
         self._pending: list[WatchEvent] = []
         """Events to raise at the end of the call (``fail_after_warmup="raise"``)."""
         self._armed = False
@@ -318,13 +318,14 @@ class Watcher:
         s = self.session
         b = s.builder
         phases, crossings_by_site = b.running_counts()
-        steady = Histogram(STEADY_BUCKETS_S, list(self._steady.counts), self._steady.total)
+        counts, total = list(self._steady.counts), self._steady.total
         lane = s._lane
         if lane is not None and hasattr(lane, "wall_histogram"):
-            counts, total_ns = lane.wall_histogram()
-            if len(counts) == len(steady.counts):
-                steady.counts = [a + c for a, c in zip(steady.counts, counts, strict=True)]
-                steady.total += total_ns / 1e9
+            in_c, total_ns = lane.wall_histogram()
+            if len(in_c) == len(counts):
+                counts = [a + c for a, c in zip(counts, in_c, strict=True)]
+                total += total_ns / 1e9
+        steady = Histogram(STEADY_BUCKETS_S, tuple(counts), total)
         crossings: Counter[tuple[str, str]] = Counter()
         for sid, n in crossings_by_site.items():
             labels = self._sites.get(sid)
@@ -334,7 +335,7 @@ class Watcher:
             calls={p: n for p, n in phases.items()}, compiles=dict(self._compiles), recompiles=dict(self._recompiles),
             fallbacks=dict(self._fallbacks), break_crossings=dict(crossings), watch_events=dict(self._events),
             graphs=self._graphs,
-            steady=steady, compile=Histogram(COMPILE_BUCKETS_S, list(self._compile.counts), self._compile.total),
+            steady=steady, compile=self._compile.frozen(),
             warmed_up=self.warmed_up(),
         )
         self.last = snap
@@ -367,6 +368,22 @@ class Watcher:
             if not self._armed:
                 self._armed = True
                 s.on_call_end.append(self._at_boundary)
+
+
+class _Acc:
+    """A histogram being filled (``Histogram`` is what the sinks read)."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def add(self, value: float) -> None:
+        self.counts[Histogram.bucket(self.bounds, value)] += 1
+        self.total += value
+
+    def frozen(self) -> Histogram:
+        return Histogram(self.bounds, tuple(self.counts), self.total)
 
 
 class _Tee:

@@ -4,7 +4,7 @@ break site (``capture/watch.py`` makes them; ``docs/watch.md``)."""
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from msgspec import Struct
@@ -54,21 +54,18 @@ class WatchEvent(Struct, frozen=True, kw_only=True):
         return f"{self.kind} after warm-up{at}: {self.frame}: {self.cause}: {self.detail}{cost}{ctx}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Histogram:
-    """Non-cumulative bucket counts (the last above every bound), and the sum."""
+    """Non-cumulative bucket counts (a value v goes to the first bound >= v; the last count is
+    above every bound), and the sum of the values."""
 
     bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
+    counts: tuple[int, ...]
     total: float = 0.0
 
-    def __post_init__(self) -> None:
-        if not self.counts:
-            self.counts = [0] * (len(self.bounds) + 1)
-
-    def add(self, value: float, n: int = 1) -> None:
-        self.counts[bisect_left(self.bounds, value)] += n
-        self.total += value * n
+    @staticmethod
+    def bucket(bounds: tuple[float, ...], value: float) -> int:
+        return bisect_left(bounds, value)
 
 
 @dataclass(frozen=True)
