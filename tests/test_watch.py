@@ -156,3 +156,26 @@ def test_label_cap_counts_the_rest_as_other() -> None:
 
     cap = LabelCap(2)
     assert [cap(x) for x in ("a", "b", "c", "a", "d")] == ["a", "b", "other", "a", "other"]
+
+
+def test_steady_call_histogram_counts_every_steady_call_summed_in_c_or_not() -> None:
+    """With no call kept in detail after the first, C sums the steady calls: its histogram and the
+    builder's (the others) together count each steady call once, with the ledger's wall time."""
+    pc = pytest.importorskip("prometheus_client", reason="prometheus_client (the watch extra) is not installed")
+    import seamscope
+
+    torch._dynamo.reset()
+    registry = pc.CollectorRegistry()
+    with seamscope.watch(warmup=0, prometheus_registry=registry, sync_every=0, first_calls=1, call_cap=4) as w:
+        g = torch.compile(model, backend="eager")
+        for _ in range(60):
+            g(torch.ones(4))
+        lane = w.session._lane
+        in_c = sum(lane.wall_histogram()[0]) if lane is not None else 0
+        w.watcher.sync()
+    steady = next(p for p in w.session.ledger.totals.phases if p.phase == "steady")
+    assert steady.calls == 59
+    assert _prom_value(registry, "seamscope_steady_call_seconds_count") == steady.calls
+    assert _prom_value(registry, "seamscope_steady_call_seconds_sum") == pytest.approx(steady.wall_ns / 1e9, rel=1e-9)
+    if w.session.native is not None:
+        assert 0 < in_c < steady.calls  # C summed most; the calls kept in detail went to the builder
