@@ -179,3 +179,28 @@ def test_steady_call_histogram_counts_every_steady_call_summed_in_c_or_not() -> 
     assert _prom_value(registry, "seamscope_steady_call_seconds_sum") == pytest.approx(steady.wall_ns / 1e9, rel=1e-9)
     if w.session.native is not None:
         assert 0 < in_c < steady.calls  # C summed most; the calls kept in detail went to the builder
+
+
+def test_the_receipt_of_a_watched_run_lists_the_events_after_warmup(watched) -> None:
+    from seamscope.analyze.watch_view import watch_timeline
+    from seamscope.render.markdown import MarkdownRenderer
+    from seamscope.render.terminal import TerminalRenderer
+
+    w = watched["w"]
+    receipt = w.session.receipt()
+    timeline = watch_timeline(receipt)
+    assert timeline is not None and timeline.warmup == "the first 4 calls"
+    assert [(r.kind, r.compile_id, r.call_index) for r in timeline.rows] == [
+        (e.kind, e.compile_id, e.call_index) for e in w.events]
+    assert all(r.cause == "x dim 0: 8 → 16" or "→ 16" in r.cause for r in timeline.rows), timeline.rows
+    text = TerminalRenderer().render(receipt)
+    assert "after warm-up (the first 4 calls): 2 events" in text
+    assert "**After warm-up** (the first 4 calls): 2 event(s)" in MarkdownRenderer().render(receipt)
+
+
+def test_an_unwatched_receipt_has_no_watch_timeline() -> None:
+    from fakes import fake_receipt
+
+    from seamscope.analyze.watch_view import watch_timeline
+
+    assert watch_timeline(fake_receipt()) is None

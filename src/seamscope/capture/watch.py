@@ -174,6 +174,7 @@ class Watcher:
                 raise UnusableInput(f"{self.events_path}: cannot write: {e.strerror or e}") from None
         self.session = session
         self._t0 = time.monotonic()
+        _note(session, self)
         session.assembler.sink = _Tee(session.assembler.sink, self)
         session.builder.phase_sink = self._on_phase
         lane = session._lane
@@ -511,16 +512,17 @@ class WithWatch:
                     inner_finish()
             finally:
                 self.watcher.detach()
-                _note(session, self.watcher)
 
         return finish
 
 
 def _note(session: Any, watcher: Watcher) -> None:
-    """The receipt's decision records the warm-up and what happened after it."""
+    """The receipt's decision records the warm-up (``summary`` and ``report`` list what compiled
+    after it, ``analyze.watch_view``); its checkpoints too."""
     from ..model.receipt import Decision
+    from ..model.watch import parse_warmup_policy, warmup_policy
 
-    policy = (f"watch: warm-up = the first {watcher.warmup_calls} calls" if watcher.warmup_s is None
-              else f"watch: warm-up = the first {watcher.warmup_s:g} s")
     d = session.decision or Decision()
-    session.decision = msgspec.structs.replace(d, warmup_policy=policy)
+    if parse_warmup_policy(d.warmup_policy) is None:
+        policy = f"{d.warmup_policy}; {warmup_policy(watcher.warmup_calls, watcher.warmup_s)}"
+        session.decision = msgspec.structs.replace(d, warmup_policy=policy)

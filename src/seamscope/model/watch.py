@@ -3,6 +3,7 @@ break site (``capture/watch.py`` makes them; ``docs/watch.md``)."""
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Literal
@@ -86,3 +87,19 @@ class Snapshot:
     steady: Histogram
     compile: Histogram
     warmed_up: bool
+
+
+_POLICY = re.compile(r"watch: warm-up = the first (?:(\d+) calls|(\d+(?:\.\d+)?) s)")
+
+
+def warmup_policy(calls: int | None, seconds: float | None) -> str:
+    """The words a watched run's decision record says its warm-up in (``Decision.warmup_policy``)."""
+    return f"watch: warm-up = the first {calls} calls" if seconds is None else f"watch: warm-up = the first {seconds:g} s"
+
+
+def parse_warmup_policy(text: str) -> tuple[int | None, float | None] | None:
+    """(calls, seconds) of a watched run's warm-up, from its decision record; None: not watched."""
+    m = _POLICY.search(text or "")
+    if m is None:
+        return None
+    return (int(m.group(1)), None) if m.group(1) is not None else (None, float(m.group(2)))

@@ -101,6 +101,16 @@ class MarkdownRenderer:
         if view.fallbacks:
             lines += [f"**Fallbacks**: {len(view.fallbacks)} ("
                       + "; ".join(f"{esc(f.compile_id)} {esc(f.reason, 80)}" for f in view.fallbacks[: self.max_rows]) + ")", ""]
+        if view.watch is not None:
+            w = view.watch
+            lines += [f"**After warm-up** ({esc(w.warmup)}): {len(w.rows)} event(s)", ""]
+            if w.rows:
+                lines += ["| at | call | kind | frame | cause | compile |", "|---:|---:|---|---|---|---:|"]
+                for r in w.rows[: self.max_rows]:
+                    call = "–" if r.call_index is None else str(r.call_index)
+                    lines.append(f"| {fmt_ns(r.at_ns)} | {call} | {esc(r.kind)} | {esc(r.frame)} | {esc(r.cause, 160)} "
+                                 f"| {fmt_ns(r.compile_ns)} |")
+                lines.append("")
         lines += self._ranks(view)
         if view.retention_note:
             lines += [f"_{esc(view.retention_note)}_", ""]
