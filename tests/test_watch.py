@@ -204,3 +204,48 @@ def test_an_unwatched_receipt_has_no_watch_timeline() -> None:
     from seamscope.analyze.watch_view import watch_timeline
 
     assert watch_timeline(fake_receipt()) is None
+
+
+def plain(x):
+    return x.cos() * 3
+
+
+def test_a_fallback_after_warmup_is_logged_at_error_with_fail_after_warmup_log(caplog) -> None:
+    """The recompile limit (1 here) after warm-up: a ``fallback`` event, logged at ERROR, nothing
+    raised; PyTorch's counters say the same (one frame more looked at than compiled)."""
+    import logging
+
+    import seamscope
+
+    torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    with torch._dynamo.config.patch(recompile_limit=1), caplog.at_level(logging.WARNING, logger="seamscope"), \
+            seamscope.watch(warmup=1, fail_after_warmup="log", sync_every=0) as w:
+        g = torch.compile(plain, backend="eager", dynamic=False)
+        g(torch.ones(4))
+        g(torch.ones(8))  # over the limit: runs eagerly
+        g(torch.ones(8))
+    assert counters["frames"]["total"] - counters["frames"]["ok"] == 1
+    assert [(e.kind, e.cause, e.call_index) for e in w.events] == [("fallback", "recompile_limit", 1)]
+    errors = [r for r in caplog.records if r.name == "seamscope" and r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "fallback after warm-up in call 1" in errors[0].getMessage()
+    assert errors[0].seamscope_event["kind"] == "fallback"
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--events", "e.jsonl"], "--events: only with --watch"),
+    (["--watch", "--warmup", "soon"], "--warmup soon"),
+    (["--watch", "--metrics-port", "nine"], "--metrics-port nine"),
+    (["--watch", "--nproc", "2"], "not with --nproc"),
+])
+def test_run_refuses_bad_watch_options_before_the_script_runs(tmp_path, args, said) -> None:
+    from fakes import seamscope_here
+
+    script = tmp_path / "s.py"
+    script.write_text("open('ran', 'w').write('yes')\n")
+    got = seamscope_here(["run", *args, "--out", str(tmp_path / "out"), str(script)], tmp_path)
+    assert got.returncode == 2, got
+    assert said in got.stderr, got.stderr
+    assert not (tmp_path / "ran").exists()

@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -474,15 +474,6 @@ def watch(
 
 
 watch.tag = tag  # type: ignore[attr-defined]
-
-
-@contextlib.contextmanager
-def attached(session: Any, watcher: Watcher) -> Iterator[Watcher]:
-    watcher.attach(session)
-    try:
-        yield watcher
-    finally:
-        watcher.detach()
 
 
 class WithWatch:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UnusableInput
@@ -69,9 +70,11 @@ def make_sinks(metrics_port: int | str | None = None, registry: Any = None, otel
     return sinks
 
 
-_METRICS: dict[int, dict[str, Any]] = {}
-"""Registry (id; 0: none, multiprocess mode) → its seamscope metrics: made once per process, as a
-registry refuses a name twice (a second watch in the process adds to the same counters)."""
+_METRICS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+"""Registry → its seamscope metrics: made once per registry, as a registry refuses a name twice (a
+second watch in the process adds to the same counters)."""
+_UNREGISTERED: dict[str, Any] = {}
+"""Multiprocess mode's metrics (in no registry: the endpoint reads the directory's files)."""
 
 
 class PrometheusSink:
@@ -142,9 +145,8 @@ class PrometheusSink:
 
 
 def _metrics(pc: Any, reg: Any) -> dict[str, Any]:
-    key = 0 if reg is None else id(reg)
-    got = _METRICS.get(key)
-    if got is not None:
+    got = _UNREGISTERED if reg is None else _METRICS.get(reg)
+    if got:
         return got
     m: dict[str, Any] = {name: pc.Counter(f"seamscope_{name}", doc, list(labels), registry=reg)
                          for name, (doc, labels) in COUNTERS.items()}
@@ -157,7 +159,10 @@ def _metrics(pc: Any, reg: Any) -> dict[str, Any]:
                            multiprocess_mode="livesum")
     m["warmed_up"] = pc.Gauge("seamscope_warmed_up", "1 once warm-up is over.", registry=reg,
                               multiprocess_mode="livemin")
-    _METRICS[key] = m
+    if reg is None:
+        _UNREGISTERED.update(m)
+    else:
+        _METRICS[reg] = m
     return m
 
 
