@@ -249,3 +249,37 @@ def test_run_refuses_bad_watch_options_before_the_script_runs(tmp_path, args, sa
     assert got.returncode == 2, got
     assert said in got.stderr, got.stderr
     assert not (tmp_path / "ran").exists()
+
+
+SERVER = '''
+import json, sys
+import torch
+from seamscope.errors import RecompileAfterWarmup
+
+def f(x):
+    return x.sin() + 1
+
+g = torch.compile(f, backend="eager", dynamic=False)
+caught = []
+for i, n in enumerate([4, 8, 4, 4, 16, 16]):  # warm-up: calls 0-2 (a recompile at 1); 16 at call 4
+    try:
+        g(torch.ones(n))
+    except RecompileAfterWarmup as e:
+        caught.append({"call": i, "cause": e.cause, "guard": e.failed_guard, "kind": e.event.kind})
+json.dump(caught, open(sys.argv[1], "w"))
+'''
+
+
+def test_run_fail_after_warmup_raises_in_the_script_only_after_warmup(tmp_path) -> None:
+    from fakes import seamscope_here
+
+    (tmp_path / "serve.py").write_text(SERVER)
+    got = seamscope_here(["run", "--watch", "--warmup", "3", "--fail-after-warmup", "--quiet", "--out",
+                          str(tmp_path / "out"), str(tmp_path / "serve.py"), "--", str(tmp_path / "caught.json")],
+                         tmp_path)
+    assert got.returncode == 0, got.stderr
+    caught = json.loads((tmp_path / "caught.json").read_text())
+    assert len(caught) == 1 and caught[0]["call"] == 4 and caught[0]["kind"] == "recompile", caught
+    assert caught[0]["cause"] == "size" and "size mismatch" in caught[0]["guard"]
+    receipt = json.loads((tmp_path / "out" / "receipt.json").read_text())
+    assert "watch: warm-up = the first 3 calls" in receipt["decision"]["warmup_policy"]
