@@ -283,3 +283,21 @@ def test_run_fail_after_warmup_raises_in_the_script_only_after_warmup(tmp_path) 
     assert caught[0]["cause"] == "size" and "size mismatch" in caught[0]["guard"]
     receipt = json.loads((tmp_path / "out" / "receipt.json").read_text())
     assert "watch: warm-up = the first 3 calls" in receipt["decision"]["warmup_policy"]
+
+
+def test_run_with_a_metrics_port_in_use_exits_2_before_the_script_runs(tmp_path) -> None:
+    import socket
+
+    from fakes import seamscope_here
+
+    pytest.importorskip("prometheus_client", reason="prometheus_client (the watch extra) is not installed")
+    script = tmp_path / "s.py"
+    script.write_text("open('ran', 'w').write('yes')\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        got = seamscope_here(["run", "--watch", "--metrics-port", str(port), "--out", str(tmp_path / "out"),
+                              str(script)], tmp_path)
+    assert got.returncode == 2 and f"127.0.0.1:{port}" in got.stderr, got
+    assert not (tmp_path / "ran").exists()

@@ -172,6 +172,17 @@ class Watcher:
                 self._file = open(self.events_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
             except OSError as e:
                 raise UnusableInput(f"{self.events_path}: cannot write: {e.strerror or e}") from None
+        try:
+            for sink in self.sinks:  # a port in use: exit 2 before anything is hooked
+                sink.start(self)
+        except BaseException:
+            for sink in self.sinks:
+                with contextlib.suppress(Exception):
+                    sink.close()
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            raise
         self.session = session
         self._t0 = time.monotonic()
         _note(session, self)
@@ -180,8 +191,6 @@ class Watcher:
         lane = session._lane
         if lane is not None and hasattr(lane, "set_wall_buckets"):
             lane.set_wall_buckets([round(b * 1e9) for b in STEADY_BUCKETS_S])
-        for sink in self.sinks:
-            sink.start(self)
         if self.sinks and self.sync_every > 0:
             self._thread = threading.Thread(target=self._loop, name="seamscope-watch", daemon=True)
             self._thread.start()
