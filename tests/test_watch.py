@@ -183,6 +183,7 @@ def test_steady_call_histogram_counts_every_steady_call_summed_in_c_or_not() -> 
 
 def test_the_receipt_of_a_watched_run_lists_the_events_after_warmup(watched) -> None:
     from seamscope.analyze.watch_view import watch_timeline
+    from seamscope.render.html import HtmlRenderer
     from seamscope.render.markdown import MarkdownRenderer
     from seamscope.render.terminal import TerminalRenderer
 
@@ -196,6 +197,8 @@ def test_the_receipt_of_a_watched_run_lists_the_events_after_warmup(watched) -> 
     text = TerminalRenderer().render(receipt)
     assert "after warm-up (the first 4 calls): 2 events" in text
     assert "**After warm-up** (the first 4 calls): 2 event(s)" in MarkdownRenderer().render(receipt)
+    html = HtmlRenderer().render(receipt)
+    assert 'id="after-warmup"' in html and all(f"<code>{e.compile_id}</code>" in html for e in w.events)
 
 
 def test_an_unwatched_receipt_has_no_watch_timeline() -> None:
