@@ -130,10 +130,10 @@ def run_ranks(
     module: bool,
     out: str,
     quiet: bool,
-    decision_args: dict[str, str | None],
-    checkpoint_every: float | None = None,
+    passed: list[str] | None = None,
 ) -> int:
-    """``seamscope run --nproc N``: torchrun starts N ranks, each under ``seamscope run``, then merge.
+    """``seamscope run --nproc N``: torchrun starts N ranks, each under ``seamscope run`` with the
+    words ``passed`` (``run``'s options the ranks take), then merge.
 
     Exit code: 2 when the merge found a problem in the ranks' output (a rank wrote no ledger), else
     1 when a rank's script failed, else 0.
@@ -149,11 +149,7 @@ def run_ranks(
            "-m", "seamscope", "run", "--out", out]
     if quiet or nproc > 1:  # the merged table replaces N per-rank summaries
         cmd.append("--quiet")
-    for flag, value in decision_args.items():
-        if value is not None:
-            cmd += [flag, value]
-    if checkpoint_every is not None:
-        cmd += ["--checkpoint-every", str(checkpoint_every)]
+    cmd += passed or []
     cmd += (["-m"] if module else []) + [target, "--", *args]
     rc, stopped_by = _run_forwarding_signals(cmd)
     if nproc == 1:  # WORLD_SIZE 1: the rank wrote OUT/receipt.json and its summary itself
