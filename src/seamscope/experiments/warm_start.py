@@ -28,7 +28,6 @@ from ..model.compile_time import ArtifactsStart, WarmStart
 from .fresh import Ended, FreshProcesses, Job, default_mode
 from .trials.runs import PRELOAD
 
-RUNS = ("cold", "warm", "warm-artifacts")
 ISOLATION_ENV = "SEAMSCOPE_WARM_ISOLATION"
 TAIL_LINES = 20
 """How many of a failed run's last output lines the command shows."""

@@ -14,7 +14,6 @@ _ADDR = re.compile(r"0x[0-9a-fA-F]{4,}")
 _OBJ_ID = re.compile(r"(___check_obj_id\([^,()]*(?:\([^()]*\))?[^,()]*,\s*)\d+")
 _ID_EQ = re.compile(r"(\bid\([^()]*\)\s*==\s*)\d{6,}")
 _PID = re.compile(r"\b(pid[ =:]+)\d+", re.IGNORECASE)
-_SITE = re.compile(r"(?:/[^\s\"':]*?)?/(?:site|dist)-packages/")
 _ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]+")
 
 
