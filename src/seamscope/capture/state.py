@@ -56,7 +56,7 @@ class SessionState:
         self._device_source: Any = None
         self.trace_filter = os.environ.get("SEAMSCOPE_FULL_TRACE") != "1"
         """Ask PyTorch only for the structured-trace records capture reads (set it to False before
-        ``start()``, or ``SEAMSCOPE_FULL_TRACE=1``, to have every record built, as before)."""
+        ``start()``, or ``SEAMSCOPE_FULL_TRACE=1``, to have PyTorch build every record)."""
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.active = False
         self._interrupted = False

@@ -18,7 +18,7 @@ import msgspec
 
 #: Bumped on any change of the ledger or receipt layout. Version 2 added the optional device
 #: timeline (``Call.device``, ``Totals.device``, ``Retention.device_every``); a ledger without one
-#: is written as version 1, byte for byte as before.
+#: is written as version 1, byte for byte as a version-1 writer writes it.
 SCHEMA_VERSION = 2
 SCHEMA_VERSIONS_READ = (1, 2)
 

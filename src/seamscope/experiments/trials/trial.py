@@ -79,9 +79,9 @@ class _State:
     started: float = 0.0
     run_s: list[float] = field(default_factory=list)
     times: dict[str, list[float]] = field(default_factory=dict)
+    """Seconds each name's timed runs took (the budget's schedule)."""
     sites: list[str] = field(default_factory=list)
     """``FILE:LINE`` of the script's ``torch.compile`` calls (where a code change goes)."""
-    """Seconds each name's timed runs took (the budget's schedule)."""
     interrupted: bool = False
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
