@@ -3,6 +3,8 @@ observe an unmodified program, or a probe workload called as the probe calls it.
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..capture.runner import run_target
@@ -161,6 +163,11 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
     got = run_warm(target, args, module, out, [*spec_of(remedies).flags(), *(passed or [])],
                    progress=None if quiet else say)
     ws = got.comparison
+    if ws is not None:
+        from ..model.canonical import pretty_bytes
+        from ..render.files import write_atomic
+
+        write_atomic(os.path.join(out, "warm-start.json"), pretty_bytes(ws))
     if ws is not None and not quiet:
         from rich.console import Console
 
