@@ -7,7 +7,7 @@ from typing import Any
 
 from ...model.ranks import RankEntry
 from ...model.receipt import Receipt
-from ..units import fmt_ns
+from ..units import fmt_ns, number_ranges
 from .base import MAX_SECTION_ROWS
 
 # --- many ranks: the rank × call view of a merged receipt ------------------------------------------
@@ -59,6 +59,22 @@ class DivergenceRow:
 
 
 @dataclass(frozen=True)
+class SkewRow:
+    """A call in which the ranks' compile times differ (``RanksSection.skews``)."""
+
+    call_index: int
+    slow_ranks: str
+    waiting_ranks: str
+    max_ns: int
+    min_ns: int
+    wait_ns: int
+    timeout_pct: str
+    sentence: str
+    warning: str
+    remedy: str
+
+
+@dataclass(frozen=True)
 class DdpSplitRow:
     rank: int
     compile_id: str
@@ -88,6 +104,9 @@ class RanksView:
     columns: list[RankColumn] = field(default_factory=list)
     rows: list[RankRow] = field(default_factory=list)
     divergences: list[DivergenceRow] = field(default_factory=list)
+    skews: list[SkewRow] = field(default_factory=list)
+    pg_timeout: str = ""
+    skew_rule: str = ""
     ddp_splits: list[DdpSplitRow] = field(default_factory=list)
     sites: list[RankSiteRow] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
@@ -190,6 +209,14 @@ def build_ranks(receipt: Receipt) -> RanksView:
         columns=columns,
         rows=rows,
         divergences=[DivergenceRow(d.kind, list(d.ranks), list(d.reference_ranks), d.first_call, d.detail) for d in divs],
+        skews=[
+            SkewRow(k.call_index, number_ranges(k.slow_ranks), number_ranges(k.fast_ranks), k.max_ns, k.min_ns,
+                    k.wait_ns, f"{k.timeout_share:.1%}" if k.timeout_share is not None else "–", k.sentence,
+                    k.warning or "", k.remedy)
+            for k in sec.skews
+        ][:MAX_SECTION_ROWS],
+        pg_timeout=(f"{fmt_ns(sec.pg_timeout_ns)}, {sec.pg_timeout_source}" if sec.pg_timeout_ns else ""),
+        skew_rule=sec.skew_rule,
         ddp_splits=[DdpSplitRow(e.rank, s.compile_id, s.frame_name, s.submodules) for e in entries for s in e.ddp_splits],
         sites=[
             RankSiteRow(e.rank, s.site_id, f"{s.file}:{s.line}", s.function, s.origin, s.crossings)
