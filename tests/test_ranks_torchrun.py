@@ -8,7 +8,8 @@ Three jobs, each shared by several tests (module-scoped fixtures):
   job leaves a multi-rank ``TORCH_TRACE`` directory for import.
 - ``fsdp``: ``torchrun --standalone --nproc-per-node 2 -m seamscope run tests/workloads/ranks_job.py
   -- --mode fsdp --at 2 --pg-timeout 300``: FSDP2 ``fully_shard``; from call 2 on rank 1 feeds a
-  batch of another size, so at call 2 it compiles alone while rank 0 waits at the barrier.
+  batch of another size, so at call 2 it compiles alone while rank 0 waits at the barrier. Its
+  rank-0 receipt is also the real receipt 256 synthetic ranks are made from (the scale test).
 
 Each rank is a new interpreter started by torchrun; torchrun (``ddp``) and ``seamscope run --nproc``
 are processes of their own forked from the test run's server (``fresh_server``: their torch or
@@ -58,7 +59,7 @@ def ddp_job(tmp_path_factory, fresh_server):
 def fsdp_job(tmp_path_factory, fresh_server):
     out = tmp_path_factory.mktemp("fsdp") / "out"
     r = seamscope_forked(fresh_server, ["--standalone", "--nproc-per-node", "2", "-m", "seamscope", "run", "--quiet",
-                                        "--out", str(out), JOB, "--", "--mode", "fsdp", "--steps", "4", "--at", "2",
+                                        "--out", str(out), JOB, "--", "--mode", "fsdp", "--steps", "8", "--at", "2",
                                         "--pg-timeout", "300"],
                          ROOT, env=ENV, unset=("TORCH_TRACE",), entry="torch.distributed.run:main")
     assert r.returncode == 0, r.stderr[-6000:]
@@ -161,6 +162,61 @@ def test_a_rank_compiling_a_new_shape_alone_is_a_compile_skew(fsdp_job):
     assert sec.pg_timeout_ns == 300 * 10**9 and sec.pg_timeout_source.startswith("recorded by ranks 0, 1 (300 s, gloo")
     assert k.warning is None
     assert k.skew_id in [i.item_id for i in receipt.findings.ranked if i.axis == "compile_skew"]
+
+
+def test_256_ranks_merge_one_at_a_time_and_stay_readable(fsdp_job, tmp_path):
+    """256 ranks made from one real receipt with varied figures (rank 17 compiles 5× longer at its
+    first call, ranks 101 and 202 are 1.6× slower in steady calls): the merge names exactly those,
+    holds one rank's receipt at a time, and groups the rest in the views."""
+    import time
+    import tracemalloc
+
+    from rank_receipts import write_ranks
+
+    from seamscope.analyze.report_view.ranks import build_ranks
+
+    n, real = 256, str(fsdp_job / "rank-0" / "receipt.json")
+    first = write_ranks(real, str(tmp_path / "ranks"), n, slow=(101, 202), cold=17)
+    write_ranks(real, str(tmp_path / "warm"), 2)
+    merge(gather(str(tmp_path / "warm")))  # imports and caches warmed before anything is measured
+    tracemalloc.start()
+    one = load_receipt(str(tmp_path / "ranks" / "rank-5" / "receipt.json"))
+    one_size = tracemalloc.get_traced_memory()[0]
+    del one
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    gathered = gather(str(tmp_path / "ranks"))
+    held = tracemalloc.get_traced_memory()[0] - base
+    receipt = merge(gathered)
+    took = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    print(f"merge of {n} ranks: {took:.2f} s; traced memory: {held / 2**20:.2f} MiB held for the ranks after "
+          f"reading them, peak {peak / 2**20:.2f} MiB (hashing the merged receipt included); one parsed receipt "
+          f"{one_size / 2**10:.0f} KiB, {n} of them {n * one_size / 2**20:.1f} MiB")
+    # Not held per rank: what is kept of each rank is a fraction of its parsed receipt, and the
+    # peak, the merged receipt's own hashing included, stays under every rank's receipt held at once.
+    assert held < n * one_size / 4, (held, one_size)
+    assert peak < n * one_size, (peak, one_size)
+
+    sec = receipt.ranks
+    assert sec.ranks_present == list(range(n)) and sec.world_size == n and sec.problems == []
+    (k,) = sec.skews
+    others = min(v for r, v in first.items() if r != 17)
+    assert (k.call_index, k.slow_ranks, len(k.fast_ranks)) == (0, [17], n - 1)
+    assert k.wait_ns == first[17] - others and k.max_ns == first[17]
+    assert {d.kind: d.ranks for d in sec.divergences} == {"steady_time": [101, 202]}
+    assert receipt.ledger == load_receipt(str(tmp_path / "ranks" / "rank-0" / "receipt.json")).ledger
+
+    view = build_ranks(receipt)
+    labels = [r.label for r in view.rows]
+    assert labels == [f"0–16, 18–100, 102–201, 203–{n - 1} ({n - 3} ranks)", "17", "101", "202"], labels
+    assert sorted(r for row in view.rows for r in row.ranks) == list(range(n))
+    out = seamscope("merge", str(tmp_path / "ranks"), "--out", str(tmp_path / "m"))
+    assert out.returncode == 0, out.stderr
+    assert f"{n} ranks in 4 rows" in out.stdout and "steady_time: rank(s) 101, 202" in out.stdout
+    assert len(out.stdout.splitlines()) < 30
 
 
 # --- rank 1 takes another branch from call 3 on ---------------------------------------------------

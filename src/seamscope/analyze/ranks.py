@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,7 +46,7 @@ from ..model.ranks import (
 )
 from ..model.receipt import Receipt
 from .stats import median, quantile
-from .units import fmt_ns
+from .units import fmt_ns, number_ranges
 
 #: Steady calls each rank needs before its steady time is compared: fewer give no usable spread.
 MIN_STEADY_CALLS = 5
@@ -96,7 +97,7 @@ def reduce_input(receipt: Receipt, source: str, load: Callable[[], Receipt], ran
     run = receipt.ledger.run
     decided = run.rank if run.rank is not None else rank
     entry = rank_entry(decided if decided is not None else -1, source, receipt)
-    run = msgspec.structs.replace(run, warnings=[], absent=[])
+    run = msgspec.structs.replace(run, warnings=[], absent=[], command=[_i(c) for c in run.command])
     return RankInput(run=run, entry=entry, source=source, load=load, rank=rank)
 
 
@@ -237,8 +238,8 @@ def _call_view(c: Any) -> RankCall:
         region_ns=sum(e.duration_ns for e in c.events if isinstance(e, RegionEvent)),
         island_ns=sum(e.duration_ns for e in c.events if isinstance(e, IslandEvent)),
         compile_ns=sum(e.duration_ns for e in c.events if isinstance(e, CompileEvent)),
-        regions=[e.compile_id for e in c.events if isinstance(e, RegionEvent)],
-        sites=[e.site_id for e in c.events if isinstance(e, BreakEvent)],
+        regions=[_i(e.compile_id) for e in c.events if isinstance(e, RegionEvent)],
+        sites=[_i(e.site_id) for e in c.events if isinstance(e, BreakEvent)],
     )
 
 
@@ -255,7 +256,7 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         rank=rank,
         source=source,
         world_size=led.run.world_size,
-        input_trace_sha256=led.run.input_trace_sha256,
+        input_trace_sha256=_i(led.run.input_trace_sha256) if led.run.input_trace_sha256 else None,
         structure_sha256=receipt.structure_sha256,
         receipt_sha256=receipt.receipt_sha256,
         has_runtime=led.run.has_runtime,
@@ -265,15 +266,15 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         graph_count=s.graph_count,
         fallback_count=s.fallback_count,
         break_site_count=s.break_site_count,
-        compile_ids=[f"{c.compile_id} {c.frame_name}" for c in led.compilations],
+        compile_ids=[_i(f"{c.compile_id} {c.frame_name}") for c in led.compilations],
         recompiles=[
-            RankRecompile(compile_id=c.compile_id, frame_name=c.frame_name, call_index=c.call_index,
-                          failed_guards=list(c.failed_guards))
+            RankRecompile(compile_id=_i(c.compile_id), frame_name=_i(c.frame_name), call_index=c.call_index,
+                          failed_guards=[_i(g) for g in c.failed_guards])
             for c in led.compilations
             if c.is_recompile
         ],
         sites=[
-            RankSite(site_id=b.site_id, file=b.file, line=b.line, function=b.function,
+            RankSite(site_id=_i(b.site_id), file=_i(b.file), line=b.line, function=_i(b.function),
                      origin=site_origin(b), crossings=crossings.get(b.site_id) if led.run.has_runtime else None)
             for b in led.break_sites
         ],
@@ -289,8 +290,14 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         compile_calls=[c.call_index for c in led.compilations],
         pg_timeout_ns=_set_or_none(led.run.pg_timeout_ns),
         pg_backend=_set_or_none(led.run.pg_backend),
-        status=status_text(led.run.status),
+        status=_i(status_text(led.run.status) or "") or None,
     )
+
+
+def _i(text: str) -> str:
+    """One string object for a text every rank repeats (compile ids, phases, files): 256 ranks'
+    entries then hold it once."""
+    return sys.intern(text)
 
 
 def _set_or_none(value: Any) -> Any:
@@ -431,7 +438,7 @@ def _group_divergences(
 
 
 def _who(ranks: Sequence[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+    return ("rank " if len(ranks) == 1 else "ranks ") + number_ranges(list(ranks))
 
 
 def _compile_calls(e: RankEntry) -> dict[str, int | None]:
@@ -532,7 +539,7 @@ def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
     ordered = sorted(judged, key=lambda e: (e.steady_median_ns or 0, e.rank))
     ref = ordered[(len(ordered) - 1) // 2]
     m_ref = ref.steady_median_ns or 0
-    out = []
+    found: list[tuple[float, int, int | None, str]] = []
     for e in judged:
         if e is ref:
             continue
@@ -544,10 +551,22 @@ def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
         beyond = [c.index for c in steady if abs(c.wall_ns - m_ref) > band]
         first = beyond[0] if beyond else (steady[0].index if steady else None)
         pct = (m - m_ref) / m_ref if m_ref else 0.0
-        out.append(Divergence(
-            kind="steady_time", ranks=[e.rank], reference_ranks=[ref.rank], first_call=first,
-            detail=f"rank {e.rank} steady median {fmt_ns(m)} vs {fmt_ns(m_ref)} on rank {ref.rank} "
-            f"({pct:+.0%}; noise band ±{fmt_ns(band)})"))
+        found.append((pct, e.rank, first, f"rank {e.rank} steady median {fmt_ns(m)} vs {fmt_ns(m_ref)} on rank "
+                      f"{ref.rank} ({pct:+.0%}; noise band ±{fmt_ns(band)})"))
+    # One divergence for the slower ranks and one for the faster: with hundreds of ranks, two lines.
+    out = []
+    for side in ([f for f in found if f[0] > 0], [f for f in found if f[0] < 0]):
+        if not side:
+            continue
+        side.sort(key=lambda f: (-abs(f[0]), f[1]))
+        firsts = [f[2] for f in side if f[2] is not None]
+        detail = side[0][3]
+        if len(side) > 1:
+            rest = side[1:]
+            detail += f"; also {_who(sorted(f[1] for f in rest))} (" + ", ".join(
+                f"rank {f[1]} {f[0]:+.0%}" for f in rest[:4]) + (", …" if len(rest) > 4 else "") + ")"
+        out.append(Divergence(kind="steady_time", ranks=sorted(f[1] for f in side), reference_ranks=[ref.rank],
+                              first_call=min(firsts) if firsts else None, detail=detail))
     return out
 
 
