@@ -159,3 +159,13 @@ def test_the_report_view_shows_each_skew(tmp_path):
     view = build_ranks(merge(gather(str(tmp_path))))
     assert [(s.call_index, s.slow_ranks, s.waiting_ranks) for s in view.skews] == [(2, "1", "0, 2")]
     assert "NCCL's default" in view.pg_timeout
+
+
+def test_the_markdown_summary_lists_the_skews_and_the_warning(tmp_path):
+    from seamscope.analyze.report_view import build_view
+    from seamscope.render.markdown import MarkdownRenderer
+
+    write_ranks(tmp_path, [[S, 0, 0], [S, 0, 400 * S]])
+    md = MarkdownRenderer().render_view(build_view(merge(gather(str(tmp_path))), source_root="/nonexistent"))
+    assert "**Compile skew**: 1 call(s)" in md
+    assert "at call 2 rank 1 compiled for 400 s" in md and "**Warning**" in md and "barrier" in md

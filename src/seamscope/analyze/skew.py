@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+import msgspec
+
 from ..model.headline import RankedItem
 from ..model.ranks import CompileSkew, RankEntry
 from .units import fmt_ns, number_ranges
@@ -106,7 +108,8 @@ def _skew(index: int, got: list[tuple[int, int, RankEntry]], hi: int, lo: int, t
     if idle:
         others = f"{who(idle)} did not compile"
         if len(idle) < len(fast):
-            others += f" and {who([r for r in fast if r not in idle])} compiled less"
+            idle_set = set(idle)
+            others += f" and {who([r for r in fast if r not in idle_set])} compiled less"
     else:
         others = f"{who(fast)} compiled {fmt_ns(lo)}" + (" or less" if len(fast) > 1 else "")
     sentence = (
@@ -158,8 +161,6 @@ def rank_with_skews(ranked: Sequence[RankedItem], skews: Sequence[CompileSkew], 
         for s in skews
     ]
     order = sorted(range(len(items)), key=lambda i: (items[i].cost_ns is None, -(items[i].cost_ns or 0), i))
-    import msgspec
-
     return [msgspec.structs.replace(items[i], rank=k + 1) for k, i in enumerate(order)]
 
 
