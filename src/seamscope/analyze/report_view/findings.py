@@ -220,6 +220,11 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
             kind, file, line = ct.kind.replace("_", " "), ct.file, ct.line
             detail = "; ".join(r.text for r in ct.remedies)
             beneath = list(ct.missing)
+        elif item.axis == "compile_skew" and receipt.ranks is not None:
+            sk = next((k for k in receipt.ranks.skews if k.skew_id == item.item_id), None)
+            kind, file, line = "compile skew", "", 0
+            detail = sk.remedy if sk is not None else ""
+            beneath = [sk.warning] if sk is not None and sk.warning else []
         else:
             f = breaks.get(item.item_id)
             kind = "break"
