@@ -241,7 +241,7 @@ def test_a_fallback_after_warmup_is_logged_at_error_with_fail_after_warmup_log(c
     (["--events", "e.jsonl"], "--events: only with --watch"),
     (["--watch", "--warmup", "soon"], "--warmup soon"),
     (["--watch", "--metrics-port", "nine"], "--metrics-port nine"),
-    (["--watch", "--nproc", "2"], "not with --nproc"),
+    (["--watch", "--nproc", "2"], "--nproc does not take --watch"),
 ])
 def test_run_refuses_bad_watch_options_before_the_script_runs(tmp_path, args, said) -> None:
     from fakes import seamscope_here
