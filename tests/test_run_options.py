@@ -41,6 +41,9 @@ VALUES = {
     "disable": "helper:f",
     "regional": "Block",
     "pad": "pow2",
+    "warmup": "30s",
+    "metrics_port": "9464",
+    "fail_after_warmup": "log",
 }
 """A valid value for an option whose type does not give one (others: from their click type)."""
 TARGETS = {"plain": "w.py:f", "warm": "w.py:f", "nproc": "w.py"}

@@ -238,7 +238,7 @@ def test_a_fallback_after_warmup_is_logged_at_error_with_fail_after_warmup_log(c
 
 
 @pytest.mark.parametrize("args, said", [
-    (["--events", "e.jsonl"], "--events: only with --watch"),
+    (["--events", "e.jsonl"], "--events needs --watch"),
     (["--watch", "--warmup", "soon"], "--warmup soon"),
     (["--watch", "--metrics-port", "nine"], "--metrics-port nine"),
     (["--watch", "--nproc", "2"], "--nproc does not take --watch"),

@@ -107,13 +107,13 @@ class LabelCap:
 
     def __init__(self, limit: int = MAX_LABELS) -> None:
         self.limit = limit
-        self.seen: set[str] = set()
+        self.seen: dict[str, None] = {}
 
     def __call__(self, value: str) -> str:
         if value in self.seen:
             return value
         if len(self.seen) < self.limit:
-            self.seen.add(value)
+            self.seen[value] = None
             return value
         return "other"
 
@@ -143,7 +143,8 @@ class Watcher:
         self.event_count = 0
         self.session: Any = None
         self._file: Any = None
-        self._lock = threading.Lock()
+        self._lock: Any = None
+        """Made in ``attach``, as the stop event: nothing but plain values before."""
         self._t0 = time.monotonic()
         self._compiles: Counter[tuple[str, str]] = Counter()
         self._recompiles: Counter[tuple[str, str, str]] = Counter()
@@ -157,7 +158,7 @@ class Watcher:
         self._pending: list[WatchEvent] = []
         """Events to raise at the end of the call (``fail_after_warmup="raise"``)."""
         self._armed = False
-        self._stopped = threading.Event()
+        self._stopped: Any = None
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self.last: Snapshot | None = None
@@ -167,6 +168,8 @@ class Watcher:
     def attach(self, session: Any) -> None:
         if session.builder is None or session.assembler is None:
             raise RuntimeError("watch: attach to a session that has started")
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
         if self.events_path is not None:
             try:
                 self._file = open(self.events_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115

@@ -79,7 +79,7 @@ _UNREGISTERED: dict[str, Any] = {}
 
 class PrometheusSink:
     def __init__(self, port: int | str | None = None, registry: Any = None) -> None:
-        self.pc = _need("prometheus_client")
+        _need("prometheus_client")  # said before anything runs
         self.addr: tuple[str, int] | None = parse_port(port) if port is not None else None
         self.registry = registry
         self.server: Any = None
@@ -90,7 +90,8 @@ class PrometheusSink:
         self.m: dict[str, Any] = {}
 
     def start(self, watcher: Watcher) -> None:
-        pc = self.pc
+        import prometheus_client as pc
+
         if self.multiprocess:
             reg = None  # values go to the directory's files; the endpoint reads them all
         elif self.registry is not None:
@@ -188,13 +189,15 @@ class OtelSink:
 
     def __init__(self, provider: Any = None) -> None:
         _need("opentelemetry.sdk.metrics")
-        from opentelemetry import metrics
-
-        self.meter = (provider or metrics.get_meter_provider()).get_meter("seamscope")
+        self.provider = provider
+        self.meter: Any = None
         self._last: Snapshot | None = None
 
     def start(self, watcher: Watcher) -> None:
+        from opentelemetry import metrics
         from opentelemetry.metrics import CallbackOptions, Observation
+
+        self.meter = (self.provider or metrics.get_meter_provider()).get_meter("seamscope")
 
         def observer(name: str, labels: tuple[str, ...]) -> Any:
             def read(options: CallbackOptions) -> list[Observation]:

@@ -73,7 +73,8 @@ CELL_OPTIONS = ("out", "quiet", "note", "intervention", "rollback_trigger", "tra
 """Those of ``run``'s options that apply to one notebook cell (``%%seamscope``)."""
 
 
-NEEDS = {"trace_calls": "trace_out", "trace_events": "trace_out", "fingerprint": "record_out"}
+NEEDS = {"trace_calls": "trace_out", "trace_events": "trace_out", "fingerprint": "record_out",
+         **dict.fromkeys(("warmup", "events", "fail_after_warmup", "metrics_port", "otel"), "watch")}
 """Options that mean nothing without another one."""
 
 
@@ -91,7 +92,7 @@ def flag_of(ctx: click.Context, name: str) -> str:
 def missing_need(ctx: click.Context) -> str | None:
     """One line when an option was given without the one it needs (:data:`NEEDS`), else None."""
     for name, needed in NEEDS.items():
-        if name in ctx.params and given(ctx, name) and ctx.params.get(needed) is None:
+        if name in ctx.params and given(ctx, name) and ctx.params.get(needed) in (None, False):
             return f"{flag_of(ctx, name)} needs {flag_of(ctx, needed)}"
     return None
 

@@ -78,14 +78,10 @@ def watch_options(f: F) -> F:
 
 
 def _watcher_of(options: dict[str, object]) -> Watcher | None:
-    """The watcher the watch options ask for (None without --watch); an option without --watch: exit 2."""
-    from ..errors import UnusableInput
-
+    """The watcher the watch options ask for (None without --watch; ``options.NEEDS`` refuses the
+    others without it)."""
     got = {k: options.pop(k, None) for k in WATCH_OPTIONS}
     if not got["watch"]:
-        stray = [f"--{k.replace('_', '-')}" for k in WATCH_OPTIONS[1:] if got[k]]
-        if stray:
-            raise UnusableInput(f"{', '.join(stray)}: only with --watch")
         return None
     from ..capture.watch import DEFAULT_WARMUP, Watcher
     from ..capture.watch_metrics import make_sinks, parse_port
