@@ -101,7 +101,7 @@ class PrometheusSink:
         self.m = _metrics(pc, reg)
         if self.addr is None:
             return
-        serve = reg
+        serve: Any = reg
         if self.multiprocess:
             from prometheus_client import multiprocess
 
