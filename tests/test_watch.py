@@ -304,3 +304,23 @@ def test_run_with_a_metrics_port_in_use_exits_2_before_the_script_runs(tmp_path)
                               str(script)], tmp_path)
     assert got.returncode == 2 and f"127.0.0.1:{port}" in got.stderr, got
     assert not (tmp_path / "ran").exists()
+
+
+def test_with_no_warmup_each_first_compilation_and_break_site_is_an_event() -> None:
+    import seamscope
+
+    torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    with seamscope.watch(warmup=0, sync_every=0) as w:
+        g = torch.compile(model, backend="eager")
+        g(torch.ones(4))
+        g(torch.ones(4))
+    kinds = sorted(e.kind for e in w.events)
+    assert kinds == ["break", "graph", "graph"], w.events
+    assert counters["stats"]["unique_graphs"] == 2
+    brk = next(e for e in w.events if e.kind == "break")
+    site = w.session.ledger.break_sites[0]
+    assert brk.site_id == site.site_id and brk.cause == site.gb_type and brk.call_index == 0
+    assert all(e.compile_ns for e in w.events if e.kind == "graph")
