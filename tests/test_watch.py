@@ -324,3 +324,23 @@ def test_with_no_warmup_each_first_compilation_and_break_site_is_an_event() -> N
     site = w.session.ledger.break_sites[0]
     assert brk.site_id == site.site_id and brk.cause == site.gb_type and brk.call_index == 0
     assert all(e.compile_ns for e in w.events if e.kind == "graph")
+
+
+def test_a_tag_with_control_characters_is_shown_not_emitted_in_the_log_line(caplog, tmp_path) -> None:
+    import logging
+    import threading
+
+    from seamscope.capture.watch import Watcher
+    from seamscope.model.watch import WatchEvent
+
+    w = Watcher(0)
+    w._lock = threading.Lock()
+    w._file = open(tmp_path / "e.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+    ev = WatchEvent(kind="recompile", frame="f (a.py:1)", file="a.py", line=1, cause="size", detail="x dim 0: 1 → 2",
+                    context={"request_id": "r\x1b[31m1"})
+    with caplog.at_level(logging.WARNING, logger="seamscope"):
+        w._emit(ev)
+    w._file.close()
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "seamscope"]
+    assert "\x1b" not in line and "request_id=r" in line
+    assert json.loads((tmp_path / "e.jsonl").read_text())["context"] == {"request_id": "r\x1b[31m1"}

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..analyze.causes import describe, parse_change
+from ..analyze.display import shown
 from ..analyze.findings_common import frame_label, stable_frame
 from ..errors import RecompileAfterWarmup, UnusableInput
 from ..model.ledger import BreakSite, Compilation
@@ -303,7 +304,8 @@ class Watcher:
                     self._file.write(json.dumps(msgspec.to_builtins(ev), ensure_ascii=False) + "\n")
         failing = self.fail is not None and ev.kind in ("recompile", "fallback")
         level = logging.ERROR if failing and self.fail == "log" else logging.WARNING
-        log.log(level, "seamscope: %s", ev.line_text(), extra={"seamscope_event": msgspec.to_builtins(ev)})
+        # user strings (frames, guards, tags) are data: control characters shown, never emitted
+        log.log(level, "seamscope: %s", shown(ev.line_text(), None), extra={"seamscope_event": msgspec.to_builtins(ev)})
         if failing and self.fail == "raise":
             self._pending.append(ev)
             s = self.session
@@ -318,7 +320,7 @@ class Watcher:
         if not self._pending or os.getpid() != self._pid:
             return
         ev, self._pending = self._pending[0], []
-        raise RecompileAfterWarmup(ev, f"seamscope: {ev.line_text()}")
+        raise RecompileAfterWarmup(ev, f"seamscope: {shown(ev.line_text(), None)}")
 
     # --- the counts ------------------------------------------------------------------------------
 
