@@ -88,7 +88,7 @@ CORE_VENV := .venv-core
 CORE_STAMP := $(CORE_VENV)/.installed-stamp
 CORE_TESTS := tests/test_imports.py tests/test_shapes.py tests/test_model_receipt.py \
 	tests/test_import_trace_format.py tests/test_differential.py tests/test_report_browser.py \
-	tests/test_capture_transformers.py tests/test_notebook.py
+	tests/test_capture_transformers.py tests/test_notebook.py tests/test_watch_serving.py
 
 $(CORE_STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(CORE_VENV)/bin/python || $(PY) -m venv $(CORE_VENV)

@@ -344,3 +344,20 @@ def test_a_tag_with_control_characters_is_shown_not_emitted_in_the_log_line(capl
     (line,) = [r.getMessage() for r in caplog.records if r.name == "seamscope"]
     assert "\x1b" not in line and "request_id=r" in line
     assert json.loads((tmp_path / "e.jsonl").read_text())["context"] == {"request_id": "r\x1b[31m1"}
+
+
+@pytest.mark.parametrize("missing, asked", [
+    ("prometheus_client", {"metrics_port": 9464}),
+    ("opentelemetry", {"otel_meter_provider": True}),
+])
+def test_metrics_without_the_watch_extra_say_what_to_install(monkeypatch, missing, asked) -> None:
+    import sys
+
+    import seamscope
+    from seamscope.errors import UnusableInput
+
+    for name in [m for m in sys.modules if m == missing or m.startswith(missing + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails as if not installed
+    with pytest.raises(UnusableInput, match=r"pip install 'seamscope\[watch\]'"):
+        seamscope.watch(**asked)

@@ -21,6 +21,7 @@ import pytest
 from fakes import Forked, script_forked
 
 pytestmark = pytest.mark.torch
+pytest.importorskip("prometheus_client", reason="prometheus_client (the watch extra) is not installed")
 
 WORKLOADS = Path(__file__).parent / "workloads"
 PROMETHEUS = "/usr/bin/prometheus"
@@ -84,7 +85,6 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def test_prometheus_scrapes_the_recompile_after_warmup_with_frame_and_cause(tmp_path, fresh_server) -> None:
-    pytest.importorskip("prometheus_client", reason="prometheus_client (the watch extra) is not installed")
     app, metrics = _free_port(), _free_port()
     prom, prom_port = _start_prometheus(tmp_path, metrics)  # starts while the server imports torch
     events = tmp_path / "events.jsonl"
@@ -127,7 +127,6 @@ def test_prometheus_scrapes_the_recompile_after_warmup_with_frame_and_cause(tmp_
 
 
 def test_two_workers_one_endpoint_sum_in_multiprocess_mode(tmp_path, fresh_server) -> None:
-    pytest.importorskip("prometheus_client", reason="prometheus_client (the watch extra) is not installed")
     from prometheus_client.parser import text_string_to_metric_families
 
     port = _free_port()
