@@ -64,6 +64,7 @@ class Session(CallHooks, RegionHooks):
     # --- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
+        self._entered_pid = os.getpid()
         output = None
         if self.out is not None:  # checked and locked before the body runs (UnusableInput)
             from .persist import RunOutput
@@ -87,9 +88,9 @@ class Session(CallHooks, RegionHooks):
             self.status = status_of_exception(exc)
         try:
             self.stop()
-            if self.out is not None:
+            if self.out is not None and os.getpid() == self._entered_pid:  # never a forked child's over the parent's
                 try:
-                    self.write(self.out)
+                    self.write(self.output.folder if self.output is not None else self.out)
                 except Exception as e:
                     if exc is None:
                         raise
