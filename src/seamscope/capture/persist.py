@@ -76,9 +76,10 @@ class OutLock:
         self.path = os.path.join(folder, LOCK_NAME)
         self.shown = shown if shown is not None else folder
         """The folder as the user wrote it, for messages."""
-        self.info = {"pid": os.getpid(), "host": socket.gethostname(),
+        self.token = os.urandom(8).hex()
+        self.info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(),
                      "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "command": command,
-                     "token": os.urandom(8).hex()}
+                     "token": self.token}
         self.held = False
 
     def acquire(self) -> None:
@@ -114,7 +115,7 @@ class OutLock:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             self.held = True
-            _HELD.add(self.info["token"])
+            _HELD.add(self.token)
             return
         raise UnusableInput(f"{folder}: another seamscope run keeps taking {shown_path}")
 
@@ -151,9 +152,9 @@ class OutLock:
         if not self.held:
             return
         self.held = False
-        _HELD.discard(self.info["token"])
+        _HELD.discard(self.token)
         holder = self._read()
-        if holder and holder.get("pid") == os.getpid() and holder.get("token") == self.info["token"]:
+        if holder and holder.get("pid") == os.getpid() and holder.get("token") == self.token:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
 

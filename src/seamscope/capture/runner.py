@@ -125,10 +125,9 @@ def run_target(
     session starts and checkpointed every ``checkpoint_every`` seconds (``persist.RunOutput``).
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
+    from ..model.ledger import RunStatus
     from .persist import RunOutput, hard_exit_on_signal, status_of_signal, watch_signals
     from .session import Session, status_of_exception
-
-    from ..model.ledger import RunStatus
 
     workload = launch is not None
     if not module and not workload and not os.path.isfile(target):
