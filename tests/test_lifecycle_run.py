@@ -16,7 +16,7 @@ import textwrap
 import time
 
 import pytest
-from fakes import Forked, job_forked, seamscope_forked, seamscope_here
+from fakes import Forked, job_forked, script_forked, seamscope_forked, seamscope_here
 
 pytest.importorskip("torch")
 
@@ -223,6 +223,45 @@ def test_a_forked_child_that_reaches_the_scripts_end_never_writes_over_the_paren
     r = _receipt(tmp_path / "o")
     assert r["summary"]["call_count"] == 25 and r["ledger"]["run"]["status"]["state"] == "completed"
     assert not (tmp_path / "o" / ".seamscope.lock").exists()
+
+
+def test_a_session_keeps_its_out_across_a_chdir_and_its_forked_child_writes_nothing(tmp_path, fresh_server):
+    script = _script(tmp_path / "sess.py", """
+        import json, os, time, torch
+        import seamscope
+        f = torch.compile(lambda x: x * 2 + 1, backend="eager")
+        with seamscope.session(out="o", checkpoint_every=0):
+            for _ in range(3):
+                f(torch.ones(3))
+            os.makedirs("elsewhere", exist_ok=True)
+            os.chdir("elsewhere")
+            if os.fork() == 0:  # the child leaves `with` once the parent's receipt is written
+                f(torch.ones(3))
+                with open("../child.pid", "w") as fh:
+                    fh.write(str(os.getpid()))
+                end = time.time() + 60
+                while time.time() < end:
+                    try:
+                        with open("../o/receipt.json") as fh:
+                            if json.load(fh)["ledger"]["run"]["status"]["state"] == "completed":
+                                break
+                    except (OSError, ValueError, KeyError):
+                        pass
+                    time.sleep(0.02)
+            else:
+                for _ in range(4):
+                    f(torch.ones(3))
+    """)
+    p = script_forked(fresh_server, [script], tmp_path)
+    assert p.returncode == 0, p.stderr
+    child = int((tmp_path / "child.pid").read_text())
+    end = time.monotonic() + 60
+    while not _gone(child) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _gone(child)
+    r = _receipt(tmp_path / "o")
+    assert r["summary"]["call_count"] == 7 and r["ledger"]["run"]["status"]["state"] == "completed"
+    assert os.listdir(tmp_path / "elsewhere") == [] and not (tmp_path / "o" / ".seamscope.lock").exists()
 
 
 def test_a_second_signal_while_the_receipt_is_written_keeps_the_first_signals_code(tmp_path, fresh_server):
