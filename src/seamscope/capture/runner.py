@@ -16,6 +16,7 @@ from typing import Any
 
 from ..analyze.inputs import script_sha256
 from ..errors import UnusableInput
+from ..model.normalize import project_root
 from ..model.receipt import Decision
 
 
@@ -45,26 +46,6 @@ class RunResult:
         if not path.startswith(folder + os.sep):
             return path
         return os.path.join(self.out_shown, path[len(folder) + 1:])
-
-
-PROJECT_MARKERS = (".git", "pyproject.toml")
-"""What makes a folder a project's root (``project_root``)."""
-
-
-def project_root(start: str) -> str:
-    """The folder paths in a ``seamscope run`` receipt are relative to (so that break-site ids do
-    not depend on how the script was spelled, on the working directory, or on where the checkout
-    is): the nearest folder at or above ``start`` (the script's folder; the working directory for
-    ``-m``) holding ``.git`` or ``pyproject.toml``, else ``start`` itself."""
-    here = os.path.abspath(start)
-    d = here
-    while True:
-        if any(os.path.exists(os.path.join(d, m)) for m in PROJECT_MARKERS):
-            return d
-        up = os.path.dirname(d)
-        if up == d:
-            return here
-        d = up
 
 
 def _is_launcher(filename: str) -> bool:
