@@ -18,6 +18,7 @@ from ..analyze.inputs import script_sha256
 from ..errors import UnusableInput
 from ..model.normalize import project_root
 from ..model.receipt import Decision
+from .persist import DEFAULT_CHECKPOINT_EVERY
 
 
 @dataclass
@@ -93,7 +94,7 @@ def run_target(
     first_calls: int | None = None,
     call_cap: int | None = None,
     setup: Any = None,
-    checkpoint_every: float = 60.0,
+    checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY,
     launch: Callable[[list[str]], object] | None = None,
 ) -> RunResult:
     """``setup``: the remedies (``experiments.remedy_plan.Plan``) applied once the session has
