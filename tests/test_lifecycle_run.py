@@ -109,7 +109,7 @@ def test_a_marker_that_cannot_be_written_still_ends_in_a_receipt_with_a_run_stat
 
     monkeypatch.setattr(files, "_stage", stage)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UnusableInput, match="No space left on device"):
+    with pytest.raises(UnusableInput, match=r"^o: could not write receipt.json \(No space left on device\)"):
         run_target(LONG, ["--calls", "3"], out="o", checkpoint_every=0)
     assert not (tmp_path / "started").exists()  # the script never started
     status = _receipt(tmp_path / "o")["ledger"]["run"]["status"]

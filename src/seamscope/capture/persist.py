@@ -162,6 +162,13 @@ class OutLock:
 # --- the output folder of one run ------------------------------------------------------------
 
 
+def as_given(e: BaseException, folder: str, shown: str) -> BaseException:
+    """``e`` (a write failure naming the resolved ``folder``) naming the folder as the user gave it."""
+    if isinstance(e, UnusableInput) and e.args and isinstance(e.args[0], str) and folder != shown:
+        e.args = (e.args[0].replace(folder, shown, 1), *e.args[1:])
+    return e
+
+
 class RunOutput:
     """The output folder of one live run: checked and locked (``prepare``), marked and then
     checkpointed while the session runs (``begin``), unlocked at the end (``close``)."""
@@ -216,9 +223,9 @@ class RunOutput:
         self._t0 = time.monotonic()
         try:
             write_receipt_only(self._receipt("the run started; no checkpoint yet"), self.folder, fresh=True)
-        except BaseException:
+        except BaseException as e:
             self.close()
-            raise
+            raise as_given(e, self.folder, self.shown) from None
         if 0 < self.every < float("inf"):
             self._due = self._t0 + self.every
             self._thread = threading.Thread(target=self._loop, name="seamscope-checkpoint", daemon=True)

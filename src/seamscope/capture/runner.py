@@ -108,7 +108,7 @@ def run_target(
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
     from ..model.ledger import RunStatus
-    from .persist import RunOutput, hard_exit_on_signal, status_of_signal, watch_signals
+    from .persist import RunOutput, as_given, hard_exit_on_signal, status_of_signal, watch_signals
     from .session import Session, status_of_exception
 
     workload = launch is not None
@@ -199,8 +199,11 @@ def run_target(
             finally:
                 try:
                     session.stop()
-                    if os.getpid() == pid:  # a child the script forked writes nothing: the set is the parent's
-                        path = session.write(out_dir) if session.builder is not None else None
+                    if os.getpid() == pid and session.builder is not None:  # a forked child writes nothing
+                        try:
+                            path = session.write(out_dir)
+                        except UnusableInput as e:  # disk full: named as the user wrote it
+                            raise as_given(e, out_dir, out_shown) from None
                 finally:
                     output.close()
     return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message,
