@@ -151,6 +151,20 @@ def second_signal_while_writing(arg: list[str]) -> int:
     return run_target(script, [], out=out, setup=Plan(), checkpoint_every=0).exit_code
 
 
+def seamscope_signalled_while_reporting(arg: dict[str, Any]) -> int:
+    """:func:`seamscope` (a ``run``), with SIGTERM arriving while ``index.html`` is written, once
+    the receipt is."""
+    from seamscope.render import html
+
+    def report(*a: Any, **k: Any) -> str:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # never reached: the signal stops the process at once
+        return ""
+
+    html.write_html_report = report  # type: ignore[assignment]
+    return seamscope(arg)
+
+
 def compile_templates(_: Any) -> None:
     """The test run's server's warm-up: the HTML report's templates compiled once, before the
     forks (each forked ``seamscope run`` that writes its report would compile them again)."""

@@ -277,6 +277,20 @@ def test_a_second_signal_while_the_receipt_is_written_keeps_the_first_signals_co
     assert not [n for n in os.listdir(tmp_path / "o") if n.startswith(".tmp-") or n == ".seamscope.lock"]
 
 
+def test_a_second_signal_while_the_report_is_written_keeps_the_code_the_receipt_records(tmp_path, fresh_server):
+    _script(tmp_path / "hup.py", """
+        import os, signal, time
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(30)
+    """)
+    proc = Forked(fresh_server, ["run", "--quiet", "--checkpoint-every", "0", "--out", "o", "hup.py"], tmp_path,
+                  stdout=tmp_path / "stdout", stderr=tmp_path / "stderr",
+                  entry="fresh_jobs:seamscope_signalled_while_reporting")
+    rc = proc.wait()
+    assert _receipt(tmp_path / "o")["ledger"]["run"]["status"]["exit_code"] == 129
+    assert rc == 129, (tmp_path / "stderr").read_text()  # SIGHUP's, as the receipt says; not 143
+
+
 def test_a_run_started_with_sigint_ignored_keeps_ignoring_it(tmp_path, fresh_server):
     proc = Forked(fresh_server, ["run", "--quiet", "--checkpoint-every", "0", "--out", "o", LONG, "--", "--calls", "40"],
                   tmp_path, stdout=tmp_path / "stdout", stderr=tmp_path / "stderr",
