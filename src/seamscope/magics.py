@@ -76,7 +76,8 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         s.status = status_of_exception(error if isinstance(error, BaseException) else None)
         s.stop()
-        path = s.write(opts["out"])
+        s.write(output.folder)  # resolved before the cell ran (it may change directory)
+        path = os.path.join(opts["out"], "receipt.json")
     finally:
         s.stop()
         output.close()
@@ -85,7 +86,8 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
     from .render.html import write_html_report
 
     if s.last_receipt is not None:  # what write() just wrote
-        notes.append(f"report {write_html_report(s.last_receipt, os.path.dirname(path))}")
+        write_html_report(s.last_receipt, output.folder, source_root=s.cwd)
+        notes.append(f"report {os.path.join(opts['out'], 'index.html')}")
     if opts["trace_out"] is not None and s.ledger is not None:
         from .render.seamscope_trace import write_trace
 

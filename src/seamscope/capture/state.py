@@ -39,6 +39,10 @@ class SessionState:
         """With ``out``: seconds between checkpoints of the receipt (0: none; docs/reliability.md)."""
         self.status: RunStatus | None = None
         """How the run ended, recorded in the receipt (set before ``stop()``)."""
+        self._outer: Any = None
+        """The session this one was opened inside (paused until this one stops), or None."""
+        self._entered_pid = os.getpid()
+        """The process that entered ``with``: a child it forks writes no output set at exit."""
         self.output: Any = None
         """With ``out``: the folder's lock and checkpoints while active (``persist.RunOutput``)."""
         self.command = command or []

@@ -148,9 +148,12 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
                         on_call_end=progress if progress.enabled else None, setup=plan,
                         checkpoint_every=checkpoint_every, launch=launch)
     progress.clear()
+    if result.forked:  # a child the script forked, at the script's end: the output is the parent's
+        return result.exit_code
     from ..capture.persist import hard_exit_on_signal
 
-    with hard_exit_on_signal(note=f"; {result.receipt_path} is written" if result.receipt_path else ""):
+    with hard_exit_on_signal(note=f"; {result.shown(result.receipt_path)} is written" if result.receipt_path else "",
+                             first=[result.signalled] if result.signalled else None):
         if trace_out is not None and result.session is not None and result.session.ledger is not None:
             from ..render.seamscope_trace import write_trace
 

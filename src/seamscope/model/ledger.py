@@ -97,7 +97,7 @@ def status_text(status: RunStatus | msgspec.UnsetType) -> str | None:
     if isinstance(status, msgspec.UnsetType):
         return None
     if status.state == "exited":
-        return f"exited {status.exit_code}"
+        return f"exited {status.exit_code}" + (f" ({status.detail})" if status.detail else "")
     if status.state == "raised":
         return f"raised {status.detail}" if status.detail else "raised"
     return f"{status.state} ({status.detail})" if status.detail else status.state

@@ -63,6 +63,26 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
     return path
 
 
+PROJECT_MARKERS = (".git", "pyproject.toml")
+"""What makes a folder a project's root (``project_root``)."""
+
+
+def project_root(start: str) -> str:
+    """The folder paths in a ``seamscope run`` receipt are relative to (so that break-site ids do
+    not depend on how the script was spelled, on the working directory, or on where the checkout
+    is): the nearest folder at or above ``start`` (the script's folder; the working directory for
+    ``-m``) holding ``.git`` or ``pyproject.toml``, else ``start`` itself."""
+    here = os.path.abspath(start)
+    d = here
+    while True:
+        if any(os.path.exists(os.path.join(d, m)) for m in PROJECT_MARKERS):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return here
+        d = up
+
+
 def normalize_text(text: str, cwd: str | None = None) -> str:
     """Normalise every run-specific token inside free text (reasons, guards, stacks)."""
     if not text:
