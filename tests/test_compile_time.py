@@ -266,3 +266,19 @@ def test_a_fresh_worker_from_the_cold_runs_cache_artifacts_is_compared_too():
     console = Console(record=True, width=160)
     print_warm_start(console, alone)
     assert "no run from artifacts: cache artifacts: none saved" in console.export_text()
+
+
+def test_a_first_compilation_in_a_directory_of_other_programs_entries_is_a_cold_start():
+    # GIVEN a directory holding 7 entries of other programs and a run in which nothing hit
+    fx = {"dynamo_ns": 10 * MS, "aot_ns": 6 * MS, "backend_compile_ns": 6 * MS, "inductor_ns": 5 * MS}
+    led = _ledger([_compile("0/0", 10), _steady()], c0_0={**fx, "fx_cache": "miss", "aot_cache": "miss"})
+    env = msgspec.structs.replace(led.environment, compile_cache=CompileCacheState(dir="cache", fx_entries=5, aot_entries=2))
+    sec = analyze_findings(msgspec.structs.replace(led, environment=env))
+    ct = sec.compile_time
+    # THEN no miss is reported (no entry of this program could have hit): it is a cold start
+    assert not [f for f in ct.findings if f.kind == "cache_miss"]
+    assert "missed" not in sec.headline.sentence and "a hit would have skipped" not in sec.headline.sentence
+    (cold,) = [f for f in ct.findings if f.kind == "cold_start"]
+    assert cold.compile_ids == ["0/0"]
+    assert "held 7 entries" in cold.sentence and "none of them this program's" in cold.sentence
+    assert "none of them this program's" in ct.cache_dir_basis

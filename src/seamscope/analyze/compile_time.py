@@ -163,9 +163,10 @@ def _warm(ledger: Ledger, comps: list[Compilation]) -> tuple[str | None, bool | 
     cc = ledger.environment.compile_cache
     if cc is not None:
         warm = (cc.fx_entries + cc.aot_entries) > 0
-        return cc.dir, warm, (
-            f"{cc.fx_entries} FX graph and {cc.aot_entries} AOTAutograd entries in the directory when the run began"
-        )
+        basis = f"{cc.fx_entries} FX graph and {cc.aot_entries} AOTAutograd entries in the directory when the run began"
+        if warm and comps and not _holds_own_entries(comps):
+            basis += ", none of them this program's (no compilation hit)"
+        return cc.dir, warm, basis
     if any(c.fx_cache == "hit" or c.aot_cache == "hit" for c in comps):
         return None, True, "inferred: some compilations hit the cache (the directory was not read)"
     return None, None, "unknown: the cache directory was not read (an imported log, or an older capture)"
@@ -262,9 +263,10 @@ def _findings(
     out: list[CompileTimeFinding] = []
     out += _repeated_graph_blocks(comps, claimed, durations, backend)
     out += _repeated_frames(comps, claimed, durations, causes, backend)
-    out += _cache_findings(comps, claimed, durations, warm, warm_basis, backend)
+    own = _holds_own_entries(comps)
+    out += _cache_findings(comps, claimed, durations, warm and own, warm_basis, backend)
     out += _cold_once(ledger, comps, claimed, durations, backend)
-    out += _cold_start(comps, claimed, durations, backend)
+    out += _cold_start(comps, claimed, durations, backend, _foreign_entries(ledger, comps, own))
     out.sort(key=lambda f: (-f.cost_ns, f.finding_id))
     return [msgspec.structs.replace(f, rank=k) for k, f in enumerate(out, 1)]
 
@@ -402,6 +404,27 @@ def _repeated_frames(
     return out
 
 
+def _holds_own_entries(comps: list[Compilation]) -> bool:
+    """Whether the directory held entries of this program: some compilation of the run hit a layer.
+    Without a hit, a non-empty directory holds other programs' graphs only, so a miss there is a
+    first compilation (a cold start), not an entry that could have hit."""
+    return any(c.fx_cache == "hit" or c.aot_cache == "hit" for c in comps)
+
+
+def _foreign_entries(ledger: Ledger, comps: list[Compilation], own: bool) -> str:
+    """The clause a cold start adds when the directory held entries, none of them this program's."""
+    cc = ledger.environment.compile_cache
+    if own or cc is None or not (cc.fx_entries + cc.aot_entries):
+        return ""
+    if not any(c.fx_cache == "miss" or c.aot_cache == "miss" for c in comps):
+        return ""
+    n = cc.fx_entries + cc.aot_entries
+    return (
+        f"; a cold start: the cache directory held {n} entr{'y' if n == 1 else 'ies'} ({cc.fx_entries} FX graph, "
+        f"{cc.aot_entries} AOTAutograd), none of them this program's (no compilation hit)"
+    )
+
+
 def _cache_findings(
     comps: list[Compilation], claimed: dict[str, int], durations: dict[str, int], warm: bool | None,
     warm_basis: str, backend: str | None,
@@ -520,7 +543,8 @@ _STAGE_REMEDY = {
 
 
 def _cold_start(
-    comps: list[Compilation], claimed: dict[str, int], durations: dict[str, int], backend: str | None
+    comps: list[Compilation], claimed: dict[str, int], durations: dict[str, int], backend: str | None,
+    foreign: str = "",
 ) -> list[CompileTimeFinding]:
     firsts = [c for c in comps if not c.is_recompile and c.duration_ns]
     rest = {c.compile_id: _take(claimed, durations, c.compile_id, c.duration_ns or 0) for c in firsts}
@@ -533,7 +557,7 @@ def _cold_start(
     frames = {(c.frame_name, c.file, c.line) for c in left}
     sentence = (
         f"{fmt_ns(cost)} of the first compilations of {len(frames)} frame(s) is explained by no other finding "
-        f"(their stages: {split_words(split, backend)})"
+        f"(their stages: {split_words(split, backend)}){foreign}"
     )
     rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",
                   text=_STAGE_REMEDY.get(stage or "", "compile less code, or keep the caches warm"))]
