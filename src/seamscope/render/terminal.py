@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable
 
 import msgspec
@@ -15,6 +16,7 @@ from ..analyze.units import counted, fmt_ns
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
 from .compile_time_table import print_compile_time
+from .located import Located, piped_width, print_located
 
 
 def plain_text(draw: Callable[[Console], None], width: int) -> str:
@@ -32,14 +34,25 @@ class TerminalRenderer:
     extension = ".txt"
 
     def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
+        self._sized = console is not None
         self.console = console or Console(highlight=False, emoji=False)
         self.max_rows = max_rows
+
+    def _size_for(self, receipt: Receipt) -> None:
+        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations."""
+        if self._sized or self.console.is_terminal or os.environ.get("COLUMNS"):
+            return
+        s = receipt.summary
+        locs = [f"{b.file}:{b.line} ({b.function})" for b in s.break_sites]
+        locs += ["{1}:{2} ({0})".format(*shown_frame(r)) for r in s.recompiles]
+        self.console.width = piped_width(locs)
 
     def render(self, receipt: Receipt) -> str:
         """The summary as plain text, as wide as this renderer's console."""
         return plain_text(lambda c: TerminalRenderer(c, self.max_rows).print(receipt), self.console.width)
 
     def print(self, receipt: Receipt) -> None:
+        self._size_for(receipt)
         c = self.console
         s = receipt.summary
         led = receipt.ledger
@@ -55,7 +68,7 @@ class TerminalRenderer:
         if s.phases:
             t = Table(title="calls by phase", title_justify="left")
             for col in ("phase", "calls", "median", "p90", "regions/call", "islands", "compile", "overhead"):
-                t.add_column(col, justify="left" if col == "phase" else "right")
+                t.add_column(col, justify="left" if col == "phase" else "right", overflow="fold")
             for p in s.phases:
                 if p.calls == 0:
                     continue
@@ -72,33 +85,22 @@ class TerminalRenderer:
             c.print(t)
             self._device_phases(receipt)
         if s.break_sites:
-            t = Table(title="break sites", title_justify="left")
-            for col in ("site", "where", "code", "type", "crossings", "island after"):
-                t.add_column(col)
-            for b in s.break_sites[: self.max_rows]:
-                t.add_row(
-                    markup(b.site_id),
-                    markup(f"{b.file}:{b.line} ({b.function})"),
-                    markup(b.gb_code or "–"),
-                    markup(b.gb_type or (b.reason.splitlines() or [""])[0], 60),
-                    "–" if b.crossings is None else str(b.crossings),
-                    fmt_ns(b.island_after_ns),
-                )
-            c.print(t)
+            print_located(c, "break sites", ("site", "where", "code", "type", "crossings", "island after"), [
+                (Located(f"{b.file}:{b.line}", b.function), (
+                    b.site_id, b.gb_code or "–", shown(b.gb_type or (b.reason.splitlines() or [""])[0]),
+                    "–" if b.crossings is None else str(b.crossings), fmt_ns(b.island_after_ns),
+                ))
+                for b in s.break_sites[: self.max_rows]
+            ])
         if s.recompiles:
-            t = Table(title="recompiles", title_justify="left")
-            t.add_column("compile id")
-            t.add_column("frame")
-            t.add_column("call")
-            t.add_column("failed guard")
+            rows = []
             for r in s.recompiles[: self.max_rows]:
-                t.add_row(
-                    markup(r.compile_id),
-                    markup("{} {}:{}".format(*shown_frame(r))),
-                    "–" if r.call_index is None else str(r.call_index),
-                    markup(((r.failed_guards[0] if r.failed_guards else "–").splitlines() or [""])[0], 100),
-                )
-            c.print(t)
+                name, file, line = shown_frame(r)
+                guard = ((r.failed_guards[0] if r.failed_guards else "–").splitlines() or [""])[0]
+                rows.append((Located(f"{file}:{line}", name), (
+                    r.compile_id, "–" if r.call_index is None else str(r.call_index), shown(guard),
+                )))
+            print_located(c, "recompiles", ("compile id", "frame", "call", "failed guard"), rows)
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
         if receipt.findings is not None:
