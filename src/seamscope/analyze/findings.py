@@ -14,6 +14,7 @@ what was measured, not inferred from stack length or break count.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import msgspec
@@ -42,7 +43,7 @@ from ..model.ledger import (
 from ..model.normalize import normalize_text
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
 from .findings_churn import _churn_axis, _churn_findings, guard_pattern
-from .findings_common import PROBE, _bytes, _short, _with, config_remedy
+from .findings_common import PROBE, _bytes, _short, _with, config_remedy, retarget
 from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
 from .units import fmt_ns
@@ -75,16 +76,21 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
             "medians and shares are over retained calls, estimated totals scaled to all calls"
         )
 
-    breaks = _break_findings(ledger, basis_name, basis)
-    churn = _churn_findings(ledger)
+    run = ledger.run
+    breaks = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)]
+    churn = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _churn_findings(ledger)]
     from .causes import recompile_causes
     from .headline import build_headline, rank_across
 
-    causes = recompile_causes(ledger, churn)
+    causes = [c if c.remedy is None else msgspec.structs.replace(c, remedy=retarget(c.remedy, run))
+              for c in recompile_causes(ledger, churn)]
     from .compile_time import analyze_compile_time, rank_with, with_stage_sentence
 
     costed = [] if has_rt else [cid.split("_", 1)[0] for s in ledger.break_sites for cid in s.compile_ids]
     compile_time = analyze_compile_time(ledger, causes, costed)
+    compile_time = msgspec.structs.replace(compile_time, findings=[
+        msgspec.structs.replace(f, remedies=[retarget(r, run) for r in f.remedies]) for f in compile_time.findings
+    ])
     wall = sum(p.wall_ns for p in ledger.totals.phases)
     ranked = rank_with(rank_across(ledger, breaks, causes), compile_time, has_rt, wall)
     ranked_by = (
@@ -373,14 +379,15 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
                 )
             )
     elif cls == "host_side_effect":
-        if cause.label.startswith("print") or cause.label.startswith("logging"):
-            key = "reorderable_logging_functions" if cause.label.startswith("print") else "ignore_logging_functions"
+        logged = _logging_callable(cause.label)
+        if logged is not None:
+            key, target = logged
+            what = ("so Dynamo moves it after the graph instead of breaking" if key == "reorderable_logging_functions"
+                    else "so Dynamo drops the call from compiled code instead of breaking (it no longer logs there)")
             rs.append(
                 config_remedy(
-                    "reorder_logging",
-                    f"add the function to torch._dynamo.config.{key} so Dynamo moves it after the graph "
-                    "instead of breaking",
-                    key, cause.label.split(" ")[0], add=True, hints=hints,
+                    "reorder_logging", f"add {target.replace(':', '.')} to torch._dynamo.config.{key} {what}",
+                    key, target, add=True, hints=hints,
                 )
             )
         rs.append(
@@ -434,6 +441,18 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
     else:
         rs.append(Remedy(action="read_hints", text="see PyTorch's hints for this break", torch_hints=hints))
     return rs
+
+
+def _logging_callable(label: str) -> tuple[str, str] | None:
+    """The Dynamo setting and the ``MODULE:QUALNAME`` (as ``--dynamo-config NAME+=`` takes it) of
+    the logging call a host-side-effect break names: ``print`` is reordered after the graph, a
+    ``logging.Logger`` method ignored; None where the label does not name the callable."""
+    if label.split(" ")[0] == "print":
+        return "reorderable_logging_functions", "builtins:print"
+    m = re.fullmatch(r"logging \((\w+)\)", label)
+    if m:
+        return "ignore_logging_functions", f"logging:Logger.{m.group(1)}"
+    return None
 
 
 def _break_sentence(f: Finding, pytorch_class: str = "") -> str:
