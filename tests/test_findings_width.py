@@ -94,3 +94,25 @@ def test_piped_output_without_columns_is_as_wide_as_the_locations_need(receipts,
     monkeypatch.setenv("COLUMNS", "80")
     TerminalRenderer().print(r)
     assert max(len(ln) for ln in capsys.readouterr().out.splitlines() if "│" in ln) <= 80
+
+
+def test_frames_recompiling_from_one_input_change_are_one_finding_with_the_remedy_once(receipts):
+    # GIVEN the demo: one change of the tokens' length recompiles six frames
+    r = receipts["demo"]
+    (cause,) = r.findings.causes
+    assert len(cause.churn_finding_ids) >= 5
+    text = _at(r, 100)
+    section = text.split("recompiles by cause", 1)[1]
+    # THEN the per-axis list holds the cause once, its remedy once, its frames beneath it
+    remedies = [ln for ln in section.splitlines() if ln.startswith("     → ")]
+    assert len(remedies) == 1 and section.count(cause.cause_id) == 1
+    frames = {f.finding_id for f in r.findings.findings if f.axis == "churn"}
+    assert all(fid in section for fid in frames)
+    # and Dynamo's stack names are never the input to act on
+    assert "on ___stack0" not in text and "of ___stack0" not in text
+    from seamscope.analyze.report_view.findings import top_findings
+
+    rows = [row for row in top_findings(r, ".") if row.kind == "recompiles"]
+    assert len(rows) == 1 and rows[0].item_id == cause.cause_id
+    assert len(rows[0].beneath) == len(cause.churn_finding_ids)
+    assert rows[0].detail == cause.remedy.text

@@ -12,9 +12,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analyze.display import markup, shown
+from ..analyze.report_view.findings import finding_groups
 from ..analyze.units import counted, fmt_ns
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
+from ..model.remedy import Remedy
 from .compile_time_table import print_compile_time
 from .located import Located, piped_width, print_located
 
@@ -179,6 +181,12 @@ class TerminalRenderer:
             )
         self.console.print(t)
 
+    def _remedy(self, r: Remedy | None) -> None:
+        if r is None:
+            return
+        tail = f" [dim](try: {markup(r.try_with)})[/dim]" if r.try_with else ""
+        self.console.print(f"     [green]→[/green] {markup(r.text, SENTENCE)}{tail}")
+
     def print_findings(self, receipt: Receipt) -> None:
         """One sentence per finding (the analysis wrote it), its first remedy, and what is unknown."""
         sec = receipt.findings
@@ -186,16 +194,24 @@ class TerminalRenderer:
             return
         c = self.console
         self.print_ranked(receipt)
-        for axis, title in (("fragmentation", "breaks by measured cost"), ("churn", "recompiles per frame, by compile time")):
-            rows = [f for f in sec.findings if f.axis == axis]
+        groups = finding_groups(sec)
+        for axis, title in (("fragmentation", "breaks by measured cost"),
+                            ("churn", "recompiles by cause, their frames beneath, by compile time")):
+            rows = [(cause, fs) for cause, fs in groups if fs[0].axis == axis]
             if not rows:
                 continue
             c.print(f"[bold]{title}[/bold]")
-            for f in rows[: self.max_rows]:
-                c.print(f"  {f.rank}. {markup(f.sentence, SENTENCE)}")
-                if f.remedies:
-                    r = f.remedies[0]
-                    tail = f" [dim](try: {markup(r.try_with)})[/dim]" if r.try_with else ""
-                    c.print(f"     [green]→[/green] {markup(r.text, SENTENCE)}{tail}")
+            for k, (cause, fs) in enumerate(rows[: self.max_rows], 1):
+                if cause is None:
+                    f = fs[0]
+                    c.print(f"  {k}. {markup(f.sentence, SENTENCE)}")
+                    self._remedy(f.remedies[0] if f.remedies else None)
+                    continue
+                c.print(f"  {k}. {markup(cause.sentence or cause.cause_id, SENTENCE)}")
+                self._remedy(cause.remedy)
+                for f in fs[: self.max_rows]:
+                    c.print(f"     · {markup(f.sentence, SENTENCE)}")
+                if len(fs) > self.max_rows:
+                    c.print(f"     · …and {counted(len(fs) - self.max_rows, 'frame')} more")
         for m in sec.missing:
             c.print(f"[yellow]findings:[/yellow] {markup(m, SENTENCE)}")

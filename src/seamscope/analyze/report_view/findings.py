@@ -6,7 +6,8 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...model.findings import Finding
+from ...model.findings import Finding, FindingsSection
+from ...model.headline import RecompileCause
 from ...model.receipt import Receipt
 from ..units import fmt_ns
 from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
@@ -59,7 +60,10 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
     break sites by the island time after them, recompiles and fallbacks by compile time."""
     section = receipt.findings
     if section is not None:
-        return [_finding_row(k, f, root) for k, f in enumerate(section.findings[:limit], 1)]
+        rows = []
+        for k, (cause, fs) in enumerate(finding_groups(section)[:limit], 1):
+            rows.append(_finding_row(k, fs[0], root) if cause is None else _cause_row(k, cause, fs, root))
+        return rows
     comps = {c.compile_id: c for c in receipt.ledger.compilations}
     cands: list[tuple[int, int, FindingRow]] = []
     for b in receipt.summary.break_sites:
@@ -121,6 +125,41 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
         )
     cands.sort(key=lambda t: (-t[0], t[1]))
     return [replace(row, rank=k) for k, (_, _, row) in enumerate(cands[:limit], 1)]
+
+
+def finding_groups(section: FindingsSection) -> list[tuple[RecompileCause | None, list[Finding]]]:
+    """The per-axis findings in their order, with the per-frame churn findings of one recompile
+    cause folded into one group at the place of its first (one finding per cause: its frames
+    listed, its remedy once); a finding no cause holds is a group of its own."""
+    owner = {fid: c for c in section.causes for fid in c.churn_finding_ids}
+    groups: list[tuple[RecompileCause | None, list[Finding]]] = []
+    at: dict[str, int] = {}
+    for f in section.findings:
+        c = owner.get(f.finding_id) if f.axis == "churn" else None
+        if c is None:
+            groups.append((None, [f]))
+        elif c.cause_id in at:
+            groups[at[c.cause_id]][1].append(f)
+        else:
+            at[c.cause_id] = len(groups)
+            groups.append((c, [f]))
+    return groups
+
+
+def _cause_row(rank: int, c: RecompileCause, fs: list[Finding], root: str) -> FindingRow:
+    ctx, note = read_context(c.root_file, c.root_line, root) if c.root_file else ([], "")
+    return FindingRow(
+        rank=rank,
+        kind="recompiles",
+        headline=c.sentence or c.cause_id,
+        cost_ns=c.compile_ns,
+        where=f"{c.root_file}:{c.root_line}" if c.root_file else "",
+        detail=c.remedy.text if c.remedy is not None else "",
+        context=ctx,
+        context_note=note,
+        item_id=c.cause_id,
+        beneath=[f.sentence or f.finding_id for f in fs],
+    )
 
 
 def _finding_row(rank: int, f: Finding, root: str) -> FindingRow:
