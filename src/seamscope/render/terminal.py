@@ -28,6 +28,24 @@ def plain_text(draw: Callable[[Console], None], width: int) -> str:
     return buf.getvalue()
 
 
+def _locations(receipt: Receipt) -> list[str]:
+    s = receipt.summary
+    locs = [f"{b.file}:{b.line} ({b.function})" for b in s.break_sites]
+    return locs + ["{1}:{2} ({0})".format(*shown_frame(r)) for r in s.recompiles]
+
+
+def notebook_text(receipt: Receipt, max_rows: int = 12) -> str:
+    """The summary as a notebook's ``text/plain`` (jupyter console, nbconvert to text, notebook
+    diffs): no escape sequences whatever the environment says (ipykernel sets ``FORCE_COLOR``),
+    sentences not hard-wrapped (the viewer wraps them), tables as wide as their locations need, no
+    trailing spaces."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=piped_width(_locations(receipt)), color_system=None, soft_wrap=True,
+                      force_terminal=False, force_jupyter=False, highlight=False, emoji=False)
+    TerminalRenderer(console, max_rows).print(receipt)
+    return "".join(ln.rstrip() + "\n" for ln in buf.getvalue().splitlines())
+
+
 #: A sentence the analysis wrote around user strings is cut later than a bare name.
 SENTENCE = 1200
 
@@ -44,10 +62,7 @@ class TerminalRenderer:
         """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations."""
         if self._sized or self.console.is_terminal or os.environ.get("COLUMNS"):
             return
-        s = receipt.summary
-        locs = [f"{b.file}:{b.line} ({b.function})" for b in s.break_sites]
-        locs += ["{1}:{2} ({0})".format(*shown_frame(r)) for r in s.recompiles]
-        self.console.width = piped_width(locs)
+        self.console.width = piped_width(_locations(receipt))
 
     def render(self, receipt: Receipt) -> str:
         """The summary as plain text, as wide as this renderer's console."""
