@@ -282,3 +282,17 @@ def test_a_first_compilation_in_a_directory_of_other_programs_entries_is_a_cold_
     assert cold.compile_ids == ["0/0"]
     assert "held 7 entries" in cold.sentence and "none of them this program's" in cold.sentence
     assert "none of them this program's" in ct.cache_dir_basis
+
+
+def test_counted_nouns_agree_with_their_numbers():
+    from seamscope.commands._common import progress_words
+
+    assert progress_words(1, 1) == "1 call · 1 compile" and progress_words(3, 2) == "3 calls · 2 compiles"
+    # one compilation that bypassed the cache, one first compilation
+    fx = {"dynamo_ns": 10 * MS, "aot_ns": 6 * MS, "backend_compile_ns": 6 * MS, "inductor_ns": 5 * MS}
+    led = _ledger([_compile("0/0", 10), _steady()], c0_0={**fx, "fx_cache": "bypass", "fx_bypass_reason": "r"})
+    ct = analyze_compile_time(led, [])
+    (f,) = [f for f in ct.findings if f.kind == "cache_miss"]
+    assert "of 1 compilation 0 hit" in f.sentence
+    (cold,) = [f for f in ct.findings if f.kind == "cold_start"]
+    assert "of 1 frame is" in cold.sentence and "(s)" not in cold.sentence

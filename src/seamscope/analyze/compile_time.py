@@ -34,7 +34,7 @@ from ..model.headline import Headline, RankedItem, RecompileCause
 from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compile_frame_index
 from ..model.remedy import Remedy
 from .findings_common import _hash_id, _short, compilation_label, frame_label
-from .units import fmt_ns
+from .units import counted, fmt_ns
 
 STAGE_WORDS: dict[str, str] = {
     "dynamo": "Dynamo tracing",
@@ -225,7 +225,7 @@ def _missing(ledger: Ledger, comps: list[Compilation]) -> list[str]:
         )
     untimed = sum(1 for c in comps if c.duration_ns is None)
     if untimed:
-        out.append(f"{untimed} compilation(s) have no recorded duration")
+        out.append(f"{counted(untimed, 'compilation')} {'has' if untimed == 1 else 'have'} no recorded duration")
     if not any(c.autotune_ns for c in comps) and not absent.get("autotune"):
         out.append("autotuning: none recorded at compile time (not in these compilations, or not by this backend)")
     if ledger.run.source != "live":
@@ -454,7 +454,7 @@ def _cache_findings(
             reasons = Counter(getattr(c, why) or "no reason recorded" for c in bypass)
             parts.append(f"{len(bypass)} bypassed it ({'; '.join(f'{r} ({n}×)' for r, n in reasons.most_common(3))})")
         sentence = (
-            f"{name}: of {len(ok)} compilations {hits} hit, " + " and ".join(parts)
+            f"{name}: of {counted(len(ok), 'compilation')} {hits} hit, " + " and ".join(parts)
             + f": {fmt_ns(total)} of backend compile time a hit would have skipped"
         )
         missing = []
@@ -512,8 +512,8 @@ def _cold_once(
         n_after = last - c.call_index
         sentence = (
             f"{compilation_label(c)} was first compiled in call {c.call_index} "
-            f"({fmt_ns(c.duration_ns)}) and its code ran {runs.get(c.compile_id, 0)} time(s): none of the "
-            f"{n_after} later call(s) needed it (a branch taken once)"
+            f"({fmt_ns(c.duration_ns)}) and its code ran {counted(runs.get(c.compile_id, 0), 'time')}: none of the "
+            f"{counted(n_after, 'later call')} needed it (a branch taken once)"
         )
         out.append(CompileTimeFinding(
             finding_id=_hash_id("CT", "cold_once", c.file, c.frame_name), kind="cold_once", rank=0, sentence=sentence,
@@ -556,7 +556,7 @@ def _cold_start(
     stage = dominant(split)
     frames = {(c.frame_name, c.file, c.line) for c in left}
     sentence = (
-        f"{fmt_ns(cost)} of the first compilations of {len(frames)} frame(s) is explained by no other finding "
+        f"{fmt_ns(cost)} of the first compilations of {counted(len(frames), 'frame')} is explained by no other finding "
         f"(their stages: {split_words(split, backend)}){foreign}"
     )
     rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",

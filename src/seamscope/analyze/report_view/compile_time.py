@@ -10,7 +10,7 @@ from ...model.ledger import Frame
 from ...model.receipt import Receipt
 from ..compile_time import stage_word
 from ..findings_common import _short, frame_label
-from ..units import fmt_ns
+from ..units import counted, fmt_ns
 
 MAX_FRAME_ROWS = 20
 
@@ -95,7 +95,7 @@ def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
         name = "FX graph cache" if c.layer == "fx_graph" else "AOTAutograd cache"
         text = f"{c.hit} hit, {c.miss} miss, {c.bypass} bypass"
         if c.unrecorded:
-            text += f"; {c.unrecorded} compilation(s) without an outcome (the backend does not use it, or it is off)"
+            text += f"; {counted(c.unrecorded, 'compilation')} without an outcome (the backend does not use it, or it is off)"
         if c.bypass_reasons:
             text += "; bypassed because: " + "; ".join(c.bypass_reasons)
         caches.append((name, text))
