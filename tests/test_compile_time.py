@@ -296,3 +296,21 @@ def test_counted_nouns_agree_with_their_numbers():
     assert "of 1 compilation 0 hit" in f.sentence
     (cold,) = [f for f in ct.findings if f.kind == "cold_start"]
     assert "of 1 frame is" in cold.sentence and "(s)" not in cold.sentence
+
+
+def test_a_recompile_cause_behind_a_library_wrapper_is_shown_at_the_users_frame():
+    from seamscope.analyze.report_view.findings import ranked_rows, top_findings
+    from seamscope.model.ledger import Frame
+
+    # GIVEN a frame compiled as transformers' wrapper (generic.py) around the user's forward
+    wrap = {"file": "site-packages/transformers/utils/generic.py", "line": 1110, "frame_name": "wrapper",
+            "user_frame": Frame(file="models/gpt.py", line=42, function="forward")}
+    led = _ledger([_compile("0/0", 10), _steady(), _compile("0/1", 4), _steady("0/1")], c0_0=wrap,
+                  c0_1={**wrap, "failed_guards": ["tensor 'input_ids' size mismatch at index 1. expected 4, actual 8"]})
+    r = make_receipt(led)
+    assert r.findings.causes
+    rows = [row for row in ranked_rows(r, ".") if row.kind == "recompiles"]
+    # THEN the snippet is the user's frame the finding names, not the wrapper
+    assert rows and all(row.where == "models/gpt.py:42" for row in rows)
+    axis = [row for row in top_findings(r, ".") if row.kind == "recompiles"]
+    assert axis and all(row.where == "models/gpt.py:42" for row in axis)

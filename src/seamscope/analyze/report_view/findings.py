@@ -62,7 +62,7 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
     if section is not None:
         rows = []
         for k, (cause, fs) in enumerate(finding_groups(section)[:limit], 1):
-            rows.append(_finding_row(k, fs[0], root) if cause is None else _cause_row(k, cause, fs, root))
+            rows.append(_finding_row(k, fs[0], root) if cause is None else _cause_row(k, cause, fs, root, receipt))
         return rows
     comps = {c.compile_id: c for c in receipt.ledger.compilations}
     cands: list[tuple[int, int, FindingRow]] = []
@@ -146,14 +146,25 @@ def finding_groups(section: FindingsSection) -> list[tuple[RecompileCause | None
     return groups
 
 
-def _cause_row(rank: int, c: RecompileCause, fs: list[Finding], root: str) -> FindingRow:
-    ctx, note = read_context(c.root_file, c.root_line, root) if c.root_file else ([], "")
+def cause_location(receipt: Receipt, c: RecompileCause) -> tuple[str, int]:
+    """Where a cause's root frame is in the user's code: the compilation's ``user_frame`` when its
+    compiled frame is a library wrapper (transformers' ``wrapper`` around ``GPT2Model.forward``),
+    else the compiled frame itself."""
+    for comp in receipt.ledger.compilations:
+        if comp.file == c.root_file and comp.line == c.root_line and comp.user_frame is not None:
+            return comp.user_frame.file, comp.user_frame.line
+    return c.root_file, c.root_line
+
+
+def _cause_row(rank: int, c: RecompileCause, fs: list[Finding], root: str, receipt: Receipt) -> FindingRow:
+    file, line = cause_location(receipt, c)
+    ctx, note = read_context(file, line, root) if file else ([], "")
     return FindingRow(
         rank=rank,
         kind="recompiles",
         headline=c.sentence or c.cause_id,
         cost_ns=c.compile_ns,
-        where=f"{c.root_file}:{c.root_line}" if c.root_file else "",
+        where=f"{file}:{line}" if file else "",
         detail=c.remedy.text if c.remedy is not None else "",
         context=ctx,
         context_note=note,
@@ -166,6 +177,8 @@ def _finding_row(rank: int, f: Finding, root: str) -> FindingRow:
     """A finding of the receipt, placed at its site (a break) or its frame (churn)."""
     if f.where is not None and f.where.file:
         file, line = f.where.file, f.where.line
+    elif f.churn is not None and f.churn.user_frame is not None:
+        file, line = f.churn.user_frame.file, f.churn.user_frame.line
     elif f.churn is not None and f.churn.file:
         file, line = f.churn.file, f.churn.line
     else:
@@ -264,7 +277,7 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
         if item.axis == "recompile_cause" and item.item_id in causes:
             c = causes[item.item_id]
             kind = "recompiles"
-            file, line = c.root_file, c.root_line
+            file, line = cause_location(receipt, c)
             detail = c.remedy.text if c.remedy is not None else ""
             beneath = [
                 f"call {'–' if o.call_index is None else o.call_index}: {o.change}, "
