@@ -46,7 +46,7 @@ from .findings_churn import _churn_axis, _churn_findings, guard_pattern
 from .findings_common import PROBE, _bytes, _short, _with, config_remedy, retarget
 from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
-from .units import fmt_ns
+from .units import counted, fmt_ns
 
 __all__ = ["PROBE", "analyze_findings", "guard_pattern"]
 
@@ -301,10 +301,22 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
     rows.sort(key=lambda r: r[0])
     out = []
     clauses = {s.site_id: class_clause(s) for s in ledger.break_sites}
+    outside = {s.site_id: _outside_runs(s, ledger) for s in ledger.break_sites}
     for rank, (_, f) in enumerate(rows, 1):
         f = _with(f, rank=rank)
-        out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""))))
+        n_out = outside.get(f.finding_id, 0)
+        if f.cost is not None and f.cost.crossings == 0 and n_out:
+            f = _with(f, missing=[*f.missing, "crossings and island time: the site's compiled code ran outside "
+                                  "observed calls, where seamscope sees its regions but not the breaks between them"])
+        out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""), n_out)))
     return out
+
+
+def _outside_runs(site: BreakSite, ledger: Ledger) -> int:
+    """Runs outside any observed call (a compiled optimizer step, a compiled backward) of the
+    compilations next to the site: a break there fires without a call to count it in."""
+    ids = _site_compile_ids(site, ledger)
+    return sum(r.outside_runs for r in ledger.totals.regions if r.compile_id.split("_", 1)[0] in ids)
 
 
 def _site_cost(
@@ -455,7 +467,7 @@ def _logging_callable(label: str) -> tuple[str, str] | None:
     return None
 
 
-def _break_sentence(f: Finding, pytorch_class: str = "") -> str:
+def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) -> str:
     w, c, cost = f.where, f.cause, f.cost
     assert w is not None and c is not None
     loc = f"{_short(w.file)}:{w.line}"
@@ -476,8 +488,14 @@ def _break_sentence(f: Finding, pytorch_class: str = "") -> str:
             took = f" (the compilations it broke in took {fmt_ns(f.cost_ns)} to compile)"
         return head + " was seen at compile time; its cost is unknown without runtime data" + took
     basis = "steady" if cost.basis == "steady" else ""
+    if cost.crossings == 0 and outside_runs:
+        return (f"{head} is in code that runs outside the observed calls (a compiled optimizer step or "
+                f"backward): its compiled regions ran {outside_runs}× there, where the break's crossings and "
+                "islands are not observed")
+    if cost.crossings == 0 and cost.calls == 0:
+        return f"{head} was not crossed: no {basis} call ran its frame".replace("  ", " ")
     if cost.crossings == 0:
-        return f"{head} was not crossed in {cost.calls} {basis} calls".replace("  ", " ")
+        return f"{head} was not crossed in {counted(cost.calls, (basis + ' call').strip())}".replace("  ", " ")
     if cost.stable:
         freq = f"is crossed {cost.crossings_min}× per call"
         stab = f"stable over {cost.calls} {basis} calls"
