@@ -330,3 +330,19 @@ def test_a_break_in_code_that_runs_outside_the_calls_is_not_said_to_be_crossed_z
     (f,) = [f for f in sec.findings if f.finding_id == site.site_id]
     assert "crossed in 0" not in f.sentence and "not crossed" not in f.sentence
     assert "outside the observed calls" in f.sentence and "5×" in f.sentence
+
+
+def test_a_frame_dynamo_crashed_on_leads_the_headline():
+    from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
+    from seamscope.model.ledger import Compilation
+
+    ms = 1_000_000
+    prog = FakeProgram(calls=[FakeCall(steps=[FakeStep("compile", 50 * ms, "0/0"), FakeStep("region", ms, "0/0")])]
+                       + [FakeCall(steps=[FakeStep("region", ms, "0/0"), FakeStep("island", ms)]) for _ in range(3)])
+    b = play(prog)
+    b.set_compilation(Compilation(compile_id="1/0", frame_name="log", file="site-packages/lightning/core/module.py",
+                                  line=400, status="failed", duration_ns=2 * ms, call_index=0,
+                                  fail_type="InternalTorchDynamoError", fail_reason="AttributeError: 'NoneType' has no x\nmore"))
+    hl = analyze_findings(b.build()).headline
+    assert hl.sentence.startswith("Dynamo crashed compiling log (lightning/core/module.py:400)")
+    assert "InternalTorchDynamoError: AttributeError: 'NoneType' has no x." in hl.sentence  # its first line
