@@ -326,10 +326,16 @@ def test_a_break_in_code_that_runs_outside_the_calls_is_not_said_to_be_crossed_z
                                   own_break_depth=0, break_site_ids=[site.site_id]))
     for _ in range(5):
         b.outside_region("1/0", "forward", ms, None)
-    sec = analyze_findings(b.build())
+    led = b.build()
+    sec = analyze_findings(led)
     (f,) = [f for f in sec.findings if f.finding_id == site.site_id]
     assert "crossed in 0" not in f.sentence and "not crossed" not in f.sentence
     assert "outside the observed calls" in f.sentence and "5×" in f.sentence
+    # the terminal's table does not count it as crossed 0 times either
+    buf = io.StringIO()
+    TerminalRenderer(Console(file=buf, width=200, color_system=None)).print(make_receipt(led))
+    row = next(ln for ln in buf.getvalue().splitlines() if site.site_id in ln and "│" in ln)
+    assert "outside calls" in row and "│ 0 " not in row
 
 
 def test_a_frame_dynamo_crashed_on_leads_the_headline():

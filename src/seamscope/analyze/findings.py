@@ -48,7 +48,11 @@ from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
 from .units import counted, fmt_ns
 
-__all__ = ["PROBE", "analyze_findings", "guard_pattern"]
+__all__ = ["OUTSIDE_CALLS", "PROBE", "analyze_findings", "guard_pattern"]
+
+OUTSIDE_CALLS = ("crossings and island time: the site's compiled code ran outside observed calls, where "
+                 "seamscope sees its regions but not the breaks between them")
+"""What a break finding lacks when its code runs outside the calls (a compiled optimizer step)."""
 
 
 # --- entry point ---------------------------------------------------------------------------------
@@ -306,8 +310,7 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         f = _with(f, rank=rank)
         n_out = outside.get(f.finding_id, 0)
         if f.cost is not None and f.cost.crossings == 0 and n_out:
-            f = _with(f, missing=[*f.missing, "crossings and island time: the site's compiled code ran outside "
-                                  "observed calls, where seamscope sees its regions but not the breaks between them"])
+            f = _with(f, missing=[*f.missing, OUTSIDE_CALLS])
         out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""), n_out)))
     return out
 

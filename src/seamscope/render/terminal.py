@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analyze.display import markup, shown
+from ..analyze.findings import OUTSIDE_CALLS
 from ..analyze.report_view.findings import finding_groups
 from ..analyze.units import counted, fmt_ns
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
@@ -102,10 +103,13 @@ class TerminalRenderer:
             c.print(t)
             self._device_phases(receipt)
         if s.break_sites:
+            outside = {f.finding_id for f in receipt.findings.findings if OUTSIDE_CALLS in f.missing} \
+                if receipt.findings is not None else set()
             print_located(c, "break sites", ("site", "where", "code", "type", "crossings", "island after"), [
                 (Located(f"{b.file}:{b.line}", b.function), (
                     b.site_id, b.gb_code or "–", shown(b.gb_type or (b.reason.splitlines() or [""])[0]),
-                    "–" if b.crossings is None else str(b.crossings), fmt_ns(b.island_after_ns),
+                    "–" if b.crossings is None else "outside calls" if b.site_id in outside else str(b.crossings),
+                    "–" if b.site_id in outside else fmt_ns(b.island_after_ns),
                 ))
                 for b in s.break_sites[: self.max_rows]
             ])
