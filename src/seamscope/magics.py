@@ -8,7 +8,6 @@ IPython is imported only by :func:`load_ipython_extension`, which IPython itself
 
 from __future__ import annotations
 
-import io
 import os
 import shlex
 from typing import Any
@@ -104,21 +103,17 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
 def show(s: Any, notes: list[str]) -> None:
     """The summary below the cell: HTML where the front end shows it, else the terminal summary."""
     from IPython.display import display
-    from rich.console import Console
 
     from .analyze.display import shown
     from .render.notebook import notebook_html
-    from .render.terminal import SENTENCE, TerminalRenderer
+    from .render.terminal import SENTENCE, notebook_text
 
     receipt = s.last_receipt
-    buf = io.StringIO()
-    # force_jupyter=False: in a Jupyter kernel rich would display its text itself (ignoring
-    # ``file``), a second summary above the HTML one
-    TerminalRenderer(console=Console(file=buf, width=100, highlight=False, emoji=False,
-                                     force_jupyter=False)).print(receipt)
-    for w in receipt.ledger.run.warnings:
-        buf.write(f"seamscope: warning: {shown(w, SENTENCE)}\n")
-    text = buf.getvalue() + "".join(f"seamscope: {shown(n, None)}\n" for n in notes)
+    # plain text without escapes or hard wraps; force_jupyter=False inside: in a Jupyter kernel rich
+    # would display its text itself (ignoring ``file``), a second summary above the HTML one
+    text = notebook_text(receipt)
+    text += "".join(f"seamscope: warning: {shown(w, SENTENCE)}\n" for w in receipt.ledger.run.warnings)
+    text += "".join(f"seamscope: {shown(n, None)}\n" for n in notes)
     html = notebook_html(receipt, source_root=s.cwd) + "".join(
         f'<p class="note" style="color:#667085;font-size:12px">seamscope: {_escape(n)}</p>' for n in notes)
     display({"text/plain": text, "text/html": html}, raw=True)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..analyze.display import shown
+from ..analyze.units import counted
 from ..errors import UnusableInput
 
 #: Commands that read files and work without PyTorch (every other one runs it).
@@ -69,6 +70,11 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
         click.echo(f"seamscope: {shown(failed)}", err=True)
         return 2
     return int(result.exit_code)
+
+
+def progress_words(calls: int, compiles: int) -> str:
+    """The live line's counts: ``1 call · 1 compile``, ``3 calls · 2 compiles``."""
+    return f"{counted(calls, 'call')} · {counted(compiles, 'compile')}"
 
 
 class ProgressLine:
@@ -137,7 +143,7 @@ class ProgressLine:
         if not self.shown and not self.at_line_start:
             return  # the script's line is unfinished (its own progress bar): leave it alone
         b = session.builder
-        self._write(f"{self.ERASE}seamscope: {b.call_count} calls · {b.compile_count} compiles ")
+        self._write(f"{self.ERASE}seamscope: {progress_words(b.call_count, b.compile_count)} ")
         self._flush()
         self.shown = True
 

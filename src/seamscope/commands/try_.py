@@ -45,6 +45,9 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
             quiet: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a workload FILE.py:FUNC) as it is and with each remedy its findings
     suggest; rank them with verdicts. A workload takes --lengths/--lengths-file/--dim after --."""
+    from ._common import need_torch
+
+    need_torch("try")
     from ..experiments.remedy_plan import prepare
     from ..experiments.remedy_spec import spec_from_words
     from ..experiments.trials.runs import Setup

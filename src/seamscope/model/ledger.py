@@ -20,7 +20,12 @@ import msgspec
 #: timeline (``Call.device``, ``Totals.device``, ``Retention.device_every``); a ledger without one
 #: is written as version 1, byte for byte as a version-1 writer writes it.
 SCHEMA_VERSION = 2
-SCHEMA_VERSIONS_READ = (1, 2)
+#: A receipt whose file stores failed guards in ``guard_table`` (``summary.recompiles[].failed_guards``
+#: and each compilation's empty in the file, named by index into the table): version 3, so that a
+#: reader of the plain JSON knows to read the table (``docs/import-formats.md``). Its ledger keeps
+#: its own version (1, or 2 with a device timeline).
+GUARD_TABLE_VERSION = 3
+SCHEMA_VERSIONS_READ = (1, 2, 3)
 
 #: How break-site ids are made (recorded in every ledger as ``site_id_scheme``). 1: file, bare
 #: function name, ``gb_code``, ``gb_type`` and statement text. 2: one id per statement: file, the
