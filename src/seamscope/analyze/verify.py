@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from ..ingest.receipt import parse_receipt, read_receipt_bytes
+from ..ingest.receipt import parse_receipt_raw, read_receipt_bytes
 from ..model.ledger import compile_frame_index
 from .verify_hashes import expand_guard_table, receipt_hash, structure_hash
 
@@ -107,11 +107,9 @@ class Verification:
 
 
 def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
-    """Raw dicts, after the strict schema check (UnusableInput: exit 2)."""
-    parse_receipt(data, name)
-    raw = msgspec.json.decode(data)
-    assert isinstance(raw, dict)
-    return expand_guard_table(raw)
+    """Raw dicts, after the strict schema check (UnusableInput: exit 2), every field the file
+    omits present with its schema default."""
+    return expand_guard_table(parse_receipt_raw(data, name))
 
 
 def load_raw(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import click
 
 from ..capture.runner import run_target
 from ..experiments.remedy_spec import RemedySpec, spec_from_options
-from ._common import ProgressLine, finish_run, need_torch
+from ._common import ProgressLine, finish_run, need_torch, tolerant_output
 from .options import remedy_options
 
 
@@ -62,6 +62,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
         _warn_misplaced_options(("-m " if module else "") + target, args_l)
     if nproc is not None and not spec_of(remedies).is_empty():
         raise UnusableInput("remedy flags (--dynamo-config, --compile-option, ...) are not passed to --nproc ranks")
+    if nproc is not None or warm:
+        tolerant_output()  # the script runs in processes of its own
     if nproc is not None:
         from .merge import run_ranks
 
