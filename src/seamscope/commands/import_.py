@@ -27,8 +27,10 @@ MAX_SHOWN = 10  # issues printed per file; the rest are counted
 
 
 def _sniff(path: str) -> bytes:
+    from ..ingest.limits import open_regular  # a FIFO or a device: one line, exit 2, before any read
+
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.readline(1 << 20)  # a seamscope trace's header is its first line
     except OSError as e:
         raise UnusableInput(f"{path}: cannot read: {e.strerror}") from None

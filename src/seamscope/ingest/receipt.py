@@ -12,7 +12,7 @@ from ..errors import UnusableInput
 from ..model.guard_table import expand
 from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
 from ..model.receipt import Receipt
-from .limits import decode_json
+from .limits import MAX_RECEIPT_BYTES, decode_json, read_capped
 
 
 def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
@@ -20,13 +20,7 @@ def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
     p = os.fspath(path)
     if os.path.isdir(p):
         p = os.path.join(p, "receipt.json")
-    try:
-        with open(p, "rb") as f:
-            return f.read(), p
-    except FileNotFoundError:
-        raise UnusableInput(f"{p}: no such file") from None
-    except OSError as e:
-        raise UnusableInput(f"{p}: cannot read: {e.strerror}") from None
+    return read_capped(p, MAX_RECEIPT_BYTES, "a receipt"), p
 
 
 def load_receipt(path: str | os.PathLike[str]) -> Receipt:
