@@ -7,7 +7,7 @@ import click
 
 from ..capture.runner import run_target
 from ..experiments.remedy_spec import RemedySpec, spec_from_options
-from ._common import ProgressLine, finish_run, need_torch, tolerant_output
+from ._common import ProgressLine, finish_run, need_torch, say, tolerant_output
 from .options import remedy_options
 
 
@@ -99,7 +99,7 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             from ..render.seamscope_trace import write_trace
 
             write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
-            click.echo(f"seamscope: wrote trace {trace_out}", err=True)
+            say(f"seamscope: wrote trace {trace_out}", err=True)
         return finish_run(result, quiet=quiet, html_report=not remedies.get("no_html"))
 
 
@@ -122,7 +122,7 @@ def _warn_misplaced_options(target: str, args: list[str]) -> None:
         return
     given = " ".join(moved)
     rest = " ".join(args)
-    click.echo(
+    say(
         f"seamscope: warning: {given} went to {target}, not to seamscope (what follows the script is the "
         f"script's); for seamscope write `seamscope run {given} {target}`, for the script "
         f"`seamscope run {target} -- {rest}`",
