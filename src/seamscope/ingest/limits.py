@@ -24,6 +24,16 @@ import msgspec
 
 from ..errors import UnusableInput
 
+#: The largest rank a file or folder name may give (``rank_5``, ``rank-5``): a rank is one process
+#: of a job, and no job has more than 2**31 of them. A bigger number in a name is no rank.
+MAX_RANK = (1 << 31) - 1
+
+
+def rank_number(digits: str) -> int | None:
+    """The rank written as ``digits`` in a name; None beyond :data:`MAX_RANK`."""
+    return int(digits) if len(digits) <= 10 and int(digits) <= MAX_RANK else None
+
+
 MAX_DEPTH = 64  # levels of arrays/objects; a receipt uses about 10
 INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1
 
