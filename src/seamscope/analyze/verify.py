@@ -22,8 +22,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from ..ingest.receipt import parse_receipt_raw, read_receipt_bytes
 from ..model.ledger import compile_frame_index
 from .verify_hashes import expand_guard_table, receipt_hash, structure_hash

@@ -27,9 +27,9 @@ MAX_SHOWN = 10  # issues printed per file; the rest are counted
 
 
 def _sniff(path: str) -> bytes:
-    from ..ingest.limits import open_regular  # a FIFO or a device: one line, exit 2, before any read
+    from ..ingest.limits import open_regular
 
-    try:
+    try:  # a FIFO or a device: one line, exit 2, before any read
         with open_regular(path) as f:
             return f.readline(1 << 20)  # a seamscope trace's header is its first line
     except OSError as e:
