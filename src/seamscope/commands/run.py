@@ -55,6 +55,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
     decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)
     from ..errors import UnusableInput
 
+    if not module:
+        _check_utf8_path(target)
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
@@ -101,6 +103,21 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
             say(f"seamscope: wrote trace {trace_out}", err=True)
         return finish_run(result, quiet=quiet, html_report=not remedies.get("no_html"))
+
+
+def _check_utf8_path(target: str) -> None:
+    """A script whose path holds bytes that are not UTF-8 (``lat\\xe9in.py``): one line, exit 2,
+    before anything runs. Its path would be in every frame, site and receipt, which are UTF-8 text."""
+    import os
+
+    from ..errors import UnusableInput
+
+    try:
+        os.path.abspath(target).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = target.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UnusableInput(f"{shown}: the script's path is not UTF-8 text, which receipts hold; rename "
+                            "the file or its folder, or run it through a symbolic link with a UTF-8 name") from None
 
 
 def _warn_misplaced_options(target: str, args: list[str]) -> None:
