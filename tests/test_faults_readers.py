@@ -21,7 +21,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from fakes import fake_ledger, fake_probe, fake_trials, omissible_fields, plant, shape_policy, shape_study, without
+from fakes import (
+    fake_ledger,
+    fake_probe,
+    omissible_fields,
+    plant,
+    shape_policy,
+    shape_study,
+    without,
+)
 
 from seamscope.analyze.receipt import make_receipt, rehash
 from seamscope.cli import main
