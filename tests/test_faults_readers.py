@@ -133,6 +133,8 @@ def test_a_crash_of_seamscope_s_own_is_one_line_and_never_exit_1(tmp_path: Path,
     """The backstop: an unexpected exception is not "over budget" (exit 1) but one line, exit 2."""
     from seamscope.gates import trusted
 
+    monkeypatch.delenv("SEAMSCOPE_TRACEBACK", raising=False)  # the suite sets it (conftest)
+
     def broken(*_a, **_k):
         raise KeyError("has_runtime")
 

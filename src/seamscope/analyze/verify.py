@@ -6,7 +6,8 @@ disagreement with a failure code. It does not import the accounting it checks (`
 ``model.canonical``, ``model.hashing``, ``model.selfcheck``, ``analyze.summary``,
 ``analyze.receipt``, ``analyze.stats``, ``analyze.diff``; a test holds it to that), so one bug
 cannot sit on both sides. The only shared code is the schema check (``ingest.receipt``), which
-decides exit 2 for a file that is not a receipt at all.
+decides exit 2 for a file that is not a receipt at all, and gives a field the file leaves out its
+schema default (what an omitted field means), so both sides read the same values.
 
 It finds problems from inconsistent numbers only: a call labelled ``cold`` with no compile event
 in it, a compile count that is not the number of successful compilations, a wall time that its
