@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..analyze.display import markup, shown
 from ..analyze.units import counted, fmt_ns
+from ..analyze.watch_view import watch_timeline
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
 from .compile_time_table import print_compile_time
@@ -101,6 +102,7 @@ class TerminalRenderer:
             c.print(t)
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
+        self.print_watch(receipt)
         if receipt.findings is not None:
             print_compile_time(c, receipt, self.max_rows)
             self.print_findings(receipt)
@@ -109,6 +111,24 @@ class TerminalRenderer:
                 f"[dim]per-call detail kept for {led.retention.retained} of {counted(s.call_count, 'call')} "
                 f"(first {led.retention.first}, then every {led.retention.stride}th); totals are exact[/dim]"
             )
+
+    def print_watch(self, receipt: Receipt) -> None:
+        """A watched run: what compiled after warm-up, in time order."""
+        w = watch_timeline(receipt)
+        if w is None:
+            return
+        if not w.rows:
+            self.console.print(f"[green]after warm-up[/green] ({markup(w.warmup)}): nothing compiled, broke or fell back")
+            return
+        t = Table(title=f"after warm-up ({markup(w.warmup)}): {counted(len(w.rows), 'event')}", title_justify="left")
+        for col in ("at", "call", "kind", "frame", "cause", "compile"):
+            t.add_column(col, justify="right" if col in ("at", "call", "compile") else "left")
+        for r in w.rows[: self.max_rows]:
+            t.add_row(fmt_ns(r.at_ns), "–" if r.call_index is None else str(r.call_index), markup(r.kind),
+                      markup(r.frame, 60), markup(r.cause, 100), fmt_ns(r.compile_ns))
+        self.console.print(t)
+        if len(w.rows) > self.max_rows:
+            self.console.print(f"[dim]… {len(w.rows) - self.max_rows} more after warm-up (the receipt keeps every one)[/dim]")
 
     def print_status(self, receipt: Receipt) -> None:
         """How the run ended (a live run's receipt records it)."""
