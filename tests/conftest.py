@@ -17,6 +17,10 @@ FUZZ = os.environ.get("SEAMSCOPE_FUZZ") == "1"
 """Set by ``make fuzz``: fresh random draws on every run, to look for new counterexamples. A
 failure found that way is pinned as an ``@example`` on the test, so ``make test`` keeps it."""
 
+# A command's crash is a traceback in the test, not the CLI's one-line backstop (exit 2), which a
+# test expecting exit 2 for unusable input would take for its answer (tests of the backstop unset it).
+os.environ.setdefault("SEAMSCOPE_TRACEBACK", "1")
+
 try:
     from hypothesis import Phase, settings
 except ImportError:  # the torch-free core job may run without the dev extras

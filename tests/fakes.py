@@ -499,3 +499,72 @@ def first_compile_imports(path: str) -> int:
     with open(path, "w") as f:
         json.dump(sorted(set(sys.modules) - before), f)
     return 0
+
+
+# --- receipts with fields left out, as docs/receipt.schema.json allows --------------------------------
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "receipt.schema.json"
+
+
+def omissible_fields(raw: Any, schema: dict[str, Any] | None = None) -> list[tuple[tuple[Any, ...], bool]]:
+    """Every field of the raw receipt ``raw`` that ``docs/receipt.schema.json`` does not require,
+    as ``(path, holds_its_default)``: the fields a schema-valid receipt may leave out. Found by
+    walking the schema beside the value (``$ref``, ``anyOf`` alternatives of the value's kind,
+    the items of arrays: the first two of each)."""
+    import json
+
+    schema = schema or json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    defs = schema["$defs"]
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[1]]
+        return node
+
+    out: list[tuple[tuple[Any, ...], bool]] = []
+
+    def walk(value: Any, node: dict[str, Any], path: tuple[Any, ...]) -> None:
+        node = resolve(node)
+        for alt in node.get("anyOf", []) + node.get("oneOf", []):
+            alt = resolve(alt)
+            if (isinstance(value, dict) and alt.get("type") == "object") or (
+                    isinstance(value, list) and alt.get("type") == "array"):
+                if isinstance(value, dict) and "type" in value:  # a tagged union: the value's own tag
+                    tag = alt.get("properties", {}).get("type", {})
+                    if value["type"] not in tag.get("enum", [tag.get("const", value["type"])]):
+                        continue
+                walk(value, alt, path)
+                return
+        if isinstance(value, dict) and node.get("type") == "object":
+            props, required = node.get("properties", {}), set(node.get("required", []))
+            for k, v in value.items():
+                if k not in props:
+                    continue
+                if k not in required:
+                    out.append(((*path, k), props[k].get("default", resolve(props[k]).get("default", ...)) == v))
+                walk(v, props[k], (*path, k))
+        elif isinstance(value, list) and node.get("type") == "array" and "items" in node:
+            for i, v in enumerate(value[:2]):
+                walk(v, node["items"], (*path, i))
+
+    walk(raw, schema, ())
+    return out
+
+
+def without(raw: Any, paths: list[tuple[Any, ...]]) -> Any:
+    """A deep copy of ``raw`` with the fields at ``paths`` left out (a path under one already
+    removed is skipped)."""
+    import copy
+
+    raw = copy.deepcopy(raw)
+    for path in sorted(paths, key=len, reverse=True):
+        node = raw
+        for k in path[:-1]:
+            try:
+                node = node[k]
+            except (KeyError, IndexError, TypeError):
+                break
+        else:
+            if isinstance(node, dict):
+                node.pop(path[-1], None)
+    return raw

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from typing import Any
 
@@ -16,6 +17,7 @@ import click
 
 from ._version import __version__
 from .analyze.display import visible
+from .commands._common import tolerant_output
 from .errors import RunSignalled, SeamscopeError
 
 # name -> module; a command whose module is absent is simply not offered.
@@ -48,8 +50,11 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="seamscope")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """seamscope: what torch.compile really did to your program, and what it cost."""
+    if ctx.invoked_subcommand != "run":  # `run` does it once the script (whose stdout it is) ends
+        tolerant_output()
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -73,6 +78,14 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(128 + e.signum)
     except click.ClickException as e:
         e.show()
+        sys.exit(2)
+    except Exception as e:
+        # The backstop: a bug of seamscope's own must not read as a verdict (exit 1 is "over
+        # budget", "the script raised"); one line, exit 2. SEAMSCOPE_TRACEBACK=1 shows where.
+        if os.environ.get("SEAMSCOPE_TRACEBACK"):
+            raise
+        click.echo(f"seamscope: internal error: {type(e).__name__}: {visible(str(e))[:300]} "
+                   f"(a seamscope bug; SEAMSCOPE_TRACEBACK=1 shows the traceback)", err=True)
         sys.exit(2)
     if isinstance(rv, int):
         sys.exit(rv)

@@ -85,7 +85,7 @@ def script_sha256(script: str | os.PathLike[str], args: Iterable[str] = (), modu
         with open(script, "rb") as f:
             h.update(hashlib.sha256(f.read()).digest())
     else:
-        h.update(b"module:" + os.fspath(script).encode())
+        h.update(b"module:" + os.fsencode(script))
     for a in args:
-        h.update(b"\0" + str(a).encode())
+        h.update(b"\0" + os.fsencode(str(a)))
     return h.hexdigest()

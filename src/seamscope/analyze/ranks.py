@@ -106,6 +106,7 @@ def reduce_input(receipt: Receipt, source: str, load: Callable[[], Receipt], ran
 
 def gather(directory: str) -> Gathered:
     """Find the per-rank receipts (``DIR/rank-N/receipt.json``) or ``TORCH_TRACE`` logs in DIR."""
+    from ..ingest.limits import MAX_RANK, rank_number
     from ..ingest.receipt import load_receipt
 
     if not os.path.isdir(directory):
@@ -122,7 +123,11 @@ def gather(directory: str) -> Gathered:
         if not os.path.isdir(path):
             continue
         m = _RANK_DIR.match(name)
-        if m:
+        if m and rank_number(m.group(1)) is None:
+            problems.append(RankProblem(kind="no_rank", paths=[name],
+                                        message=f"{name[:40]}{'…' if len(name) > 40 else ''}/: a rank number "
+                                                f"beyond {MAX_RANK} is no rank; left out"))
+        elif m:
             rank_dirs.append((int(m.group(1)), name))
         elif os.path.isfile(os.path.join(path, "receipt.json")):
             other_dirs.append(name)

@@ -6,7 +6,8 @@ disagreement with a failure code. It does not import the accounting it checks (`
 ``model.canonical``, ``model.hashing``, ``model.selfcheck``, ``analyze.summary``,
 ``analyze.receipt``, ``analyze.stats``, ``analyze.diff``; a test holds it to that), so one bug
 cannot sit on both sides. The only shared code is the schema check (``ingest.receipt``), which
-decides exit 2 for a file that is not a receipt at all.
+decides exit 2 for a file that is not a receipt at all, and gives a field the file leaves out its
+schema default (what an omitted field means), so both sides read the same values.
 
 It finds problems from inconsistent numbers only: a call labelled ``cold`` with no compile event
 in it, a compile count that is not the number of successful compilations, a wall time that its
@@ -22,9 +23,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from ..ingest.receipt import parse_receipt, read_receipt_bytes
+from ..ingest.receipt import parse_receipt_raw, read_receipt_bytes
 from ..model.ledger import compile_frame_index
 from .verify_hashes import expand_guard_table, receipt_hash, structure_hash
 
@@ -107,11 +106,9 @@ class Verification:
 
 
 def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
-    """Raw dicts, after the strict schema check (UnusableInput: exit 2)."""
-    parse_receipt(data, name)
-    raw = msgspec.json.decode(data)
-    assert isinstance(raw, dict)
-    return expand_guard_table(raw)
+    """Raw dicts, after the strict schema check (UnusableInput: exit 2), every field the file
+    omits present with its schema default."""
+    return expand_guard_table(parse_receipt_raw(data, name))
 
 
 def load_raw(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -83,6 +83,12 @@ def default_out_dir(out: str) -> str:
     return out
 
 
+def as_text(word: str) -> str:
+    """A command-line word as the receipt can hold it: bytes that are not UTF-8 (which Python
+    hands over as lone surrogates) written as ``\\xe9``, the word otherwise unchanged."""
+    return word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def run_target(
     target: str,
     args: list[str],
@@ -125,7 +131,7 @@ def run_target(
         kwargs["call_cap"] = call_cap
     session = Session(
         None,
-        command=[("-m " if module else "") + target, *args],
+        command=[as_text(w) for w in (("-m " if module else "") + target, *args)],
         input_trace_sha256=(script_sha256(target.rpartition(":")[0], [target, *args]) if workload
                             else script_sha256(target, args, module=module)),
         decision=decision,

@@ -27,6 +27,19 @@ def say(line: str, err: bool = False) -> None:
     click.echo(shown(line, LINE_LIMIT), err=err)
 
 
+def tolerant_output() -> None:
+    """Characters the output's encoding cannot hold (``PYTHONIOENCODING=ascii``, a latin-1
+    terminal) printed as backslash escapes instead of ending the command with
+    ``UnicodeEncodeError``. Python's stderr does this already; stdout is strict by default."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a closed or detached stream: nothing to print on
+                pass
+
+
 def need_torch(command: str) -> None:
     """One line and exit 2 when PyTorch is not installed, before anything is started."""
     try:
@@ -45,6 +58,7 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
     from ..render.html import write_html_report
     from ..render.terminal import TerminalRenderer
 
+    tolerant_output()  # the script has ended: stdout is seamscope's again
     if result.receipt_path is None:
         return result.exit_code or 1
     receipt = getattr(result.session, "last_receipt", None) or load_receipt(result.receipt_path)

@@ -27,8 +27,10 @@ MAX_SHOWN = 10  # issues printed per file; the rest are counted
 
 
 def _sniff(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
+    from ..ingest.limits import open_regular
+
+    try:  # a FIFO or a device: one line, exit 2, before any read
+        with open_regular(path) as f:
             return f.readline(1 << 20)  # a seamscope trace's header is its first line
     except OSError as e:
         raise UnusableInput(f"{path}: cannot read: {e.strerror}") from None
@@ -88,7 +90,7 @@ def command(path: str, out: str, strict: bool) -> int:
     if not results:
         raise UnusableInput(f"no structured-trace records in {path}")
     for p in empty:
-        click.echo(f"warning: {p}: no structured-trace records (not a TORCH_TRACE log?); skipped", err=True)
+        say(f"warning: {p}: no structured-trace records (not a TORCH_TRACE log?); skipped", err=True)
     problems = len(empty)
     for r, name in zip(results, _out_names(results), strict=True):
         target = os.path.join(out, name) if name else out
@@ -104,7 +106,7 @@ def command(path: str, out: str, strict: bool) -> int:
         )
         st = r.stats
         for note in getattr(st, "notes", ()):
-            click.echo(f"note: {note.file}: {note.text}", err=True)
+            say(f"note: {note.file}: {note.text}", err=True)
         n = st.problem_count
         problems += n
         if n:

@@ -165,7 +165,7 @@ def run_ranks(
 
     if not module and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+    cmd = [sys.executable, "-m", "seamscope.experiments.torchrun", "--standalone", "--nproc-per-node", str(nproc),
            "-m", "seamscope", "run", "--out", out]
     if quiet or nproc > 1:  # the merged table replaces N per-rank summaries
         cmd.append("--quiet")

@@ -12,6 +12,7 @@ import webbrowser
 
 import click
 
+from ..analyze.display import shown
 from ..analyze.report_view import build_comparison, build_view, comparison_in_receipt
 from ..errors import UnusableInput
 from ..ingest.receipt import load_receipt
@@ -64,7 +65,7 @@ def command(
         comparison = build_comparison(before, r) if before is not None else comparison_in_receipt(r)
         outputs.append((markdown_file, MarkdownRenderer().render_view(view, comparison)))
     for path, data in outputs:
-        click.echo(f"wrote {_write(path, data)}")
+        click.echo(f"wrote {shown(_write(path, data), None)}")
     if open_:
         webbrowser.open(pathlib.Path(outputs[0][0]).resolve().as_uri())
     return 0

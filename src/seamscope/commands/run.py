@@ -11,7 +11,7 @@ import click
 
 from ..capture.runner import run_target
 from ..experiments.remedy_spec import FLAGS, RemedySpec, spec_from_options
-from ._common import ProgressLine, finish_run, need_torch
+from ._common import ProgressLine, finish_run, need_torch, say, tolerant_output
 from .options import flag_of, given, missing_need, remedy_options, run_options
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -113,6 +113,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
     from ..model.receipt import Decision
 
     decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)
+    if not module:
+        _check_utf8_path(target)
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
@@ -120,6 +122,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
         _warn_misplaced_options(("-m " if module else "") + target, args_l)
     route = "nproc" if nproc is not None else "warm" if warm else None
     refuse_unsupported(click.get_current_context(), route)
+    if route is not None:
+        tolerant_output()  # the script runs in processes of its own
     watcher = _watcher_of(remedies)  # pops the watch options: what is left are the remedy flags
     if nproc is not None:
         from .merge import run_ranks
@@ -158,7 +162,7 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             from ..render.seamscope_trace import write_trace
 
             write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
-            click.echo(f"seamscope: wrote trace {trace_out}", err=True)
+            say(f"seamscope: wrote trace {trace_out}", err=True)
         return finish_run(result, quiet=quiet, html_report=not no_html)
 
 
@@ -185,6 +189,19 @@ def passed_on(ctx: click.Context) -> list[str]:
     return words
 
 
+def _check_utf8_path(target: str) -> None:
+    """A script whose path holds bytes that are not UTF-8 (``lat\\xe9in.py``): one line, exit 2,
+    before anything runs. Its path would be in every frame, site and receipt, which are UTF-8 text."""
+    from ..errors import UnusableInput
+
+    try:
+        os.path.abspath(target).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = target.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UnusableInput(f"{shown}: the script's path is not UTF-8 text, which receipts hold; rename "
+                            "the file or its folder, or run it through a symbolic link with a UTF-8 name") from None
+
+
 def _warn_misplaced_options(target: str, args: list[str]) -> None:
     """Arguments after the target are the script's (as with ``python -m cProfile``), also those
     that look like ``run``'s own options. Say so in one line when one does, and how to write it."""
@@ -204,7 +221,7 @@ def _warn_misplaced_options(target: str, args: list[str]) -> None:
         return
     given = " ".join(moved)
     rest = " ".join(args)
-    click.echo(
+    say(
         f"seamscope: warning: {given} went to {target}, not to seamscope (what follows the script is the "
         f"script's); for seamscope write `seamscope run {given} {target}`, for the script "
         f"`seamscope run {target} -- {rest}`",

@@ -3,14 +3,18 @@ suggested remedy, measure it, check the outputs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import click
 
-from ..errors import UnusableInput, UserCodeFailed
+from ..errors import RunSignalled, UnusableInput, UserCodeFailed
 
 
 def parse_budget(text: str | None) -> float | None:
@@ -95,26 +99,87 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
 
     setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, timeout=timeout,
                   budget_s=budget_s, progress=progress)
-    from ..experiments.trials.runs import fresh_processes
+    if budget_s is not None:
+        setup.deadline = setup.clock() + budget_s
+    from ..experiments.trials.runs import BudgetSpent, fresh_processes
 
-    processes = setup.processes = fresh_processes(sys.executable)
-    try:
-        trials, first = run_trials(setup, extra, list(only), list(skip))
-    except BaselineFailed as e:
+    with signals_end_the_trial() as stop:
+        processes = None
+        try:
+            processes = setup.processes = fresh_processes(sys.executable)
+            trials, first = run_trials(setup, extra, list(only), list(skip))
+        except BaselineFailed as e:
+            if progress is not None and sys.stderr.isatty():
+                sys.stderr.write("\n")
+            sys.stderr.write(e.stderr)
+            raise UserCodeFailed(f"{target} failed in the baseline ({e}); no candidate was run") from None
+        except BudgetSpent as e:
+            raise UserCodeFailed(f"{target}: {e} (--budget {budget}), in the baseline's first run; "
+                                 "no candidate was run") from None
+        except KeyboardInterrupt:
+            if stop.signum:  # nothing finished yet: nothing to write
+                raise RunSignalled(stop.signum, signal.Signals(stop.signum).name) from None
+            raise
+        finally:
+            stop.hold()  # from here on a signal is noted, the writes finish, then it ends the command
+            if processes is not None:
+                processes.close()
         if progress is not None and sys.stderr.isatty():
             sys.stderr.write("\n")
-        sys.stderr.write(e.stderr)
-        raise UserCodeFailed(f"{target} failed in the baseline ({e}); no candidate was run") from None
-    finally:
-        processes.close()
-    if progress is not None and sys.stderr.isatty():
-        sys.stderr.write("\n")
-    paths = write_trials(trials, out, markdown)
-    from ..render.trials_table import TrialsTerminalRenderer
+        paths = write_trials(trials, out, markdown)
+        from ..render.trials_table import TrialsTerminalRenderer
 
-    TrialsTerminalRenderer().print(trials)
-    click.echo(f"seamscope: wrote {', '.join(shown(p, None) for p in paths)}", err=True)
+        TrialsTerminalRenderer().print(trials)
+        click.echo(f"seamscope: wrote {', '.join(shown(p, None) for p in paths)}", err=True)
+        if setup.budget_ended is not None:
+            click.echo(f"seamscope: the budget (--budget {budget}) ended during {setup.budget_ended}: the "
+                       "trial stopped there; what did not finish is listed as over the budget", err=True)
+        if stop.signum:
+            click.echo(f"seamscope: {signal.Signals(stop.signum).name}: the trial stopped; the runs that "
+                       "finished are in the table", err=True)
+            return 128 + stop.signum
     return 130 if trials.interrupted else 0
+
+
+class _Stop:
+    signum = 0
+    holding = False
+
+    def hold(self) -> None:
+        self.holding = True
+
+
+@contextlib.contextmanager
+def signals_end_the_trial() -> Iterator[_Stop]:
+    """SIGTERM and SIGHUP (a CI time limit, a closed terminal) end a trial as Ctrl-C does: the run
+    in progress is killed with its process group, its cache folder removed, the fork server
+    closed, and what the finished runs measured written; the command then exits 128 + the
+    signal's number (``stop.signum``: the first signal, once one came). Once the runs are over
+    (``stop.hold()``) a signal is only noted: the writes finish first. A second signal is ignored
+    (ending the writes would lose what was measured), and a signal set to be ignored (``nohup``)
+    stays ignored."""
+    stop = _Stop()
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.signum:
+            return
+        stop.signum = signum
+        if not stop.holding:
+            raise KeyboardInterrupt
+
+    before: dict[int, Any] = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None or signal.getsignal(sig) is signal.SIG_IGN:
+            continue
+        try:
+            before[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: the caller's signals are its own
+            break
+    try:
+        yield stop
+    finally:
+        for sig, old in before.items():
+            signal.signal(sig, old)
 
 
 def write_trials(trials: object, out: str, markdown: str | None = None) -> list[str]:

@@ -240,6 +240,9 @@ class FreshProcesses:
             started = self._reply(None)
         except OSError:  # BrokenPipeError included
             started = None
+        except KeyboardInterrupt:  # the job is being forked: its pid comes at once, kill what it names
+            self._kill_starting()
+            raise
         if started is None:
             return Ended(exit_code=None, lost="the fork server died")
         pid = int(started["pid"])
@@ -265,6 +268,19 @@ class FreshProcesses:
             return Ended(exit_code=None)
         code = int(reply[0]["exit"])
         return Ended(exit_code=code, signal=_signal_name(code))
+
+    def _kill_starting(self) -> None:
+        """Ctrl-C or SIGTERM before the server said the job's pid: read it, then kill the job, so
+        that no job outlives its caller (the server would wait on it, the job run on)."""
+        try:
+            started = self._reply(5.0)
+        except (OSError, KeyboardInterrupt, ValueError):
+            started = None
+        if started is None or "pid" not in started:
+            self.close()
+            return
+        _kill_group(int(started["pid"]))
+        self._after_kill(2.0)
 
     def _after_kill(self, seconds: float) -> None:
         """After killing a job: the server's word that the child ended keeps the pipe in step;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import msgspec
 
@@ -11,7 +12,7 @@ from ..errors import UnusableInput
 from ..model.guard_table import expand
 from ..model.ledger import SCHEMA_VERSIONS_READ
 from ..model.receipt import Receipt
-from .limits import decode_json
+from .limits import MAX_RECEIPT_BYTES, decode_json, read_capped
 
 
 def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
@@ -19,13 +20,7 @@ def read_receipt_bytes(path: str | os.PathLike[str]) -> tuple[bytes, str]:
     p = os.fspath(path)
     if os.path.isdir(p):
         p = os.path.join(p, "receipt.json")
-    try:
-        with open(p, "rb") as f:
-            return f.read(), p
-    except FileNotFoundError:
-        raise UnusableInput(f"{p}: no such file") from None
-    except OSError as e:
-        raise UnusableInput(f"{p}: cannot read: {e.strerror}") from None
+    return read_capped(p, MAX_RECEIPT_BYTES, "a receipt"), p
 
 
 def load_receipt(path: str | os.PathLike[str]) -> Receipt:
@@ -47,7 +42,9 @@ def _newer_writer(raw: dict[str, object], error: str) -> str:
     return f" (written by {by}; this is seamscope {__version__}: upgrade to read it)"
 
 
-def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
+def _convert(data: bytes, name: str) -> Receipt:
+    """The file's receipt as stored (its guard table not yet expanded), checked for its kind,
+    schema version and every field's type."""
     raw = decode_json(data, name)
     if not isinstance(raw, dict) or raw.get("kind") != "seamscope.receipt":
         raise UnusableInput(f"{name}: not a seamscope receipt (no \"kind\": \"seamscope.receipt\")")
@@ -58,9 +55,12 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
             f"(this seamscope reads versions 1 to {max(SCHEMA_VERSIONS_READ)})"
         )
     try:
-        receipt = msgspec.convert(raw, type=Receipt)
+        return msgspec.convert(raw, type=Receipt)
     except msgspec.ValidationError as e:
         raise UnusableInput(f"{name}: does not match the receipt schema: {e}{_newer_writer(raw, str(e))}") from None
+
+
+def _expanded(receipt: Receipt, name: str) -> Receipt:
     try:
         receipt = expand(receipt)
     except ValueError as e:
@@ -71,3 +71,22 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
             f"(this seamscope reads versions 1 to {max(SCHEMA_VERSIONS_READ)})"
         )
     return receipt
+
+
+def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
+    return _expanded(_convert(data, name), name)
+
+
+def parse_receipt_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
+    """The receipt as plain JSON values (dicts and lists), after the same checks as
+    :func:`parse_receipt`, with every field the file leaves out present with its default.
+
+    The schema lets a receipt omit any field that has a default (``ledger.run.has_runtime``,
+    ``calls[].family``, ...): an omitted field means its default, so a reader of raw values
+    (``seamscope verify``'s oracle) sees it as the typed reader does. The guard table is kept as
+    stored."""
+    stored = _convert(data, name)
+    _expanded(stored, name)
+    raw = msgspec.to_builtins(stored)
+    assert isinstance(raw, dict)
+    return raw

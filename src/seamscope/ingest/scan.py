@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, Protocol
 
-from .limits import LONG_DIGITS
+from .limits import LONG_DIGITS, MAX_LINE_BYTES, line_too_long, open_regular
 
 CHUNK = 1 << 20  # 1 MiB reads: few syscalls, bounded memory
 
@@ -143,7 +143,7 @@ def _chunks(path: str, stats: FileStats) -> Iterator[bytes]:
     worker = threading.Thread(target=_hash_all, args=(h, todo), name="seamscope-sha256", daemon=True)
     worker.start()
     try:
-        with open(path, "rb", buffering=0) as f:
+        with open_regular(path, buffering=0) as f:
             while True:
                 chunk = f.read(CHUNK)
                 if not chunk:
@@ -173,6 +173,8 @@ def iter_lines(path: str, stats: FileStats) -> Iterator[tuple[int, bytes]]:
     for chunk in _chunks(path, stats):
         lines = (rest + chunk).split(b"\n") if rest else chunk.split(b"\n")
         rest = lines.pop()
+        if len(rest) > MAX_LINE_BYTES:
+            raise line_too_long(path, n + len(lines) + 1)
         for ln in lines:
             n += 1
             yield n, ln
@@ -206,6 +208,8 @@ def record_scan(path: str, stats: FileStats, sink: PayloadSink) -> Iterator[tupl
         buf = rest + chunk if rest else chunk
         end = buf.rfind(b"\n") + 1
         if not end:  # no line ends in it yet
+            if len(buf) > MAX_LINE_BYTES:  # /dev/zero's kind of file: never one line
+                raise line_too_long(path, base + 1)
             rest = buf
             continue
         spans, count, skipped, last = scan(buf, end, sink.skip)

@@ -33,7 +33,7 @@ from ..model.trace import (
     TraceHeader,
     TraceRecord,
 )
-from .limits import LONG_DIGITS, field_problem
+from .limits import LONG_DIGITS, MAX_LINE_BYTES, field_problem, line_too_long, open_regular
 from .torch_trace import ParseStats, TraceImport
 
 
@@ -87,13 +87,12 @@ def import_seamscope_trace(path: str) -> TraceImport:
     sites: list[BreakSite] = []
     calls: list[Call] = []
     outside: list[OutsideRegion] = []
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise UnusableInput(f"{path}: cannot read: {e.strerror}") from None
+    f = open_regular(path)
     records = _records()
     with f:
-        for n, line in enumerate(f, 1):
+        for n, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(line) > MAX_LINE_BYTES:
+                raise line_too_long(path, n)
             h.update(line)
             stats.bytes += len(line)
             stats.lines = n

@@ -35,7 +35,7 @@ from ..model.builder import LedgerBuilder
 from ..model.compat import is_tested, tested_range
 from ..model.ledger import Environment, Ledger, RunInfo
 from .compile_events import IGNORED_EVENTS, PAYLOAD_ARTIFACTS, CompileEventAssembler
-from .limits import MAX_DEPTH, field_problem
+from .limits import MAX_DEPTH, MAX_RANK, field_problem, rank_number
 from .scan import CHUNK, PayloadSink, limits_prefilter, record_key, record_scan
 
 #: What a ``TORCH_TRACE`` log cannot tell (RunInfo.absent): marked, never invented.
@@ -126,8 +126,14 @@ class ParseStats:
 
 
 def rank_from_name(path: str) -> int | None:
+    """The rank in the log's name; None without one, or beyond ``MAX_RANK`` (then not a rank)."""
     m = RANK_IN_NAME.search(os.path.basename(path))
-    return int(m.group(1)) if m else None
+    return rank_number(m.group(1)) if m else None
+
+
+def _absurd_rank_in_name(path: str) -> str | None:
+    m = RANK_IN_NAME.search(os.path.basename(path))
+    return m.group(1) if m and rank_number(m.group(1)) is None else None
 
 
 def find_logs(directory: str) -> list[str]:
@@ -275,7 +281,7 @@ def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) 
             stats.problem(name, ln, "bad_json", "record is not a JSON object")
             continue
         stats.decoded += 1
-        if stats.rank is None and isinstance(meta.get("rank"), int):
+        if stats.rank is None and isinstance(meta.get("rank"), int) and 0 <= meta["rank"] <= MAX_RANK:
             stats.rank, stats.rank_line = meta["rank"], ln
         md5 = meta.get("has_payload")
         if ln == stats.cut_line and isinstance(md5, str):  # its payload never came
@@ -413,6 +419,10 @@ def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
             + ", ".join(incomplete[:8]) + (" …" if len(incomplete) > 8 else ""),
         )
     rank = rank_from_name(path)
+    absurd = _absurd_rank_in_name(path)
+    if absurd is not None:
+        stats.note(path, 0, "rank", f"the rank in the file's name ({absurd[:30]}{'…' if len(absurd) > 30 else ''}) "
+                                    f"is beyond {MAX_RANK}: not read as a rank")
     if rank is None:
         rank = stats.rank
     elif stats.rank is not None and stats.rank != rank:

@@ -11,7 +11,9 @@ import functools
 import os
 
 import jinja2
+import markupsafe
 
+from ..analyze.display import visible
 from ..analyze.report_view import COMPILE_COLOUR, ReportView, build_view
 from ..analyze.units import counted
 from ..model.receipt import Receipt
@@ -25,6 +27,17 @@ def _num(x: float | None) -> str:
     return "–" if x is None else f"{x:g}"
 
 
+def _visible_text(value: object) -> object:
+    """Every string the templates print, before it is escaped: control characters (NUL, ESC, C1)
+    and bidi overrides as visible ``\\x1b`` / ``\\u202e`` text, as in the terminal
+    (``analyze.display``). Escaping alone keeps them: NUL makes the file invalid HTML, U+202E
+    reorders a name in the browser, ESC drives a terminal that ``cat``s the file. Markup the
+    renderers built (already escaped) is left as it is."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return visible(value)
+    return value
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
     """One per process: Jinja keeps each template it compiled (about 0.3 s for the report's) and
@@ -36,6 +49,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_visible_text,
     )
     env.filters["ns"] = fmt_ns
     env.filters["counted"] = counted

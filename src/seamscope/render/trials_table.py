@@ -201,7 +201,8 @@ def _markdown(t: Trials) -> str:
 
 
 def _html_section(t: Trials) -> str:
-    e = html.escape
+    def e(text: str) -> str:  # escaped, control characters visible (as the report's templates do)
+        return html.escape(visible(text))
     head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows(t))
     items = "".join(f"<li><b>{e(c.name)}</b> ({e(c.verdict)}): <code>{e(c.code_change)}</code><br>"

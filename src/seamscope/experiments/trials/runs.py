@@ -44,6 +44,16 @@ class Setup:
     """Seconds, for the budget and the ETA."""
     processes: FreshProcesses | None = None
     """Where each run's fresh process comes from (None: each run a new interpreter)."""
+    deadline: float | None = None
+    """When ``--budget`` ends, on ``clock``: no run starts after it, and a run still going then is
+    killed (:class:`BudgetSpent`), so a run that hangs cannot outlast the budget."""
+    budget_ended: str | None = None
+    """The run the budget ended during (set with :class:`BudgetSpent`)."""
+
+
+class BudgetSpent(Exception):
+    """The trial's budget ended before or during a run: the trial stops there (what was measured
+    is kept; the runs not finished are listed)."""
 
 
 def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
@@ -99,33 +109,35 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     err_path = os.path.join(cache, "stderr.txt")
     job = Job(entry="seamscope.cli:main", arg=argv, log=err_path, stdout=False, env=env_set, unset=unset,
               cwd=os.getcwd())
-    try:
+    try:  # the cache folder goes however the run ends: a hang, Ctrl-C, SIGTERM, the budget
+        timeout, by_budget = _timeout(setup, rel_dir)
         if setup.processes is not None:
-            ended = setup.processes.run(job, setup.timeout)
+            ended = setup.processes.run(job, timeout)
         else:
             with FreshProcesses(mode="process", python=setup.python) as one:
-                ended = one.run(job, setup.timeout)
-    except KeyboardInterrupt:
-        shutil.rmtree(cache, ignore_errors=True)
-        raise
-    exit_code = ended.exit_code
-    if ended.lost is not None:
-        error = ended.lost
-    elif ended.timed_out:
-        error = f"hung: killed after {setup.timeout:g} s"
-    process_ns = time.perf_counter_ns() - t0
-    try:
-        with open(err_path, "rb") as f:
-            stderr = f.read().decode(errors="replace")
-    except OSError:
-        stderr = ""
-    fps = None
-    if os.path.exists(record):
+                ended = one.run(job, timeout)
+        if ended.timed_out and by_budget:
+            setup.budget_ended = rel_dir
+            raise BudgetSpent(f"the budget ended during {rel_dir}: killed after {timeout:.0f} s")
+        exit_code = ended.exit_code
+        if ended.lost is not None:
+            error = ended.lost
+        elif ended.timed_out:
+            error = f"hung: killed after {timeout:g} s"
+        process_ns = time.perf_counter_ns() - t0
         try:
-            fps = fpmod.load(record)
-        except (OSError, msgspec.DecodeError):
-            fps = None
-    shutil.rmtree(cache, ignore_errors=True)
+            with open(err_path, "rb") as f:
+                stderr = f.read().decode(errors="replace")
+        except OSError:
+            stderr = ""
+        fps = None
+        if os.path.exists(record):
+            try:
+                fps = fpmod.load(record)
+            except (OSError, msgspec.DecodeError):
+                fps = None
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     receipt = None
     path = os.path.join(out_dir, "receipt.json")
     if exit_code == 0 and os.path.exists(path):
@@ -142,6 +154,19 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
                      os.path.relpath(path, setup.out) if receipt is not None else None,
                      fps.script_ns if fps is not None else None)
     return Outcome(fig, receipt, stderr, fps if fingerprint else None)
+
+
+def _timeout(setup: Setup, rel_dir: str) -> tuple[float | None, bool]:
+    """The run's timeout: ``--timeout``, or the budget left when that is shorter (then True)."""
+    if setup.deadline is None:
+        return setup.timeout, False
+    left = setup.deadline - setup.clock()
+    if left <= 0:
+        setup.budget_ended = rel_dir
+        raise BudgetSpent(f"the budget ended before {rel_dir}")
+    if setup.timeout is None or left < setup.timeout:
+        return left, True
+    return setup.timeout, False
 
 
 PRELOAD = ("torch", "torch._dynamo", "seamscope.cli", "seamscope.analyze.findings", "seamscope.analyze.receipt",

@@ -46,7 +46,7 @@ from .cache import (
     warm_paths,
 )
 from .catalogue import Draft, catalogue, choose, compile_sites, source_of_guard, unique_names
-from .runs import Outcome, Setup, run_command, run_once, shell_join
+from .runs import BudgetSpent, Outcome, Setup, run_command, run_once, shell_join
 from .verdicts import (
     choose_best,
     combine,
@@ -321,7 +321,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
     total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
     done = [1]
-    trials_interrupted = False
+    trials_interrupted = budget_ended = False
     deterministic: bool | None = None
     eager: Outcome | None = None
     try:
@@ -354,6 +354,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             done[0] += 1
     except KeyboardInterrupt:
         trials_interrupted = True
+    except BudgetSpent:  # a run outlasted the budget (a hang): the trial ends with what it measured
+        budget_ended = True
     base_fp = st.checks["baseline"].fingerprints if "baseline" in st.checks else None
     eager_fp = eager.fingerprints if eager is not None else None
     tc = time.perf_counter_ns()
@@ -361,12 +363,13 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     st.compare_ns += time.perf_counter_ns() - tc
     for d in drafts:
         if d.name not in st.runs and d.name not in st.not_tried and d.name not in st.failed:
-            st.not_tried[d.name] = "interrupted" if trials_interrupted else "not reached"
+            st.not_tried[d.name] = ("interrupted" if trials_interrupted else
+                                    "over the budget: the budget ended before its runs" if budget_ended else "not reached")
     base_runs = st.runs["baseline"]
     cands = [_candidate(st, d, base_runs, checks[d.name]) for d in drafts]
     ranked = rank(cands)
     # a combined candidate of the best remedies that do not conflict, against its own baseline
-    combo = None if trials_interrupted else combine(ranked)
+    combo = None if trials_interrupted or budget_ended else combine(ranked)
     if combo is not None and setup.budget_s is not None and statistics.median(st.run_s) * (
         2 * setup.repeat + 1
     ) > setup.budget_s - (setup.clock() - st.started):
@@ -387,6 +390,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             ranked = rank(ranked + [_candidate(st, cd, st.runs.get("baseline-2", []), chk)])
         except KeyboardInterrupt:
             trials_interrupted = True
+        except BudgetSpent:
+            pass  # the combined candidate is left without its runs, as one the budget left out
     base_cand = _candidate(st, baseline, base_runs, OutputCheck(
         status="equal" if deterministic else ("could not decide" if deterministic is False else "not checked"),
         vs_baseline="equal" if deterministic else (None if deterministic is None else "the two runs disagree"),
