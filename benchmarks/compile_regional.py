@@ -108,11 +108,16 @@ def main() -> None:
                     results[(mode, measurer)] = json.load(f)
         import torch
 
-        diff = (torch.load(os.path.join(d, "whole-plain.json.pt")) - torch.load(os.path.join(d, "regional-plain.json.pt")))
+        diff = torch.load(os.path.join(d, "whole-plain.json.pt")) - torch.load(
+            os.path.join(d, "regional-plain.json.pt")
+        )
         maxdiff = float(diff.abs().max())
     print(f"GPT-2, {a.layers} identical blocks, n_embd {a.embd}, seq {a.seq}, {a.calls} calls, backend {a.backend}; "
           "each row a fresh process with an empty Inductor cache")
-    print(f"{'mode':9} {'measured by':11} {'compile':>10} {'first call':>11} {'all calls':>11} {'steady/call':>12}  detail")
+    print(
+        f"{'mode':9} {'measured by':11} {'compile':>10} {'first call':>11} {'all calls':>11} {'steady/call':>12}  "
+        "detail"
+    )
     for (mode, measurer), r in results.items():
         t = r["times"]
         steady = sum(t[1:]) / max(1, len(t) - 1)

@@ -180,7 +180,9 @@ def session_run(torch: Any, variant: str, backend: str, w1: Any, w2: Any, x: Any
     res["calls_within_5pct"] = sum(1 for r in rows if _within(r["ratio"]))
     walls = [by_index[r["call"]].wall_ns for r in rows if r["call"] in by_index]
     res["ledger_host_wall_ms_median"] = statistics.median(walls) / 1e6 if walls else None
-    res["ledger_device_ms_median"] = statistics.median(r["ledger_device_ms"] for r in rows if r["ledger_device_ms"]) if rows else None
+    res["ledger_device_ms_median"] = (
+        statistics.median(r["ledger_device_ms"] for r in rows if r["ledger_device_ms"]) if rows else None
+    )
     if prof_path:
         prof_calls = sorted(i for i in by_index if i >= first + calls)[-profile_calls:]
         timed = [by_index[i].device for i in prof_calls]
@@ -190,8 +192,14 @@ def session_run(torch: Any, variant: str, backend: str, w1: Any, w2: Any, x: Any
         regions = []
         for t, row in zip(timed, spans, strict=False):
             for r, k in zip(t.regions, row, strict=False):
-                regions.append({"region": r.compile_id, "ledger_ms": r.duration_ns / 1e6, "profiler_kernels_ms": k / 1e6,
-                                "ratio": _ratio(r.duration_ns, k)})
+                regions.append(
+                    {
+                        "region": r.compile_id,
+                        "ledger_ms": r.duration_ns / 1e6,
+                        "profiler_kernels_ms": k / 1e6,
+                        "ratio": _ratio(r.duration_ns, k),
+                    }
+                )
         res["per_region"] = regions
         res["regions_within_5pct"] = sum(1 for r in regions if _within(r["ratio"]))
     frag = [f for f in receipt.findings.findings if f.axis == "fragmentation" and f.cost is not None]
@@ -200,7 +208,9 @@ def session_run(torch: Any, variant: str, backend: str, w1: Any, w2: Any, x: Any
             "site": f.finding_id,
             "gb_type": f.cause.gb_type if f.cause else None,
             "host_island_median_ms": None if f.cost.island_median_ns is None else f.cost.island_median_ns / 1e6,
-            "device_gap_per_call_ms": None if isinstance(f.cost.device, msgspec.UnsetType) else f.cost.device.gap_per_call_ns / 1e6,
+            "device_gap_per_call_ms": None
+            if isinstance(f.cost.device, msgspec.UnsetType)
+            else f.cost.device.gap_per_call_ns / 1e6,
             "syncs_per_call": None if isinstance(f.cost.device, msgspec.UnsetType) else f.cost.device.syncs_per_call,
         }
         for f in frag

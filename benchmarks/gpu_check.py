@@ -103,19 +103,34 @@ def figures(name: str, receipt: Any, syncs_eager: float | None, syncs_compiled: 
         "verdict": p.verdict,
         "answer": p.answer,
         "evidence": [
-            {"configuration": r.configuration, "first_call_ms": _ms(r.first_call_ns),
-             "steady_median_ms": _ms(r.steady_median_ns), "compiles": r.compiles, "recompiles": r.recompiles,
-             "peak_mib": r.peak_mib, "peak_source": r.peak_source}
+            {
+                "configuration": r.configuration,
+                "first_call_ms": _ms(r.first_call_ns),
+                "steady_median_ms": _ms(r.steady_median_ns),
+                "compiles": r.compiles,
+                "recompiles": r.recompiles,
+                "peak_mib": r.peak_mib,
+                "peak_source": r.peak_source,
+            }
             for r in p.evidence
         ],
-        "phases": {pr.phase: {"eager_median_ms": _ms(pr.baseline.median_ns), "compiled_median_ms": _ms(pr.candidate.median_ns),
-                              "n": len(pr.candidate.samples_ns)} for pr in p.pairs},
+        "phases": {
+            pr.phase: {
+                "eager_median_ms": _ms(pr.baseline.median_ns),
+                "compiled_median_ms": _ms(pr.candidate.median_ns),
+                "n": len(pr.candidate.samples_ns),
+            }
+            for pr in p.pairs
+        },
         "differential": [
-            {"input": f"{d.family}[{d.index}]", "class": d.klass,
-             "worst_leaf": d.worst.path if d.worst else None,
-             "tolerance_ratio": d.worst.tolerance_ratio if d.worst else None,
-             "rounding_ratio": d.worst.rounding_ratio if d.worst else None,
-             "judged_by": d.worst.judged_by if d.worst else None}
+            {
+                "input": f"{d.family}[{d.index}]",
+                "class": d.klass,
+                "worst_leaf": d.worst.path if d.worst else None,
+                "tolerance_ratio": d.worst.tolerance_ratio if d.worst else None,
+                "rounding_ratio": d.worst.rounding_ratio if d.worst else None,
+                "judged_by": d.worst.judged_by if d.worst else None,
+            }
             for d in p.differential
         ],
         "syncs_per_call": {"eager": syncs_eager, "compiled": syncs_compiled},

@@ -158,12 +158,16 @@ def main() -> None:
                 size = log.stat().st_size / 1e6
                 rows.append((kind, size, med))
                 print(
-                    f"{kind:14s} {size:6.0f} MB  seamscope {med['seamscope'][0]:6.2f} s {med['seamscope'][1]:6.0f} MB | "
+                    f"{kind:14s} {size:6.0f} MB  seamscope {med['seamscope'][0]:6.2f} s {med['seamscope'][1]:6.0f} "
+                    "MB | "
                     f"tlparse {med['tlparse'][0]:6.2f} s {med['tlparse'][1]:6.0f} MB | "
-                    f"ratio {med['seamscope'][0] / med['tlparse'][0]:.2f} (CPU {med['seamscope'][2] / med['tlparse'][2]:.2f})",
+                    f"ratio {med['seamscope'][0] / med['tlparse'][0]:.2f} (CPU "
+                    f"{med['seamscope'][2] / med['tlparse'][2]:.2f})",
                     flush=True,
                 )
-    print("\n| log | size | seamscope wall | seamscope peak RSS | tlparse wall | tlparse peak RSS | ratio | CPU ratio |")
+    print(
+        "\n| log | size | seamscope wall | seamscope peak RSS | tlparse wall | tlparse peak RSS | ratio | CPU ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for kind, size, med in rows:
         (sw, sr, sc), (tw, tr, tc) = med["seamscope"], med["tlparse"]

@@ -1,4 +1,5 @@
-"""The benchmarks still run (`make bench-smoke`, not `make test`): small sizes, nothing timed here (no threshold in a test)."""
+"""The benchmarks still run (`make bench-smoke`, not `make test`): small sizes, nothing timed here
+(no threshold in a test)."""
 
 from __future__ import annotations
 

@@ -129,7 +129,9 @@ def main() -> None:
             for v in variants:
                 logging_s = sum(m["logging_s"] for m in runs[v])
                 compile_s = sum(m["compile_s"] for m in runs[v])
-                ratio = statistics.median(a["wall_s"] / b["wall_s"] for a, b in zip(runs[v], runs["plain"], strict=True))
+                ratio = statistics.median(
+                    a["wall_s"] / b["wall_s"] for a, b in zip(runs[v], runs["plain"], strict=True)
+                )
                 cpu = statistics.median(a["cpu_s"] / b["cpu_s"] for a, b in zip(runs[v], runs["plain"], strict=True))
                 print(
                     f"  {v:9s} logging {logging_s:7.3f} s of {compile_s:7.2f} s = {logging_s / compile_s:6.2%}   "

@@ -58,7 +58,10 @@ def main() -> None:
     starts = o["timed_process_ns"] - o["timed_script_ns"]
     own = starts + o["fingerprint_ns"] + o["compare_ns"]
     s = 1e9
-    print(f"timed runs: {len(runs)}, scripts {o['timed_script_ns'] / s:.1f} s, processes {o['timed_process_ns'] / s:.1f} s")
+    print(
+        f"timed runs: {len(runs)}, scripts {o['timed_script_ns'] / s:.1f} s, processes "
+        f"{o['timed_process_ns'] / s:.1f} s"
+    )
     print(f"process start and receipt writing: {starts / s:.1f} s ({starts / len(runs) / s:.2f} s per run)")
     print("per run (process - script): " + ", ".join(f"{(r['process_ns'] - (r['script_ns'] or 0)) / s:.2f} s"
                                                      for r in runs))

@@ -88,7 +88,9 @@ SHAPE_TRACE = [4, 8, 4, 16, 8, 4]
 MIB = 2**20
 
 
-def shape_policy(name: str, kind: str, *, pad: bool = False, total: int = 0, variants_at: dict[int, int] | None = None) -> PolicyResult:
+def shape_policy(
+    name: str, kind: str, *, pad: bool = False, total: int = 0, variants_at: dict[int, int] | None = None
+) -> PolicyResult:
     """A policy that compiles at the first call of each length it sees (padded with ``pad``)."""
     seen: set[int] = set()
     calls, memory = [], []
@@ -102,10 +104,21 @@ def shape_policy(name: str, kind: str, *, pad: bool = False, total: int = 0, var
                                outcome="compile" if cold else "hit", latency_ns=(5_000_000 if cold else 10_000) + i,
                                compile_ns=4_000_000 if cold else 0, compiled_variants=variants))
         if n not in {c.length for c in calls[:-1]}:
-            memory.append(MemoryStep(call_index=i, length=n, compiled_variants=variants, rss_bytes=(400 + 10 * variants) * MIB))
-    return PolicyResult(policy=name, kind=kind, compile_options={}, status="ok", calls=calls, memory=memory,  # type: ignore[arg-type]
-                        compile_count=variants, recompile_count=max(variants - 1, 0),
-                        total_ns=total or sum(c.latency_ns for c in calls), padding_fraction=0.25 if pad else 0.0)
+            memory.append(
+                MemoryStep(call_index=i, length=n, compiled_variants=variants, rss_bytes=(400 + 10 * variants) * MIB)
+            )
+    return PolicyResult(
+        policy=name,
+        kind=kind,
+        compile_options={},
+        status="ok",
+        calls=calls,
+        memory=memory,  # type: ignore[arg-type]
+        compile_count=variants,
+        recompile_count=max(variants - 1, 0),
+        total_ns=total or sum(c.latency_ns for c in calls),
+        padding_fraction=0.25 if pad else 0.0,
+    )
 
 
 def shape_study(*policies: PolicyResult, text: str = "auto: lowest total request cost over this trace") -> ShapeStudy:
@@ -300,23 +313,33 @@ MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     # (1) compile count incremented at every break crossing.
     "conflate_breaks_and_recompiles": (
         "seamscope.analyze.summary",
-        [("compile_count=len(ok),",
-          "compile_count=len(ok) + sum(s.crossings for s in ledger.totals.sites),")],
+        [("compile_count=len(ok),", "compile_count=len(ok) + sum(s.crossings for s in ledger.totals.sites),")],
     ),
     # (2) cold calls removed before the totals are compared.
     "drop_warmup": (
         "seamscope.analyze.diff",
-        [("return {p.phase: p for p in receipt.summary.phases}",
-          'return {p.phase: p for p in receipt.summary.phases if p.phase != "cold"}')],
+        [
+            (
+                "return {p.phase: p for p in receipt.summary.phases}",
+                'return {p.phase: p for p in receipt.summary.phases if p.phase != "cold"}',
+            )
+        ],
     ),
     # (3) a call whose regions were cache hits counted as a compiling call.
     "cache_hits_as_compiles": (
         "seamscope.model.builder",
-        [("has_compile = sums[SUM_COMPILES] > 0",  # sums: region, island, compile, overhead, compilations
-          "has_compile = sums[SUM_COMPILES] > 0 or sums[SUM_REGION] > 0"),
-         # the steady calls C sums, and those it hands over to be kept, the same way
-         ('acc = self._phase["steady"]', 'acc = self._phase["cold"]'),
-         ('_Kept(oc, end_ns, plan, "steady", "hit", wall, None)', '_Kept(oc, end_ns, plan, "cold", "compile", wall, None)')],
+        [
+            (
+                "has_compile = sums[SUM_COMPILES] > 0",  # sums: region, island, compile, overhead, compilations
+                "has_compile = sums[SUM_COMPILES] > 0 or sums[SUM_REGION] > 0",
+            ),
+            # the steady calls C sums, and those it hands over to be kept, the same way
+            ('acc = self._phase["steady"]', 'acc = self._phase["cold"]'),
+            (
+                '_Kept(oc, end_ns, plan, "steady", "hit", wall, None)',
+                '_Kept(oc, end_ns, plan, "cold", "compile", wall, None)',
+            ),
+        ],
     ),
     # (4) the candidate's totals divided by the baseline's (different, unstated) sample count.
     "average_unequal_calls": (
@@ -326,10 +349,15 @@ MUTATIONS: dict[str, tuple[str, list[tuple[Any, ...]]]] = {
     # (5) island time zeroed; regions keep their positions (the transitions stay).
     "hide_eager_islands": (
         "seamscope.model.builder",
-        [("island_sum += gap", "island_sum += 0", 4),
-         ("IslandEvent(start_ns=cursor - start, duration_ns=gap,",
-          "IslandEvent(start_ns=cursor - start, duration_ns=0,", 2),
-         (".island_after += gap", ".island_after += 0", 6)],
+        [
+            ("island_sum += gap", "island_sum += 0", 4),
+            (
+                "IslandEvent(start_ns=cursor - start, duration_ns=gap,",
+                "IslandEvent(start_ns=cursor - start, duration_ns=0,",
+                2,
+            ),
+            (".island_after += gap", ".island_after += 0", 6),
+        ],
     ),
 }
 

@@ -216,7 +216,9 @@ def test_calls_after_the_recompile_limit_are_labelled_by_what_they_ran(run: Run)
         assert r.summary.recompile_count == len(run.recompiling()) == 2
         assert r.summary.fallback_count == run.counters["frames"]["total"] - run.counters["frames"]["ok"] == 1
         assert r.ledger.environment.compile_options.get("dynamic") == "False" or r is run.imported
-    shape = next(f for f in analyze_findings(live.ledger).findings if f.churn is not None and f.churn.pattern == "shape")
+    shape = next(
+        f for f in analyze_findings(live.ledger).findings if f.churn is not None and f.churn.pattern == "shape"
+    )
     assert shape.remedies[0].action == "drop_dynamic_false"
     assert "kwargs['input_ids'][1]" in shape.churn.subjects
     assert run.verification.ok, run.verification

@@ -110,7 +110,9 @@ def test_a_cache_miss_on_a_warm_directory_and_a_bypass_with_its_reason():
         c1_0={**fx, "fx_cache": "miss"},
         c2_0={**fx, "fx_cache": "bypass", "fx_bypass_reason": "Can't cache HigherOrderOperators"},
     )
-    env = msgspec.structs.replace(led.environment, compile_cache=CompileCacheState(dir="cache", fx_entries=3, aot_entries=0))
+    env = msgspec.structs.replace(
+        led.environment, compile_cache=CompileCacheState(dir="cache", fx_entries=3, aot_entries=0)
+    )
     warm = msgspec.structs.replace(led, environment=env)
     ct = analyze_compile_time(warm, [])
     (f,) = [f for f in ct.findings if f.kind == "cache_miss"]
@@ -159,7 +161,10 @@ def test_a_block_recompiled_per_instance_on_its_cache_state_is_said_so():
     assert "compiled 3 times" in f.sentence and "layers[i].is_initialized" in f.sentence
     assert "use_cache=False" in f.remedies[0].text
     # shape recompiles of one frame are churn, not a repeated block
-    shapes = {f"c0_{k}": {"failed_guards": [f"tensor 'x' size mismatch at index 0. expected {k}, actual {k + 1}"]} for k in (1, 2)}
+    shapes = {
+        f"c0_{k}": {"failed_guards": [f"tensor 'x' size mismatch at index 0. expected {k}, actual {k + 1}"]}
+        for k in (1, 2)
+    }
     ct = analyze_compile_time(_ledger(calls, **shapes), [])
     assert not [f for f in ct.findings if f.kind == "repeated_block"]
 
@@ -184,7 +189,9 @@ def test_cache_bypass_reasons_are_read_from_the_artifact():
 
 
 def test_reports_show_the_compile_time_table():
-    led = _ledger([_compile("0/0", 10), _steady()], c0_0={"dynamo_ns": 10 * MS, "aot_ns": 4 * MS, "backend_compile_ns": 4 * MS})
+    led = _ledger(
+        [_compile("0/0", 10), _steady()], c0_0={"dynamo_ns": 10 * MS, "aot_ns": 4 * MS, "backend_compile_ns": 4 * MS}
+    )
     r = make_receipt(led)
     view = build_view(r)
     assert view.compile_time == build_compile_time(r)
@@ -272,7 +279,9 @@ def test_a_first_compilation_in_a_directory_of_other_programs_entries_is_a_cold_
     # GIVEN a directory holding 7 entries of other programs and a run in which nothing hit
     fx = {"dynamo_ns": 10 * MS, "aot_ns": 6 * MS, "backend_compile_ns": 6 * MS, "inductor_ns": 5 * MS}
     led = _ledger([_compile("0/0", 10), _steady()], c0_0={**fx, "fx_cache": "miss", "aot_cache": "miss"})
-    env = msgspec.structs.replace(led.environment, compile_cache=CompileCacheState(dir="cache", fx_entries=5, aot_entries=2))
+    env = msgspec.structs.replace(
+        led.environment, compile_cache=CompileCacheState(dir="cache", fx_entries=5, aot_entries=2)
+    )
     sec = analyze_findings(msgspec.structs.replace(led, environment=env))
     ct = sec.compile_time
     # THEN no miss is reported (no entry of this program could have hit): it is a cold start

@@ -269,8 +269,10 @@ def test_a_run_killed_by_a_signal_under_warm_is_one_line_and_128_plus_the_signal
     out = tmp_path / "out"
     proc = seamscope_here(["run", "--warm", "--out", str(out), str(script)], tmp_path)
     assert proc.returncode == 128 + 9, proc.stderr
-    assert proc.stderr.splitlines() == [f"seamscope: the cold run: its output goes to {out / 'cold.log'}",
-                                        f"seamscope: the cold run ended: signal SIGKILL; its output: {out / 'cold.log'}"]
+    assert proc.stderr.splitlines() == [
+        f"seamscope: the cold run: its output goes to {out / 'cold.log'}",
+        f"seamscope: the cold run ended: signal SIGKILL; its output: {out / 'cold.log'}",
+    ]
 
 
 def test_run_warm_refuses_cache_artifacts_flags_of_its_own(tmp_path):

@@ -82,8 +82,18 @@ def _call(b: LedgerBuilder, clock: FakeClock, dev: FakeDevice, steps: list[tuple
     b.end_call(clock())
 
 
-ITEM = [("r", "0/0", 50_000, 3_300_000), ("i", 30_000, True, 0), ("r", "1/0", 50_000, 3_300_000), ("i", 10_000, False, 0)]
-NOSYNC = [("r", "0/0", 50_000, 3_300_000), ("i", 30_000, False, 0), ("r", "1/0", 50_000, 3_300_000), ("i", 10_000, False, 0)]
+ITEM = [
+    ("r", "0/0", 50_000, 3_300_000),
+    ("i", 30_000, True, 0),
+    ("r", "1/0", 50_000, 3_300_000),
+    ("i", 10_000, False, 0),
+]
+NOSYNC = [
+    ("r", "0/0", 50_000, 3_300_000),
+    ("i", 30_000, False, 0),
+    ("r", "1/0", 50_000, 3_300_000),
+    ("i", 10_000, False, 0),
+]
 
 
 def _run(steps: list[tuple], calls: int = 3, latency: int = 5_000, **kw) -> tuple[LedgerBuilder, FakeDevice, FakeClock]:
@@ -411,7 +421,11 @@ def test_summary_and_terminal_show_device_time_per_phase():
     (steady,) = [p for p in receipt.summary.phases if p.phase == "steady"]
     d = steady.device
     assert not isinstance(d, msgspec.UnsetType)
-    assert d.region_per_call_ns + d.gap_per_call_ns in (d.span_per_call_ns - 1, d.span_per_call_ns, d.span_per_call_ns + 1)
+    assert d.region_per_call_ns + d.gap_per_call_ns in (
+        d.span_per_call_ns - 1,
+        d.span_per_call_ns,
+        d.span_per_call_ns + 1,
+    )
     assert d.syncs_per_call == 1.0
     out = io.StringIO()
     TerminalRenderer(Console(file=out, width=200)).print(receipt)

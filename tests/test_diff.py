@@ -222,24 +222,68 @@ def _row(phase: str, b_wall: int, a_wall: int, b_med: int | None, a_med: int | N
 @pytest.mark.parametrize(
     "cold, steady, extra, saving, n, line",
     [
-        ((100, 195), (100, 88), 95, 12, 8,
-         "steady −12% (median), cold +95% (total): worth it for workers that live longer than 8 calls"),
-        ((100, 90), (100, 88), -10, 12, None, "steady −12% (median), cold −10% (total): better from the first call"),
-        ((100, 50), (100, 103), -50, -3, 17,
-         "steady +3% (median), cold −50% (total): worth it only for workers that live fewer than 17 calls"),
-        ((100, 50), (100, 100), -50, 0, None, "steady ±0% (median), cold −50% (total): cheaper warmup, same steady cost"),
+        (
+            (100, 195),
+            (100, 88),
+            95,
+            12,
+            8,
+            "steady −12% (median), cold +95% (total): worth it for workers that live longer than 8 calls",
+        ),
+        ((100, 90), (100, 88), -10, 12, None,
+         "steady −12% (median), cold −10% (total): better from the first call"),
+        (
+            (100, 50),
+            (100, 103),
+            -50,
+            -3,
+            17,
+            "steady +3% (median), cold −50% (total): worth it only for workers that live fewer than 17 calls",
+        ),
+        (
+            (100, 50),
+            (100, 100),
+            -50,
+            0,
+            None,
+            "steady ±0% (median), cold −50% (total): cheaper warmup, same steady cost",
+        ),
         ((100, 100), (100, 100), 0, 0, None, "steady ±0% (median), cold ±0% (total): no measured difference"),
-        ((100, 150), (100, 103), 50, -3, None,
-         "steady +3% (median), cold +50% (total): not worth it (no cheaper in steady calls nor in warmup)"),
-        ((100, 100), (100, 103), 0, -3, None,
-         "steady +3% (median), cold ±0% (total): not worth it (no cheaper in steady calls nor in warmup)"),
+        (
+            (100, 150),
+            (100, 103),
+            50,
+            -3,
+            None,
+            "steady +3% (median), cold +50% (total): not worth it (no cheaper in steady calls nor in warmup)",
+        ),
+        (
+            (100, 100),
+            (100, 103),
+            0,
+            -3,
+            None,
+            "steady +3% (median), cold ±0% (total): not worth it (no cheaper in steady calls nor in warmup)",
+        ),
         # 1 ns margins: the smallest saving or extra cost still counts.
         ((100, 95), (100, 99), -5, 1, None, "steady −1% (median), cold −5% (total): better from the first call"),
         ((100, 100), (100, 88), 0, 12, None, "steady −12% (median), cold ±0% (total): better from the first call"),
-        ((100, 101), (100, 88), 1, 12, 1,
-         "steady −12% (median), cold +1% (total): worth it for workers that live longer than 1 call"),
-        ((100, 105), (100, 99), 5, 1, 5,
-         "steady −1% (median), cold +5% (total): worth it for workers that live longer than 5 calls"),
+        (
+            (100, 101),
+            (100, 88),
+            1,
+            12,
+            1,
+            "steady −12% (median), cold +1% (total): worth it for workers that live longer than 1 call",
+        ),
+        (
+            (100, 105),
+            (100, 99),
+            5,
+            1,
+            5,
+            "steady −1% (median), cold +5% (total): worth it for workers that live longer than 5 calls",
+        ),
     ],
 )
 def test_verdict_wording(cold: tuple[int, int], steady: tuple[int, int], extra: int, saving: int,
@@ -354,7 +398,8 @@ def test_comparison_fields_in_full() -> None:
     # the two recompiles (no guard recorded) are one cause, removed as one
     (cause,) = cmp.causes
     assert (cause.change, cause.recompiles_before, cause.recompiles_after) == ("removed", 2, 0)
-    assert cmp.verdict[3:] == [f"recompile causes: 1 removed, 0 added; − {cause.cause_id} guards failed (not recorded)"]
+    assert cmp.verdict[3:] == [
+        f"recompile causes: 1 removed, 0 added; − {cause.cause_id} guards failed (not recorded)"]
     assert cmp.notes == [] and cmp.forced_over == [] and cmp.forced is False
     back = compare(after, before)  # the site comes back, the recompiles too
     assert [(x.change, x.crossings_before, x.crossings_after) for x in back.sites] == [

@@ -67,7 +67,9 @@ def _at_ratio(e: torch.Tensor, r: float) -> torch.Tensor:
     st.floats(0.0, 1.0),
 )
 @example(values=[516.6518871796163], band=(0.0, 0.99, "within_tolerance"), u=1.192092896e-07)
-def test_leaf_class_follows_distance_in_tolerances(values: list[float], band: tuple[float, float, str], u: float) -> None:
+def test_leaf_class_follows_distance_in_tolerances(
+    values: list[float], band: tuple[float, float, str], u: float
+) -> None:
     lo, hi, want = band
     r = lo + (hi - lo) * u
     e = torch.tensor(values, dtype=torch.float64)

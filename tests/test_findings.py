@@ -136,12 +136,18 @@ def test_seam_traffic_is_the_region_before_the_crossing():
 
 def test_library_site_is_labelled_and_the_user_frame_named():
     site = BreakSite(
-        site_id="Bdeadbeef", file="site-packages/transformers/models/x/modeling_x.py", line=271,
-        function="forward", gb_code="GB0124", gb_type="Unsupported Tensor.item() call with capture_scalar_outputs=False",
+        site_id="Bdeadbeef",
+        file="site-packages/transformers/models/x/modeling_x.py",
+        line=271,
+        function="forward",
+        gb_code="GB0124",
+        gb_type="Unsupported Tensor.item() call with capture_scalar_outputs=False",
         reason="Unsupported Tensor.item() call with capture_scalar_outputs=False\n  Explanation: x",
-        user_stack=[Frame(file="tests/test_x.py", line=9, function="run_model"),
-                    Frame(file="site-packages/torch/nn/modules/module.py", line=1789, function="_call_impl"),
-                    Frame(file="site-packages/transformers/models/x/modeling_x.py", line=271, function="forward")],
+        user_stack=[
+            Frame(file="tests/test_x.py", line=9, function="run_model"),
+            Frame(file="site-packages/torch/nn/modules/module.py", line=1789, function="_call_impl"),
+            Frame(file="site-packages/transformers/models/x/modeling_x.py", line=271, function="forward"),
+        ],
         compile_ids=["0/0"],
     )
     led = msgspec.structs.replace(_cheap_vs_expensive(), break_sites=[site])
@@ -204,10 +210,26 @@ REAL_GUARDS = {
     "0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8": ("shape", "x[0]", "size 4"),
     "0/0: tensor 'x' stride mismatch at index 0. expected 4, actual 1": ("stride", "x[0]", None),
     "0/0: tensor 'x' dtype mismatch. expected Float, actual Double": ("dtype_device", "x.dtype", None),
-    "0/0: f == True                                                # def flag(x, f): return x.sin() if f else x.cos()  # mp/rec.py:19 in flag\nUser stack trace:\n  File \"/tmp/rec.py\", line 19, in flag": ("flag", "f", "== True"),
-    "0/0: m is None                                                # def none(x, m): ...  # mp/rec.py:21 in none": ("flag", "m", "is None"),
-    "1/0: ___stack0 == 1.1819342374801636                          # if y.sum().item()>0: return y.cos()  # mp/rec.py:28 in torch_dynamo_resume_in_val_at_28": ("value", "___stack0", "1.1819342374801636"),
-    "0/0: s == 1.5                                                 # def sc(x, s): return x*s  # mp/rec.py:31 in sc": ("value", "s", "1.5"),
+    '0/0: f == True                                                # def flag(x, f): return x.sin() if f else x.cos()  # mp/rec.py:19 in flag\nUser stack trace:\n  File "/tmp/rec.py", line 19, in flag': (
+        "flag",
+        "f",
+        "== True",
+    ),
+    "0/0: m is None                                                # def none(x, m): ...  # mp/rec.py:21 in none": (
+        "flag",
+        "m",
+        "is None",
+    ),
+    "1/0: ___stack0 == 1.1819342374801636                          # if y.sum().item()>0: return y.cos()  # mp/rec.py:28 in torch_dynamo_resume_in_val_at_28": (
+        "value",
+        "___stack0",
+        "1.1819342374801636",
+    ),
+    "0/0: s == 1.5                                                 # def sc(x, s): return x*s  # mp/rec.py:31 in sc": (
+        "value",
+        "s",
+        "1.5",
+    ),
 }
 
 
@@ -277,7 +299,9 @@ def test_an_empty_guard_text_from_a_hand_made_receipt_is_not_listed_and_does_not
     led = _churn_ledger(["", "0/1: tensor 'x' size mismatch at index 1. expected 129, actual 256"])
     churn = [f for f in analyze_findings(led).findings if f.axis == "churn"]
     assert sum(f.churn.recompiles for f in churn) == 2
-    assert [g for f in churn for g in f.churn.guards] == ["tensor 'x' size mismatch at index 1. expected 129, actual 256"]
+    assert [g for f in churn for g in f.churn.guards] == [
+        "tensor 'x' size mismatch at index 1. expected 129, actual 256"
+    ]
 
 
 def test_churn_ranked_by_compile_time_not_count():
@@ -346,9 +370,19 @@ def test_a_frame_dynamo_crashed_on_leads_the_headline():
     prog = FakeProgram(calls=[FakeCall(steps=[FakeStep("compile", 50 * ms, "0/0"), FakeStep("region", ms, "0/0")])]
                        + [FakeCall(steps=[FakeStep("region", ms, "0/0"), FakeStep("island", ms)]) for _ in range(3)])
     b = play(prog)
-    b.set_compilation(Compilation(compile_id="1/0", frame_name="log", file="site-packages/lightning/core/module.py",
-                                  line=400, status="failed", duration_ns=2 * ms, call_index=0,
-                                  fail_type="InternalTorchDynamoError", fail_reason="AttributeError: 'NoneType' has no x\nmore"))
+    b.set_compilation(
+        Compilation(
+            compile_id="1/0",
+            frame_name="log",
+            file="site-packages/lightning/core/module.py",
+            line=400,
+            status="failed",
+            duration_ns=2 * ms,
+            call_index=0,
+            fail_type="InternalTorchDynamoError",
+            fail_reason="AttributeError: 'NoneType' has no x\nmore",
+        )
+    )
     hl = analyze_findings(b.build()).headline
     assert hl.sentence.startswith("Dynamo crashed compiling log (lightning/core/module.py:400)")
     assert "InternalTorchDynamoError: AttributeError: 'NoneType' has no x." in hl.sentence  # its first line

@@ -87,7 +87,9 @@ _piece = st.one_of(
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(st.lists(_piece, max_size=25), st.sampled_from([b"", b"\r"]), st.integers(0, 3), st.sampled_from([7, 64, 1 << 20]))
+@given(
+    st.lists(_piece, max_size=25), st.sampled_from([b"", b"\r"]), st.integers(0, 3), st.sampled_from([7, 64, 1 << 20])
+)
 def test_generated_logs_read_the_same_both_ways(tmp_path_factory, pieces, cr, cut, chunk):
     data = b"".join(pieces)
     if cr:
@@ -133,8 +135,10 @@ def test_record_lines_in_c_equal_python(buf, skip):
     assert scan.NATIVE.record_lines(buf, end, kinds) == scan.record_lines_py(buf, end, kinds)
 
 
-_digits = st.lists(st.one_of(st.integers(0, 45).map(lambda n: b"7" * n), st.sampled_from([b"[", b"{", b"a", b" ", b"-", b"."])),
-                   max_size=30).map(b"".join)
+_digits = st.lists(
+    st.one_of(st.integers(0, 45).map(lambda n: b"7" * n), st.sampled_from([b"[", b"{", b"a", b" ", b"-", b"."])),
+    max_size=30,
+).map(b"".join)
 
 
 @needs_c

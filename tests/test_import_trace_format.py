@@ -68,9 +68,13 @@ def test_bounds_cut_calls_and_events_declared_and_totals_kept(tmp_path):
 
 
 def test_schema_file_is_generated_and_validates_every_line():
-    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (a dev extra) is not installed: schema validation not checked")
+    jsonschema = pytest.importorskip(
+        "jsonschema", reason="jsonschema (a dev extra) is not installed: schema validation not checked"
+    )
     schema = json.loads(SCHEMA.read_text())
-    assert schema == json.loads(json.dumps(trace_json_schema())), "run: python -m seamscope.model.trace > docs/trace.schema.json"
+    assert schema == json.loads(json.dumps(trace_json_schema())), (
+        "run: python -m seamscope.model.trace > docs/trace.schema.json"
+    )
     validator = jsonschema.Draft202012Validator(schema)
     for line in TraceRenderer(max_calls=4).render_ledger(ledger(calls=6, regions=6)).splitlines():
         validator.validate(json.loads(line))

@@ -130,7 +130,10 @@ def test_a_region_the_python_wrapper_times_in_an_adopted_call_is_the_calls():
     lane.exit(None)
     led = b.build()
     call = led.calls[3]
-    assert [(e.compile_id, e.out_bytes) for e in call.events if isinstance(e, RegionEvent)] == [("0/0", None), ("5/0", 64)]
+    assert [(e.compile_id, e.out_bytes) for e in call.events if isinstance(e, RegionEvent)] == [
+        ("0/0", None),
+        ("5/0", 64),
+    ]
     assert (call.phase, led.totals.outside_runs) == ("cold", 0)
     self_check(led)
 

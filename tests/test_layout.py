@@ -169,9 +169,14 @@ def test_layers_import_one_way() -> None:
 
 def test_the_layer_check_finds_a_planted_import(monkeypatch) -> None:
     probe = os.path.join(PKG, "capture", "runner.py")
-    monkeypatch.setattr("builtins.open", _fake_open(probe, "def f():\n    import click\n    from ..commands import run\n"))
+    monkeypatch.setattr(
+        "builtins.open", _fake_open(probe, "def f():\n    import click\n    from ..commands import run\n")
+    )
     found = [v for v in layer_violations(_modules()) if v.startswith("seamscope.capture.runner ")]
-    assert found == ["seamscope.capture.runner imports click", "seamscope.capture.runner imports seamscope.commands.run"]
+    assert found == [
+        "seamscope.capture.runner imports click",
+        "seamscope.capture.runner imports seamscope.commands.run",
+    ]
 
 
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:
@@ -224,7 +229,9 @@ def _named_in_strings() -> set[str]:
             tree = ast.parse(f.read())
         for n in ast.walk(tree):
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PRELOAD" for t in n.targets):
-                out.update(c.value for c in ast.walk(n.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+                out.update(
+                    c.value for c in ast.walk(n.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
             elif isinstance(n, ast.keyword) and n.arg == "entry" and isinstance(n.value, ast.Constant):
                 out.add(n.value.value)
     return {s for s in out if s.startswith("seamscope.")}

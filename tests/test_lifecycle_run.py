@@ -178,7 +178,9 @@ def test_a_scripts_own_session_works_under_run_and_leaves_the_runs_lock_alone(tm
     assert inner["summary"]["call_count"] == 4 and inner["ledger"]["run"]["status"]["state"] == "completed"
     assert outer["summary"]["call_count"] == 5 and outer["ledger"]["run"]["status"]["state"] == "completed"
     assert any("seamscope.session() (out=inner)" in w for w in outer["ledger"]["run"]["warnings"])
-    assert not (tmp_path / "inner" / ".seamscope.lock").exists() and not (tmp_path / "outer" / ".seamscope.lock").exists()
+    assert (
+        not (tmp_path / "inner" / ".seamscope.lock").exists() and not (tmp_path / "outer" / ".seamscope.lock").exists()
+    )
 
 
 def _gone(pid: int) -> bool:
@@ -292,9 +294,14 @@ def test_a_second_signal_while_the_report_is_written_keeps_the_code_the_receipt_
 
 
 def test_a_run_started_with_sigint_ignored_keeps_ignoring_it(tmp_path, fresh_server):
-    proc = Forked(fresh_server, ["run", "--quiet", "--checkpoint-every", "0", "--out", "o", LONG, "--", "--calls", "40"],
-                  tmp_path, stdout=tmp_path / "stdout", stderr=tmp_path / "stderr",
-                  entry="fresh_jobs:seamscope_ignoring_sigint")
+    proc = Forked(
+        fresh_server,
+        ["run", "--quiet", "--checkpoint-every", "0", "--out", "o", LONG, "--", "--calls", "40"],
+        tmp_path,
+        stdout=tmp_path / "stdout",
+        stderr=tmp_path / "stderr",
+        entry="fresh_jobs:seamscope_ignoring_sigint",
+    )
     end = time.monotonic() + 120
     while (not (tmp_path / "stdout").exists() or (tmp_path / "stdout").read_text().count("\n") < 3):
         assert proc.running() and time.monotonic() < end, (tmp_path / "stderr").read_text()

@@ -331,8 +331,8 @@ def test_receipt_hashes_of_real_logs_equal_the_hash_of_the_whole_bytes():
     assert with_guards >= 2
 
 
-_guard_texts = st.sampled_from(["0/0: x", "0/1: tensor 'x' size mismatch", 'quote " and \\ slash', "é\u2028\x00\x1b[2J",
-                                "🙂", "two\nlines", "0/2: L['x'] == 3"])
+_guard_texts = st.sampled_from(["0/0: x", "0/1: tensor 'x' size mismatch", 'quote " and \\ slash',
+                                "é\u2028\x00\x1b[2J", "🙂", "two\nlines", "0/2: L['x'] == 3"])
 
 
 def _receipt_with_guards(guard_lists: list[list[str]]):

@@ -35,7 +35,9 @@ def test_committed_schema_matches_the_model():
 
 
 def test_schema_validates_written_receipts(tmp_path):
-    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (a dev extra) is not installed: schema validation not checked")
+    jsonschema = pytest.importorskip(
+        "jsonschema", reason="jsonschema (a dev extra) is not installed: schema validation not checked"
+    )
     path = write_receipt_files(_receipt(), tmp_path)
     with open(path) as f:
         doc = json.load(f)

@@ -108,7 +108,10 @@ def test_summary_counts_and_lists():
     assert (crossed.crossings, crossed.calls_crossing) == (7, 7)
     assert (crossed.gb_code, crossed.gb_type) == (site.gb_code, site.gb_type)
     assert crossed.island_after_ns == sum(
-        e.duration_ns for c in led.calls for e in c.events if isinstance(e, IslandEvent) and e.after_site_id == site.site_id
+        e.duration_ns
+        for c in led.calls
+        for e in c.events
+        if isinstance(e, IslandEvent) and e.after_site_id == site.site_id
     )
     idle = by_id[never.site_id]
     assert (idle.crossings, idle.calls_crossing, idle.island_after_ns) == (0, 0, 0)

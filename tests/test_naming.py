@@ -72,7 +72,9 @@ def test_a_user_frame_of_a_telling_name_or_a_wrapper_name_with_nothing_below_kee
 def test_a_library_method_without_a_graph_is_named_with_its_class(tmp_path, monkeypatch) -> None:
     site = tmp_path / "site-packages"
     (site / "lib").mkdir(parents=True)
-    (site / "lib" / "layers.py").write_text("class Layer:\n    def forward(self, x):\n        return x\n\n\ndef helper(x):\n    return x\n")
+    (site / "lib" / "layers.py").write_text(
+        "class Layer:\n    def forward(self, x):\n        return x\n\n\ndef helper(x):\n    return x\n"
+    )
     monkeypatch.syspath_prepend(str(site))
     assert recognisable_frame("forward", "site-packages/lib/layers.py", 2, [], CWD) == Frame(
         file="site-packages/lib/layers.py", line=2, function="Layer.forward")

@@ -35,7 +35,9 @@ def output(tmp_path_factory):
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     os.environ["PYTHONPATH"] = src + (os.pathsep + env_path if env_path else "")  # the kernel imports this tree
     try:
-        nbclient.NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(d)}}).execute()
+        nbclient.NotebookClient(
+            nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(d)}}
+        ).execute()
     finally:
         os.environ["PYTHONPATH"] = env_path
     (bundle,) = [o for o in nb.cells[1].outputs if o.get("output_type") == "display_data"]

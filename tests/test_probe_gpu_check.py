@@ -52,7 +52,9 @@ def _reset() -> Any:
 @pytest.mark.torch
 def test_cpu_path_writes_figures_from_the_receipt(tmp_path: Path, _reset: Any) -> None:
     gc = _gpu_check()
-    assert gc.main(["--device", "cpu", "--backend", "eager", "--warm", "1", "--only", "tiny", "--out", str(tmp_path)]) == 0
+    assert (
+        gc.main(["--device", "cpu", "--backend", "eager", "--warm", "1", "--only", "tiny", "--out", str(tmp_path)]) == 0
+    )
     data = json.loads((tmp_path / "gpu_check.json").read_text())
     (res,) = data["results"]
     assert res["workload"] == "tiny" and res["syncs_per_call"] == {"eager": None, "compiled": None}

@@ -130,7 +130,10 @@ def runs(tmp_path_factory, fresh_server):
     kids["osexit"].finish()
     small = base / "small"  # a disk that fills while the output is written: a 200 KB tmpfs
     small.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)], capture_output=True).returncode == 0:
+    if (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)], capture_output=True).returncode
+        == 0
+    ):
         _older_set(small)
         kids["full"] = Child(fresh_server, base, "full", ["--out", str(small), BREAKS])
         kids["full"].out = small

@@ -154,7 +154,9 @@ def test_notebook_view_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_p
             el = driver.find_element(By.CSS_SELECTOR, f'[id^="seamscope-"][id$="-{sid}"]')
             assert el.is_displayed() and el.find_element(By.TAG_NAME, "h2").text
         rows = driver.find_elements(By.CSS_SELECTOR, '[id$="-phase-table"] tbody tr')
-        assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [p.phase for p in receipt.summary.phases if p.calls]
+        assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == [
+            p.phase for p in receipt.summary.phases if p.calls
+        ]
         cards = {c.find_element(By.CLASS_NAME, "lbl").text: c.find_element(By.CLASS_NAME, "num").text
                  for c in driver.find_elements(By.CSS_SELECTOR, ".card")}
         assert cards["calls"] == str(receipt.summary.call_count)

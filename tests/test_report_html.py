@@ -103,7 +103,12 @@ def _benign_structure() -> tuple[list[str], list[str]]:
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=st.one_of(st.sampled_from(list("<>\"'&/=! \nabimgsvtl")), st.characters(blacklist_categories=("Cs",))), max_size=40))
+@given(
+    st.text(
+        alphabet=st.one_of(st.sampled_from(list("<>\"'&/=! \nabimgsvtl")), st.characters(blacklist_categories=("Cs",))),
+        max_size=40,
+    )
+)
 @example("<a")
 @example(XSS_SCRIPT)
 @example(XSS_IMG)
@@ -111,7 +116,9 @@ def _benign_structure() -> tuple[list[str], list[str]]:
 @example("\x00")
 def test_any_text_in_a_reason_leaves_the_document_structure_unchanged(text):
     hostile = "x" + text  # non-empty, like every real reason (an empty one drops its detail line)
-    got = parse(HtmlRenderer(source_root="/nonexistent").render(make_receipt(plant(fake_ledger(4), hostile, hostile + ".py"))))
+    got = parse(
+        HtmlRenderer(source_root="/nonexistent").render(make_receipt(plant(fake_ledger(4), hostile, hostile + ".py")))
+    )
     assert (got.tags, sorted(set(got.attrs))) == _benign_structure()
 
 

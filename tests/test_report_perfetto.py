@@ -64,7 +64,11 @@ def test_trace_is_valid_nested_and_matches_the_ledger():
         if ev["ph"] == "X":
             by_track[ev["tid"]].append(ev)
     led = r.ledger
-    for kind, tid in ((RegionEvent, TRACKS["regions"]), (IslandEvent, TRACKS["islands"]), (CompileEvent, TRACKS["compilations"])):
+    for kind, tid in (
+        (RegionEvent, TRACKS["regions"]),
+        (IslandEvent, TRACKS["islands"]),
+        (CompileEvent, TRACKS["compilations"]),
+    ):
         want = [e.duration_ns for c in led.calls for e in c.events if isinstance(e, kind)]
         got = [round(ev["dur"] * 1000) for ev in by_track[tid]]
         assert got == want, kind.__name__

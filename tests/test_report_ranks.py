@@ -74,7 +74,12 @@ class Grid(HTMLParser):
             self.rows[self._rank] = []
         elif tag == "td" and self._rank is not None:
             self.rows[self._rank].append(
-                ((a.get("class") or "").split(), int(a["data-call"] or -1), int(a["data-regions"] or 0), a.get("title") or "")
+                (
+                    (a.get("class") or "").split(),
+                    int(a["data-call"] or -1),
+                    int(a["data-regions"] or 0),
+                    a.get("title") or "",
+                )
             )
 
     def handle_endtag(self, tag):
@@ -150,7 +155,9 @@ def test_hostile_text_from_a_rank_is_escaped(tmp_path):
     sec = receipt.ranks
     divs = [msgspec.structs.replace(d, detail=XSS_SCRIPT + XSS_IMG) for d in sec.divergences]
     entries = [
-        msgspec.structs.replace(e, source=XSS_IMG, ddp_splits=[DdpSplit(compile_id="0/0", frame_name=XSS_SCRIPT, submodules=3)])
+        msgspec.structs.replace(
+            e, source=XSS_IMG, ddp_splits=[DdpSplit(compile_id="0/0", frame_name=XSS_SCRIPT, submodules=3)]
+        )
         for e in sec.ranks
     ]
     problems = [msgspec.structs.replace(p, message=XSS_SCRIPT) for p in sec.problems]
@@ -190,7 +197,9 @@ def test_agreeing_ranks_render_without_marks(tmp_path):
     g = grid(html)
     assert all(not any(k.startswith("div-") for k in c[0]) for cells in g.rows.values() for c in cells)
     assert "The ranks do not diverge." in html
-    assert "the ranks do not diverge." in MarkdownRenderer().render_view(build_view(receipt, source_root="/nonexistent"))
+    assert "the ranks do not diverge." in MarkdownRenderer().render_view(
+        build_view(receipt, source_root="/nonexistent")
+    )
 
 
 def test_columns_are_bounded_and_keep_every_call_where_a_divergence_starts(tmp_path):

@@ -125,7 +125,10 @@ def test_coordinates_follow_the_figures():
     m = xy(by["memory"]["auto"].points)
     assert [y for _, y in m] == sorted((y for _, y in m), reverse=True)
     # the table carries the totals and marks the recommended policy
-    assert [(row.policy, row.recommended, row.padding_pct) for row in v.policies] == [("auto", True, 0.0), ("pow2", False, 25.0)]
+    assert [(row.policy, row.recommended, row.padding_pct) for row in v.policies] == [
+        ("auto", True, 0.0),
+        ("pow2", False, 25.0),
+    ]
     assert v.policies[0].total_ns == auto.total_ns
 
 
@@ -148,9 +151,18 @@ def test_recommendation_table_and_policy_names_are_escaped():
 
 def test_long_traces_are_thinned_but_keep_every_cold_call():
     n = 3 * MAX_SHAPE_POINTS
-    calls = [ShapeCall(index=i, length=4, padded_length=4, phase="cold" if i % 100 == 0 else "steady",
-                       outcome="compile" if i % 100 == 0 else "hit", latency_ns=1000 + i, compiled_variants=1 + i // 100)
-             for i in range(n)]
+    calls = [
+        ShapeCall(
+            index=i,
+            length=4,
+            padded_length=4,
+            phase="cold" if i % 100 == 0 else "steady",
+            outcome="compile" if i % 100 == 0 else "hit",
+            latency_ns=1000 + i,
+            compiled_variants=1 + i // 100,
+        )
+        for i in range(n)
+    ]
     p = PolicyResult(policy="auto", kind="auto", compile_options={}, status="ok", calls=calls)
     spec = ShapeSpec(workload="w.py:f", backend="eager", dim=1, trace=[4] * n, repeat=1, policies=["auto"])
     v = build_view(receipt_with(ShapeStudy(spec=spec, policies=[p], recommendation=None, wall_ns=1)),

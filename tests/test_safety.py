@@ -179,15 +179,24 @@ def _edited(tmp: Path, edit, name: str) -> str:
     return str(out)
 
 
-@pytest.mark.parametrize("edit, says", [
-    (lambda t: t.replace('"wall_ns": ', '"wall_ns": 1' + "0" * 400 + ", \"x\": ", 1), "integer beyond 64 bits at $."),
-    (lambda t: t.replace('"call_count": ', '"call_count": 18446744073709551616, "y": ', 1), "integer beyond 64 bits at $.summary.call_count"),
-    (lambda t: t.replace('"note": null', '"note": 1e400', 1), "NaN or Infinity at $.decision.note"),
-    (lambda t: "[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
-    (lambda t: t.replace('"note": null', '"note": ' + "[" * 70 + "]" * 70, 1), "nested deeper than 64 levels at $.decision.note"),
-    (lambda t: t.replace('"note": null', '"note": NaN', 1), "NaN or Infinity at $.decision.note"),
-    (lambda t: t.replace('"note": null', '"note": -Infinity', 1), "NaN or Infinity at $.decision.note"),
-])
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda t: t.replace('"wall_ns": ', '"wall_ns": 1' + "0" * 400 + ', "x": ', 1), "integer beyond 64 bits at $."),
+        (
+            lambda t: t.replace('"call_count": ', '"call_count": 18446744073709551616, "y": ', 1),
+            "integer beyond 64 bits at $.summary.call_count",
+        ),
+        (lambda t: t.replace('"note": null', '"note": 1e400', 1), "NaN or Infinity at $.decision.note"),
+        (lambda t: "[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
+        (
+            lambda t: t.replace('"note": null', '"note": ' + "[" * 70 + "]" * 70, 1),
+            "nested deeper than 64 levels at $.decision.note",
+        ),
+        (lambda t: t.replace('"note": null', '"note": NaN', 1), "NaN or Infinity at $.decision.note"),
+        (lambda t: t.replace('"note": null', '"note": -Infinity', 1), "NaN or Infinity at $.decision.note"),
+    ],
+)
 def test_every_reader_refuses_huge_numbers_and_deep_nesting_naming_the_field(tmp_path: Path, edit, says) -> None:
     path = _edited(tmp_path, edit, "bad.json")
     folder = tmp_path / "m" / "rank-0"
@@ -213,7 +222,9 @@ def test_a_trace_line_with_a_huge_integer_is_skipped_and_strict_refuses(tmp_path
     assert code == 0 and "integer beyond 64 bits" in out, out
     assert cli("import", str(trace), "--out", str(tmp_path / "o2"), "--strict")[0] == 2
     header = tmp_path / "h.jsonl"
-    header.write_text(lines[0].replace('"bounds":', '"deep":' + "[" * 80 + "]" * 80 + ',"bounds":', 1) + "".join(lines[1:]))
+    header.write_text(
+        lines[0].replace('"bounds":', '"deep":' + "[" * 80 + "]" * 80 + ',"bounds":', 1) + "".join(lines[1:])
+    )
     code, out = cli("import", str(header), "--out", str(tmp_path / "o3"))
     assert code == 2 and "nested deeper than 64 levels" in out, out
 

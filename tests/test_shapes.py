@@ -42,9 +42,17 @@ def test_mark_dynamic_forms():
         parse_policy("mark_dynamic:9:3")
 
 
-@pytest.mark.parametrize("bad,msg", [("nope", "unknown policy"), ("buckets:", "need sizes"), ("buckets:8,x", "not an integer"),
-                                     ("buckets:0", "must be > 0"), ("static:3", "takes no arguments"),
-                                     ("mark_dynamic:1:2:3:4", "expected mark_dynamic")])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        ("nope", "unknown policy"),
+        ("buckets:", "need sizes"),
+        ("buckets:8,x", "not an integer"),
+        ("buckets:0", "must be > 0"),
+        ("static:3", "takes no arguments"),
+        ("mark_dynamic:1:2:3:4", "expected mark_dynamic"),
+    ],
+)
 def test_bad_policies_are_unusable_input(bad, msg):
     with pytest.raises(UnusableInput, match=msg):
         parse_policy(bad)
@@ -63,11 +71,21 @@ def test_lengths_text_and_files(tmp_path):
     js = tmp_path / "l.json"
     js.write_text(json.dumps([3, 5, 3]))
     assert lengths_from_file(str(js)) == [3, 5, 3]
-    for text, msg in [("", "no lengths"), ("3,x", "not an integer"), ("3,-1", "must be positive"), ("0", "must be positive"),
-                      ("2.5", "not an integer")]:
+    for text, msg in [
+        ("", "no lengths"),
+        ("3,x", "not an integer"),
+        ("3,-1", "must be positive"),
+        ("0", "must be positive"),
+        ("2.5", "not an integer"),
+    ]:
         with pytest.raises(UnusableInput, match=msg):
             lengths_from_text(text)
-    for content, msg in [("[1, true]", "not an integer"), ('{"a": 1}', "JSON list"), ("[1,", "not valid JSON"), ("[]", "no lengths")]:
+    for content, msg in [
+        ("[1, true]", "not an integer"),
+        ('{"a": 1}', "JSON list"),
+        ("[1,", "not valid JSON"),
+        ("[]", "no lengths"),
+    ]:
         js.write_text(content)
         with pytest.raises(UnusableInput, match=msg):
             lengths_from_file(str(js))
@@ -94,7 +112,9 @@ def test_a_mismatching_or_failed_policy_is_never_recommended_even_when_cheapest(
     r = recommend([bad, suspect, failed, _res("auto", 50)], n_calls=4)
     assert r.policy == "auto" and r.runner_up is None
     assert any(x.startswith("pow2: outputs differ") and "length 5" in x for x in r.excluded)
-    assert any(x.startswith("buckets:8") for x in r.excluded) and any(x.startswith("static: failed") for x in r.excluded)
+    assert any(x.startswith("buckets:8") for x in r.excluded) and any(
+        x.startswith("static: failed") for x in r.excluded
+    )
     assert recommend([bad], 4).policy is None
 
 
@@ -117,7 +137,9 @@ def test_flip_point_from_one_time_and_steady_costs():
 
 @given(st.lists(st.tuples(st.integers(1, 10**12), st.booleans()), min_size=1, max_size=6))
 def test_recommendation_follows_the_measured_totals(rows):
-    results = [_res(f"p{i}", t, correctness="boundary_bug" if bad else "within_tolerance") for i, (t, bad) in enumerate(rows)]
+    results = [
+        _res(f"p{i}", t, correctness="boundary_bug" if bad else "within_tolerance") for i, (t, bad) in enumerate(rows)
+    ]
     r = recommend(results, 10)
     ok = [p for p in results if p.correctness != "boundary_bug"]
     if not ok:
@@ -148,8 +170,20 @@ def test_plot_is_a_png(tmp_path):
     from seamscope.render.shape_plots import write_shape_plot
 
     spec = ShapeSpec(workload="w.py:f", backend="eager", dim=1, trace=[4, 8], repeat=1, policies=["auto"])
-    calls = [ShapeCall(index=0, length=4, padded_length=4, phase="cold", outcome="compile", latency_ns=5_000_000, compiled_variants=1),
-             ShapeCall(index=1, length=8, padded_length=8, phase="steady", outcome="hit", latency_ns=1_000, compiled_variants=1)]
+    calls = [
+        ShapeCall(
+            index=0,
+            length=4,
+            padded_length=4,
+            phase="cold",
+            outcome="compile",
+            latency_ns=5_000_000,
+            compiled_variants=1,
+        ),
+        ShapeCall(
+            index=1, length=8, padded_length=8, phase="steady", outcome="hit", latency_ns=1_000, compiled_variants=1
+        ),
+    ]
     study = Study(spec=spec, results=[_res("auto", 5_001_000, calls=calls)]).section()
     out = write_shape_plot(study, tmp_path / "shapes.png")
     assert out is not None and open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

@@ -19,7 +19,9 @@ pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_server")]
 
 TINY = "tests/workloads/shapes_tiny.py"
 SEED_TRACE = [128, 129, 256, 257, 512, 513]  # lengths just past powers of two
-SLOW_NS = 300_000_000  # each of static's 8 calls: 2.4 s planted, over twice what any policy here takes on a loaded machine
+SLOW_NS = (
+    300_000_000  # each of static's 8 calls: 2.4 s planted, over twice what any policy here takes on a loaded machine
+)
 
 
 def _frame(compile_id: str) -> str:
@@ -146,7 +148,9 @@ def test_decoder_seed_trace_cli(tmp_path, capsys):
         assert p["compile_count"] == p["torch_frames_ok"], p["policy"]
         assert p["fallback_count"] == p["torch_frames_total"] - p["torch_frames_ok"]
     pow2 = res["pow2"]
-    per = Counter((c["compile_id"].split("/")[0], parse_policy("pow2").target(c["length"])) for c in pow2["compilations"])
+    per = Counter(
+        (c["compile_id"].split("/")[0], parse_policy("pow2").target(c["length"])) for c in pow2["compilations"]
+    )
     assert max(per.values()) == 1, per
     md = res["mark_dynamic:1:64:512"]
     guards = [g for c in md["compilations"] if c["length"] == 513 for g in c["failed_guards"]]

@@ -104,7 +104,10 @@ def test_two_lines_with_the_same_statement_are_two_sites(tmp_path: Path) -> None
     a, b = line_of(SOURCE, stmt, 0), line_of(SOURCE, stmt, 1)
     sites = sites_of([("0/0", reason(path, a, "forward", stmt)), ("1/0", reason(path, b, "forward", stmt))])
     assert len(sites) == 2 and len({s.site_id for s in sites}) == 2
-    assert [(s.line, s.scope, s.statement) for s in sites] == [(a, "Encoder.forward", stmt), (b, "Encoder.forward", stmt)]
+    assert [(s.line, s.scope, s.statement) for s in sites] == [
+        (a, "Encoder.forward", stmt),
+        (b, "Encoder.forward", stmt),
+    ]
     # scheme 1 gave both the same id: that is the collapse this scheme ends
     assert len({legacy_site_id(s.file, s.function, s.gb_code, s.gb_type, s.statement) for s in sites}) == 1
 
@@ -284,8 +287,9 @@ def _receipt_with_sites(tmp_path: Path, scheme: int):
     b = play(FakeProgram(calls=[FakeCall([FakeStep("region", 10, "0/0")])]))
     for s in sites:
         if scheme == 1:  # what scheme 1 wrote: its own ids, no statement
-            s = msgspec.structs.replace(s, site_id=legacy_site_id(s.file, s.function, s.gb_code, s.gb_type, s.statement),
-                                        statement="", scope="")
+            s = msgspec.structs.replace(
+                s, site_id=legacy_site_id(s.file, s.function, s.gb_code, s.gb_type, s.statement), statement="", scope=""
+            )
         b.set_break_site(s)
     led = b.build()
     if scheme == 1:

@@ -106,7 +106,9 @@ def test_try_offers_the_per_callable_limit_where_a_frame_hit_the_limit():
     older = msgspec.structs.replace(limit, ledger=msgspec.structs.replace(limit.ledger, environment=old))
     assert ["--compile-option", "recompile_limit=64"] not in [d.spec.flags() for d in catalogue(older)]
     # the two forms set one thing: a combined candidate takes one of them
-    assert conflict_key("--compile-option", "recompile_limit=64") == conflict_key("--dynamo-config", "recompile_limit=64")
+    assert conflict_key("--compile-option", "recompile_limit=64") == conflict_key(
+        "--dynamo-config", "recompile_limit=64"
+    )
 
 
 # --- hint classes -------------------------------------------------------------------------------------

@@ -43,7 +43,9 @@ def watched(tmp_path_factory):
     """Warm-up of 4 calls with a recompile in it (4 → 8), then a new size (16) after warm-up, in a
     tagged request; then steady calls."""
     pc = pytest.importorskip("prometheus_client", reason="prometheus_client (the watch extra) is not installed")
-    otel = pytest.importorskip("opentelemetry.sdk.metrics", reason="opentelemetry-sdk (the watch extra) is not installed")
+    otel = pytest.importorskip(
+        "opentelemetry.sdk.metrics", reason="opentelemetry-sdk (the watch extra) is not installed"
+    )
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     import seamscope
@@ -145,7 +147,9 @@ def test_warmup_parses_calls_and_seconds() -> None:
     from seamscope.errors import UnusableInput
 
     assert parse_warmup(100) == (100, None) and parse_warmup("100") == (100, None)
-    assert parse_warmup("30s") == (None, 30.0) and parse_warmup("2m") == (None, 120.0) and parse_warmup(1.5) == (None, 1.5)
+    assert (
+        parse_warmup("30s") == (None, 30.0) and parse_warmup("2m") == (None, 120.0) and parse_warmup(1.5) == (None, 1.5)
+    )
     for bad in ("-1", "abc", "1.5", True):
         with pytest.raises(UnusableInput):
             parse_warmup(bad)

@@ -154,7 +154,9 @@ def test_two_workers_one_endpoint_sum_in_multiprocess_mode(tmp_path, fresh_serve
             values[key] = values.get(key, 0.0) + s.value
 
     def total(name: str, **labels: str) -> float:
-        return sum(v for (n, ls), v in values.items() if n == name and all(dict(ls).get(k) == x for k, x in labels.items()))
+        return sum(
+            v for (n, ls), v in values.items() if n == name and all(dict(ls).get(k) == x for k, x in labels.items())
+        )
 
     # 4 + 1 and 6 + 1 calls; each worker recompiled once after warm-up (the new size)
     assert total("seamscope_calls_total") == 5 + 7

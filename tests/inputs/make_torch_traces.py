@@ -3,7 +3,8 @@
 Run from the repository root: ``.venv/bin/python tests/inputs/make_torch_traces.py [NAME ...]``
 (torch 2.13.0, CPU; no names: every workload). ``--python PY`` runs the workloads with another
 interpreter (another torch) and writes ``torch_trace/NAME-torch-VERSION`` (always shrunk), e.g.
-``--python .venv-torch-2.15.0/bin/python breaks``. Each workload runs in its own process with ``TORCH_TRACE`` pointing at ``torch_trace/NAME``.
+``--python .venv-torch-2.15.0/bin/python breaks``. Each workload runs in its own process with
+``TORCH_TRACE`` pointing at ``torch_trace/NAME``.
 The logs are committed, so the golden tests need no torch; regenerate them only on purpose (a new
 torch release), then regenerate the golden receipts (``SEAMSCOPE_REGEN_GOLDEN=1``) in the same commit.
 

@@ -104,7 +104,12 @@ def split_of(comps: Iterable[Compilation]) -> StageSplit:
 
 
 def stage_values(s: StageSplit) -> dict[Stage, int]:
-    vals = {"dynamo": s.dynamo_ns, "aot_autograd": s.aot_autograd_ns, "inductor": s.inductor_ns, "autotune": s.autotune_ns}
+    vals = {
+        "dynamo": s.dynamo_ns,
+        "aot_autograd": s.aot_autograd_ns,
+        "inductor": s.inductor_ns,
+        "autotune": s.autotune_ns,
+    }
     return {k: v for k, v in vals.items() if v}  # type: ignore[misc]
 
 
@@ -116,7 +121,11 @@ def dominant(s: StageSplit) -> Stage | None:
 
 
 def stage_word(stage: str, backend: str | None) -> str:
-    if stage == "aot_autograd" and backend not in (None, "aot_eager", "inductor") and not str(backend).startswith("inductor"):
+    if (
+        stage == "aot_autograd"
+        and backend not in (None, "aot_eager", "inductor")
+        and not str(backend).startswith("inductor")
+    ):
         return f"the {backend} backend's compile" if backend else "the backend's compile"
     return STAGE_WORDS.get(stage, stage)
 
@@ -142,15 +151,25 @@ def _pct(part: int, whole: int) -> str:
 
 def _cache_layers(comps: list[Compilation]) -> list[CacheLayer]:
     out = []
-    for layer, attr, why in (("fx_graph", "fx_cache", "fx_bypass_reason"), ("aot_autograd", "aot_cache", "aot_bypass_reason")):
+    for layer, attr, why in (
+        ("fx_graph", "fx_cache", "fx_bypass_reason"),
+        ("aot_autograd", "aot_cache", "aot_bypass_reason"),
+    ):
         outcomes = Counter(getattr(c, attr) for c in comps)
         reasons = Counter(getattr(c, why) for c in comps if getattr(c, attr) == "bypass")
-        out.append(CacheLayer(
-            layer=layer,  # type: ignore[arg-type]
-            hit=outcomes.get("hit", 0), miss=outcomes.get("miss", 0), bypass=outcomes.get("bypass", 0),
-            unrecorded=outcomes.get(None, 0),
-            bypass_reasons=[f"{r or 'no reason recorded'} ({n}×)" for r, n in sorted(reasons.items(), key=lambda t: (-t[1], str(t[0])))],
-        ))
+        out.append(
+            CacheLayer(
+                layer=layer,  # type: ignore[arg-type]
+                hit=outcomes.get("hit", 0),
+                miss=outcomes.get("miss", 0),
+                bypass=outcomes.get("bypass", 0),
+                unrecorded=outcomes.get(None, 0),
+                bypass_reasons=[
+                    f"{r or 'no reason recorded'} ({n}×)"
+                    for r, n in sorted(reasons.items(), key=lambda t: (-t[1], str(t[0])))
+                ],
+            )
+        )
     return out
 
 
@@ -220,7 +239,8 @@ def _missing(ledger: Ledger, comps: list[Compilation]) -> list[str]:
     absent = Counter(k for c in comps for k in c.metrics_absent)
     for k, n in sorted(absent.items()):
         out.append(
-            f"{STAGE_WORDS.get(k, k.replace('_', ' '))}: this PyTorch version's compilation_metrics has no field for it "
+            f"{STAGE_WORDS.get(k, k.replace('_', ' '))}: this PyTorch version's compilation_metrics has no "
+            "field for it "
             f"({n} of {len(comps)} compilations); the split cannot tell it"
         )
     untimed = sum(1 for c in comps if c.duration_ns is None)
@@ -319,7 +339,8 @@ def _repeated_graph_blocks(
         if stage is not None:
             sentence += f" (mostly {stage_word(stage, backend)})"
         if kv:
-            sentence += "; its instances update the KV cache, so compiled one by one each would recompile on its layer's cache state"
+            sentence += ("; its instances update the KV cache, so compiled one by one each would recompile on its "
+                         "layer's cache state")
         out.append(CompileTimeFinding(
             finding_id=_hash_id("CT", "repeated_block", first.module, cls), kind="repeated_block", rank=0,
             sentence=sentence, cost_ns=cost, total_ns=est, compile_ids=ids,
@@ -376,7 +397,8 @@ def _repeated_frames(
         rc = sorted({cause_of[c.compile_id] for c in cs if c.compile_id in cause_of})
         why = f"guard per instance: {per_index}" if per_index else "guarded on the instance (self)"
         sentence = (
-            f"{frame_label(name, file, line, cs[0].user_frame)} was compiled {len(cs)} times, once per instance or variant ({why}): "
+            f"{frame_label(name, file, line, cs[0].user_frame)} was compiled {len(cs)} times, once per instance or "
+            f"variant ({why}): "
             f"{fmt_ns(total)} of compile time after the first"
         )
         if fallbacks:
@@ -538,7 +560,8 @@ _STAGE_REMEDY = {
     "inductor": "a warm persistent cache (the FX graph cache in TORCHINDUCTOR_CACHE_DIR, or "
     "torch.compiler.save_cache_artifacts / load_cache_artifacts) skips Inductor on a hit; "
     "torch._inductor.config.compile_threads parallelises its kernel compiles",
-    "autotune": "autotuning results are cached with the FX graph cache; a lighter mode (no max-autotune) skips most of it",
+    "autotune": "autotuning results are cached with the FX graph cache; a lighter mode (no max-autotune) skips most "
+        "of it",
 }
 
 
@@ -572,7 +595,9 @@ def _cold_start(
 # --- into the ranked list and the headline -------------------------------------------------------
 
 
-def rank_with(ranked: list[RankedItem], section: CompileTimeSection, has_runtime: bool, wall_ns: int) -> list[RankedItem]:
+def rank_with(
+    ranked: list[RankedItem], section: CompileTimeSection, has_runtime: bool, wall_ns: int
+) -> list[RankedItem]:
     """The list ranked across axes with the compile-time findings in it, renumbered."""
     items = list(ranked)
     for f in section.findings:
@@ -592,7 +617,9 @@ def with_stage_sentence(headline: Headline, section: CompileTimeSection, backend
         return headline
     vals = stage_values(section.split)
     v = vals[st]
-    rest = [f"{stage_word(k, backend)} {fmt_ns(x)} ({_pct(x, section.split.total_ns)})" for k, x in vals.items() if k != st]
+    rest = [
+        f"{stage_word(k, backend)} {fmt_ns(x)} ({_pct(x, section.split.total_ns)})" for k, x in vals.items() if k != st
+    ]
     if section.split.unsplit_ns:
         rest.append(f"not split by stage {fmt_ns(section.split.unsplit_ns)}")
     extra = (  # each figure once: the dominant stage, then the others

@@ -81,7 +81,9 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
         )
 
     run = ledger.run
-    breaks = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)]
+    breaks = [
+        _with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)
+    ]
     churn = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _churn_findings(ledger)]
     from .causes import recompile_causes
     from .headline import build_headline, rank_across
@@ -298,7 +300,14 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         elif cost is not None:
             key = (-cost.estimated_ns, -cost.crossings, f.finding_id)
         elif not has_rt:
-            key = (-(cost_ns or 0), -len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
+            key = (
+                -(cost_ns or 0),
+                -len(site.compile_ids),
+                where.package is not None,
+                site.file,
+                site.line,
+                f.finding_id,
+            )
         else:
             key = (-len(site.compile_ids), where.package is not None, site.file, site.line, f.finding_id)
         rows.append((key, f))
@@ -346,7 +355,10 @@ def _site_cost(
     n = len(ids)
     basis = f"compile time of the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data)"
     if not durations or any(d is None for d in durations):
-        return None, f"the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data, compile time not recorded)"
+        return (
+            None,
+            f"the {n} compilation{'s' if n != 1 else ''} it broke in (no runtime data, compile time not recorded)",
+        )
     return sum(d for d in durations if d is not None), basis
 
 
@@ -503,7 +515,8 @@ def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) 
         freq = f"is crossed {cost.crossings_min}× per call"
         stab = f"stable over {cost.calls} {basis} calls"
     else:
-        freq = f"is crossed in {cost.calls_crossing} of {cost.calls} {basis} calls ({cost.crossings_per_call:.3g}× per call)"
+        freq = (f"is crossed in {cost.calls_crossing} of {cost.calls} {basis} calls "
+                f"({cost.crossings_per_call:.3g}× per call)")
         stab = f"varying {cost.crossings_min}–{cost.crossings_max}× per call"
     island = f"{fmt_ns(cost.island_median_ns)} island each (p90 {fmt_ns(cost.island_p90_ns)})"
     share = f"{cost.share * 100:.3g}% of {basis} time".replace("  ", " ")

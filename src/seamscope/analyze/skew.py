@@ -146,7 +146,9 @@ def _skew(index: int, got: list[tuple[int, int, RankEntry]], hi: int, lo: int, t
 SKEW_BASIS = "the longest wait at the next collective it implies (max − min compile time over the ranks in that call)"
 
 
-def rank_with_skews(ranked: Sequence[RankedItem], skews: Sequence[CompileSkew], wall_ns: int | None) -> list[RankedItem]:
+def rank_with_skews(
+    ranked: Sequence[RankedItem], skews: Sequence[CompileSkew], wall_ns: int | None
+) -> list[RankedItem]:
     """The findings ranked across axes with the skews among them, by cost (a skew's: its wait)."""
     items = list(ranked) + [
         RankedItem(

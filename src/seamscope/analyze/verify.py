@@ -287,7 +287,8 @@ def _check_device(v: Verification, led: dict[str, Any]) -> None:
             v.expect(
                 p["region_ns"] + p["gap_ns"] == p["span_ns"],
                 "DEVICE_IDENTITY_BROKEN",
-                f"phase {p['phase']}: device regions + gaps = {p['region_ns'] + p['gap_ns']} ns, span {p['span_ns']} ns",
+                f"phase {p['phase']}: device regions + gaps = {p['region_ns'] + p['gap_ns']} ns, span {p['span_ns']} "
+                "ns",
             )
 
 

@@ -34,7 +34,11 @@ def _missed(warm: Receipt) -> list[str]:
         for layer, outcome, reason in (("FX graph cache", c.fx_cache, c.fx_bypass_reason),
                                        ("AOTAutograd cache", c.aot_cache, c.aot_bypass_reason)):
             if outcome in ("miss", "bypass"):
-                why = reason or ("no reason in PyTorch's log: the key matched no entry" if outcome == "miss" else "no reason recorded")
+                why = reason or (
+                    "no reason in PyTorch's log: the key matched no entry"
+                    if outcome == "miss"
+                    else "no reason recorded"
+                )
                 missed.append(f"{c.compile_id} {frame_label(c.frame_name, c.file, c.line)}: {layer} {outcome} ({why})")
     return missed
 

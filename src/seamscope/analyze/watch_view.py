@@ -66,7 +66,9 @@ def watch_timeline(receipt: Receipt) -> WatchTimeline | None:
             kind, cause = "graph", "first compilation of this frame"
         else:
             continue
-        rows.append(TimelineRow(c.start_ns, c.call_index, kind, c.compile_id, compilation_label(c), cause, c.duration_ns))
+        rows.append(
+            TimelineRow(c.start_ns, c.call_index, kind, c.compile_id, compilation_label(c), cause, c.duration_ns)
+        )
     for site in led.break_sites:
         comps = [by_id[cid] for cid in site.compile_ids if cid in by_id]
         first_c = min(comps, key=lambda c: compile_frame_index(c.compile_id), default=None)

@@ -50,8 +50,10 @@ def install_regional(names: tuple[str, ...], session: Any) -> Callable[[], None]
             if blocks:
                 for b in blocks:
                     b._compiled_call_impl = inner(b._call_impl, **kwargs)  # as Module.compile does
-                note = f"--regional {', '.join(names)}: compiled {len(blocks)} instance(s) of {type(blocks[0]).__name__} " \
-                       f"one by one instead of the whole {type(model).__name__}"
+                note = (
+                    f"--regional {', '.join(names)}: compiled {len(blocks)} instance(s) of {type(blocks[0]).__name__} "
+                    f"one by one instead of the whole {type(model).__name__}"
+                )
                 if note not in session.warnings:
                     session.warnings.append(note)
                 return session.track(model) if getattr(session, "active", False) else model

@@ -71,7 +71,10 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
             if html_report else None
     except UnusableInput as e:  # disk full, quota: the receipt is written; say so, exit 2 at the end
         why = str(e).rpartition("cannot write: ")[2] or str(e)
-        html, failed = None, f"{shown_path(out_dir)}: could not write index.html ({why}); written: receipt.json, calls.csv"
+        html, failed = (
+            None,
+            f"{shown_path(out_dir)}: could not write index.html ({why}); written: receipt.json, calls.csv",
+        )
     if not quiet:
         TerminalRenderer().print(receipt)
     for w in receipt.ledger.run.warnings:

@@ -52,8 +52,8 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
         for col in ("", "site", "where", "reason"):
             t.add_column(col)
         for s in changed:
-            t.add_row("+" if s.change == "added" else "−", markup(s.site_id), markup(f"{s.file}:{s.line} {s.function}"),
-                      markup(s.reason, 80))
+            sign = "+" if s.change == "added" else "−"
+            t.add_row(sign, markup(s.site_id), markup(f"{s.file}:{s.line} {s.function}"), markup(s.reason, 80))
         c.print(t)
     if cmp.recompiles:
         t = Table(title="recompiles (frame | guards, numbers masked)", title_justify="left")
@@ -68,8 +68,13 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
             t.add_column(col, justify="right" if col in ("recompiles", "compile time") else "left")
         for cc in cmp.causes:
             mark = {"added": "+", "removed": "−"}.get(cc.change, "")
-            t.add_row(mark, markup(cc.cause_id), markup(cc.description, 80), f"{cc.recompiles_before} → {cc.recompiles_after}",
-                      f"{fmt_ns(cc.compile_ns_before)} → {fmt_ns(cc.compile_ns_after)}")
+            t.add_row(
+                mark,
+                markup(cc.cause_id),
+                markup(cc.description, 80),
+                f"{cc.recompiles_before} → {cc.recompiles_after}",
+                f"{fmt_ns(cc.compile_ns_before)} → {fmt_ns(cc.compile_ns_after)}",
+            )
         c.print(t)
     for line in cmp.verdict:
         c.print(f"[bold]→[/bold] {markup(line, SENTENCE)}")

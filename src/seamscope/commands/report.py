@@ -32,10 +32,30 @@ def _write(path: str, data: str | bytes) -> str:
 
 @click.command()
 @click.argument("receipt", type=click.Path())
-@click.option("--out", "out_dir", type=click.Path(), default=None, help="Folder for index.html (default: the receipt's folder).")
-@click.option("--perfetto", "perfetto_file", type=click.Path(), default=None, help="Also write the ledger as a Chrome/Perfetto trace (JSON).")
-@click.option("--markdown", "markdown_file", type=click.Path(), default=None, help="Also write a short Markdown summary for a pull-request comment.")
-@click.option("--baseline", type=click.Path(), default=None, help="The receipt before a change: the Markdown summary gets the diff's verdict (a receipt written by `seamscope diff --out` carries its own).")
+@click.option(
+    "--out", "out_dir", type=click.Path(), default=None, help="Folder for index.html (default: the receipt's folder)."
+)
+@click.option(
+    "--perfetto",
+    "perfetto_file",
+    type=click.Path(),
+    default=None,
+    help="Also write the ledger as a Chrome/Perfetto trace (JSON).",
+)
+@click.option(
+    "--markdown",
+    "markdown_file",
+    type=click.Path(),
+    default=None,
+    help="Also write a short Markdown summary for a pull-request comment.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(),
+    default=None,
+    help="The receipt before a change: the Markdown summary gets the diff's verdict "
+    "(a receipt written by `seamscope diff --out` carries its own).",
+)
 @click.option("--open", "open_", is_flag=True, help="Open index.html in a browser.")
 def command(
     receipt: str,

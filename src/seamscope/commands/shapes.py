@@ -61,8 +61,16 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
         parse_policy(name)  # an unknown policy is named before anything else
     need_torch("shapes")  # after the arguments: a bad one is named whether or not torch is here
     err = Console(stderr=True, highlight=False)
-    study = run_study(workload, trace, names, repeat=repeat, dim=dim, workdir=os.path.join(out, "logs"),
-                      recompile_limit=recompile_limit, progress=lambda m: err.print(f"[dim]{markup(m, SENTENCE)}[/dim]"))
+    study = run_study(
+        workload,
+        trace,
+        names,
+        repeat=repeat,
+        dim=dim,
+        workdir=os.path.join(out, "logs"),
+        recompile_limit=recompile_limit,
+        progress=lambda m: err.print(f"[dim]{markup(m, SENTENCE)}[/dim]"),
+    )
     if not study.results and study.error is not None:
         raise study.error  # nothing measured (bad input found by the preflight): nothing to write
     cmd = ["seamscope", "shapes", workload]
@@ -110,10 +118,17 @@ def print_study(study, console) -> None:  # type: ignore[no-untyped-def]
     for p in study.policies:
         name = p.policy + (" ★" if rec is not None and rec.policy == p.policy else "")
         t.add_row(
-            markup(name), markup(p.status), str(p.compile_count), "" if p.torch_frames_ok is None else str(p.torch_frames_ok),
-            str(p.recompile_count), str(p.fallback_count), f"{p.compile_ns / 1e9:.2f}", f"{p.total_ns / 1e9:.3f}",
+            markup(name),
+            markup(p.status),
+            str(p.compile_count),
+            "" if p.torch_frames_ok is None else str(p.torch_frames_ok),
+            str(p.recompile_count),
+            str(p.fallback_count),
+            f"{p.compile_ns / 1e9:.2f}",
+            f"{p.total_ns / 1e9:.3f}",
             "" if p.steady_per_call_ns is None else f"{p.steady_per_call_ns / 1e6:.2f}",
-            f"{p.padding_fraction * 100:.0f}%", markup(p.correctness.replace("_", " ")),
+            f"{p.padding_fraction * 100:.0f}%",
+            markup(p.correctness.replace("_", " ")),
         )
     console.print(t)
     for p in study.policies:

@@ -45,7 +45,8 @@ ROUNDING_MARGIN = 8.0
 inductor's drift on the bundled decoder and a 6-layer GPT-2 (float32, bfloat16) is 0.5-1.3x eager's
 own error; a compiled-only 5% scaling in bfloat16 (smaller factors round to 1) is 22-26x it."""
 
-# (rtol, atol) per dtype; float32 rtol=1e-4/atol=1e-5 (catches a mis-fused kernel, admits reassociation drift), the rest after torch.testing's defaults.
+# (rtol, atol) per dtype; float32 rtol=1e-4/atol=1e-5 (catches a mis-fused kernel, admits reassociation
+# drift), the rest after torch.testing's defaults.
 DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-7, 1e-7),
     torch.float32: (1e-4, 1e-5),
@@ -98,7 +99,9 @@ def unit_roundoff(dtype: torch.dtype, accumulation: bool = False) -> float:
     return float(torch.finfo(dtype).eps) / 2.0
 
 
-def rounding_bound(eager_error: float, typical: float, dtype: torch.dtype, allowance: float | None) -> tuple[float, str]:
+def rounding_bound(
+    eager_error: float, typical: float, dtype: torch.dtype, allowance: float | None
+) -> tuple[float, str]:
     """(What rounding can explain for a leaf, which part set it): the largest of eager's own
     error, half an ulp of the leaf's typical (root-mean-square) value, and the reduction allowance."""
     half_ulp = unit_roundoff(dtype) * typical
@@ -207,7 +210,9 @@ def compare_leaf(
         return _compare_tensor(path, expected, actual, override, reduction_length, rounding)
     if isinstance(expected, float) and not isinstance(expected, bool):
         if not isinstance(actual, (float, int)) or isinstance(actual, bool):
-            return LeafDiff(path=path, klass="boundary_bug", reason=f"type: eager float, compiled {type(actual).__name__}")
+            return LeafDiff(
+                path=path, klass="boundary_bug", reason=f"type: eager float, compiled {type(actual).__name__}"
+            )
         t = torch.tensor([expected], dtype=torch.float64)
         u = torch.tensor([float(actual)], dtype=torch.float64)
         rtol, atol = tolerance_for(torch.float32, override)
@@ -218,7 +223,9 @@ def compare_leaf(
         )
     if type(expected) is not type(actual) or expected != actual:
         if isinstance(expected, (int, str, bool)) or expected is None:
-            return LeafDiff(path=path, klass="boundary_bug", reason=f"value: eager {expected!r}, compiled {actual!r}"[:200])
+            return LeafDiff(
+                path=path, klass="boundary_bug", reason=f"value: eager {expected!r}, compiled {actual!r}"[:200]
+            )
         if type(expected) is not type(actual):
             return LeafDiff(
                 path=path, klass="boundary_bug",
@@ -264,9 +271,15 @@ def _compare_tensor(
     if list(actual.shape) != shape:
         return LeafDiff(**base, klass="boundary_bug", reason=f"shape: eager {shape}, compiled {list(actual.shape)}")
     if actual.dtype != dt:
-        return LeafDiff(**base, klass="boundary_bug", reason=f"dtype: eager {base['dtype']}, compiled {str(actual.dtype).replace('torch.', '')}")
+        return LeafDiff(
+            **base,
+            klass="boundary_bug",
+            reason=f"dtype: eager {base['dtype']}, compiled {str(actual.dtype).replace('torch.', '')}",
+        )
     if actual.device.type != expected.device.type:
-        return LeafDiff(**base, klass="boundary_bug", reason=f"device: eager {expected.device}, compiled {actual.device}")
+        return LeafDiff(
+            **base, klass="boundary_bug", reason=f"device: eager {expected.device}, compiled {actual.device}"
+        )
     rtol, atol = tolerance_for(dt, override)
     e = expected.detach().cpu()
     a = actual.detach().cpu()
@@ -333,7 +346,9 @@ def _compare_tensor(
     )
 
 
-def _judge_rounding(e: torch.Tensor, a: torch.Tensor, dt: torch.dtype, path: str, rounding: Rounding | None) -> dict[str, Any]:
+def _judge_rounding(
+    e: torch.Tensor, a: torch.Tensor, dt: torch.dtype, path: str, rounding: Rounding | None
+) -> dict[str, Any]:
     """The rounding fields of a leaf (``e`` and ``a`` already widened): eager's own error, the
     bound, max |a - e| over it; or why there is none."""
     if rounding is None:
@@ -393,11 +408,19 @@ def compare_trees(
 def worst_leaf(leaves: Iterable[LeafDiff]) -> LeafDiff | None:
     best: LeafDiff | None = None
     for lf in leaves:
-        key = (_ORDER[lf.klass], lf.tolerance_ratio if lf.tolerance_ratio is not None else (math.inf if lf.klass == "boundary_bug" else 0.0))
+        key = (
+            _ORDER[lf.klass],
+            lf.tolerance_ratio if lf.tolerance_ratio is not None else (math.inf if lf.klass == "boundary_bug" else 0.0),
+        )
         if best is None:
             best = lf
             continue
-        bk = (_ORDER[best.klass], best.tolerance_ratio if best.tolerance_ratio is not None else (math.inf if best.klass == "boundary_bug" else 0.0))
+        bk = (
+            _ORDER[best.klass],
+            best.tolerance_ratio
+            if best.tolerance_ratio is not None
+            else (math.inf if best.klass == "boundary_bug" else 0.0),
+        )
         if key > bk:
             best = lf
     return best
@@ -425,8 +448,10 @@ def compare_aliasing(eager: dict[str, str | None], compiled: dict[str, str | Non
         if p in compiled and who != other:
             out.append(
                 LeafDiff(
-                    path=p, klass="boundary_bug",
-                    reason=f"aliasing: eager shares storage with {who or 'nothing'}, compiled with {other or 'nothing'}",
+                    path=p,
+                    klass="boundary_bug",
+                    reason=f"aliasing: eager shares storage with {who or 'nothing'}, compiled with "
+                        f"{other or 'nothing'}",
                 )
             )
     return out

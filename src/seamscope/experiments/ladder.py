@@ -296,7 +296,10 @@ def answer(layers: Sequence[LayerResult]) -> tuple[str | None, str]:
         return lr.backend, text + (f". {meaning}" if meaning else "")
     sus = [lr.backend for lr in layers if lr.verdict == "suspect"]
     if sus:
-        return None, "every layer ran; over the tolerance, not called a bug (suspect; each leaf says why) on: " + ", ".join(sus)
+        return (
+            None,
+            "every layer ran; over the tolerance, not called a bug (suspect; each leaf says why) on: " + ", ".join(sus),
+        )
     return None, "every layer compiled, ran and matched eager"
 
 
@@ -395,7 +398,11 @@ def child_main(argv: list[str] | None = None) -> int:
     wl = prepare(load_workload(a.spec))
     names = [b for b in a.backends.split(",") if b]
     layers = list(wl.ladder)
-    b: Any = layers[a.index] if a.index < len(layers) and backend_label(layers[a.index]) == names[a.index] else names[a.index]
+    b: Any = (
+        layers[a.index]
+        if a.index < len(layers) and backend_label(layers[a.index]) == names[a.index]
+        else names[a.index]
+    )
     torch.manual_seed(wl.seed)
     with grad_mode(wl):
         refs = [eager_reference(wl, f, i, e, s) for f, i, e, s in distinct_inputs(wl)]

@@ -154,9 +154,17 @@ class ProbeRun:
             return
         seen.add(sig)
         peak = int(torch.cuda.max_memory_allocated()) if self.cuda else None
-        self.memory.append(MemoryPoint(configuration=configuration, phase=phase, family=family,  # type: ignore[arg-type]
-                                       signature=sig, rss_bytes=rss_bytes(), cuda_peak_bytes=peak,
-                                       compiled_variants=variants))
+        self.memory.append(
+            MemoryPoint(
+                configuration=configuration,
+                phase=phase,  # type: ignore[arg-type]
+                family=family,
+                signature=sig,
+                rss_bytes=rss_bytes(),
+                cuda_peak_bytes=peak,
+                compiled_variants=variants,
+            )
+        )
 
     def _schedule(self) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
         fams = self.wl.families()
@@ -260,7 +268,9 @@ class ProbeRun:
                 compiled(*args, **kwargs)
                 self._sync()
             except Exception as e:
-                self.calls.append(_CallRec(fam, t0, time.perf_counter_ns(), (g0, len(self.watch.graphs)), type(e).__name__))
+                self.calls.append(
+                    _CallRec(fam, t0, time.perf_counter_ns(), (g0, len(self.watch.graphs)), type(e).__name__)
+                )
                 raise
             t1 = time.perf_counter_ns()
         self.calls.append(_CallRec(fam, t0, t1, (g0, len(self.watch.graphs))))
@@ -342,7 +352,10 @@ class ProbeRun:
             return "boundary_bug", head + (f"; {lad}" if lad else "")
         if klass == "above_tolerance":
             worst = worst_leaf(d.worst for d in self.diffs if d.worst is not None)
-            return "suspect", f"above tolerance, not called a bug: {worst.path if worst else ''} ({worst.reason if worst else ''})"
+            return (
+                "suspect",
+                f"above tolerance, not called a bug: {worst.path if worst else ''} ({worst.reason if worst else ''})",
+            )
         return "ok", "compiled matches eager within tolerance on every distinct input" + (f"; {lad}" if lad else "")
 
     def _evidence(self) -> list[EvidenceRow]:

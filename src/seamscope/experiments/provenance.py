@@ -20,7 +20,20 @@ import torch
 from .differential import Rounding, clone_tree, flatten, module_state, unit_roundoff
 from .workload import first_line, map_tensors
 
-_RANDOM_WORDS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial", "exponential", "poisson", "rrelu", "cauchy", "geometric", "log_normal")
+_RANDOM_WORDS = (
+    "rand",
+    "dropout",
+    "bernoulli",
+    "normal",
+    "uniform",
+    "multinomial",
+    "exponential",
+    "poisson",
+    "rrelu",
+    "cauchy",
+    "geometric",
+    "log_normal",
+)
 
 
 def random_ops(gm: Any) -> list[str]:
@@ -56,11 +69,31 @@ def _reduction_length(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         if name in ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "matmul"):
             t = args[1] if name.startswith("add") or name == "baddbmm" else a0
             return int(t.shape[-1]) if isinstance(t, torch.Tensor) else 0
-        if name in ("sum", "mean", "nansum", "var", "std", "var_mean", "std_mean", "prod", "norm", "linalg_vector_norm", "logsumexp", "cumsum", "cumprod", "amax", "amin"):
+        if name in (
+            "sum",
+            "mean",
+            "nansum",
+            "var",
+            "std",
+            "var_mean",
+            "std_mean",
+            "prod",
+            "norm",
+            "linalg_vector_norm",
+            "logsumexp",
+            "cumsum",
+            "cumprod",
+            "amax",
+            "amin",
+        ):
             if not isinstance(a0, torch.Tensor):
                 return 0
             dims = args[1] if len(args) > 1 else kwargs.get("dim")
-            if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0) or not isinstance(dims, (int, list, tuple)):
+            if (
+                dims is None
+                or (isinstance(dims, (list, tuple)) and len(dims) == 0)
+                or not isinstance(dims, (int, list, tuple))
+            ):
                 return int(a0.numel())
             dims = [dims] if isinstance(dims, int) else list(dims)
             return int(math.prod(a0.shape[d] for d in dims)) if a0.dim() else 1
@@ -104,7 +137,9 @@ def _term_magnitude(func: Any, args: tuple[Any, ...]) -> float:
     return float(math.prod(top(t) for t in pair))
 
 
-def reduction_provenance(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], prefix: str = "out") -> tuple[Any, dict[str, int]]:
+def reduction_provenance(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], prefix: str = "out"
+) -> tuple[Any, dict[str, int]]:
     """Run ``fn`` eagerly under a dispatch mode that carries, for every tensor, the longest
     reduction in its history; return the output and path → length for its tensor leaves."""
     out, lengths, _ = reduction_trace(fn, args, kwargs, prefix)

@@ -408,9 +408,14 @@ def run_study(
             wall = time.perf_counter_ns() - t0
             res = _read(res_path, PolicyResult)
             if res is None:
-                res = PolicyResult(policy=pol.name, kind=pol.kind, compile_options={}, status="crashed",  # type: ignore[arg-type]
-                                   error=f"the policy's process died ({_reply_text(reply)}): "
-                                         + _tail(os.path.join(workdir, f"{slug}.log")))
+                res = PolicyResult(
+                    policy=pol.name,
+                    kind=pol.kind,  # type: ignore[arg-type]
+                    compile_options={},
+                    status="crashed",
+                    error=f"the policy's process died ({_reply_text(reply)}): "
+                    + _tail(os.path.join(workdir, f"{slug}.log")),
+                )
             res = msgspec.structs.replace(res, process_wall_ns=wall)
             study.results.append(res)
             if os.path.exists(led_path):

@@ -194,7 +194,9 @@ def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, An
 # --- one policy over the trace --------------------------------------------------------------------
 
 
-def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None = None) -> tuple[PolicyResult, bytes | None]:
+def run_policy(
+    spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None = None
+) -> tuple[PolicyResult, bytes | None]:
     """The torch loop: runs the trace under a session and keeps raw records; every figure of the
     result comes from :func:`seamscope.analyze.shapes.policy_result`."""
     import torch
@@ -220,7 +222,11 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
         else:  # run alone: compute the eager references here (part of this policy's own cost)
             pre, refs = preflight(spec)
             if not pre.ok:
-                raise UnusableInput(pre.error or "preflight failed") if pre.exit_code == 2 else UserCodeFailed(pre.error or "")
+                raise (
+                    UnusableInput(pre.error or "preflight failed")
+                    if pre.exit_code == 2
+                    else UserCodeFailed(pre.error or "")
+                )
     status = "ok"
     error: str | None = None
     adapter.dynamo_reset()
@@ -281,9 +287,15 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
                                        compiled_variants=adapter.frames_ok()))
                 if length not in firsts:
                     firsts[length] = _leaves(out)
-                    memory.append(MemoryStep(
-                        call_index=i, length=length, compiled_variants=adapter.frames_ok(),
-                        rss_bytes=rss_bytes(), cuda_allocated_bytes=int(torch.cuda.memory_allocated()) if cuda else None))
+                    memory.append(
+                        MemoryStep(
+                            call_index=i,
+                            length=length,
+                            compiled_variants=adapter.frames_ok(),
+                            rss_bytes=rss_bytes(),
+                            cuda_allocated_bytes=int(torch.cuda.memory_allocated()) if cuda else None,
+                        )
+                    )
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted"
     except Exception as ex:  # torch.compile itself refused (bad options, unknown backend)
@@ -307,8 +319,13 @@ def run_policy(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None =
 
 
 def _bare(pol: Policy, opts: dict[str, Any], status: str, error: str) -> PolicyResult:
-    return PolicyResult(policy=pol.name, kind=pol.kind, compile_options={k: repr(v) for k, v in opts.items()},  # type: ignore[arg-type]
-                        status=status, error=error)  # type: ignore[arg-type]
+    return PolicyResult(
+        policy=pol.name,
+        kind=pol.kind,  # type: ignore[arg-type]
+        compile_options={k: repr(v) for k, v in opts.items()},
+        status=status,  # type: ignore[arg-type]
+        error=error,
+    )
 
 
 def _fails_eager(wl: Any, entry: Any) -> bool:

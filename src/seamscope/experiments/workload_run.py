@@ -37,7 +37,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     except SystemExit as e:
         if e.code in (0, None):
             raise
-        raise UnusableInput(f"workload arguments {' '.join(argv[1:])!r}: see `seamscope run FILE.py:FUNC -- --help`") from None
+        raise UnusableInput(
+            f"workload arguments {' '.join(argv[1:])!r}: see `seamscope run FILE.py:FUNC -- --help`"
+        ) from None
 
 
 def launcher(target: str, args: list[str], module: bool = False) -> Any:

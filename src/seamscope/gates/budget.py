@@ -10,7 +10,8 @@ Definitions (the words of docs/conventions.md):
   are not allow-listed. A site counts when a call in scope crossed it, or when a compilation made
   during such a call broke at it.
 - ``recompiles=N``: at most N compilations with ``y > 0`` (compile id ``x/y``: a guard failed) made
-  during calls in scope, attempts that hit the recompile limit or failed included. First compilations (``x/0``) are never counted: compiling is allowed.
+  during calls in scope, attempts that hit the recompile limit or failed included. First compilations
+  (``x/0``) are never counted: compiling is allowed.
 - ``fallbacks=N``: at most N frame compilations that ended in eager execution (compile failure,
   recompile limit) during calls in scope.
 - ``phase``: which calls are in scope. ``None``: every call made inside the budget. ``"steady"``:

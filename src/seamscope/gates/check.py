@@ -56,7 +56,8 @@ class Limits:
     @property
     def any(self) -> bool:
         return bool(self.cause_recompiles) or any(
-            v is not None for v in (self.max_breaks, self.max_recompiles, self.max_fallbacks, self.max_steady_regression)
+            v is not None
+            for v in (self.max_breaks, self.max_recompiles, self.max_fallbacks, self.max_steady_regression)
         )
 
 

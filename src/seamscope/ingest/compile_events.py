@@ -279,7 +279,9 @@ def parse_break_reason(text: str, cwd: str | None = None, hints: HintTable | Non
         if not raw_file:
             raw_file, line = inner_raw, inner.line
     missing = tuple(
-        name for name, gone in (("user_stack", not stack), ("gb_code", gb_code is None), ("location", not raw_file)) if gone
+        name
+        for name, gone in (("user_stack", not stack), ("gb_code", gb_code is None), ("location", not raw_file))
+        if gone
     )
     scope, occurrence = function, None
     found = statement_scope(_resolve(raw_file, cwd), line, function) if raw_file else None

@@ -154,7 +154,9 @@ def read_capped(path: str, limit: int, what: str) -> bytes:
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > limit:
-            raise UnusableInput(f"{path}: {_size_text(size)}, larger than the {_size_text(limit)} seamscope reads as {what}")
+            raise UnusableInput(
+                f"{path}: {_size_text(size)}, larger than the {_size_text(limit)} seamscope reads as {what}"
+            )
         try:
             data = f.read(limit + 1)
         except OSError as e:

@@ -16,8 +16,8 @@ MD5). Why this parser is fast and small:
 Tolerance: a bad line, a cut payload, an unknown event kind, a disagreement inside the log or a
 log from an untested PyTorch version becomes an :class:`Issue` with the file and line, counted per
 kind; what is readable is kept. What the reader recognised (the log's format, compiled autograd,
-resets, an unknown version) is a note, no problem. The rules per log format: docs/import.md. Nothing from a file is ever executed (JSON only: no eval, no pickle), and torch is
-never imported.
+resets, an unknown version) is a note, no problem. The rules per log format: docs/import.md. Nothing
+from a file is ever executed (JSON only: no eval, no pickle), and torch is never imported.
 """
 
 from __future__ import annotations
@@ -187,7 +187,9 @@ def _cut_payload_complete(path: str, stats: ParseStats) -> bool:
     return isinstance(md5, str) and _payload_text(b"\n".join(body), md5)[1]
 
 
-def iter_records(path: str, stats: ParseStats, lines: LineSource = record_scan) -> Iterator[tuple[int, dict[str, Any], str | None]]:
+def iter_records(
+    path: str, stats: ParseStats, lines: LineSource = record_scan
+) -> Iterator[tuple[int, dict[str, Any], str | None]]:
     """``(line, metadata, payload)`` for the records the ledger needs, in file order.
 
     Payloads are returned only for :data:`PAYLOAD_ARTIFACTS` (else None); records of ignored

@@ -44,7 +44,9 @@ def structure_view(ledger: Ledger, summary: Any) -> dict[str, Any]:
             c.outcome,
             c.family,
             [
-                e.compile_id if isinstance(e, RegionEvent) else ("B:" + e.site_id if isinstance(e, BreakEvent) else "F:" + e.compile_id)
+                e.compile_id
+                if isinstance(e, RegionEvent)
+                else ("B:" + e.site_id if isinstance(e, BreakEvent) else "F:" + e.compile_id)
                 for e in c.events
                 if isinstance(e, (RegionEvent, BreakEvent, FallbackEvent))
             ],

@@ -94,7 +94,9 @@ _POLICY = re.compile(r"watch: warm-up = the first (?:(\d+) calls|(\d+(?:\.\d+)?)
 
 def warmup_policy(calls: int | None, seconds: float | None) -> str:
     """The words a watched run's decision record says its warm-up in (``Decision.warmup_policy``)."""
-    return f"watch: warm-up = the first {calls} calls" if seconds is None else f"watch: warm-up = the first {seconds:g} s"
+    return (
+        f"watch: warm-up = the first {calls} calls" if seconds is None else f"watch: warm-up = the first {seconds:g} s"
+    )
 
 
 def parse_warmup_policy(text: str) -> tuple[int | None, float | None] | None:

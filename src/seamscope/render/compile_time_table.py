@@ -35,8 +35,17 @@ def print_compile_time(console: Console, receipt: Receipt, max_rows: int = 12) -
 def markdown_lines(view: CompileTimeView | None, esc: Callable[..., str], max_rows: int = 5) -> list[str]:
     if view is None:
         return []
-    head = "| frame | compilations | " + " | ".join(esc(c) for c in view.stage_columns) + " | total | of the run | FX cache | AOT cache |"
-    lines = [f"**Compile time by stage** ({esc(view.dominant)})", "", head, "|---|" + "---:|" * (len(view.stage_columns) + 3) + "---|---|"]
+    head = (
+        "| frame | compilations | "
+        + " | ".join(esc(c) for c in view.stage_columns)
+        + " | total | of the run | FX cache | AOT cache |"
+    )
+    lines = [
+        f"**Compile time by stage** ({esc(view.dominant)})",
+        "",
+        head,
+        "|---|" + "---:|" * (len(view.stage_columns) + 3) + "---|---|",
+    ]
     for r in view.rows[: max_rows + 1]:
         lines.append(
             f"| {esc(r.frame)} | {r.compilations} | " + " | ".join(r.stages)

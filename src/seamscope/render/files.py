@@ -91,7 +91,9 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> str:
     return p
 
 
-def write_set(folder: str | os.PathLike[str], files: dict[str, bytes | str | None], *, fresh: bool = False) -> list[str]:
+def write_set(
+    folder: str | os.PathLike[str], files: dict[str, bytes | str | None], *, fresh: bool = False
+) -> list[str]:
     """Write the files of one output set into ``folder`` (name → content; ``None``: this set has
     no such file, so an older one is removed). The last entry is the set's anchor (the receipt):
     every file is staged before any is renamed into place; the anchor is renamed first, and no

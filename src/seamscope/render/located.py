@@ -32,7 +32,9 @@ class Located:
     name: str = ""
 
 
-def _fits(console: Console, columns: Sequence[str], rows: Sequence[Sequence[str]], loc_col: int, width_loc: int) -> bool:
+def _fits(
+    console: Console, columns: Sequence[str], rows: Sequence[Sequence[str]], loc_col: int, width_loc: int
+) -> bool:
     need = width_loc
     for k, head in enumerate(columns):
         if k == loc_col:

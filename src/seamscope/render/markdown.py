@@ -57,7 +57,11 @@ class MarkdownRenderer:
         if comparison is not None:
             lines += [f"**Verdict** ({esc(comparison.verdict_source)}):", ""]
             lines += [f"- {esc(v, 300)}" for v in comparison.verdict]
-            lines += ["", "| phase | calls before | calls after | median before | median after | change |", "|---|---:|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                "| phase | calls before | calls after | median before | median after | change |",
+                "|---|---:|---:|---:|---:|---:|",
+            ]
             for d in comparison.phases:
                 lines.append(
                     f"| {esc(d.phase)} | {d.before_calls} | {d.after_calls} | {fmt_ns(d.before_median_ns)} | "
@@ -68,7 +72,10 @@ class MarkdownRenderer:
                 lines += ["", "Counts changed: " + ", ".join(f"{n} {b} → {a}" for n, b, a in changed) + "."]
             lines.append("")
         if view.phases:
-            lines += ["| phase | calls | median | p90 | regions/call | islands | compile |", "|---|---:|---:|---:|---:|---:|---:|"]
+            lines += [
+                "| phase | calls | median | p90 | regions/call | islands | compile |",
+                "|---|---:|---:|---:|---:|---:|---:|",
+            ]
             for p in view.phases:
                 rpc = "–" if p.regions_per_call is None else f"{p.regions_per_call:g}"
                 lines.append(
@@ -77,7 +84,11 @@ class MarkdownRenderer:
                 )
             lines.append("")
         if view.top_findings:
-            basis = "breaks, recompile causes and compile time, by time spent in this run" if view.headline else "by measured cost"
+            basis = (
+                "breaks, recompile causes and compile time, by time spent in this run"
+                if view.headline
+                else "by measured cost"
+            )
             lines += [f"**Top findings** ({basis})", ""]
             for f in view.top_findings[: self.max_rows]:
                 plain = f.where and "`" not in f.where and visible(f.where) == f.where and len(f.where) <= 200
@@ -99,8 +110,12 @@ class MarkdownRenderer:
                 lines.append(f"\n…and {len(view.recompiles) - self.max_rows} more.")
             lines.append("")
         if view.fallbacks:
-            lines += [f"**Fallbacks**: {len(view.fallbacks)} ("
-                      + "; ".join(f"{esc(f.compile_id)} {esc(f.reason, 80)}" for f in view.fallbacks[: self.max_rows]) + ")", ""]
+            lines += [
+                f"**Fallbacks**: {len(view.fallbacks)} ("
+                + "; ".join(f"{esc(f.compile_id)} {esc(f.reason, 80)}" for f in view.fallbacks[: self.max_rows])
+                + ")",
+                "",
+            ]
         if view.watch is not None:
             w = view.watch
             lines += [f"**After warm-up** ({esc(w.warmup)}): {len(w.rows)} event(s)", ""]

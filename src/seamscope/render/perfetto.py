@@ -56,25 +56,60 @@ class PerfettoRenderer:
         sites = {s.site_id: s for s in led.break_sites}
         comps = {c.compile_id: c for c in led.compilations}
         out: list[dict[str, Any]] = [
-            {"ph": "M", "pid": PID, "tid": 0, "name": "process_name", "args": {"name": f"seamscope {led.run.source}: {' '.join(led.run.command)}"}},
+            {
+                "ph": "M",
+                "pid": PID,
+                "tid": 0,
+                "name": "process_name",
+                "args": {"name": f"seamscope {led.run.source}: {' '.join(led.run.command)}"},
+            },
         ]
         for name, tid in TRACKS.items():
             out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
             out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
 
         def slice_(tid: int, name: str, cat: str, start: int, dur: int, args: dict[str, Any]) -> None:
-            out.append({"ph": "X", "pid": PID, "tid": tid, "name": name, "cat": cat, "ts": us(start), "dur": us(dur), "args": args})
+            out.append(
+                {
+                    "ph": "X",
+                    "pid": PID,
+                    "tid": tid,
+                    "name": name,
+                    "cat": cat,
+                    "ts": us(start),
+                    "dur": us(dur),
+                    "args": args,
+                }
+            )
 
         def instant(name: str, cat: str, at: int, args: dict[str, Any]) -> None:
-            out.append({"ph": "i", "s": "t", "pid": PID, "tid": TRACKS["calls"], "name": name, "cat": cat, "ts": us(at), "args": args})
+            out.append(
+                {
+                    "ph": "i",
+                    "s": "t",
+                    "pid": PID,
+                    "tid": TRACKS["calls"],
+                    "name": name,
+                    "cat": cat,
+                    "ts": us(at),
+                    "args": args,
+                }
+            )
 
         if any(not isinstance(c.device, msgspec.UnsetType) for c in led.calls):
             for name, tid in DEVICE_TRACKS.items():
                 out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
-                out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
+                out.append(
+                    {"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}}
+                )
         t0 = 0
         for call in led.calls:
-            args: dict[str, Any] = {"call": call.index, "phase": call.phase, "outcome": call.outcome, "overhead_ns": call.overhead_ns}
+            args: dict[str, Any] = {
+                "call": call.index,
+                "phase": call.phase,
+                "outcome": call.outcome,
+                "overhead_ns": call.overhead_ns,
+            }
             if call.family is not None:
                 args["family"] = call.family
             if call.error is not None:
@@ -82,7 +117,12 @@ class PerfettoRenderer:
             slice_(TRACKS["calls"], f"call {call.index}", "call", t0, call.wall_ns, args)
             for e in call.events:
                 if isinstance(e, RegionEvent):
-                    a: dict[str, Any] = {"call": call.index, "compile_id": e.compile_id, "graph_index": e.graph_index, "duration_ns": e.duration_ns}
+                    a: dict[str, Any] = {
+                        "call": call.index,
+                        "compile_id": e.compile_id,
+                        "graph_index": e.graph_index,
+                        "duration_ns": e.duration_ns,
+                    }
                     c = comps.get(e.compile_id)
                     if c is not None:
                         a["frame"] = "{} {}:{}".format(*c.shown_frame)
@@ -97,19 +137,46 @@ class PerfettoRenderer:
                     a = {"call": call.index, "compile_id": e.compile_id, "duration_ns": e.duration_ns}
                     c = comps.get(e.compile_id)
                     if c is not None:
-                        a.update(status=c.status, frame="{} {}:{}".format(*c.shown_frame), failed_guards=c.failed_guards)
-                    slice_(TRACKS["compilations"], f"compile {e.compile_id}", "compile", t0 + e.start_ns, e.duration_ns, a)
+                        a.update(
+                            status=c.status, frame="{} {}:{}".format(*c.shown_frame), failed_guards=c.failed_guards
+                        )
+                    slice_(
+                        TRACKS["compilations"], f"compile {e.compile_id}", "compile", t0 + e.start_ns, e.duration_ns, a
+                    )
                 elif isinstance(e, BreakEvent):
                     s = sites.get(e.site_id)
-                    instant(f"break {e.site_id}", "break", t0 + e.at_ns, {"call": call.index, "reason": s.reason if s else "", "where": f"{s.file}:{s.line}" if s else ""})
+                    instant(
+                        f"break {e.site_id}",
+                        "break",
+                        t0 + e.at_ns,
+                        {
+                            "call": call.index,
+                            "reason": s.reason if s else "",
+                            "where": f"{s.file}:{s.line}" if s else "",
+                        },
+                    )
                 elif isinstance(e, GuardMissEvent):
                     c = comps.get(e.compile_id)
-                    instant(f"guard miss {e.compile_id}", "guard_miss", t0 + e.at_ns, {"call": call.index, "failed_guards": c.failed_guards if c else []})
+                    instant(
+                        f"guard miss {e.compile_id}",
+                        "guard_miss",
+                        t0 + e.at_ns,
+                        {"call": call.index, "failed_guards": c.failed_guards if c else []},
+                    )
                 elif isinstance(e, FallbackEvent):
-                    instant(f"fallback {e.compile_id}", "fallback", t0 + e.at_ns, {"call": call.index, "reason": e.reason})
+                    instant(
+                        f"fallback {e.compile_id}", "fallback", t0 + e.at_ns, {"call": call.index, "reason": e.reason}
+                    )
             t0 += _device_lane(call, t0, slice_)
         for o in led.outside:
-            slice_(TRACKS["outside calls"], o.compile_id, o.kind, t0, o.duration_ns, {"compile_id": o.compile_id, "kind": o.kind, "attributed_call": o.attributed_call})
+            slice_(
+                TRACKS["outside calls"],
+                o.compile_id,
+                o.kind,
+                t0,
+                o.duration_ns,
+                {"compile_id": o.compile_id, "kind": o.kind, "attributed_call": o.attributed_call},
+            )
             t0 += o.duration_ns
         return out
 
@@ -136,7 +203,14 @@ def _device_lane(call: Any, t0: int, slice_: Any) -> int:
     if isinstance(d, msgspec.UnsetType):
         return int(call.wall_ns)
     if not d.complete:
-        slice_(DEVICE_TRACKS["device"], "incomplete", "device", t0, 0, {"call": call.index, "note": "an event never completed"})
+        slice_(
+            DEVICE_TRACKS["device"],
+            "incomplete",
+            "device",
+            t0,
+            0,
+            {"call": call.index, "note": "an event never completed"},
+        )
         return int(call.wall_ns)
     cursor = 0
     for i, seam in enumerate(d.seams):
@@ -144,7 +218,14 @@ def _device_lane(call: Any, t0: int, slice_: Any) -> int:
         if seam.syncs is not None:
             a.update(syncs=seam.syncs, host_wait_ns=seam.host_wait_ns)
         if seam.gap_ns or seam.syncs:
-            slice_(DEVICE_TRACKS["device seam gaps"], "sync gap" if seam.syncs else "seam gap", "device_seam", t0 + cursor, seam.gap_ns, a)
+            slice_(
+                DEVICE_TRACKS["device seam gaps"],
+                "sync gap" if seam.syncs else "seam gap",
+                "device_seam",
+                t0 + cursor,
+                seam.gap_ns,
+                a,
+            )
         cursor += seam.gap_ns
         if i < len(d.regions):
             r = d.regions[i]

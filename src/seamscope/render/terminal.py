@@ -141,7 +141,9 @@ class TerminalRenderer:
         if w is None:
             return
         if not w.rows:
-            self.console.print(f"[green]after warm-up[/green] ({markup(w.warmup)}): nothing compiled, broke or fell back")
+            self.console.print(
+                f"[green]after warm-up[/green] ({markup(w.warmup)}): nothing compiled, broke or fell back"
+            )
             return
         t = Table(title=f"after warm-up ({markup(w.warmup)}): {counted(len(w.rows), 'event')}", title_justify="left")
         for col in ("at", "call", "kind", "frame", "cause", "compile"):
@@ -151,7 +153,9 @@ class TerminalRenderer:
                       markup(r.frame, 60), markup(r.cause, 100), fmt_ns(r.compile_ns))
         self.console.print(t)
         if len(w.rows) > self.max_rows:
-            self.console.print(f"[dim]… {len(w.rows) - self.max_rows} more after warm-up (the receipt keeps every one)[/dim]")
+            self.console.print(
+                f"[dim]… {len(w.rows) - self.max_rows} more after warm-up (the receipt keeps every one)[/dim]"
+            )
 
     def print_status(self, receipt: Receipt) -> None:
         """How the run ended (a live run's receipt records it)."""
@@ -185,12 +189,19 @@ class TerminalRenderer:
         breaks = {f.finding_id: f for f in sec.findings}
         c.print("[bold]findings ranked by time in this run[/bold] (breaks, recompile causes, compile time)")
         for it in sec.ranked[: self.max_rows]:
-            c.print(f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] {markup(it.sentence, SENTENCE)}")
+            c.print(
+                f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] "
+                f"{markup(it.sentence, SENTENCE)}"
+            )
             cause = causes.get(it.item_id)
             remedy = cause.remedy if cause is not None else None
             if remedy is None and it.item_id in breaks and breaks[it.item_id].remedies:
                 remedy = breaks[it.item_id].remedies[0]
-            ct = next((f for f in sec.compile_time.findings if f.finding_id == it.item_id), None) if sec.compile_time else None
+            ct = (
+                next((f for f in sec.compile_time.findings if f.finding_id == it.item_id), None)
+                if sec.compile_time
+                else None
+            )
             if remedy is None and ct is not None and ct.remedies:
                 remedy = ct.remedies[0]
             if remedy is not None:

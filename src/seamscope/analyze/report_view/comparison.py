@@ -91,5 +91,10 @@ def comparison_in_receipt(receipt: Receipt) -> Comparison | None:
         if d.before.calls or d.after.calls
     ]
     return Comparison(
-        c.before_receipt_sha256, c.after_receipt_sha256, phases, [("calls", c.calls_before, c.calls_after)], list(c.verdict), "seamscope diff"
+        c.before_receipt_sha256,
+        c.after_receipt_sha256,
+        phases,
+        [("calls", c.calls_before, c.calls_after)],
+        list(c.verdict),
+        "seamscope diff",
     )

@@ -48,7 +48,8 @@ class CompileTimeView:
 
 
 def _cells(s: StageSplit) -> list[str]:
-    return [fmt_ns(v) if v is not None else "–" for v in (s.dynamo_ns, s.aot_autograd_ns, s.inductor_ns, s.autotune_ns)]
+    stages = (s.dynamo_ns, s.aot_autograd_ns, s.inductor_ns, s.autotune_ns)
+    return [fmt_ns(v) if v is not None else "–" for v in stages]
 
 
 def _share(x: float | None) -> str:
@@ -85,17 +86,26 @@ def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
         share=_share(sec.share), fx_cache=brief(run_fx), aot_cache=brief(run_aot),
     )]
     for f in sec.frames[:MAX_FRAME_ROWS]:
-        rows.append(CompileTimeRow(
-            frame=frame_label(f.frame_name, f.file, f.line, f.user_frame), compilations=len(f.compile_ids), recompiles=f.recompiles,
-            stages=_cells(f.split), total=fmt_ns(f.split.total_ns), share=_share(f.share), fx_cache=f.fx_cache,
-            aot_cache=f.aot_cache, **_located(f.frame_name, f.file, f.line, f.user_frame),
-        ))
+        rows.append(
+            CompileTimeRow(
+                frame=frame_label(f.frame_name, f.file, f.line, f.user_frame),
+                compilations=len(f.compile_ids),
+                recompiles=f.recompiles,
+                stages=_cells(f.split),
+                total=fmt_ns(f.split.total_ns),
+                share=_share(f.share),
+                fx_cache=f.fx_cache,
+                aot_cache=f.aot_cache,
+                **_located(f.frame_name, f.file, f.line, f.user_frame),
+            )
+        )
     caches = []
     for c in sec.caches:
         name = "FX graph cache" if c.layer == "fx_graph" else "AOTAutograd cache"
         text = f"{c.hit} hit, {c.miss} miss, {c.bypass} bypass"
         if c.unrecorded:
-            text += f"; {counted(c.unrecorded, 'compilation')} without an outcome (the backend does not use it, or it is off)"
+            text += (f"; {counted(c.unrecorded, 'compilation')} without an outcome "
+                     "(the backend does not use it, or it is off)")
         if c.bypass_reasons:
             text += "; bypassed because: " + "; ".join(c.bypass_reasons)
         caches.append((name, text))

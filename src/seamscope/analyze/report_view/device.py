@@ -54,9 +54,29 @@ def build_device_lanes(receipt: Receipt, colours: dict[str, str], limit: int = M
         for e in call.events:
             if isinstance(e, RegionEvent):
                 tip = f"region {e.compile_id} on the host (launch): {fmt_ns(e.duration_ns)}"
-                host.append(_bar("region", e.start_ns, e.duration_ns, scale, colours.get(e.compile_id, PALETTE[0]), e.compile_id, tip))
+                host.append(
+                    _bar(
+                        "region",
+                        e.start_ns,
+                        e.duration_ns,
+                        scale,
+                        colours.get(e.compile_id, PALETTE[0]),
+                        e.compile_id,
+                        tip,
+                    )
+                )
             elif isinstance(e, IslandEvent):
-                host.append(_bar("island", e.start_ns, e.duration_ns, scale, ISLAND_COLOUR, "", f"eager island: {fmt_ns(e.duration_ns)}"))
+                host.append(
+                    _bar(
+                        "island",
+                        e.start_ns,
+                        e.duration_ns,
+                        scale,
+                        ISLAND_COLOUR,
+                        "",
+                        f"eager island: {fmt_ns(e.duration_ns)}",
+                    )
+                )
         device: list[Bar] = []
         cursor = 0
         for i, seam in enumerate(d.seams):
@@ -64,13 +84,26 @@ def build_device_lanes(receipt: Receipt, colours: dict[str, str], limit: int = M
                 kind = "sync" if seam.syncs else "gap"
                 tip = f"device seam gap: {fmt_ns(seam.gap_ns)} (the island's kernels, or the device idle)"
                 if seam.syncs:
-                    tip += f"\n{seam.syncs} device-to-host sync(s) in the island; the host waited {fmt_ns(seam.host_wait_ns or 0)}"
-                device.append(_bar(kind, cursor, seam.gap_ns, scale, SYNC_COLOUR if seam.syncs else GAP_COLOUR, "", tip))
+                    tip += (f"\n{seam.syncs} device-to-host sync(s) in the island; "
+                            f"the host waited {fmt_ns(seam.host_wait_ns or 0)}")
+                device.append(
+                    _bar(kind, cursor, seam.gap_ns, scale, SYNC_COLOUR if seam.syncs else GAP_COLOUR, "", tip)
+                )
             cursor += seam.gap_ns
             if i < len(d.regions):
                 r = d.regions[i]
                 tip = f"region {r.compile_id} on the device: {fmt_ns(r.duration_ns)}"
-                device.append(_bar("region", r.start_ns, r.duration_ns, scale, colours.get(r.compile_id, PALETTE[0]), r.compile_id, tip))
+                device.append(
+                    _bar(
+                        "region",
+                        r.start_ns,
+                        r.duration_ns,
+                        scale,
+                        colours.get(r.compile_id, PALETTE[0]),
+                        r.compile_id,
+                        tip,
+                    )
+                )
                 cursor = r.start_ns + r.duration_ns
         rows.append(
             DeviceLaneRow(

@@ -58,7 +58,8 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
                 FindingRow(
                     rank=0,
                     kind="break",
-                    headline=f"break {b.site_id} at {b.file}:{b.line} ({b.gb_type or b.gb_code or 'graph break'}){crossings}",
+                    headline=f"break {b.site_id} at {b.file}:{b.line} "
+                        f"({b.gb_type or b.gb_code or 'graph break'}){crossings}",
                     cost_ns=cost,
                     where=f"{b.file}:{b.line}",
                     detail=first_line(b.reason),
@@ -78,7 +79,8 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
                 FindingRow(
                     rank=0,
                     kind="recompile",
-                    headline=f"recompile {r.compile_id} of {r.frame_name}" + ("" if r.call_index is None else f" in call {r.call_index}"),
+                    headline=f"recompile {r.compile_id} of {r.frame_name}"
+                    + ("" if r.call_index is None else f" in call {r.call_index}"),
                     cost_ns=cost,
                     where=f"{r.file}:{r.line}",
                     detail="failed guard: " + (first_line(r.failed_guards[0]) if r.failed_guards else "not recorded"),

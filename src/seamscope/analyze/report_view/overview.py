@@ -197,7 +197,17 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                     own = sites.get(comp.own_break_site_id or "")
                     if own is not None:
                         tip += f"\nends at break {own.site_id} {own.file}:{own.line}: {own.reason}"
-                bars.append(_bar("region", e.start_ns, e.duration_ns, wall, colours.get(e.compile_id, PALETTE[0]), e.compile_id, tip))
+                bars.append(
+                    _bar(
+                        "region",
+                        e.start_ns,
+                        e.duration_ns,
+                        wall,
+                        colours.get(e.compile_id, PALETTE[0]),
+                        e.compile_id,
+                        tip,
+                    )
+                )
             elif isinstance(e, IslandEvent):
                 tip = f"eager island: {fmt_ns(e.duration_ns)}"
                 site = sites.get(e.after_site_id or "")

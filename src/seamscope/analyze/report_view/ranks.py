@@ -255,7 +255,9 @@ def build_ranks(receipt: Receipt) -> RanksView:
             if c is None:
                 cells.append(RankCell(i, False, "", "", 0, 0, 0.0, mark, tip))
             else:
-                cells.append(RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip))
+                cells.append(
+                    RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip)
+                )
         divergent = e.rank in since or any(e.rank in d.ranks for d in divs)
         rows.append(RankRow(entry=e, divergent=divergent, cells=cells, ranks=[g.rank for g in group],
                             label=group_label(group), steady_median=steady_range(group)))

@@ -91,7 +91,9 @@ def memory_section(receipt: Receipt) -> OptionalSection:
     if not rows:
         return OptionalSection("memory", title, False)
     cols = ["from", "configuration", "phase", "family", "input", "RSS MiB", "CUDA peak MiB", "compiled variants"]
-    return OptionalSection("memory", title, True, [], [Table("after each first-seen input", cols, rows[:MAX_SECTION_ROWS])])
+    return OptionalSection(
+        "memory", title, True, [], [Table("after each first-seen input", cols, rows[:MAX_SECTION_ROWS])]
+    )
 
 
 def optional_section(key: str, title: str, value: Struct | None) -> OptionalSection:

@@ -32,7 +32,9 @@ def live_hint_table() -> HintTable:
         import torch._dynamo
         import torch._dynamo.graph_break_hints as gbh
     except ImportError as e:
-        raise AdapterProblem(f"no torch._dynamo.graph_break_hints ({e}): breaks carry the shipped table's classes") from e
+        raise AdapterProblem(
+            f"no torch._dynamo.graph_break_hints ({e}): breaks carry the shipped table's classes"
+        ) from e
     classes = {
         name: tuple(str(t) for t in val)
         for name, val in vars(gbh).items()

@@ -170,7 +170,9 @@ def code_change_of(d: Draft) -> str | None:
         return ("after the first start's compilations, artifacts = torch.compiler.save_cache_artifacts() and ship "
                 "artifacts[0]; in a new worker, torch.compiler.load_cache_artifacts(data) before the first call")
     if THREADS_ENV in d.env:
-        return f"{THREADS_ENV}={d.env[THREADS_ENV]} in the worker's environment (torch._inductor.config.compile_threads)"
+        return (
+            f"{THREADS_ENV}={d.env[THREADS_ENV]} in the worker's environment (torch._inductor.config.compile_threads)"
+        )
     return None
 
 
