@@ -148,6 +148,8 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
         if module or not is_workload_spec(target):
             raise UnusableInput(f"--pad {spec.pad}: padding applies to a workload target FILE.py:FUNC only")
         pad_policy(spec.pad)
+    if spec.patch:
+        _patch_sources(spec.patch, target, module, rem)
     if spec.stance is not None and spec.stance not in adapter.stance_names():
         raise UnusableInput(f"--stance {spec.stance!r}: expected one of {', '.join(adapter.stance_names())}")
     stem = os.path.splitext(os.path.basename(target))[0]
@@ -168,6 +170,45 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
             _check_importable("--disable", d, target)
             rem.module_disables.append((mod, qual))
     return plan
+
+
+def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Remedies) -> None:
+    """``--patch``: each diff read and applied to the files it names, in memory: the script's text
+    becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported).
+    A path is taken from the current folder, else from the script's folder."""
+    from .unified_diff import apply, parse
+
+    if ".py:" in target:
+        raise UnusableInput("--patch: a workload target FILE.py:FUNC cannot be patched; patch a script")
+    script = None if module else os.path.abspath(target)
+    texts: dict[str, str] = {}
+    for p in patches:
+        try:
+            with open(p, encoding="utf-8", newline="") as f:
+                diffs = parse(f.read())
+        except (OSError, UnicodeDecodeError) as e:
+            raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
+        for d in diffs:
+            roots = [os.getcwd()] + ([os.path.dirname(script)] if script else [])
+            path = next((c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))), None)
+            if path is None:
+                raise UnusableInput(f"--patch {p}: no file {d.path} (from the current folder or the script's)")
+            if path not in texts:
+                with open(path, encoding="utf-8", newline="") as f:
+                    texts[path] = f.read()
+            try:
+                texts[path] = apply(texts[path], d)
+            except UnusableInput as e:
+                raise UnusableInput(f"--patch {p}: {e}") from None
+    for path, text in texts.items():
+        try:
+            ast.parse(text, filename=path)
+        except SyntaxError as e:
+            raise UnusableInput(f"--patch: {path} does not parse once patched (line {e.lineno}: {e.msg})") from None
+        if path == script:
+            rem.source = text
+        else:
+            rem.module_sources[path] = text
 
 
 def _parse_script(target: str) -> ast.Module:

@@ -1,0 +1,316 @@
+"""Each remedy as a patch of the user's script (torch-free): the edit a user applies, made from the
+script's source with :mod:`ast` and written as a unified diff that ``git apply`` and ``patch -p1``
+apply from the project root (the current folder when the script is below it, else the script's
+folder). A trial of such a candidate runs ``seamscope run --patch FILE``, the patched source in
+memory, so its figures are those of the diff the user gets.
+
+What becomes what:
+
+- a Dynamo setting ``NAME=VALUE``: the script's own ``torch._dynamo.config.NAME = ...`` line edited,
+  else ``torch._dynamo.config.NAME = VALUE`` after the imports that precede the first statement
+  holding ``torch.compile``; ``NAME+=MODULE:QUALNAME``: ``....NAME.add(QUALNAME)`` there;
+- ``--compile-option NAME=VALUE``: the keyword set on every ``torch.compile(...)`` call of the
+  script (a bare ``@torch.compile`` gets its parentheses);
+- ``--mark-dynamic``: one ``torch.compiler.config.dynamic_sources = "..."`` line;
+- ``--stance``: ``torch.compiler.set_stance(...)``; ``--disable`` of a script function:
+  ``@torch.compiler.disable`` above its definition.
+
+A spec with anything else (a workload's padding, a function of another module, regional
+compilation, a backend given as ``MODULE:QUALNAME``), or a script whose ``torch.compile`` is
+reached otherwise than by a call or decorator the patch can edit, gets no patch: its trial runs
+the flags.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+
+from ..remedy_spec import (
+    SCRIPT_MODULES,
+    RemedySpec,
+    compile_override,
+    parse_assignment,
+    parse_target,
+    parse_value,
+)
+from ..unified_diff import make
+
+PATCH_DIR = "trials"
+
+
+@dataclass(frozen=True)
+class Patch:
+    diff: str
+    path: str
+    """The patched file, relative to the project root."""
+    review: str | None = None
+    """Why to read it before applying (a rewrite that changes what the code does beyond compiling)."""
+
+
+def project_root(script: str) -> str:
+    """Where the patch applies from: the current folder when the script is below it, else the
+    script's folder."""
+    here = os.path.abspath(os.getcwd())
+    path = os.path.abspath(script)
+    return here if path.startswith(here + os.sep) else os.path.dirname(path)
+
+
+def rel_path(script: str) -> str:
+    return os.path.relpath(os.path.abspath(script), project_root(script)).replace(os.sep, "/")
+
+
+class Source:
+    """A file's text and syntax tree, and edits at (line, column) positions in characters."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.tree = ast.parse(text)
+        self.edits: list[tuple[int, int, int, int, str]] = []
+
+    def col(self, line: int, byte_col: int) -> int:
+        """ast's columns count UTF-8 bytes; the text counts characters."""
+        raw = self.lines[line - 1] if line - 1 < len(self.lines) else ""
+        return len(raw.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+    def replace(self, node: ast.AST, text: str) -> None:
+        n: ast.expr = node  # type: ignore[assignment]
+        assert n.end_lineno is not None and n.end_col_offset is not None
+        self.edits.append((n.lineno, self.col(n.lineno, n.col_offset), n.end_lineno,
+                           self.col(n.end_lineno, n.end_col_offset), text))
+
+    def insert(self, line: int, col: int, text: str) -> None:
+        self.edits.append((line, col, line, col, text))
+
+    def insert_lines(self, before_line: int, text: str) -> None:
+        """Whole lines before line ``before_line`` (1-based; one past the end appends)."""
+        if before_line > len(self.lines) and self.lines and not self.lines[-1].endswith("\n"):
+            text = "\n" + text
+        self.edits.append((before_line, 0, before_line, 0, text))
+
+    def result(self) -> str:
+        lines = list(self.lines)
+        if not lines or lines[-1].endswith("\n"):
+            lines.append("")  # the position one past the last line
+        for sl, sc, el, ec, text in sorted(self.edits, key=lambda e: (e[0], e[1], e[2], e[3]), reverse=True):
+            head = lines[sl - 1][:sc]
+            tail = lines[el - 1][ec:]
+            lines[sl - 1:el] = [head + text + tail]
+        return "".join(lines)
+
+
+def _is_torch_compile(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
+            and node.value.id == "torch")
+
+
+def _contains_compile(node: ast.AST) -> bool:
+    return any(_is_torch_compile(n) for n in ast.walk(node))
+
+
+def _imports_torch(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Import) and any(
+        a.asname is None and a.name.split(".")[0] == "torch" or a.asname == "torch" and a.name == "torch"
+        for a in stmt.names)
+
+
+def _imports(stmt: ast.stmt, module: str) -> bool:
+    return isinstance(stmt, ast.Import) and any(a.asname is None and a.name == module for a in stmt.names)
+
+
+def insertion_line(src: Source) -> tuple[int, bool]:
+    """(the line before which settings go: after the last import that precedes the first statement
+    holding ``torch.compile``, whether ``torch`` is imported by then)."""
+    body = src.tree.body
+    first = next((i for i, s in enumerate(body) if _contains_compile(s)), len(body))
+    after = 0
+    torch_seen = False
+    for s in body[:first]:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            after = s.end_lineno or s.lineno
+            torch_seen = torch_seen or _imports_torch(s)
+        elif after == 0 and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) \
+                and isinstance(s.value.value, str):
+            after = s.end_lineno or s.lineno  # the module's docstring
+    return after + 1, torch_seen
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return None if inner is None else f"{inner}.{node.attr}"
+    return None
+
+
+def _own_assignment(src: Source, target: str) -> ast.Assign | None:
+    """The script's module-level ``TARGET = ...`` statement (the last one)."""
+    found = None
+    for s in src.tree.body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and _dotted(s.targets[0]) == target:
+            found = s
+    return found
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, str) and '"' not in value and "\\" not in value:
+        return f'"{value}"'
+    return repr(value)
+
+
+def _compile_edits(src: Source, opts: list[tuple[str, object]]) -> bool:
+    """Set the keywords on every ``torch.compile`` of the script; False where one cannot be edited."""
+    calls, decorators = [], []
+    parents: dict[int, ast.AST] = {}
+    for n in ast.walk(src.tree):
+        for child in ast.iter_child_nodes(n):
+            parents[id(child)] = n
+    for n in ast.walk(src.tree):
+        if not _is_torch_compile(n):
+            continue
+        parent = parents.get(id(n))
+        if isinstance(parent, ast.Call) and parent.func is n:
+            if any(k.arg is None for k in parent.keywords) or any(isinstance(a, ast.Starred) for a in parent.args):
+                return False  # **options: the keyword might be there already
+            calls.append(parent)
+        elif isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n in parent.decorator_list:
+            decorators.append(n)
+        else:
+            return False  # torch.compile passed around: no call to edit
+    if not calls and not decorators:
+        return False
+    for call in calls:
+        missing = []
+        for k, v in opts:
+            kw = next((x for x in call.keywords if x.arg == k), None)
+            if kw is not None:
+                src.replace(kw.value, _literal(v))
+            else:
+                missing.append(f"{k}={_literal(v)}")
+        if not missing:
+            continue
+        last = max([*call.args, *[k.value for k in call.keywords]],
+                   key=lambda x: (x.end_lineno or 0, x.end_col_offset or 0), default=None)
+        if last is not None:
+            assert last.end_lineno is not None and last.end_col_offset is not None
+            src.insert(last.end_lineno, src.col(last.end_lineno, last.end_col_offset), ", " + ", ".join(missing))
+        else:
+            assert call.func.end_lineno is not None and call.func.end_col_offset is not None
+            line = call.func.end_lineno
+            col = src.col(line, call.func.end_col_offset)
+            open_at = src.lines[line - 1].find("(", col)
+            if open_at < 0:
+                return False
+            src.insert(line, open_at + 1, ", ".join(missing))
+    for d in decorators:
+        assert d.end_lineno is not None and d.end_col_offset is not None
+        src.insert(d.end_lineno, src.col(d.end_lineno, d.end_col_offset),
+                   "(" + ", ".join(f"{k}={_literal(v)}" for k, v in opts) + ")")
+    return True
+
+
+def _find_def(tree: ast.Module, qual: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    body: list[ast.stmt] = tree.body
+    parts = qual.split(".")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        kinds: tuple[type, ...] = (ast.FunctionDef, ast.AsyncFunctionDef) if last else (ast.ClassDef,)
+        node = next((n for n in reversed(body) if isinstance(n, kinds) and getattr(n, "name", None) == part), None)
+        if node is None:
+            return None
+        if last:
+            return node  # type: ignore[return-value]
+        body = node.body  # type: ignore[attr-defined]
+    return None
+
+
+def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
+    """The patch of the script that does what ``spec``'s flags do; None where it cannot be one."""
+    if ".py:" in script or spec.pad is not None or spec.regional or spec.seed is not None or spec.is_empty():
+        return None
+    try:
+        with open(script, encoding="utf-8") as f:
+            text = f.read()
+        src = Source(text)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    where, torch_seen = insertion_line(src)
+    lines: list[str] = []
+    stem = os.path.splitext(os.path.basename(script))[0]
+    for item in spec.dynamo_config:
+        name, op, raw = parse_assignment("--dynamo-config", item)
+        if op == "+=":
+            mod, qual = parse_target("--dynamo-config", raw)
+            if mod in (*SCRIPT_MODULES, stem):
+                return None
+            if mod != "builtins" and not any(_imports(s, mod) for s in src.tree.body):
+                lines.append(f"import {mod}")
+            ref = qual if mod == "builtins" else f"{mod}.{qual}"
+            lines.append(f"torch._dynamo.config.{name}.add({ref})")
+            continue
+        try:
+            value: object = parse_value(raw)
+        except (ValueError, SyntaxError):
+            value = raw
+        own = _own_assignment(src, f"torch._dynamo.config.{name}")
+        if own is not None:
+            src.replace(own.value, _literal(value))
+        else:
+            lines.append(f"torch._dynamo.config.{name} = {_literal(value)}")
+    if spec.mark_dynamic:
+        lines.append(f"torch.compiler.config.dynamic_sources = {_literal(','.join(spec.mark_dynamic))}")
+    if spec.stance is not None:
+        lines.append(f"torch.compiler.set_stance({_literal(spec.stance)})")
+    if spec.compile_option:
+        opts = [compile_override(o) for o in spec.compile_option]
+        if any(k == "backend" and isinstance(v, str) and ":" in v for k, v in opts):
+            return None
+        if not _compile_edits(src, opts):
+            return None
+    for d in spec.disable:
+        mod, qual = parse_target("--disable", d)
+        node = _find_def(src.tree, qual) if mod in (*SCRIPT_MODULES, stem) else None
+        if node is None:
+            return None
+        first = min([node.lineno, *(x.lineno for x in node.decorator_list)])
+        indent = src.lines[first - 1][: src.col(first, node.col_offset)]
+        src.insert_lines(first, f"{indent}@torch.compiler.disable\n")
+    if not torch_seen and (lines or spec.disable):
+        lines.insert(0, "import torch")
+    if lines:
+        src.insert_lines(where, "".join(ln + "\n" for ln in lines))
+    new = src.result()
+    try:
+        ast.parse(new)
+    except SyntaxError:
+        return None
+    rel = rel_path(script)
+    diff = make(text, new, rel)
+    return Patch(diff=diff, path=rel) if diff else None
+
+
+def write_patch(out: str, name: str, patch: Patch) -> str:
+    """``OUT/trials/NAME.patch``; returns its path."""
+    path = os.path.join(out, PATCH_DIR, f"{name}.patch")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(patch.diff)
+    return path
+
+
+def first_hunk(diff: str) -> str:
+    """The file header and the first hunk of a diff (what the terminal prints)."""
+    out: list[str] = []
+    hunks = 0
+    for line in diff.splitlines():
+        if line.startswith("diff --git"):
+            continue
+        if line.startswith("@@"):
+            hunks += 1
+            if hunks > 1:
+                break
+        out.append(line)
+    return "\n".join(out)
