@@ -275,7 +275,9 @@ def test_try_shape_churn_and_limit_fallback(tmp_path):
         rec = next(m for m in by[name]["metrics"] if m["name"] == "recompiles")
         assert rec["median"] == 0 and by[name]["outputs"]["status"] == "equal"
         assert by[name]["runs"][0]["compile_ns"] > 0
-    assert by["mark-dynamic-l-x-0"]["command"].count("\"L['x']:0\"") == 1
+    mark = by["mark-dynamic-l-x-0"]  # measured as its patch: one dynamic_sources line
+    assert "--patch " in mark["command"] and "torch.compiler.config.dynamic_sources = \"L['x']:0\"" in mark["diff"]
+    assert (tmp_path / mark["patch"]).read_text() == mark["diff"]
     assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 5
     limit = cli(["try", "--quiet", "--repeat", "1", "--out", "b", "--only", "mark-dynamic",
                  os.path.join(W, "limit_fallback.py")], tmp_path)

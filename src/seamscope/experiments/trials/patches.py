@@ -24,8 +24,10 @@ the flags.
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..remedy_spec import (
     SCRIPT_MODULES,
@@ -244,7 +246,7 @@ def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
         name, op, raw = parse_assignment("--dynamo-config", item)
         if op == "+=":
             mod, qual = parse_target("--dynamo-config", raw)
-            if mod in (*SCRIPT_MODULES, stem):
+            if mod in (*SCRIPT_MODULES, stem) or mod == "builtins" and not hasattr(builtins, qual):
                 return None
             if mod != "builtins" and not any(_imports(s, mod) for s in src.tree.body):
                 lines.append(f"import {mod}")
@@ -301,16 +303,16 @@ def write_patch(out: str, name: str, patch: Patch) -> str:
     return path
 
 
-def first_hunk(diff: str) -> str:
-    """The file header and the first hunk of a diff (what the terminal prints)."""
-    out: list[str] = []
-    hunks = 0
-    for line in diff.splitlines():
-        if line.startswith("diff --git"):
+def attach(drafts: list[Any], out: str, script: str) -> None:
+    """Give each catalogue draft that can be a patch of the script its patch, written to
+    ``OUT/trials/NAME.patch``: its runs apply it instead of its flags. A user's ``--candidate``
+    and a process-start candidate (a warm cache, compile threads) keep their flags; a code-change
+    draft comes with its diff."""
+    for d in drafts:
+        if d.origin == "user" or d.start or d.env or d.patch:
             continue
-        if line.startswith("@@"):
-            hunks += 1
-            if hunks > 1:
-                break
-        out.append(line)
-    return "\n".join(out)
+        p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff else spec_patch(d.spec, script)
+        if p is None:
+            continue
+        d.patch = write_patch(out, d.name, p)
+        d.diff, d.review = p.diff, p.review

@@ -1,0 +1,144 @@
+"""Every recommendation as a patch, measured as applied (real torch, backend "eager").
+
+A flag candidate's patch, run with ``--patch``, compiles as the flags do (in-process runs,
+counted against PyTorch's own counters); ``try`` on two small scripts whose fix is a code change
+(a print and a logger call in the compiled function; an optional mask passed on odd calls) writes
+patches that ``git apply`` takes, and a copy with the patch applied runs with the candidate's counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from fakes import seamscope_forked, seamscope_here
+
+pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+W = os.path.join(HERE, "workloads", "patches")
+T = os.path.join(HERE, "workloads", "trials")
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _metric(c, name):
+    return next(m for m in c["metrics"] if m["name"] == name)["median"]
+
+
+def _run(script, words, out):
+    from seamscope.capture import adapter
+    from seamscope.capture.runner import run_target
+    from seamscope.experiments.remedy_plan import prepare
+    from seamscope.experiments.remedy_spec import spec_from_words
+
+    import torch
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    result = run_target(str(script), [], out=str(out), setup=prepare(spec_from_words(words), str(script)))
+    assert result.exit_code == 0, result.message
+    r = load(os.path.join(out, "receipt.json"))["summary"]
+    return (r["compile_count"], r["recompile_count"], r["break_site_count"],
+            adapter.dynamo_counters()["stats"]["unique_graphs"])
+
+
+@pytest.mark.parametrize("script,words", [
+    ("shape_churn.py", ["--compile-option", "dynamic=true"]),  # the call edited
+    ("shape_churn.py", ["--mark-dynamic", "L['x']:0"]),  # one dynamic_sources line
+    ("item_break.py", ["--dynamo-config", "capture_scalar_outputs=True"]),  # a settings line
+    ("disable_script.py", ["--disable", "__main__:noisy"]),  # a decorator on the script's function
+])
+def test_a_flag_candidates_patch_compiles_as_its_flags_do(tmp_path, monkeypatch, script, words, dynamo_reset):
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.trials.patches import spec_patch, write_patch
+
+    shutil.copy(os.path.join(T, script), tmp_path / script)
+    monkeypatch.chdir(tmp_path)
+    patch = spec_patch(spec_from_words(words), script)
+    assert patch is not None and patch.path == script
+    path = write_patch(str(tmp_path), "p", patch)
+    base = _run(script, [], tmp_path / "b")
+    flags = _run(script, words, tmp_path / "f")
+    patched = _run(script, ["--patch", path], tmp_path / "p")
+    assert patched == flags != base  # (compilations, recompiles, break sites, PyTorch's unique graphs)
+    with open(script) as f:
+        assert "torch" in f.read() and not (tmp_path / "p.patch").exists()  # the script itself untouched
+
+
+def _trial(d, script, *words):
+    shutil.copy(os.path.join(W, script), d / script)
+    p = seamscope_here(["try", "--quiet", "--out", "o", "--write-patch", "rec.patch", *words, script], d)
+    assert p.returncode == 0, p.stderr
+    return d, load(d / "o" / "trials.json"), p
+
+
+@pytest.fixture(scope="module")
+def logging_trial(tmp_path_factory, fresh_server):
+    return _trial(tmp_path_factory.mktemp("logging"), "logging_break.py", "--repeat", "1", "--only", "guard-logging")
+
+
+@pytest.fixture(scope="module")
+def mask_trial(tmp_path_factory, fresh_server):
+    return _trial(tmp_path_factory.mktemp("mask"), "optional_mask.py", "--repeat", "2", "--only", "always-pass")
+
+
+@pytest.mark.timeout(1200)
+def test_logging_in_a_compiled_frame_is_guarded_and_its_breaks_are_gone(logging_trial):
+    d, t, _ = logging_trial
+    (c,) = t["candidates"]
+    assert c["name"] == "guard-logging" and c["flags"] == [] and c["review"]
+    assert _metric(t["baseline"], "breaks") == 2 and _metric(c, "breaks") == 0
+    assert c["outputs"]["status"] == "equal"
+    assert f"--patch {c['patch']}" in c["command"]  # its runs applied the diff
+    assert c["diff"].count("+    if not torch.compiler.is_compiling():") == 2
+    assert (d / c["patch"]).read_text() == c["diff"]
+
+
+@pytest.mark.timeout(1200)
+def test_an_optional_mask_always_passed_is_recommended_with_fewer_recompiles(mask_trial):
+    from test_trials_torch import noisy_machine
+
+    d, t, p = mask_trial
+    (c,) = t["candidates"]
+    assert c["name"] == "always-pass-mask" and "torch.zeros_like(x) if mask is None else mask" in c["diff"]
+    assert _metric(t["baseline"], "recompiles") == 1 and _metric(c, "recompiles") == 0
+    assert c["outputs"]["status"] == "equal"
+    if not noisy_machine(c):
+        assert t["chosen"] == "always-pass-mask"
+        assert next(m for m in c["metrics"] if m["name"] == "total")["ratio_median"] < 1
+    if t["chosen"] == c["name"]:
+        assert (d / "rec.patch").read_text() == c["diff"]
+        assert f"patch: {c['patch']}" in p.stdout and "+def f(x, mask=None):" in p.stdout  # its first hunk
+        md = (d / "o" / "trials.md").read_text()
+        assert "```diff\n" + c["diff"].rstrip("\n") + "\n```" in md
+    html = (d / "o" / "trials.html").read_text()
+    assert "&quot;" not in c["diff"] and "if mask is None else mask" in html
+
+
+@pytest.mark.timeout(1200)
+def test_each_written_patch_applies_and_the_patched_copy_runs_as_measured(logging_trial, mask_trial, tmp_path,
+                                                                          fresh_server):
+    for d, t, _ in (logging_trial, mask_trial):
+        for c in t["candidates"]:
+            copy = tmp_path / c["name"]
+            copy.mkdir()
+            script = os.path.basename(t["script"])
+            shutil.copy(d / script, copy / script)
+            subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+            subprocess.run(["git", "apply", "--check", str(d / c["patch"])], cwd=copy, check=True)
+            subprocess.run(["git", "apply", str(d / c["patch"])], cwd=copy, check=True)
+            r = seamscope_forked(fresh_server, ["run", "--quiet", "--no-html", "--out", "r", "--seed", "0", script],
+                                 copy)
+            assert r.returncode == 0, r.stderr
+            got = load(copy / "r" / "receipt.json")["summary"]
+            run = c["runs"][0]
+            assert (got["call_count"], got["break_site_count"], got["recompile_count"], got["fallback_count"]) == (
+                run["calls"], run["breaks"], run["recompiles"], run["fallbacks"])
