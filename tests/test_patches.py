@@ -1,0 +1,111 @@
+"""Patches of the user's script, torch-free: every written patch round-trips through ``git apply``
+(and ``patch -p1``), the patched file parses, and ``run --patch``'s own applier gives the same text."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seamscope.errors import UnusableInput
+from seamscope.experiments.remedy_spec import spec_from_words
+from seamscope.experiments.trials.patches import spec_patch
+from seamscope.experiments.unified_diff import apply, make, parse
+
+GIT = shutil.which("git")
+PATCH = shutil.which("patch")
+
+COMPILES = [
+    'f = torch.compile(step, backend="eager")\n',
+    "f = torch.compile(step)\n",
+    "f = torch.compile(\n    step,\n    backend='eager',\n    dynamic=False,\n)\n",
+    'f = torch.compile(step, mode="default")  # é, a comment\n',
+]
+SPECS = [
+    ["--compile-option", "dynamic=true"],
+    ["--compile-option", "dynamic=true", "--compile-option", "fullgraph=true"],
+    ["--dynamo-config", "recompile_limit=64"],
+    ["--dynamo-config", "capture_scalar_outputs=True", "--mark-dynamic", "L['x']:0"],
+    ["--dynamo-config", "reorderable_logging_functions+=builtins:print"],
+    ["--stance", "eager_then_compile"],
+    ["--disable", "__main__:helper"],
+    ["--mark-dynamic", "L['x']:0", "--mark-dynamic", "L['args'][0]:1"],
+]
+
+
+@st.composite
+def scripts(draw):
+    parts = []
+    if draw(st.booleans()):
+        parts.append('"""A script."""\n')
+    if draw(st.booleans()):
+        parts.append("import os\n")
+    parts.append("import torch\n" if draw(st.booleans()) else "import torch.nn as nn\nimport torch\n")
+    if draw(st.booleans()):
+        parts.append("\ntorch._dynamo.config.recompile_limit = 4\n")
+    parts.append("\n\ndef helper(x):\n    return x * 2\n")
+    if draw(st.booleans()):
+        parts.append("\n\n@torch.compile\ndef other(x):\n    return x + 1\n")
+    parts.append("\n\ndef step(x):\n    return helper(x).sum()\n\n\n")
+    parts.append(draw(st.sampled_from(COMPILES)))
+    parts.append("f(torch.ones(3))")
+    return "".join(parts) + ("\n" if draw(st.booleans()) else "")
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=scripts(), words=st.sampled_from(SPECS))
+def test_every_written_patch_round_trips(tmp_path_factory, text, words):
+    d = tmp_path_factory.mktemp("repo")
+    script = d / "script.py"
+    script.write_text(text, encoding="utf-8")
+    here = os.getcwd()
+    os.chdir(d)
+    try:
+        patch = spec_patch(spec_from_words(words), "script.py")
+    finally:
+        os.chdir(here)
+    assert patch is not None and patch.path == "script.py"
+    (d / "p.patch").write_text(patch.diff, encoding="utf-8")
+    mine = apply(text, parse(patch.diff)[0])
+    ast.parse(mine)
+    subprocess.run(["git", "init", "-q"], cwd=d, check=True)
+    subprocess.run(["git", "apply", "--check", "p.patch"], cwd=d, check=True)
+    subprocess.run(["git", "apply", "p.patch"], cwd=d, check=True)
+    assert script.read_text(encoding="utf-8") == mine
+    if PATCH is not None:
+        script.write_text(text, encoding="utf-8")
+        subprocess.run(["patch", "-p1", "-s", "-i", "p.patch"], cwd=d, check=True)
+        assert script.read_text(encoding="utf-8") == mine
+
+
+@given(old=st.lists(st.sampled_from(["a\n", "b\n", "\n", "c = 1\n", "é\n"]), max_size=12),
+       new=st.lists(st.sampled_from(["a\n", "b\n", "\n", "d = 2\n"]), max_size=12),
+       tail=st.sampled_from(["", "end", "end\n"]))
+def test_make_then_apply_gives_the_new_text(old, new, tail):
+    a, b = "".join(old) + tail, "".join(new) + ("x" if tail == "end" else tail)
+    diff = make(a, b, "f.py")
+    assert apply(a, parse(diff)[0]) == b if diff else a == b
+
+
+def test_a_patch_that_does_not_match_the_file_is_refused_with_its_line():
+    diff = make("a\nb\nc\n", "a\nB\nc\n", "f.py")
+    with pytest.raises(UnusableInput, match="does not apply at line 1"):
+        apply("x\nb\nc\n", parse(diff)[0])
+    with pytest.raises(UnusableInput, match="holds no file"):
+        parse("not a diff\n")
+
+
+def test_what_cannot_be_a_patch_gets_none(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.py").write_text("import torch\nopts = {}\nf = torch.compile(abs, **opts)\n")
+    assert spec_patch(spec_from_words(["--compile-option", "dynamic=true"]), "s.py") is None  # **options
+    assert spec_patch(spec_from_words(["--regional", "Block"]), "s.py") is None
+    assert spec_patch(spec_from_words(["--disable", "helpers:noisy"]), "s.py") is None  # another module
+    (tmp_path / "t.py").write_text("import torch\nc = torch.compile\nf = c(abs)\n")
+    assert spec_patch(spec_from_words(["--compile-option", "dynamic=true"]), "t.py") is None  # passed around
