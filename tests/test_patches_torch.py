@@ -34,12 +34,12 @@ def _metric(c, name):
 
 
 def _run(script, words, out):
+    import torch
+
     from seamscope.capture import adapter
     from seamscope.capture.runner import run_target
     from seamscope.experiments.remedy_plan import prepare
     from seamscope.experiments.remedy_spec import spec_from_words
-
-    import torch
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
@@ -142,3 +142,34 @@ def test_each_written_patch_applies_and_the_patched_copy_runs_as_measured(loggin
             run = c["runs"][0]
             assert (got["call_count"], got["break_site_count"], got["recompile_count"], got["fallback_count"]) == (
                 run["calls"], run["breaks"], run["recompiles"], run["fallbacks"])
+
+
+def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_does(tmp_path, monkeypatch,
+                                                                                     dynamo_reset):
+    """The patch loops over the instances at the path the baseline's finding saw; the patched
+    script makes the flag's compilations: one graph serving the four blocks."""
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.trials.patches import regional_patch
+    from seamscope.experiments.unified_diff import apply, parse
+    from seamscope.ingest.receipt import load_receipt
+
+    shutil.copy(os.path.join(W, "blocks.py"), tmp_path / "blocks.py")
+    monkeypatch.chdir(tmp_path)
+    base = _run("blocks.py", [], tmp_path / "b")
+    flags = _run("blocks.py", ["--regional", "Block"], tmp_path / "f")
+    receipt = load_receipt(str(tmp_path / "b" / "receipt.json"))
+    patch = regional_patch(spec_from_words(["--regional", "Block"]), "blocks.py", receipt)
+    assert patch is not None and "+for block in model.layers:" in patch.diff
+    assert "+    block.compile(backend=\"eager\")" in patch.diff and "+compiled = model" in patch.diff
+    (tmp_path / "copy").mkdir()
+    text = apply((tmp_path / "blocks.py").read_text(), parse(patch.diff)[0])
+    (tmp_path / "copy" / "blocks.py").write_text(text)
+    patched = _run(str(tmp_path / "copy" / "blocks.py"), [], tmp_path / "p")
+    assert patched == flags  # (compilations, recompiles, break sites, PyTorch's unique graphs)
+
+    def repeated(out):
+        return [f for f in load(out / "receipt.json")["findings"]["compile_time"]["findings"]
+                if f["kind"] == "repeated_block"]
+
+    assert repeated(tmp_path / "b") and not repeated(tmp_path / "p") and not repeated(tmp_path / "f")
+    assert base[0] == 1

@@ -184,7 +184,8 @@ class Candidate(Struct, frozen=True, kw_only=True):
     """Compile time saved per process start, steady time per call (paired), and the process
     lifetime (steady calls, restarts for a cache) at which it pays off."""
     patch: str | None = None
-    """Its patch file (``OUT/trials/NAME.patch``, from where ``try`` ran): what its runs applied."""
+    """Its patch file (``OUT/trials/NAME.patch``, from where ``try`` ran): what its runs applied
+    (a regional candidate's runs: its flag, which compiles the same blocks)."""
     diff: str | None = None
     """The patch's text (a unified diff from the project root)."""
     review: str | None = None

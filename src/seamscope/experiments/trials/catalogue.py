@@ -45,10 +45,12 @@ class Draft:
     """The code change in words, where no flag says it (a code-change candidate)."""
     review: str | None = None
     """Why its patch is to be read before it is applied."""
+    applied: bool = True
+    """Whether its runs apply the patch (a regional draft's runs keep its flag)."""
 
     def run_flags(self) -> list[str]:
         """What its runs get: the patch where it has one (measured as applied), else its flags."""
-        return ["--patch", self.patch] if self.patch else self.spec.flags()
+        return ["--patch", self.patch] if self.patch and self.applied else self.spec.flags()
 
 
 _GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")

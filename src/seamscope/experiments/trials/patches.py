@@ -15,10 +15,16 @@ What becomes what:
 - ``--stance``: ``torch.compiler.set_stance(...)``; ``--disable`` of a script function:
   ``@torch.compiler.disable`` above its definition.
 
-A spec with anything else (a workload's padding, a function of another module, regional
-compilation, a backend given as ``MODULE:QUALNAME``), or a script whose ``torch.compile`` is
-reached otherwise than by a call or decorator the patch can edit, gets no patch: its trial runs
-the flags.
+Regional compilation (``--regional CLASS``) becomes a loop over the block instances, at the
+attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` → ``for block in
+model.layers: block.compile(...)``), the compiled name then bound to the model itself. Its trial
+still runs the flag: ``--regional`` makes the same compilations (``Module.compile`` on each
+instance) and keeps counting the model's calls, which the patched script no longer hands to
+``torch.compile``.
+
+A spec with anything else (a workload's padding, a function of another module, a backend given as
+``MODULE:QUALNAME``), or a script whose ``torch.compile`` is reached otherwise than by a call or
+decorator the patch can edit, gets no patch: its trial runs the flags.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 from ..remedy_spec import (
     SCRIPT_MODULES,
     RemedySpec,
+    code_change,
     compile_override,
     parse_assignment,
     parse_target,
@@ -294,6 +301,54 @@ def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
     return Patch(diff=diff, path=rel) if diff else None
 
 
+def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
+    """The loop over the block instances that ``--regional CLASS`` compiles, in place of the
+    script's one ``NAME = torch.compile(MODEL, ...)``; None when the path or the call is not that plain."""
+    import re
+
+    if len(spec.regional) != 1 or spec.flags() != ["--regional", spec.regional[0]] or receipt is None \
+            or receipt.findings is None or receipt.findings.compile_time is None:
+        return None
+    block = next((ct.block for ct in receipt.findings.compile_time.findings
+                  if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == spec.regional[0]), None)
+    m = re.fullmatch(r"L\['self'\]((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
+    if m is None:
+        return None
+    try:
+        with open(script, encoding="utf-8") as f:
+            text = f.read()
+        src = Source(text)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    compiles = [n for n in ast.walk(src.tree) if _is_torch_compile(n)]
+    assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                   and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
+                   and _is_torch_compile(n.value.func) and len(n.value.args) == 1
+                   and _dotted(n.value.args[0]) is not None), None)
+    if assign is None or len(compiles) != 1 or any(k.arg is None for k in assign.value.keywords):  # type: ignore[attr-defined]
+        return None
+    call = assign.value
+    assert isinstance(call, ast.Call)
+    model = _dotted(call.args[0])
+    first, last = assign.lineno, assign.end_lineno or assign.lineno
+    indent = src.lines[first - 1][: src.col(first, assign.col_offset)]
+    after = src.lines[last - 1][src.col(last, assign.end_col_offset or 0):].strip()
+    if indent.strip() or (after and not after.startswith("#")):
+        return None
+    kwargs = ", ".join(ast.get_source_segment(text, k) or "" for k in call.keywords)
+    name = assign.targets[0].id  # type: ignore[attr-defined]
+    loop = (f"{indent}for block in {model}{m.group(1)}:  # each {block.cls if block else 'block'} compiled once, "
+            f"one compilation serving them all\n{indent}    block.compile({kwargs})\n{indent}{name} = {model}\n")
+    src.edits.append((first, 0, last + 1, 0, loop))
+    new = src.result()
+    try:
+        ast.parse(new)
+    except SyntaxError:
+        return None
+    diff = make(text, new, rel_path(script))
+    return Patch(diff=diff, path=rel_path(script)) if diff else None
+
+
 def write_patch(out: str, name: str, patch: Patch) -> str:
     """``OUT/trials/NAME.patch``; returns its path."""
     path = os.path.join(out, PATCH_DIR, f"{name}.patch")
@@ -303,13 +358,21 @@ def write_patch(out: str, name: str, patch: Patch) -> str:
     return path
 
 
-def attach(drafts: list[Any], out: str, script: str) -> None:
+def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> None:
     """Give each catalogue draft that can be a patch of the script its patch, written to
-    ``OUT/trials/NAME.patch``: its runs apply it instead of its flags. A user's ``--candidate``
-    and a process-start candidate (a warm cache, compile threads) keep their flags; a code-change
-    draft comes with its diff."""
+    ``OUT/trials/NAME.patch``: its runs apply it instead of its flags (a regional draft's runs keep
+    its flag, see above). A user's ``--candidate`` and a process-start candidate (a warm cache,
+    compile threads) keep their flags; a code-change draft comes with its diff."""
     for d in drafts:
         if d.origin == "user" or d.start or d.env or d.patch:
+            continue
+        if d.spec.regional:
+            p = regional_patch(d.spec, script, receipt)
+            if p is not None:
+                d.diff, d.applied = p.diff, False
+                d.patch = write_patch(out, d.name, p)
+                d.change = (f"{code_change(d.spec)}: the patch loops over the instances; measured with "
+                            "--regional, which makes the same compilations and still counts the model's calls")
             continue
         p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff else spec_patch(d.spec, script)
         if p is None:
