@@ -258,7 +258,9 @@ def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path, monkeypatch,
         v = cli_here(["verify", path], tmp_path, monkeypatch, capsys)
         assert v.returncode == 0, v.stdout + v.stderr
     md = (tmp_path / "o" / "trials.md").read_text()
-    assert "seamscope run --out" in md and "--dynamo-config capture_scalar_outputs=True" in md
+    # measured as its patch (a settings line after the imports): the reproducing command applies it
+    assert "seamscope run --out" in md and "--patch o/trials/capture-scalar-outputs.patch" in md
+    assert "+torch._dynamo.config.capture_scalar_outputs = True" in cso["diff"]
 
 
 @pytest.mark.timeout(1800)
