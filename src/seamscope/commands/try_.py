@@ -110,6 +110,9 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
     if progress is not None and sys.stderr.isatty():
         sys.stderr.write("\n")
     paths = write_trials(trials, out, markdown)
+    from ..render.trials_table import TrialsTerminalRenderer
+
+    TrialsTerminalRenderer().print(trials)
     if write_patch is not None:
         chosen = next((c for c in trials.candidates if c.name == trials.chosen), None)
         if chosen is not None and chosen.diff:
@@ -118,10 +121,8 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
             paths.append(write_atomic(write_patch, chosen.diff))
         else:
             why = "no candidate was recommended" if chosen is None else f"{chosen.name} is no edit of the script"
-            click.echo(f"seamscope: --write-patch: {why}; nothing written to {shown(write_patch, None)}", err=True)
-    from ..render.trials_table import TrialsTerminalRenderer
-
-    TrialsTerminalRenderer().print(trials)
+            click.echo(f"seamscope: --write-patch: {why}; nothing written to {shown(write_patch, None)} "
+                       f"(each candidate's patch is in {shown(os.path.join(out, 'trials'), None)})", err=True)
     click.echo(f"seamscope: wrote {', '.join(shown(p, None) for p in paths)}", err=True)
     return 130 if trials.interrupted else 0
 
