@@ -90,6 +90,21 @@ def mask_trial(tmp_path_factory, fresh_server):
     return _trial(tmp_path_factory.mktemp("mask"), "optional_mask.py", "--repeat", "2", "--only", "always-pass")
 
 
+@pytest.fixture(scope="module")
+def where_trial(tmp_path_factory, fresh_server):
+    return _trial(tmp_path_factory.mktemp("where"), "item_branch.py", "--repeat", "1", "--only", "tensor-where")
+
+
+@pytest.mark.timeout(1200)
+def test_an_if_on_a_tensors_value_becomes_torch_where_and_its_break_is_gone(where_trial):
+    d, t, _ = where_trial
+    (c,) = t["candidates"]
+    assert c["name"] == "tensor-where" and c["review"]
+    assert "+    z = torch.where(y.sum() > 0, y * 2, y - 1)" in c["diff"]
+    assert _metric(t["baseline"], "breaks") == 1 and _metric(c, "breaks") == 0
+    assert _metric(c, "recompiles") == 0 and c["outputs"]["status"] == "equal"
+
+
 @pytest.mark.timeout(1200)
 def test_logging_in_a_compiled_frame_is_guarded_and_its_breaks_are_gone(logging_trial):
     d, t, _ = logging_trial
@@ -124,9 +139,9 @@ def test_an_optional_mask_always_passed_is_recommended_with_fewer_recompiles(mas
 
 
 @pytest.mark.timeout(1200)
-def test_each_written_patch_applies_and_the_patched_copy_runs_as_measured(logging_trial, mask_trial, tmp_path,
-                                                                          fresh_server):
-    for d, t, _ in (logging_trial, mask_trial):
+def test_each_written_patch_applies_and_the_patched_copy_runs_as_measured(logging_trial, mask_trial, where_trial,
+                                                                          tmp_path, fresh_server):
+    for d, t, _ in (logging_trial, mask_trial, where_trial):
         for c in t["candidates"]:
             copy = tmp_path / c["name"]
             copy.mkdir()

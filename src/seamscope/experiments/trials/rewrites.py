@@ -14,6 +14,11 @@ every other candidate, its runs applying the diff (``--patch``).
   ones for one multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
   first argument. One graph then serves every call. The neutral value's shape is a guess the
   output check tests, so this patch too is marked "review before applying".
+- ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
+  condition) that broke the graph, whose two branches each assign one name, becomes
+  ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
+  are then computed and picked element by element: "review before applying" (a branch with side
+  effects, or an expensive one, is not for ``torch.where``).
 """
 
 from __future__ import annotations
@@ -103,6 +108,18 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
             change=f"guard the print/logging call(s) at {where} with `if not torch.compiler.is_compiling():` "
                    "(review before applying: they no longer run in compiled calls)",
             review="the guarded calls no longer run in compiled calls (only where the code runs eagerly)"))
+    got_where = tensor_where(receipt, script, text)
+    if got_where is not None:
+        new, at = got_where
+        where = ", ".join(f"{os.path.basename(script)}:{n}" for n in at)
+        sites = [s.site_id for s in receipt.ledger.break_sites if _own(s.file, script) and s.line in at]
+        out.append(Draft(
+            name="tensor-where", spec=RemedySpec(), origin="code change",
+            targets=f"{len(at)} Python branch(es) on a tensor's value in compiled code ({where})",
+            cost_ns=sum(cost.get(i, 0) for i in sites), diff=make(text, new, rel_path(script)),
+            change=f"turn the if on a tensor's value at {where} into torch.where (review before applying: "
+                   "both branches are computed)",
+            review="both branches are computed and picked element by element: check they have no side effects"))
     for name, alias, new in always_pass(receipt, script, text):
         cause = next((f for f in (receipt.findings.findings if receipt.findings else []) if f.churn is not None
                       and any(name in g for g in f.churn.guards)), None)
@@ -184,3 +201,59 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
 def _is_compile(node: ast.AST) -> bool:
     return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
             and node.value.id == "torch")
+
+
+class _Untensor(ast.NodeTransformer):
+    """``t.item()`` → ``t``, ``bool(t)`` → ``t``: the condition kept a tensor."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args and not node.keywords:
+            self.changed = True
+            return node.func.value
+        if isinstance(node.func, ast.Name) and node.func.id == "bool" and len(node.args) == 1 and not node.keywords:
+            self.changed = True
+            return node.args[0]
+        return node
+
+
+def _one_assign(body: list[ast.stmt]) -> ast.Assign | None:
+    if len(body) == 1 and isinstance(body[0], ast.Assign) and len(body[0].targets) == 1 \
+            and isinstance(body[0].targets[0], ast.Name):
+        return body[0]
+    return None
+
+
+def tensor_where(receipt: Receipt, script: str, text: str) -> tuple[str, list[int]] | None:
+    """The script's text with each plain ``if``/``else`` on a tensor's value that broke the graph as
+    ``torch.where``, and their lines."""
+    src = Source(text)
+    lines = {s.line for s in receipt.ledger.break_sites if _own(s.file, script)}
+    done = []
+    for n in ast.walk(src.tree):
+        if not isinstance(n, ast.If) or n.lineno not in lines:
+            continue
+        a, b = _one_assign(n.body), _one_assign(n.orelse)
+        if a is None or b is None or a.targets[0].id != b.targets[0].id:  # type: ignore[attr-defined]
+            continue
+        cond = _Untensor()
+        test = cond.visit(ast.parse(ast.unparse(n.test), mode="eval").body)
+        first, last = n.lineno, n.end_lineno or n.lineno
+        indent = src.lines[first - 1][: src.col(first, n.col_offset)]
+        after = src.lines[last - 1][src.col(last, n.end_col_offset or 0):].strip()
+        if indent.strip() or (after and not after.startswith("#")) or _multiline_string(n):
+            continue
+        name = a.targets[0].id  # type: ignore[attr-defined]
+        line = (f"{indent}{name} = torch.where({ast.unparse(test)}, {ast.unparse(a.value)}, "
+                f"{ast.unparse(b.value)})\n")
+        src.edits.append((first, 0, last + 1, 0, line))
+        done.append(first)
+    if not done:
+        return None
+    where, torch_seen = insertion_line(src)
+    if not torch_seen:
+        src.insert_lines(where, "import torch\n")
+    return src.result(), sorted(done)
