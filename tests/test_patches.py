@@ -109,3 +109,26 @@ def test_what_cannot_be_a_patch_gets_none(tmp_path, monkeypatch):
     assert spec_patch(spec_from_words(["--disable", "helpers:noisy"]), "s.py") is None  # another module
     (tmp_path / "t.py").write_text("import torch\nc = torch.compile\nf = c(abs)\n")
     assert spec_patch(spec_from_words(["--compile-option", "dynamic=true"]), "t.py") is None  # passed around
+
+
+def test_a_patch_is_shown_as_text_in_every_table():
+    """The diff is the user's code: inert on the terminal, escaped in HTML, fenced past its own
+    backticks in Markdown."""
+    import msgspec
+    from test_safety_tables import HOSTILE, assert_inert, hostile_trials, printed
+
+    from seamscope.render.trials_table import TrialsHtmlRenderer, TrialsMarkdownRenderer, TrialsTerminalRenderer
+
+    t = hostile_trials()
+    diff = f"--- a/s.py\n+++ b/s.py\n@@ -1 +1 @@\n-a{HOSTILE}\n+b = '</pre><script>x</script>'  # ```\n"
+    cand = msgspec.structs.replace(t.candidates[0], patch="o/trials/p.patch", diff=diff, review="r" + HOSTILE)
+    t = msgspec.structs.replace(t, candidates=[cand])
+    out = printed(lambda c: TrialsTerminalRenderer(c).print(t))
+    assert_inert(out)
+    assert "patch: o/trials/p.patch (from the project root: git apply o/trials/p.patch)" in out
+    assert "+b = '</pre><script>x</script>'" in out and "review before applying: r" in out
+    md = TrialsMarkdownRenderer().render(t)
+    assert_inert(md)
+    assert "````diff\n--- a/s.py" in md and "\n````\n" in md
+    html = TrialsHtmlRenderer().render_section(t)
+    assert "<script>" not in html and "&lt;/pre&gt;&lt;script&gt;" in html and "<details open>" in html
