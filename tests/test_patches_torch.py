@@ -69,6 +69,8 @@ def test_a_flag_candidates_patch_compiles_as_its_flags_do(tmp_path, monkeypatch,
     flags = _run(script, words, tmp_path / "f")
     patched = _run(script, ["--patch", path], tmp_path / "p")
     assert patched == flags != base  # (compilations, recompiles, break sites, PyTorch's unique graphs)
+    note = load(tmp_path / "p" / "receipt.json")["decision"]["note"]
+    assert f"--patch: ran patched in memory: {script} (sha256 " in note  # what ran, beside the file's hash
     with open(script) as f:
         assert "torch" in f.read() and not (tmp_path / "p.patch").exists()  # the script itself untouched
 

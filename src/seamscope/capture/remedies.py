@@ -248,6 +248,8 @@ def _apply(rem: Remedies, session: Any, track: Callable[[Any], Any] | None) -> C
     if rem.stance is not None:
         torch.compiler.set_stance(rem.stance)
         undo.append(lambda: torch.compiler.set_stance("default"))
+    if rem.source is not None or rem.module_sources:
+        _note_patch(rem, session)
     if rem.module_sources:
         patched = _PatchedSources(rem.module_sources)
         sys.meta_path.insert(0, patched)
@@ -315,6 +317,22 @@ def _note_marks(rem: Remedies, session: Any) -> None:
     d = session.decision or Decision()
     note = (d.note + "; " if d.note else "") + text
     session.decision = msgspec.structs.replace(d, note=note)
+
+
+def _note_patch(rem: Remedies, session: Any) -> None:
+    """What ``--patch`` changed, in the decision record's note: the receipt's input hash is the
+    file's on disk, the note names what ran instead (each patched text's SHA-256)."""
+    import hashlib
+
+    from ..model.receipt import Decision
+
+    texts = dict(rem.module_sources)
+    if rem.source is not None:
+        texts[os.path.abspath(rem.target)] = rem.source
+    text = "--patch: ran patched in memory: " + ", ".join(
+        f"{os.path.basename(p)} (sha256 {hashlib.sha256(t.encode()).hexdigest()[:16]})" for p, t in sorted(texts.items()))
+    d = session.decision or Decision()
+    session.decision = msgspec.structs.replace(d, note=(d.note + "; " if d.note else "") + text)
 
 
 def seed_everything(seed: int) -> None:

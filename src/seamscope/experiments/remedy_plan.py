@@ -190,7 +190,8 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
             raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
         for d in diffs:
             roots = [os.getcwd()] + ([os.path.dirname(script)] if script else [])
-            path = next((c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))), None)
+            found = [c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))]
+            path = script if script in found else next(iter(found), None)  # the script first, where it is named
             if path is None:
                 raise UnusableInput(f"--patch {p}: no file {d.path} (from the current folder or the script's)")
             if path not in texts:
