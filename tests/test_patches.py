@@ -117,7 +117,11 @@ def test_a_patch_is_shown_as_text_in_every_table():
     import msgspec
     from test_safety_tables import HOSTILE, assert_inert, hostile_trials, printed
 
-    from seamscope.render.trials_table import TrialsHtmlRenderer, TrialsMarkdownRenderer, TrialsTerminalRenderer
+    from seamscope.render.trials_table import (
+        TrialsHtmlRenderer,
+        TrialsMarkdownRenderer,
+        TrialsTerminalRenderer,
+    )
 
     t = hostile_trials()
     diff = f"--- a/s.py\n+++ b/s.py\n@@ -1 +1 @@\n-a{HOSTILE}\n+b = '</pre><script>x</script>'  # ```\n"

@@ -190,3 +190,31 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
 
     assert repeated(tmp_path / "b") and not repeated(tmp_path / "p") and not repeated(tmp_path / "f")
     assert base[0] == 1
+
+
+def test_a_patch_of_an_imported_module_of_the_user_is_served_as_imported(tmp_path, monkeypatch, dynamo_reset):
+    """A diff naming a module beside the script: the module is run patched when the script imports
+    it, the file on disk unchanged; a diff that does not match exits 2 before anything runs."""
+    import sys
+
+    from seamscope.experiments.unified_diff import make
+
+    (tmp_path / "helper_mod_p.py").write_text("def noisy(x):\n    print('n', float(x.sum()))\n    return x * 2\n")
+    (tmp_path / "main.py").write_text("import torch\nimport helper_mod_p\n\n\ndef step(x):\n"
+                                      "    return helper_mod_p.noisy(torch.sin(x))\n\n\n"
+                                      "f = torch.compile(step, backend='eager')\nfor _ in range(3):\n"
+                                      "    f(torch.ones(4))\n")
+    old = (tmp_path / "helper_mod_p.py").read_text()
+    new = old.replace("    print('n', float(x.sum()))\n", "")
+    (tmp_path / "p.patch").write_text(make(old, new, "helper_mod_p.py"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("helper_mod_p", None)
+    assert _run("main.py", [], tmp_path / "b")[2] == 1  # the print's break
+    sys.modules.pop("helper_mod_p", None)
+    assert _run("main.py", ["--patch", "p.patch"], tmp_path / "p")[2] == 0
+    sys.modules.pop("helper_mod_p", None)
+    assert (tmp_path / "helper_mod_p.py").read_text() == old
+    (tmp_path / "bad.patch").write_text(make("x = 1\n", "x = 2\n", "main.py"))
+    p = seamscope_here(["run", "--out", "q", "--patch", "bad.patch", "main.py"], tmp_path)
+    assert p.returncode == 2 and "does not apply at line 1" in p.stderr and not (tmp_path / "q").exists()
