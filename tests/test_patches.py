@@ -106,7 +106,7 @@ def test_what_cannot_be_a_patch_gets_none(tmp_path, monkeypatch):
     (tmp_path / "s.py").write_text("import torch\nopts = {}\nf = torch.compile(abs, **opts)\n")
     assert spec_patch(spec_from_words(["--compile-option", "dynamic=true"]), "s.py") is None  # **options
     assert spec_patch(spec_from_words(["--regional", "Block"]), "s.py") is None
-    assert spec_patch(spec_from_words(["--disable", "helpers:noisy"]), "s.py") is None  # another module
+    assert spec_patch(spec_from_words(["--disable", "helpers:noisy"]), "s.py") is None  # no such module beside it
     (tmp_path / "t.py").write_text("import torch\nc = torch.compile\nf = c(abs)\n")
     assert spec_patch(spec_from_words(["--compile-option", "dynamic=true"]), "t.py") is None  # passed around
 

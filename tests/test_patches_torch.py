@@ -55,24 +55,37 @@ def _run(script, words, out):
     ("shape_churn.py", ["--mark-dynamic", "L['x']:0"]),  # one dynamic_sources line
     ("item_break.py", ["--dynamo-config", "capture_scalar_outputs=True"]),  # a settings line
     ("disable_script.py", ["--disable", "__main__:noisy"]),  # a decorator on the script's function
+    ("disable_module.py", ["--disable", "trials_helper:noisy"]),  # ... on a function of a module beside it
 ])
 def test_a_flag_candidates_patch_compiles_as_its_flags_do(tmp_path, monkeypatch, script, words, dynamo_reset):
+    import sys
+
     from seamscope.experiments.remedy_spec import spec_from_words
     from seamscope.experiments.trials.patches import spec_patch, write_patch
 
     shutil.copy(os.path.join(T, script), tmp_path / script)
+    shutil.copy(os.path.join(T, "trials_helper.py"), tmp_path / "trials_helper.py")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "trials_helper", raising=False)
     patch = spec_patch(spec_from_words(words), script)
     assert patch is not None and patch.path == script
     path = write_patch(str(tmp_path), "p", patch)
     base = _run(script, [], tmp_path / "b")
+    sys.modules.pop("trials_helper", None)  # each run imports the helper as the script does
     flags = _run(script, words, tmp_path / "f")
+    sys.modules.pop("trials_helper", None)
     patched = _run(script, ["--patch", path], tmp_path / "p")
+    sys.modules.pop("trials_helper", None)
     assert patched == flags != base  # (compilations, recompiles, break sites, PyTorch's unique graphs)
     note = load(tmp_path / "p" / "receipt.json")["decision"]["note"]
-    assert f"--patch: ran patched in memory: {script} (sha256 " in note  # what ran, beside the file's hash
+    named = "trials_helper.py" if "trials_helper" in words[1] else script
+    assert f"--patch: ran patched in memory: {named} (sha256 " in note  # what ran, beside the file's hash
+    if "trials_helper" in words[1]:
+        assert "+++ b/trials_helper.py" in patch.diff and "+import torch\n" in patch.diff
+        assert (tmp_path / "trials_helper.py").read_text() == open(os.path.join(T, "trials_helper.py")).read()
     with open(script) as f:
-        assert "torch" in f.read() and not (tmp_path / "p.patch").exists()  # the script itself untouched
+        assert f.read() == open(os.path.join(T, script)).read()  # the script itself untouched
 
 
 def _trial(d, script, *words):

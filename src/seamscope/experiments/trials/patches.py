@@ -12,8 +12,9 @@ What becomes what:
 - ``--compile-option NAME=VALUE``: the keyword set on every ``torch.compile(...)`` call of the
   script (a bare ``@torch.compile`` gets its parentheses);
 - ``--mark-dynamic``: one ``torch.compiler.config.dynamic_sources = "..."`` line;
-- ``--stance``: ``torch.compiler.set_stance(...)``; ``--disable`` of a script function:
-  ``@torch.compiler.disable`` above its definition.
+- ``--stance``: ``torch.compiler.set_stance(...)``; ``--disable`` of a function of the script, or
+  of a module below the script's folder (the user's own, not site-packages): ``@torch.compiler.disable``
+  above its definition, in that file (the diff then holds both files).
 
 Regional compilation (``--regional CLASS``) becomes a loop over the block instances, at the
 attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` → ``for block in
@@ -22,7 +23,7 @@ still runs the flag: ``--regional`` makes the same compilations (``Module.compil
 instance) and keeps counting the model's calls, which the patched script no longer hands to
 ``torch.compile``.
 
-A spec with anything else (a workload's padding, a function of another module, a backend given as
+A spec with anything else (a workload's padding, a function of a module elsewhere, a backend given as
 ``MODULE:QUALNAME``), or a script whose ``torch.compile`` is reached otherwise than by a call or
 decorator the patch can edit, gets no patch: its trial runs the flags.
 """
@@ -279,26 +280,59 @@ def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
             return None
         if not _compile_edits(src, opts):
             return None
+    others: dict[str, Source] = {}  # a module of the user's beside the script, by path
+    script_disable = False
     for d in spec.disable:
         mod, qual = parse_target("--disable", d)
-        node = _find_def(src.tree, qual) if mod in (*SCRIPT_MODULES, stem) else None
+        own = src
+        if mod in (*SCRIPT_MODULES, stem):
+            script_disable = True
+        else:
+            path = own_module_file(mod, script)
+            if path is None:
+                return None
+            if path not in others:
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        others[path] = Source(f.read())
+                except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                    return None
+            own = others[path]
+        node = _find_def(own.tree, qual)
         if node is None:
             return None
         first = min([node.lineno, *(x.lineno for x in node.decorator_list)])
-        indent = src.lines[first - 1][: src.col(first, node.col_offset)]
-        src.insert_lines(first, f"{indent}@torch.compiler.disable\n")
-    if not torch_seen and (lines or spec.disable):
+        indent = own.lines[first - 1][: own.col(first, node.col_offset)]
+        own.insert_lines(first, f"{indent}@torch.compiler.disable\n")
+    if not torch_seen and (lines or script_disable):
         lines.insert(0, "import torch")
     if lines:
         src.insert_lines(where, "".join(ln + "\n" for ln in lines))
-    new = src.result()
-    try:
-        ast.parse(new)
-    except SyntaxError:
-        return None
-    rel = rel_path(script)
-    diff = make(text, new, rel)
-    return Patch(diff=diff, path=rel) if diff else None
+    for o in others.values():
+        at, has_torch = insertion_line(o)
+        if not has_torch:
+            o.insert_lines(at, "import torch\n")
+    diffs = []
+    for path, s0 in [(script, src), *others.items()]:
+        new = s0.result()
+        try:
+            ast.parse(new)
+        except SyntaxError:
+            return None
+        diffs.append(make(s0.text, new, rel_path(path)))
+    diff = "".join(diffs)
+    return Patch(diff=diff, path=rel_path(script)) if diff else None
+
+
+def own_module_file(mod: str, script: str) -> str | None:
+    """The file of module ``mod`` below the script's folder (the user's own code, found as the
+    script imports it); None for one elsewhere (site-packages: not the user's to edit)."""
+    root = os.path.dirname(os.path.abspath(script))
+    base = os.path.join(root, *mod.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
