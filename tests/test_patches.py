@@ -136,3 +136,65 @@ def test_a_patch_is_shown_as_text_in_every_table():
     assert "````diff\n--- a/s.py" in md and "\n````\n" in md
     html = TrialsHtmlRenderer().render_section(t)
     assert "<script>" not in html and "&lt;/pre&gt;&lt;script&gt;" in html and "<details open>" in html
+
+
+STATEMENTS = [
+    ["print('x', x.shape)"],
+    ["log.info('done %s', x)"],
+    ["warnings.warn('slow')"],
+    ["print(", "    'a multi-line call',", "    x.shape,", ")"],
+    ["print('two'); y = x"],
+    ["if x.sum().item() > 0:", "    z = x * 2", "else:", "    z = x - 1"],
+    ["if bool(x.max() > 1):", "    x = x + 1", "else:", "    x = x - 1"],
+    ["y = x + 1  # é"],
+    ['print("""a', 'string""")'],
+]
+
+
+@st.composite
+def rewrite_scripts(draw):
+    picks = draw(st.lists(st.sampled_from(STATEMENTS), min_size=1, max_size=5))
+    nested = draw(st.booleans())
+    body = []
+    for stmt in picks:
+        pad = "        " if nested else "    "
+        body += [pad + ln for ln in stmt]
+    head = ["import logging", "import warnings", ""] + ([] if draw(st.booleans()) else ["import torch"]) + [
+        "log = logging.getLogger(__name__)", "", "", "def step(x):"]
+    if nested:
+        head.append("    for _ in range(2):")
+    lines = head + body + ["    return x", ""]
+    breaks = draw(st.sets(st.integers(1, len(lines)), max_size=6))
+    return "\n".join(lines) + "\n", breaks
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=rewrite_scripts())
+def test_every_code_change_patch_round_trips(tmp_path_factory, case):
+    """The code-change rewrites on any break lines: each diff applies with git and parses."""
+    from types import SimpleNamespace
+
+    from seamscope.experiments.trials.rewrites import rewrites
+
+    text, lines = case
+    d = tmp_path_factory.mktemp("rw")
+    (d / "s.py").write_text(text, encoding="utf-8")
+    receipt = SimpleNamespace(findings=None, ledger=SimpleNamespace(break_sites=[
+        SimpleNamespace(file="s.py", line=n, site_id=f"B{n}") for n in sorted(lines)]))
+    here = os.getcwd()
+    os.chdir(d)
+    try:
+        drafts = rewrites(receipt, "s.py")  # type: ignore[arg-type]
+    finally:
+        os.chdir(here)
+    if drafts:
+        subprocess.run(["git", "init", "-q"], cwd=d, check=True)
+    for dr in drafts:
+        assert dr.diff and dr.review
+        (d / "p.patch").write_text(dr.diff, encoding="utf-8")
+        subprocess.run(["git", "apply", "--check", "p.patch"], cwd=d, check=True)
+        patched = apply(text, parse(dr.diff)[0])
+        ast.parse(patched)
+        assert "torch.compiler.is_compiling()" in patched or "torch.where(" in patched
+        assert patched.count("import torch") == 1
