@@ -340,10 +340,11 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
     script's one ``NAME = torch.compile(MODEL, ...)``; None when the path or the call is not that plain."""
     import re
 
-    if len(spec.regional) != 1 or spec.flags() != ["--regional", spec.regional[0]] or receipt is None \
-            or receipt.findings is None or receipt.findings.compile_time is None:
+    findings = getattr(receipt, "findings", None)
+    if len(spec.regional) != 1 or spec.flags() != ["--regional", spec.regional[0]] or findings is None \
+            or findings.compile_time is None:
         return None
-    block = next((ct.block for ct in receipt.findings.compile_time.findings
+    block = next((ct.block for ct in findings.compile_time.findings
                   if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == spec.regional[0]), None)
     m = re.fullmatch(r"L\['self'\]((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
     if m is None:
