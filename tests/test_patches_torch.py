@@ -107,14 +107,25 @@ def mask_trial(tmp_path_factory, fresh_server):
 
 @pytest.fixture(scope="module")
 def where_trial(tmp_path_factory, fresh_server):
-    return _trial(tmp_path_factory.mktemp("where"), "item_branch.py", "--repeat", "1", "--only", "tensor-where")
+    """The rewrite, and a user's own patch given with --candidate (a comment edited)."""
+    from seamscope.experiments.unified_diff import make
+
+    d = tmp_path_factory.mktemp("where")
+    text = open(os.path.join(W, "item_branch.py")).read()
+    (d / "mine.patch").write_text(make(text, text.replace("import torch\n", "import torch  # mine\n", 1),
+                                       "item_branch.py"))
+    return _trial(d, "item_branch.py", "--repeat", "1", "--only", "tensor-where", "--candidate", "--patch mine.patch")
 
 
 @pytest.mark.timeout(1200)
 def test_an_if_on_a_tensors_value_becomes_torch_where_and_its_break_is_gone(where_trial):
     d, t, _ = where_trial
-    (c,) = t["candidates"]
-    assert c["name"] == "tensor-where" and c["review"]
+    by = {c["name"]: c for c in t["candidates"]}
+    c, mine = by["tensor-where"], by["user-1"]
+    assert mine["patch"] == "mine.patch" and mine["diff"] == (d / "mine.patch").read_text()
+    assert "--patch mine.patch" in mine["command"] and mine["outputs"]["status"] == "equal"
+    assert _metric(mine, "breaks") == 1  # the user's patch changed a comment only
+    assert c["review"]
     assert "+    z = torch.where(y.sum() > 0, y * 2, y - 1)" in c["diff"]
     assert _metric(t["baseline"], "breaks") == 1 and _metric(c, "breaks") == 0
     assert _metric(c, "recompiles") == 0 and c["outputs"]["status"] == "equal"
@@ -158,6 +169,8 @@ def test_each_written_patch_applies_and_the_patched_copy_runs_as_measured(loggin
                                                                           tmp_path, fresh_server):
     for d, t, _ in (logging_trial, mask_trial, where_trial):
         for c in t["candidates"]:
+            if c["origin"] == "user":
+                continue
             copy = tmp_path / c["name"]
             copy.mkdir()
             script = os.path.basename(t["script"])

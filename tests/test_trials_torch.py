@@ -540,6 +540,9 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     by = {c["name"]: c for c in t["candidates"]}
     reg = by["regional-llamadecoderlayer"]
     assert reg["flags"] == ["--regional", "LlamaDecoderLayer"]
+    # its patch: a loop over the layers at the path the finding saw; its runs keep the flag
+    assert "+for block in model.layers:" in reg["diff"] and "+compiled = model" in reg["diff"]
+    assert "--regional LlamaDecoderLayer" in reg["command"] and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
     assert reg["outputs"]["status"] == "equal" and reg["outputs"]["calls_compared"] == 3
     base = load(out / "trials" / "baseline" / "rep-1" / "receipt.json")
     (f,) = [f for f in base["findings"]["compile_time"]["findings"] if f["kind"] == "repeated_block"]

@@ -17,8 +17,8 @@ What becomes what:
   above its definition, in that file (the diff then holds both files).
 
 Regional compilation (``--regional CLASS``) becomes a loop over the block instances, at the
-attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` → ``for block in
-model.layers: block.compile(...)``), the compiled name then bound to the model itself. Its trial
+attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` or
+``L['args'][0].layers.0`` → ``for block in model.layers: block.compile(...)``), the compiled name then bound to the model itself. Its trial
 still runs the flag: ``--regional`` makes the same compilations (``Module.compile`` on each
 instance) and keeps counting the model's calls, which the patched script no longer hands to
 ``torch.compile``.
@@ -346,7 +346,8 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
         return None
     block = next((ct.block for ct in findings.compile_time.findings
                   if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == spec.regional[0]), None)
-    m = re.fullmatch(r"L\['self'\]((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
+    # the model as the compiled frame names it: L['self'], or L['args'][0] for a module's _call_impl
+    m = re.fullmatch(r"L\['\w+'\](?:\[0\])?((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
     if m is None:
         return None
     try:
@@ -397,8 +398,17 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> Non
     """Give each catalogue draft that can be a patch of the script its patch, written to
     ``OUT/trials/NAME.patch``: its runs apply it instead of its flags (a regional draft's runs keep
     its flag, see above). A user's ``--candidate`` and a process-start candidate (a warm cache,
-    compile threads) keep their flags; a code-change draft comes with its diff."""
+    compile threads) keep their flags (one that is a single ``--patch`` is shown with its diff); a
+    code-change draft comes with its diff."""
     for d in drafts:
+        if d.origin == "user" and len(d.spec.patch) == 1 and d.spec.flags() == ["--patch", d.spec.patch[0]]:
+            try:  # the user's own patch: shown and written as the catalogue's are
+                with open(d.spec.patch[0], encoding="utf-8", newline="") as f:
+                    d.diff = f.read()
+                d.patch = d.spec.patch[0]
+            except (OSError, UnicodeDecodeError):
+                pass
+            continue
         if d.origin == "user" or d.start or d.env or d.patch:
             continue
         if d.spec.regional:
