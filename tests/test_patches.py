@@ -198,3 +198,24 @@ def test_every_code_change_patch_round_trips(tmp_path_factory, case):
         ast.parse(patched)
         assert "torch.compiler.is_compiling()" in patched or "torch.where(" in patched
         assert patched.count("import torch") == 1
+
+
+@pytest.mark.skipif(GIT is None, reason="git is not installed")
+def test_in_a_git_work_tree_the_patch_is_made_from_its_top_and_applies_from_a_subfolder(tmp_path, monkeypatch):
+    """``git apply`` below a work tree's top silently skips a path outside the current folder: the
+    patch names the file from the top, which applies from the top and from the script's folder,
+    and ``run --patch`` finds it from there too."""
+    from seamscope.experiments.remedy_plan import prepare
+
+    (tmp_path / "sub").mkdir()
+    text = "import torch\nf = torch.compile(abs)\n"
+    (tmp_path / "sub" / "s.py").write_text(text)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    monkeypatch.chdir(tmp_path / "sub")
+    patch = spec_patch(spec_from_words(["--compile-option", "dynamic=true"]), "s.py")
+    assert patch is not None and patch.path == "sub/s.py" and "+++ b/sub/s.py" in patch.diff
+    (tmp_path / "sub" / "p.patch").write_text(patch.diff)
+    plan = prepare(spec_from_words(["--patch", "p.patch"]), "s.py")
+    assert plan.remedies.source == "import torch\nf = torch.compile(abs, dynamic=True)\n"
+    subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "sub", check=True)
+    assert (tmp_path / "sub" / "s.py").read_text() == plan.remedies.source

@@ -175,8 +175,9 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
 def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Remedies) -> None:
     """``--patch``: each diff read and applied to the files it names, in memory: the script's text
     becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported).
-    A path is taken from the current folder, else from the script's folder."""
-    from .unified_diff import apply, parse
+    A path is taken from the current folder, else from the project root (the script's git work
+    tree), else from the script's folder."""
+    from .unified_diff import apply, parse, project_root
 
     if ".py:" in target:
         raise UnusableInput("--patch: a workload target FILE.py:FUNC cannot be patched; patch a script")
@@ -189,7 +190,7 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
         except (OSError, UnicodeDecodeError) as e:
             raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
         for d in diffs:
-            roots = [os.getcwd()] + ([os.path.dirname(script)] if script else [])
+            roots = [os.getcwd()] + ([project_root(script), os.path.dirname(script)] if script else [])
             found = [c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))]
             path = script if script in found else next(iter(found), None)  # the script first, where it is named
             if path is None:

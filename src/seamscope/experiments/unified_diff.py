@@ -7,6 +7,7 @@ at the line the hunk names, so that a patch that applies here applies there too.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -14,6 +15,23 @@ from ..errors import UnusableInput
 
 NO_NEWLINE = "\\ No newline at end of file"
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def project_root(script: str) -> str:
+    """Where a patch of the script applies from: the git work tree that holds it (``git apply``
+    run below a work tree's top skips, silently, a path that is not below the current folder),
+    else the current folder when the script is below it, else the script's folder."""
+    path = os.path.abspath(script)
+    d = os.path.dirname(path)
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    here = os.path.abspath(os.getcwd())
+    return here if path.startswith(here + os.sep) else os.path.dirname(path)
 
 
 def make(old: str, new: str, rel: str, context: int = 3) -> str:

@@ -1,7 +1,7 @@
 """Each remedy as a patch of the user's script (torch-free): the edit a user applies, made from the
 script's source with :mod:`ast` and written as a unified diff that ``git apply`` and ``patch -p1``
-apply from the project root (the current folder when the script is below it, else the script's
-folder). A trial of such a candidate runs ``seamscope run --patch FILE``, the patched source in
+apply from the project root (the git work tree that holds the script, else the current folder
+when the script is below it, else the script's folder). A trial of such a candidate runs ``seamscope run --patch FILE``, the patched source in
 memory, so its figures are those of the diff the user gets.
 
 What becomes what:
@@ -45,7 +45,7 @@ from ..remedy_spec import (
     parse_target,
     parse_value,
 )
-from ..unified_diff import make
+from ..unified_diff import make, project_root
 
 PATCH_DIR = "trials"
 
@@ -57,14 +57,6 @@ class Patch:
     """The patched file, relative to the project root."""
     review: str | None = None
     """Why to read it before applying (a rewrite that changes what the code does beyond compiling)."""
-
-
-def project_root(script: str) -> str:
-    """Where the patch applies from: the current folder when the script is below it, else the
-    script's folder."""
-    here = os.path.abspath(os.getcwd())
-    path = os.path.abspath(script)
-    return here if path.startswith(here + os.sep) else os.path.dirname(path)
 
 
 def rel_path(script: str) -> str:
