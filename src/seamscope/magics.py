@@ -15,24 +15,21 @@ from typing import Any
 
 import click
 
-MAGIC_HELP = "%%seamscope [--out DIR] [--quiet] [--note T] [--intervention T] [--rollback-trigger T] " \
-    "[--trace-out F] [--trace-calls N] [--trace-events N] [--checkpoint-every SECONDS]"
+from .commands.options import CELL_OPTIONS, missing_need, run_options
 
 
 @click.command(name="%%seamscope", add_help_option=False)
-@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
-@click.option("--quiet", is_flag=True, help="No summary below the cell.")
-@click.option("--note", default=None, help="Decision record: a note kept in the receipt.")
-@click.option("--intervention", default=None, help="Decision record: the change being evaluated.")
-@click.option("--rollback-trigger", default=None, help="Decision record: when to undo it.")
-@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write seamscope's own bounded trace (JSON lines) to this file.")
-@click.option("--trace-calls", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True)
+@run_options(CELL_OPTIONS)
 def cell_options(**options: Any) -> dict[str, Any]:
     """The options of ``%%seamscope``: those of ``seamscope run`` that apply to one cell."""
+    need = missing_need(click.get_current_context())
+    if need is not None:
+        raise click.UsageError(need)
     return options
+
+
+MAGIC_HELP = "%%seamscope " + " ".join(
+    f"[{p.opts[0]}{'' if isinstance(p, click.Option) and p.is_flag else f' {p.metavar}'}]" for p in cell_options.params)
 
 
 def parse_line(line: str) -> dict[str, Any]:

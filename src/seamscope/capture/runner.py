@@ -17,6 +17,7 @@ from typing import Any
 from ..analyze.inputs import script_sha256
 from ..errors import UnusableInput
 from ..model.receipt import Decision
+from .persist import DEFAULT_CHECKPOINT_EVERY
 
 
 @dataclass
@@ -73,7 +74,7 @@ def run_target(
     first_calls: int | None = None,
     call_cap: int | None = None,
     setup: Any = None,
-    checkpoint_every: float = 60.0,
+    checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY,
     launch: Callable[[list[str]], object] | None = None,
 ) -> RunResult:
     """``setup``: the remedies (``experiments.remedy_plan.Plan``) applied once the session has

@@ -154,7 +154,7 @@ class Session(CallHooks, RegionHooks):
             self.warnings.append(str(e))
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self, hints=hints)
         for install in (self._install_trace, self._install_graphs, self._install_live_graphs, self._install_compile,
-                        self._install_calls):
+                        self._install_calls, self._install_pg):
             try:
                 self._undo.append(install())
             except adapter.AdapterProblem as e:
@@ -223,6 +223,9 @@ class Session(CallHooks, RegionHooks):
                 "outside any call"
             )
         run = msgspec.structs.replace(ledger.run, warnings=warnings, untimed_graphs=self.untimed_graphs)
+        pg = self._pg_timeout()
+        if pg is not None:
+            run = msgspec.structs.replace(run, pg_timeout_ns=pg[0], pg_backend=pg[1])
         status = status if status is not None else self.status
         if status is not None:
             run = msgspec.structs.replace(run, status=status)
@@ -262,6 +265,22 @@ class Session(CallHooks, RegionHooks):
             self._sync_lane()
 
     # --- hook 3: compile events (the same stream TORCH_TRACE writes) ----------------------------
+
+    def _install_pg(self) -> Callable[[], None]:
+        """Keep the process group's timeout when the script destroys its group before the end."""
+        def record(got: tuple[int, str]) -> None:
+            self._pg_seen = got
+
+        return adapter.watch_process_group(record)
+
+    def _pg_timeout(self) -> tuple[int, str] | None:
+        try:
+            got = adapter.process_group_timeout()
+        except adapter.AdapterProblem as e:
+            if str(e) not in self.warnings:
+                self.warnings.append(str(e))
+            got = None
+        return got if got is not None else getattr(self, "_pg_seen", None)
 
     def _install_trace(self) -> Callable[[], None]:
         clock = self.clock

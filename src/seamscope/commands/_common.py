@@ -13,8 +13,7 @@ import click
 from ..analyze.display import shown
 from ..errors import UnusableInput
 
-#: Commands that run PyTorch; every other command reads files and works without it.
-NEEDS_TORCH = ("demo", "probe", "run", "shapes")
+#: Commands that read files and work without PyTorch (every other one runs it).
 TORCH_FREE = ("check", "diff", "import", "merge", "report", "summary", "verify")
 
 

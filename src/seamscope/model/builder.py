@@ -88,7 +88,7 @@ _KEY = operator.itemgetter(KEY)
 
 
 
-def _at(ev: Event, start: int) -> int:
+def _at(ev: Event) -> int:
     """An event's time relative to the call's start (spans by their start, points by theirs)."""
     if isinstance(ev, (RegionEvent, IslandEvent, CompileEvent)):
         return ev.start_ns
@@ -766,7 +766,7 @@ class LedgerBuilder:
                     IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=plan.final_gap_site)
                 )
         if events is not None and oc.points:
-            timed = [(_at(ev, start), i, ev) for i, ev in enumerate(events)]
+            timed = [(_at(ev), i, ev) for i, ev in enumerate(events)]
             n = len(timed)
             for j, (at, cid, reason) in enumerate(oc.points):
                 point: Event = (

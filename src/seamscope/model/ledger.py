@@ -18,7 +18,7 @@ import msgspec
 
 #: Bumped on any change of the ledger or receipt layout. Version 2 added the optional device
 #: timeline (``Call.device``, ``Totals.device``, ``Retention.device_every``); a ledger without one
-#: is written as version 1, byte for byte as before.
+#: is written as version 1, byte for byte as a version-1 writer writes it.
 SCHEMA_VERSION = 2
 SCHEMA_VERSIONS_READ = (1, 2)
 
@@ -130,6 +130,11 @@ class RunInfo(Struct, frozen=True):
     warnings: list[str] = []
     status: RunStatus | msgspec.UnsetType = msgspec.UNSET
     """How a live run ended (absent: a receipt of an import, a fake, or from before statuses)."""
+    pg_timeout_ns: int | msgspec.UnsetType = msgspec.UNSET
+    """The default process group's timeout, when ``torch.distributed`` was initialised during the
+    run (absent otherwise): how long a collective waits for a late rank before the job fails."""
+    pg_backend: str | msgspec.UnsetType = msgspec.UNSET
+    """The default process group's backend (``nccl``, ``gloo``), with ``pg_timeout_ns``."""
     untimed_graphs: int | None = 0
     """Graphs compiled before capture began that it could not time (None: some may exist, how
     many is unknown). Their runs are in no region, so the calls' time between compiled regions and

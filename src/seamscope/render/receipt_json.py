@@ -71,10 +71,6 @@ class CallsCsvRenderer:
         return out.getvalue()
 
 
-#: The files of one run's output set, in the order they are renamed into place (the receipt last).
-OUTPUT_SET = ("calls.csv", "index.html", "receipt.json")
-
-
 def write_receipt_files(receipt: Receipt, out_dir: str | os.PathLike[str]) -> str:
     """Write ``receipt.json`` and ``calls.csv`` into ``out_dir`` as one output set (an older
     ``index.html`` there is removed: the caller writes this receipt's); return the receipt's path.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...model.findings import Finding
+from ...model.normalize import local_file
 from ...model.receipt import Receipt
 from ..units import fmt_ns
 from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
@@ -14,44 +15,24 @@ from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow,
 # --- findings ------------------------------------------------------------------------------------
 
 
-SITE_PREFIX = "site-packages/"
-"""How a receipt names a file of an installed package (``model.normalize``)."""
-
-
-def site_package_dirs() -> list[str]:
-    """Where installed packages live for this interpreter: the ``site-packages`` and
-    ``dist-packages`` folders on ``sys.path`` and those ``site`` names, in that order, once each."""
-    import site
-    import sys
-
-    found = [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
-    try:
-        found += [*site.getsitepackages(), site.getusersitepackages()]
-    except AttributeError:  # a virtualenv's old site module
-        pass
-    return list(dict.fromkeys(found))
-
-
 def read_context(file: str, line: int, root: str, around: int = CONTEXT_LINES) -> tuple[list[SourceLine], str]:
     """A few lines of the user's source around ``line``, when the file is readable from here."""
     if not file or line <= 0 or file.startswith("<"):
         return [], "source not available"
-    candidates = [file] if os.path.isabs(file) else [os.path.join(root, file)]
-    if file.startswith(SITE_PREFIX):  # an installed package's file, as receipts name it
-        candidates += [os.path.join(d, file[len(SITE_PREFIX):]) for d in site_package_dirs()]
-    for path in candidates:
-        try:
-            if os.path.getsize(path) > MAX_SOURCE_BYTES:
-                return [], "source file too large to show"
-            with open(path, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except (OSError, ValueError):  # ValueError: a NUL in a recorded file name
-            continue
-        if line > len(lines):
-            return [], "source file is shorter than the recorded line (changed since the run?)"
-        lo, hi = max(1, line - around), min(len(lines), line + around)
-        return [SourceLine(n, lines[n - 1], n == line) for n in range(lo, hi + 1)], ""
-    return [], f"source not readable here ({file})"
+    path = local_file(file, root)
+    if path is None:
+        return [], f"source not readable here ({file})"
+    try:
+        if os.path.getsize(path) > MAX_SOURCE_BYTES:
+            return [], "source file too large to show"
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return [], f"source not readable here ({file})"
+    if line > len(lines):
+        return [], "source file is shorter than the recorded line (changed since the run?)"
+    lo, hi = max(1, line - around), min(len(lines), line + around)
+    return [SourceLine(n, lines[n - 1], n == line) for n in range(lo, hi + 1)], ""
 
 
 def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> list[FindingRow]:
@@ -239,6 +220,11 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
             kind, file, line = ct.kind.replace("_", " "), ct.file, ct.line
             detail = "; ".join(r.text for r in ct.remedies)
             beneath = list(ct.missing)
+        elif item.axis == "compile_skew" and receipt.ranks is not None:
+            sk = next((k for k in receipt.ranks.skews if k.skew_id == item.item_id), None)
+            kind, file, line = "compile skew", "", 0
+            detail = sk.remedy if sk is not None else ""
+            beneath = [sk.warning] if sk is not None and sk.warning else []
         else:
             f = breaks.get(item.item_id)
             kind = "break"
