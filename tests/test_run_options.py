@@ -41,6 +41,7 @@ VALUES = {
     "disable": "helper:f",
     "regional": "Block",
     "pad": "pow2",
+    "patch": "given.patch",
 }
 """A valid value for an option whose type does not give one (others: from their click type)."""
 TARGETS = {"plain": "w.py:f", "warm": "w.py:f", "nproc": "w.py"}
@@ -127,6 +128,8 @@ def _invoke(args: list[str], target: str, where: str, monkeypatch: pytest.Monkey
         f.write("def f(n):\n    return n\n")
     with open("given.bin", "wb") as f:
         f.write(b"x")
+    with open("given.patch", "w") as f:  # --patch: the helper the workload imports, edited
+        f.write("--- a/helper.py\n+++ b/helper.py\n@@ -1,2 +1,2 @@\n def f(n):\n-    return n\n+    return n + 1\n")
     fakes = Fakes(monkeypatch)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:

@@ -174,14 +174,15 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
 
 def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Remedies) -> None:
     """``--patch``: each diff read and applied to the files it names, in memory: the script's text
-    becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported).
+    becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported;
+    for a workload target, every file but the workload's own, which it loads by path).
     A path is taken from the current folder, else from the project root (the script's git work
     tree), else from the script's folder."""
     from .unified_diff import apply, parse, project_root
 
-    if ".py:" in target:
-        raise UnusableInput("--patch: a workload target FILE.py:FUNC cannot be patched; patch a script")
-    script = None if module else os.path.abspath(target)
+    workload = os.path.abspath(target.rpartition(":")[0]) if ".py:" in target else None
+    script = None if module or workload else os.path.abspath(target)
+    near = workload or script
     texts: dict[str, str] = {}
     for p in patches:
         try:
@@ -190,11 +191,14 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
         except (OSError, UnicodeDecodeError) as e:
             raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
         for d in diffs:
-            roots = [os.getcwd()] + ([project_root(script), os.path.dirname(script)] if script else [])
+            roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near)] if near else [])
             found = [c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))]
             path = script if script in found else next(iter(found), None)  # the script first, where it is named
             if path is None:
                 raise UnusableInput(f"--patch {p}: no file {d.path} (from the current folder or the script's)")
+            if path == workload:
+                raise UnusableInput(f"--patch {p}: a workload's own file cannot be patched ({d.path}); patch the "
+                                    "modules it imports, or run a script")
             if path not in texts:
                 with open(path, encoding="utf-8", newline="") as f:
                     texts[path] = f.read()

@@ -276,7 +276,7 @@ def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
     script_disable = False
     for d in spec.disable:
         mod, qual = parse_target("--disable", d)
-        own = src
+        where_src = src
         if mod in (*SCRIPT_MODULES, stem):
             script_disable = True
         else:
@@ -289,13 +289,13 @@ def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
                         others[path] = Source(f.read())
                 except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
                     return None
-            own = others[path]
-        node = _find_def(own.tree, qual)
+            where_src = others[path]
+        node = _find_def(where_src.tree, qual)
         if node is None:
             return None
         first = min([node.lineno, *(x.lineno for x in node.decorator_list)])
-        indent = own.lines[first - 1][: own.col(first, node.col_offset)]
-        own.insert_lines(first, f"{indent}@torch.compiler.disable\n")
+        indent = where_src.lines[first - 1][: where_src.col(first, node.col_offset)]
+        where_src.insert_lines(first, f"{indent}@torch.compiler.disable\n")
     if not torch_seen and (lines or script_disable):
         lines.insert(0, "import torch")
     if lines:
