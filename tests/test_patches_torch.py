@@ -8,10 +8,12 @@ patches that ``git apply`` takes, and a copy with the patch applied runs with th
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from fakes import seamscope_forked, seamscope_here
@@ -43,7 +45,16 @@ def _run(script, words, out):
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    result = run_target(str(script), [], out=str(out), setup=prepare(spec_from_words(words), str(script)))
+    # a patch is the script's own code: the settings it makes stay in this process unless put back
+    configs = (torch._dynamo.config, torch.compiler.config)
+    saved = [{k: copy.copy(v) for k, v in c.get_config_copy().items()} for c in configs]
+    try:
+        result = run_target(str(script), [], out=str(out), setup=prepare(spec_from_words(words), str(script)))
+    finally:
+        for c, before in zip(configs, saved, strict=True):
+            for k, v in c.get_config_copy().items():
+                if before.get(k, v) != v:
+                    setattr(c, k, before[k])
     assert result.exit_code == 0, result.message
     r = load(os.path.join(out, "receipt.json"))["summary"]
     return (r["compile_count"], r["recompile_count"], r["break_site_count"],
@@ -83,9 +94,8 @@ def test_a_flag_candidates_patch_compiles_as_its_flags_do(tmp_path, monkeypatch,
     assert f"--patch: ran patched in memory: {named} (sha256 " in note  # what ran, beside the file's hash
     if "trials_helper" in words[1]:
         assert "+++ b/trials_helper.py" in patch.diff and "+import torch\n" in patch.diff
-        assert (tmp_path / "trials_helper.py").read_text() == open(os.path.join(T, "trials_helper.py")).read()
-    with open(script) as f:
-        assert f.read() == open(os.path.join(T, script)).read()  # the script itself untouched
+        assert (tmp_path / "trials_helper.py").read_text() == Path(T, "trials_helper.py").read_text()
+    assert Path(script).read_text() == Path(T, script).read_text()  # the script itself untouched
 
 
 def _trial(d, script, *words):
@@ -111,7 +121,7 @@ def where_trial(tmp_path_factory, fresh_server):
     from seamscope.experiments.unified_diff import make
 
     d = tmp_path_factory.mktemp("where")
-    text = open(os.path.join(W, "item_branch.py")).read()
+    text = Path(W, "item_branch.py").read_text()
     (d / "mine.patch").write_text(make(text, text.replace("import torch\n", "import torch  # mine\n", 1),
                                        "item_branch.py"))
     return _trial(d, "item_branch.py", "--repeat", "1", "--only", "tensor-where", "--candidate", "--patch mine.patch")
