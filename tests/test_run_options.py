@@ -44,6 +44,7 @@ VALUES = {
     "warmup": "30s",
     "metrics_port": "9464",
     "fail_after_warmup": "log",
+    "patch": "given.patch",
 }
 """A valid value for an option whose type does not give one (others: from their click type)."""
 TARGETS = {"plain": "w.py:f", "warm": "w.py:f", "nproc": "w.py"}
@@ -130,6 +131,8 @@ def _invoke(args: list[str], target: str, where: str, monkeypatch: pytest.Monkey
         f.write("def f(n):\n    return n\n")
     with open("given.bin", "wb") as f:
         f.write(b"x")
+    with open("given.patch", "w") as f:  # --patch: the helper the workload imports, edited
+        f.write("--- a/helper.py\n+++ b/helper.py\n@@ -1,2 +1,2 @@\n def f(n):\n-    return n\n+    return n + 1\n")
     fakes = Fakes(monkeypatch)
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:

@@ -258,7 +258,9 @@ def test_try_item_break_with_a_planted_change_and_a_crash(tmp_path, monkeypatch,
         v = cli_here(["verify", path], tmp_path, monkeypatch, capsys)
         assert v.returncode == 0, v.stdout + v.stderr
     md = (tmp_path / "o" / "trials.md").read_text()
-    assert "seamscope run --out" in md and "--dynamo-config capture_scalar_outputs=True" in md
+    # measured as its patch (a settings line after the imports): the reproducing command applies it
+    assert "seamscope run --out" in md and "--patch o/trials/capture-scalar-outputs.patch" in md
+    assert "+torch._dynamo.config.capture_scalar_outputs = True" in cso["diff"]
 
 
 @pytest.mark.timeout(1800)
@@ -275,7 +277,9 @@ def test_try_shape_churn_and_limit_fallback(tmp_path):
         rec = next(m for m in by[name]["metrics"] if m["name"] == "recompiles")
         assert rec["median"] == 0 and by[name]["outputs"]["status"] == "equal"
         assert by[name]["runs"][0]["compile_ns"] > 0
-    assert by["mark-dynamic-l-x-0"]["command"].count("\"L['x']:0\"") == 1
+    mark = by["mark-dynamic-l-x-0"]  # measured as its patch: one dynamic_sources line
+    assert "--patch " in mark["command"] and "torch.compiler.config.dynamic_sources = \"L['x']:0\"" in mark["diff"]
+    assert (tmp_path / mark["patch"]).read_text() == mark["diff"]
     assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 5
     limit = cli(["try", "--quiet", "--repeat", "1", "--out", "b", "--only", "mark-dynamic",
                  os.path.join(W, "limit_fallback.py")], tmp_path)
@@ -536,6 +540,9 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     by = {c["name"]: c for c in t["candidates"]}
     reg = by["regional-llamadecoderlayer"]
     assert reg["flags"] == ["--regional", "LlamaDecoderLayer"]
+    # its patch: a loop over the layers at the path the finding saw; its runs keep the flag
+    assert "+for block in model.layers:" in reg["diff"] and "+compiled = model" in reg["diff"]
+    assert "--regional LlamaDecoderLayer" in reg["command"] and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
     assert reg["outputs"]["status"] == "equal" and reg["outputs"]["calls_compared"] == 3
     base = load(out / "trials" / "baseline" / "rep-1" / "receipt.json")
     (f,) = [f for f in base["findings"]["compile_time"]["findings"] if f["kind"] == "repeated_block"]

@@ -12,6 +12,9 @@ What each one changes, and how it is undone when the script ends:
   decorator reached through ``builtins`` for the run;
 - ``torch.compile``'s arguments (``--compile-option``) and regional compilation: ``torch.compile``
   wrapped for the run, outside the session's own wrapper;
+- ``--patch``: the script's source patched in memory (``transform`` compiles the patched text, and
+  ``linecache`` serves it, so tracebacks and break sites show the patched lines); another file the
+  patch names is served patched as it is imported (a finder first on ``sys.meta_path``);
 - the seed: ``random``, ``numpy`` and ``torch`` seeded once.
 
 An undo that raises does not stop the others; what it raised is printed as a warning.
@@ -55,13 +58,24 @@ class Remedies:
     """(source, entry, compile id) of each dynamic source mark PyTorch applied."""
     script_ns: int = 0
     """The script's own time: from the end of ``apply`` to the start of its undo."""
+    source: str | None = None
+    """The script's patched text (``--patch``); None: the file as it is."""
+    module_sources: dict[str, str] = field(default_factory=dict)
+    """Other files' patched texts, by absolute path."""
 
     def transform(self, tree: ast.Module) -> ast.Module:
-        """Decorate the script's own ``--disable`` targets as the script defines them."""
+        """The patched source instead of the file's; then the script's own ``--disable`` targets
+        decorated as the script defines them."""
+        if self.source is not None:
+            path = os.path.abspath(self.target)
+            tree = ast.parse(self.source, filename=self.target)
+            _serve_lines(path, self.source)
+            if path != self.target:
+                _serve_lines(self.target, self.source)
         return disable_in_tree(tree, self.script_disables, self.target)
 
     def needs_transform(self) -> bool:
-        return bool(self.script_disables)
+        return bool(self.script_disables) or self.source is not None
 
     def apply(self, session: Any, track: Callable[[Any], Any] | None = None) -> Callable[[], None]:
         """Apply everything; returns the undo. ``track``: wraps each callable ``torch.compile``
@@ -111,6 +125,51 @@ def disable_in_tree(tree: ast.Module, quals: list[str], target: str) -> ast.Modu
         node.decorator_list.insert(0, ast.Name(id=DISABLE_NAME, ctx=ast.Load()))
     ast.fix_missing_locations(tree)
     return tree
+
+
+def _serve_lines(path: str, text: str) -> None:
+    """``linecache`` reads ``path`` as ``text`` (an entry without a modification time is never
+    checked against the file)."""
+    import linecache
+
+    lines = text.splitlines(keepends=True)
+    linecache.cache[path] = (len(text), None, lines, path)
+
+
+class _PatchedLoader(importlib.abc.Loader):
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.text = path, text
+
+    def create_module(self, spec: Any) -> Any:
+        return None
+
+    def exec_module(self, module: Any) -> None:
+        _serve_lines(self.path, self.text)
+        exec(compile(self.text, self.path, "exec"), module.__dict__)
+
+
+class _PatchedSources(importlib.abc.MetaPathFinder):
+    """Serves the patched text of a file ``--patch`` names when it is imported."""
+
+    def __init__(self, sources: dict[str, str]) -> None:
+        self.sources = sources
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        import importlib.util
+
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is None:
+                continue
+            origin = os.path.abspath(spec.origin) if spec.origin else None
+            if origin not in self.sources:
+                return None
+            return importlib.util.spec_from_file_location(
+                fullname, origin, loader=_PatchedLoader(origin, self.sources[origin]),
+                submodule_search_locations=spec.submodule_search_locations)
+        return None
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
@@ -189,6 +248,12 @@ def _apply(rem: Remedies, session: Any, track: Callable[[Any], Any] | None) -> C
     if rem.stance is not None:
         torch.compiler.set_stance(rem.stance)
         undo.append(lambda: torch.compiler.set_stance("default"))
+    if rem.source is not None or rem.module_sources:
+        _note_patch(rem, session)
+    if rem.module_sources:
+        patched = _PatchedSources(rem.module_sources)
+        sys.meta_path.insert(0, patched)
+        undo.append(lambda: sys.meta_path.remove(patched) if patched in sys.meta_path else None)
     if rem.module_disables:
         targets: dict[str, list[str]] = {}
         for m, q in rem.module_disables:
@@ -252,6 +317,22 @@ def _note_marks(rem: Remedies, session: Any) -> None:
     d = session.decision or Decision()
     note = (d.note + "; " if d.note else "") + text
     session.decision = msgspec.structs.replace(d, note=note)
+
+
+def _note_patch(rem: Remedies, session: Any) -> None:
+    """What ``--patch`` changed, in the decision record's note: the receipt's input hash is the
+    file's on disk, the note names what ran instead (each patched text's SHA-256)."""
+    import hashlib
+
+    from ..model.receipt import Decision
+
+    texts = dict(rem.module_sources)
+    if rem.source is not None:
+        texts[os.path.abspath(rem.target)] = rem.source
+    text = "--patch: ran patched in memory: " + ", ".join(
+        f"{os.path.basename(p)} (sha256 {hashlib.sha256(t.encode()).hexdigest()[:16]})" for p, t in sorted(texts.items()))
+    d = session.decision or Decision()
+    session.decision = msgspec.structs.replace(d, note=(d.note + "; " if d.note else "") + text)
 
 
 def seed_everything(seed: int) -> None:

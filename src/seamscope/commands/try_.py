@@ -41,12 +41,15 @@ def parse_budget(text: str | None) -> float | None:
 @click.option("--skip", "skip", multiple=True, help="Not these candidates.")
 @click.option("--markdown", "markdown", default=None, type=click.Path(dir_okay=False),
               help="Also write the table as Markdown here (default OUT/trials.md).")
+@click.option("--write-patch", "write_patch", default=None, type=click.Path(dir_okay=False),
+              help="Also write the recommended candidate's patch here (a unified diff; git apply it from the "
+              "project root).")
 @click.option("--quiet", is_flag=True, help="No progress line.")
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str | None,
             candidates: tuple[str, ...], only: tuple[str, ...], skip: tuple[str, ...], markdown: str | None,
-            quiet: bool, target: str, args: tuple[str, ...]) -> int:
+            write_patch: str | None, quiet: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a workload FILE.py:FUNC) as it is and with each remedy its findings
     suggest; rank them with verdicts. A workload takes --lengths/--lengths-file/--dim after --."""
     from ._common import need_torch
@@ -130,6 +133,16 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
         from ..render.trials_table import TrialsTerminalRenderer
 
         TrialsTerminalRenderer().print(trials)
+        if write_patch is not None:
+            chosen = next((c for c in trials.candidates if c.name == trials.chosen), None)
+            if chosen is not None and chosen.diff:
+                from ..render.files import write_atomic
+
+                paths.append(write_atomic(write_patch, chosen.diff))
+            else:
+                why = "no candidate was recommended" if chosen is None else f"{chosen.name} is no edit of the script"
+                click.echo(f"seamscope: --write-patch: {why}; nothing written to {shown(write_patch, None)} "
+                           f"(each candidate's patch is in {shown(os.path.join(out, 'trials'), None)})", err=True)
         click.echo(f"seamscope: wrote {', '.join(shown(p, None) for p in paths)}", err=True)
         if setup.budget_ended is not None:
             click.echo(f"seamscope: the budget (--budget {budget}) ended during {setup.budget_ended}: the "

@@ -148,6 +148,8 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
         if module or not is_workload_spec(target):
             raise UnusableInput(f"--pad {spec.pad}: padding applies to a workload target FILE.py:FUNC only")
         pad_policy(spec.pad)
+    if spec.patch:
+        _patch_sources(spec.patch, target, module, rem)
     if spec.stance is not None and spec.stance not in adapter.stance_names():
         raise UnusableInput(f"--stance {spec.stance!r}: expected one of {', '.join(adapter.stance_names())}")
     stem = os.path.splitext(os.path.basename(target))[0]
@@ -168,6 +170,51 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
             _check_importable("--disable", d, target)
             rem.module_disables.append((mod, qual))
     return plan
+
+
+def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Remedies) -> None:
+    """``--patch``: each diff read and applied to the files it names, in memory: the script's text
+    becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported;
+    for a workload target, every file but the workload's own, which it loads by path).
+    A path is taken from the current folder, else from the project root (the script's git work
+    tree), else from the script's folder."""
+    from .unified_diff import apply, parse, project_root
+
+    workload = os.path.abspath(target.rpartition(":")[0]) if ".py:" in target else None
+    script = None if module or workload else os.path.abspath(target)
+    near = workload or script
+    texts: dict[str, str] = {}
+    for p in patches:
+        try:
+            with open(p, encoding="utf-8", newline="") as f:
+                diffs = parse(f.read())
+        except (OSError, UnicodeDecodeError) as e:
+            raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
+        for d in diffs:
+            roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near)] if near else [])
+            found = [c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))]
+            path = script if script in found else next(iter(found), None)  # the script first, where it is named
+            if path is None:
+                raise UnusableInput(f"--patch {p}: no file {d.path} (from the current folder or the script's)")
+            if path == workload:
+                raise UnusableInput(f"--patch {p}: a workload's own file cannot be patched ({d.path}); patch the "
+                                    "modules it imports, or run a script")
+            if path not in texts:
+                with open(path, encoding="utf-8", newline="") as f:
+                    texts[path] = f.read()
+            try:
+                texts[path] = apply(texts[path], d)
+            except UnusableInput as e:
+                raise UnusableInput(f"--patch {p}: {e}") from None
+    for path, text in texts.items():
+        try:
+            ast.parse(text, filename=path)
+        except SyntaxError as e:
+            raise UnusableInput(f"--patch: {path} does not parse once patched (line {e.lineno}: {e.msg})") from None
+        if path == script:
+            rem.source = text
+        else:
+            rem.module_sources[path] = text
 
 
 def _parse_script(target: str) -> ast.Module:

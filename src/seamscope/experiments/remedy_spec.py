@@ -4,7 +4,7 @@
 ``--compile-option NAME=VALUE`` (overrides an argument of every ``torch.compile``),
 ``--mark-dynamic SOURCE`` (``torch.compiler.config.dynamic_sources``), ``--stance NAME``,
 ``--disable MODULE:QUALNAME`` (wraps one function in ``torch.compiler.disable``), ``--regional CLASS``,
-``--seed N`` and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
+``--patch FILE`` (a unified diff of the script, applied to its source in memory), ``--seed N`` and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
 
 A :class:`RemedySpec` is the flags as given (what ``try`` passes to each candidate); :data:`FLAGS`
 describes each flag once, for the command line's options (``commands/options.py``) and for
@@ -48,6 +48,8 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
     """A workload target's padding policy (``pow2``, ``buckets:64,128``)."""
     regional: tuple[str, ...] = ()
     """Classes whose instances are compiled one by one instead of the whole module (``regional.py``)."""
+    patch: tuple[str, ...] = ()
+    """Unified diffs of the script, applied to its source as it is loaded (the file is not touched)."""
 
     def flags(self) -> list[str]:
         out: list[str] = []
@@ -67,6 +69,8 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
             out += ["--pad", self.pad]
         for v in self.regional:
             out += ["--regional", v]
+        for v in self.patch:
+            out += ["--patch", v]
         return out
 
     def is_empty(self) -> bool:
@@ -101,6 +105,9 @@ FLAGS = (
          help="Wrap one function in torch.compiler.disable (repeatable)."),
     Flag("--regional", "regional", multiple=True, metavar="CLASS",
          help="Compile each instance of CLASS instead of the whole module passed to torch.compile."),
+    Flag("--patch", "patch", multiple=True, metavar="FILE",
+         help="Run the script with this unified diff applied to its source in memory (the file is not "
+         "touched); the diff is made from the project root, as git apply takes it (repeatable)."),
     Flag("--seed", "seed", kind="int", help="Seed random, numpy and torch before the script runs."),
     Flag("--pad", "pad", metavar="POLICY",
          help="A workload FILE.py:FUNC only: pad each call's length (pow2, buckets:64,128,...)."),
@@ -282,6 +289,7 @@ def code_change(spec: RemedySpec) -> str:
     if spec.pad is not None:
         parts.append(f"pad each request's length ({spec.pad}) and cut the output back")
     parts += [f"compile each {c} instead of the whole model (block.compile())" for c in spec.regional]
+    parts += [f"git apply {p}" for p in spec.patch]
     return "; ".join(parts) if parts else "(no change)"
 
 
@@ -298,7 +306,7 @@ def source_local(src: str) -> str | None:
 def spec_from_options(dynamo_config: tuple[str, ...] = (), compile_option: tuple[str, ...] = (),
                       mark_dynamic: tuple[str, ...] = (), stance: str | None = None,
                       disable: tuple[str, ...] = (), seed: int | None = None, pad: str | None = None,
-                      regional: tuple[str, ...] = (), **_: Any) -> RemedySpec:
+                      regional: tuple[str, ...] = (), patch: tuple[str, ...] = (), **_: Any) -> RemedySpec:
     return RemedySpec(dynamo_config=tuple(dynamo_config), compile_option=tuple(compile_option),
                       mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad,
-                      regional=tuple(regional))
+                      regional=tuple(regional), patch=tuple(patch))

@@ -183,6 +183,13 @@ class Candidate(Struct, frozen=True, kw_only=True):
     trade: str | None = None
     """Compile time saved per process start, steady time per call (paired), and the process
     lifetime (steady calls, restarts for a cache) at which it pays off."""
+    patch: str | None = None
+    """Its patch file (``OUT/trials/NAME.patch``, from where ``try`` ran): what its runs applied
+    (a regional candidate's runs: its flag, which compiles the same blocks)."""
+    diff: str | None = None
+    """The patch's text (a unified diff from the project root)."""
+    review: str | None = None
+    """Why to read the patch before applying it (a rewrite that changes more than compilation)."""
 
 
 class Overhead(Struct, frozen=True, kw_only=True):

@@ -13,6 +13,21 @@ from ..analyze.units import fmt_ns
 from ..model.trials import Candidate, Metric, Trials, group_text
 
 
+def first_hunk(diff: str) -> str:
+    """The file header and the first hunk of a diff (what the terminal prints)."""
+    out: list[str] = []
+    hunks = 0
+    for line in diff.splitlines():
+        if line.startswith("diff --git"):
+            continue
+        if line.startswith("@@"):
+            hunks += 1
+            if hunks > 1:
+                break
+        out.append(line)
+    return "\n".join(out)
+
+
 def _metric(c: Candidate, name: str) -> Metric | None:
     return next((m for m in c.metrics if m.name == name), None)
 
@@ -148,6 +163,12 @@ class TrialsTerminalRenderer:
             console.print("outputs: the baseline is not deterministic (its two runs disagree): "
                           "the output check could not decide")
         console.print(f"decision: {markup(t.decision, SENTENCE)}")
+        chosen = next((c for c in t.candidates if c.name == t.chosen), None)
+        if chosen is not None and chosen.patch and chosen.diff:
+            console.print(f"patch: {markup(chosen.patch)} (from the project root: git apply {markup(chosen.patch)})"
+                          + (f" · review before applying: {markup(chosen.review, SENTENCE)}" if chosen.review else ""))
+            for line in first_hunk(chosen.diff).splitlines():
+                console.print(f"  {shown(line, SENTENCE)}", markup=False, highlight=False)
         if t.rollback_trigger:
             console.print(f"rollback trigger: {markup(t.rollback_trigger, SENTENCE)}")
         if t.interrupted:
@@ -191,13 +212,36 @@ def _markdown(t: Trials) -> str:
     lines.append("")
     for c in t.candidates:
         lines.append(f"{c.rank}. **{c.name}** ({c.verdict}): `{c.code_change}`  ")
-        lines.append(f"   reproduce: `{c.command}`")
+        lines.append(f"   reproduce: `{c.command}`" + (f"  \n   patch: `{c.patch}`" if c.patch else ""))
     lines += ["", f"**Decision:** {t.decision}"]
+    chosen = next((c for c in t.candidates if c.name == t.chosen), None)
+    if chosen is not None and chosen.patch and chosen.diff:
+        fence = "```"
+        while fence in chosen.diff:
+            fence += "`"
+        lines += ["", f"**The patch** (`{chosen.patch}`; `git apply` it from the project root)"
+                  + (f", review before applying: {chosen.review}" if chosen.review else "") + ":", "",
+                  f"{fence}diff", chosen.diff.rstrip("\n"), fence, ""]
     if t.rollback_trigger:
         lines.append(f"**Rollback trigger:** {t.rollback_trigger}")
     if t.interrupted:
         lines.append("*Interrupted: the table holds the runs finished so far.*")
     return visible("\n".join(lines)) + "\n"  # a reader who cats the file sees escapes, not commands
+
+
+_DIFF_STYLE = {"+": "color:#116329;background:#dafbe1", "-": "color:#82071e;background:#ffebe9",
+               "@": "color:#0550ae"}
+
+
+def _html_patch(c: Candidate, chosen: bool) -> str:
+    """The candidate's patch, its lines coloured by kind; the text escaped (it is the user's code)."""
+    if not c.diff:
+        return ""
+    body = "".join(f'<span style="{_DIFF_STYLE.get(ln[:1], "")}">{html.escape(ln)}</span>\n'
+                   for ln in c.diff.splitlines())
+    review = f" · review before applying: {html.escape(c.review)}" if c.review else ""
+    return (f"<details{' open' if chosen else ''}><summary>patch <code>{html.escape(c.patch or '')}</code>{review}"
+            f"</summary><pre class=\"diff\">{body}</pre></details>")
 
 
 def _html_section(t: Trials) -> str:
@@ -206,7 +250,7 @@ def _html_section(t: Trials) -> str:
     head = "".join(f"<th>{e(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>" for r in rows(t))
     items = "".join(f"<li><b>{e(c.name)}</b> ({e(c.verdict)}): <code>{e(c.code_change)}</code><br>"
-                    f"<code>{e(c.command)}</code></li>" for c in t.candidates)
+                    f"<code>{e(c.command)}</code>{_html_patch(c, c.name == t.chosen)}</li>" for c in t.candidates)
     note_items = "".join(f"<li>{e(n)}</li>" for n in notes(t))
     note_list = f"<ul>{note_items}</ul>" if note_items else ""
     trigger = f"<p><b>Rollback trigger:</b> {e(t.rollback_trigger)}</p>" if t.rollback_trigger else ""

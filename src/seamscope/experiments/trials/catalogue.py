@@ -39,6 +39,19 @@ class Draft:
     """How its processes start, where that is the remedy (:mod:`.cache`: a warm cache)."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment its processes get (``TORCHINDUCTOR_COMPILE_THREADS``)."""
+    patch: str | None = None
+    """The patch file its runs apply (``--patch``) instead of its flags (:mod:`.patches`)."""
+    diff: str | None = None
+    change: str | None = None
+    """The code change in words, where no flag says it (a code-change candidate)."""
+    review: str | None = None
+    """Why its patch is to be read before it is applied."""
+    applied: bool = True
+    """Whether its runs apply the patch (a regional draft's runs keep its flag)."""
+
+    def run_flags(self) -> list[str]:
+        """What its runs get: the patch where it has one (measured as applied), else its flags."""
+        return ["--patch", self.patch] if self.patch and self.applied else self.spec.flags()
 
 
 _GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")

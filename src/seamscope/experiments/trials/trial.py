@@ -46,6 +46,8 @@ from .cache import (
     warm_paths,
 )
 from .catalogue import Draft, catalogue, choose, compile_sites, source_of_guard, unique_names
+from .patches import attach as attach_patches
+from .rewrites import rewrites
 from .runs import BudgetSpent, Outcome, Setup, run_command, run_once, shell_join
 from .verdicts import (
     choose_best,
@@ -204,10 +206,11 @@ def output_check(cand: Outcome | None, base: fpmod.Fingerprints | None, eager: f
 def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputCheck) -> Candidate:
     flags = [f for f in d.spec.flags()]
     runs = st.runs.get(d.name, [])
-    cmd = reproduce_command(flags, st.setup, d.name, st.extras.get(d.name))
-    change = code_change_of(d) or (change_at(d.spec, st.sites) if flags else "(none: the script as it is)")
+    cmd = reproduce_command(d.run_flags(), st.setup, d.name, st.extras.get(d.name))
+    change = d.change or code_change_of(d) or (change_at(d.spec, st.sites) if flags else "(none: the script as it is)")
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
-                code_change=change, command=cmd, start=d.start, env=dict(d.env),
+                code_change=change, command=cmd, start=d.start, env=dict(d.env), patch=d.patch, diff=d.diff,
+                review=d.review,
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
     if d.name in st.not_tried and not runs:
         return Candidate(**base, status="not tried", verdict="not tried", reason=st.not_tried[d.name])  # type: ignore[arg-type]
@@ -307,18 +310,20 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     st.sites = compile_sites(setup.script)
     folded: list[str] = []
     found = catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded)
+    found += rewrites(first.receipt, setup.script)  # code changes no flag makes (:mod:`.rewrites`)
     found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
                           env={**os.environ, **setup.env})
     drafts = choose(found, only, skip)
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = unique_names(drafts)
+    attach_patches(drafts, setup.out, setup.script, first.receipt)  # each run applies its patch: measured as applied
     st.drafts = drafts
     st.extras = {d.name: e for d in drafts if (e := extra_for(d, setup.out)) is not None}
     if not any(d.start for d in drafts):
         drop_warm(setup.out)  # no candidate reads it
     baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
-    order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in drafts]
+    order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in drafts]
     total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
     done = [1]
     trials_interrupted = budget_ended = False
@@ -328,10 +333,11 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         # repetition 1 of the baseline is the run above; the others run interleaved
         _timed(st, order[1:], [1], total_runs, done)
         for d in more_dims(drafts, st.runs):  # a mark that left other dimensions changing
+            attach_patches([d], setup.out, setup.script)
             drafts.append(d)
-            order.append((d.name, d.spec.flags()))
+            order.append((d.name, d.run_flags()))
             total_runs += setup.repeat + 1
-            _timed(st, [(d.name, d.spec.flags())], [1], total_runs, done)
+            _timed(st, [(d.name, d.run_flags())], [1], total_runs, done)
         if setup.repeat > 1:
             _timed(st, order, list(range(2, setup.repeat + 1)), total_runs, done)
         # outputs, outside the timed repetitions
@@ -350,7 +356,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             if d.name in st.failed or d.name in st.not_tried:
                 continue
             _progress(st, f"outputs · {d.name}", total_runs - done[0])
-            _check(st, d.name, d.spec.flags(), f"{d.name}/check")
+            _check(st, d.name, d.run_flags(), f"{d.name}/check")
             done[0] += 1
     except KeyboardInterrupt:
         trials_interrupted = True
@@ -378,12 +384,13 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         spec = spec_from_words(combo)
         cd = Draft(name="combined", spec=spec, origin="combined",
                    targets="the recommended remedies together: " + ", ".join(c.name for c in ranked if recommendable(c)))
+        attach_patches([cd], setup.out, setup.script)
         st.drafts.append(cd)
         try:
-            pair = [("baseline", []), ("combined", spec.flags())]
+            pair = [("baseline", []), ("combined", cd.run_flags())]
             reps = list(range(setup.repeat + 1, 2 * setup.repeat + 1))
             _timed(st, pair, reps, total_runs + 2 * setup.repeat + 1, done, keys={"baseline": "baseline-2"})
-            oc = _check(st, "combined", spec.flags(), "combined/check")
+            oc = _check(st, "combined", cd.run_flags(), "combined/check")
             tc = time.perf_counter_ns()
             chk = output_check(oc, base_fp, eager_fp, deterministic)
             st.compare_ns += time.perf_counter_ns() - tc
@@ -494,7 +501,8 @@ def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate
             why += ("; the timings were noisy (" + (noisy[0].noise_note or "") + "); what stayed stable: "
                     + "; ".join(f"{c.name}: {stable_text(c)}" for c in noisy[:3]))
         return f"keep the script as it is: {why}", None
-    evidence = (f"{chosen.name}: {chosen.code_change}; total {_ratio_text(chosen, 'total')}, "
+    patch = f" (the patch: {chosen.patch})" if chosen.patch else ""
+    evidence = (f"{chosen.name}: {chosen.code_change}{patch}; total {_ratio_text(chosen, 'total')}, "
                 f"compile {_ratio_text(chosen, 'compile')}, steady {paired_text(chosen)} ({chosen.steady_verdict}), "
                 f"outputs {chosen.outputs.status}")
     if chosen.paired is not None and chosen.paired.unpaired:

@@ -363,7 +363,7 @@ def combine(cands: list[Candidate]) -> list[str] | None:
     flags: list[str] = []
     used = 0
     for c in cands:
-        if not recommendable(c) or c.adds or c.start or c.env:  # a process start, not flags: tried on its own
+        if not recommendable(c) or c.adds or c.start or c.env or not c.flags:  # a process start or a code change
             continue
         pairs = list(zip(c.flags[::2], c.flags[1::2], strict=True))
         keys = [conflict_key(f, v) for f, v in pairs]

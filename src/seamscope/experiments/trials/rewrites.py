@@ -1,0 +1,259 @@
+"""Code-change candidates: edits no flag makes, read from the baseline's evidence in the user's own
+script (torch-free). Each is a draft with its diff (:mod:`.patches`), tried and output-checked like
+every other candidate, its runs applying the diff (``--patch``).
+
+- ``guard-logging``: a ``print``, ``logging`` or ``warnings`` call that broke the graph, inside the
+  compiled function, guarded by ``if not torch.compiler.is_compiling():``. Dynamo reads the
+  condition as false while tracing, so the call leaves the graph and the break with it; it no
+  longer runs in compiled calls (it still runs where the code runs eagerly), which is why the
+  patch is marked "review before applying".
+- ``always-pass-NAME``: an optional argument passed as ``None`` on some calls and a tensor on others
+  (a recompile on ``NAME is None``) always passed: the compiled callable
+  ``f = torch.compile(fn, ...)`` becomes ``_f_compiled`` behind a plain function ``f`` with ``fn``'s
+  signature that passes a neutral tensor for ``None``: zeros for a value added or subtracted,
+  ones for one multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
+  first argument. One graph then serves every call. The neutral value's shape is a guess the
+  output check tests, so this patch too is marked "review before applying".
+- ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
+  condition) that broke the graph, whose two branches each assign one name, becomes
+  ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
+  are then computed and picked element by element: "review before applying" (a branch with side
+  effects, or an expensive one, is not for ``torch.where``).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+from ...model.receipt import Receipt
+from ..remedy_spec import RemedySpec
+from ..unified_diff import make
+from .catalogue import Draft
+from .patches import Source, insertion_line, rel_path
+
+LOGGING_CALLS = {"print", "warn"}
+LOGGERS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
+
+
+def _is_logging_call(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+        return False
+    fn = stmt.value.func
+    if isinstance(fn, ast.Name):
+        return fn.id == "print"
+    if isinstance(fn, ast.Attribute):
+        return fn.attr in LOGGERS or (fn.attr == "warn" and isinstance(fn.value, ast.Name) and fn.value.id == "warnings")
+    return False
+
+
+def _multiline_string(stmt: ast.stmt) -> bool:
+    """Indenting its lines would change a string's text."""
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and (n.end_lineno or n.lineno) > n.lineno
+               for n in ast.walk(stmt))
+
+
+def _own(file: str, script: str) -> bool:
+    """Whether a break site's file is the script (sites name files relative to its folder, or in full)."""
+    path = file if os.path.isabs(file) else os.path.join(os.path.dirname(os.path.abspath(script)), file)
+    return os.path.abspath(path) == os.path.abspath(script)
+
+
+def guard_logging(receipt: Receipt, script: str, text: str) -> tuple[str, list[int]] | None:
+    """The script's text with each logging call that broke guarded, and their lines."""
+    src = Source(text)
+    lines = {s.line for s in receipt.ledger.break_sites if _own(s.file, script)}
+    stmts = [n for n in ast.walk(src.tree) if isinstance(n, ast.stmt) and n.lineno in lines and _is_logging_call(n)
+             and not _multiline_string(n)]
+    if not stmts:
+        return None
+    for st in stmts:
+        first, last = st.lineno, st.end_lineno or st.lineno
+        indent = src.lines[first - 1][: src.col(first, st.col_offset)]
+        after = src.lines[last - 1][src.col(last, st.end_col_offset or 0):].strip()
+        if indent.strip() or (after and not after.startswith("#")):
+            continue  # another statement shares the line
+        body = "".join("    " + ln if ln.strip() else ln for ln in src.lines[first - 1:last])
+        src.edits.append((first, 0, last + 1, 0, f"{indent}if not torch.compiler.is_compiling():\n{body}"))
+    if not src.edits:
+        return None
+    where, torch_seen = insertion_line(src)
+    if not torch_seen:
+        src.insert_lines(where, "import torch\n")
+    return src.result(), sorted(s.lineno for s in stmts)
+
+
+def rewrites(receipt: Receipt, script: str) -> list[Draft]:
+    """The code-change drafts the baseline's evidence supports in the script."""
+    if ".py:" in script:
+        return []
+    try:
+        with open(script, encoding="utf-8") as f:
+            text = f.read()
+        ast.parse(text)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return []
+    out = []
+    cost = {f.site_id: (f.cost_ns or 0) for f in (receipt.findings.findings if receipt.findings else []) if f.site_id}
+    got = guard_logging(receipt, script, text)
+    if got is not None:
+        new, at = got
+        where = ", ".join(f"{os.path.basename(script)}:{n}" for n in at)
+        sites = [s.site_id for s in receipt.ledger.break_sites if _own(s.file, script) and s.line in at]
+        out.append(Draft(
+            name="guard-logging", spec=RemedySpec(), origin="code change",
+            targets=f"{len(at)} print/logging break(s) in compiled code ({where})",
+            cost_ns=sum(cost.get(i, 0) for i in sites), diff=make(text, new, rel_path(script)),
+            change=f"guard the print/logging call(s) at {where} with `if not torch.compiler.is_compiling():` "
+                   "(review before applying: they no longer run in compiled calls)",
+            review="the guarded calls no longer run in compiled calls (only where the code runs eagerly)"))
+    got_where = tensor_where(receipt, script, text)
+    if got_where is not None:
+        new, at = got_where
+        where = ", ".join(f"{os.path.basename(script)}:{n}" for n in at)
+        sites = [s.site_id for s in receipt.ledger.break_sites if _own(s.file, script) and s.line in at]
+        out.append(Draft(
+            name="tensor-where", spec=RemedySpec(), origin="code change",
+            targets=f"{len(at)} Python branch(es) on a tensor's value in compiled code ({where})",
+            cost_ns=sum(cost.get(i, 0) for i in sites), diff=make(text, new, rel_path(script)),
+            change=f"turn the if on a tensor's value at {where} into torch.where (review before applying: "
+                   "both branches are computed)",
+            review="both branches are computed and picked element by element: check they have no side effects"))
+    for name, alias, new in always_pass(receipt, script, text):
+        cause = next((f for f in (receipt.findings.findings if receipt.findings else []) if f.churn is not None
+                      and any(name in g for g in f.churn.guards)), None)
+        out.append(Draft(
+            name=f"always-pass-{name}"[:48], spec=RemedySpec(), origin=cause.finding_id if cause else "code change",
+            targets=cause.sentence if cause else f"recompiles on {name} being None",
+            cost_ns=(cause.churn.compile_ns if cause and cause.churn else 0) or 0,
+            diff=make(text, new, rel_path(script)),
+            change=f"always pass {name} to {alias} (a neutral tensor where it was None), so one graph serves "
+                   "every call (review before applying: the neutral value's shape is a guess)",
+            review=f"the neutral {name} passed for None is shaped like the first argument: check it is what "
+                   "the code means"))
+    return out
+
+
+_NONE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) is (?:not )?None\b")
+
+
+def _neutral(fn: ast.FunctionDef, name: str, like: str) -> str | None:
+    """A tensor that leaves ``fn``'s result as ``None`` does, from how ``fn`` uses ``name``."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.BinOp) and any(isinstance(o, ast.Name) and o.id == name for o in (n.left, n.right)):
+            if isinstance(n.op, (ast.Add, ast.Sub)):
+                return f"torch.zeros_like({like})"
+            right = isinstance(n.right, ast.Name) and n.right.id == name
+            if isinstance(n.op, ast.Mult) or isinstance(n.op, ast.Div) and right:
+                return f"torch.ones_like({like})"
+        if isinstance(n, ast.AugAssign) and isinstance(n.value, ast.Name) and n.value.id == name:
+            if isinstance(n.op, (ast.Add, ast.Sub)):
+                return f"torch.zeros_like({like})"
+            if isinstance(n.op, (ast.Mult, ast.Div)):
+                return f"torch.ones_like({like})"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "masked_fill" \
+                and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == name:
+            return f"torch.zeros_like({like}, dtype=torch.bool)"
+    return None
+
+
+def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str, str]]:
+    """(argument, the compiled callable's name, the patched text) for each optional argument a
+    frame of the script recompiled on being ``None``."""
+    src = Source(text)
+    defs = {n.name: n for n in src.tree.body if isinstance(n, ast.FunctionDef)}
+    out = []
+    for f in receipt.findings.findings if receipt.findings else []:
+        ch = f.churn
+        if ch is None or not _own(ch.file, script):
+            continue
+        names = {m.group(1) or m.group(2) for g in ch.guards if (m := _NONE_GUARD.match(g.strip()))}
+        for stmt in src.tree.body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Call) and _is_compile(stmt.value.func) and stmt.value.args
+                    and isinstance(stmt.value.args[0], ast.Name)):
+                continue
+            fn = defs.get(stmt.value.args[0].id)
+            a = fn.args if fn is not None else None
+            if fn is None or a is None or fn.name != ch.frame_name.rsplit(".", 1)[-1] or a.vararg or a.kwarg \
+                    or a.posonlyargs or a.kwonlyargs or not a.args:
+                continue
+            params = [x.arg for x in a.args]
+            for name in sorted(names & set(params[1:])):
+                neutral = _neutral(fn, name, params[0])
+                if neutral is None:
+                    continue
+                alias = stmt.targets[0].id
+                inner = f"_{alias}_compiled"
+                new = Source(text)
+                new.replace(stmt.targets[0], inner)
+                call = ", ".join(f"{neutral} if {p} is None else {p}" if p == name else p for p in params)
+                shim = (f"\n\ndef {alias}({ast.unparse(a)}):\n"
+                        f"    # always pass {name}: one graph serves the calls with and without it\n"
+                        f"    return {inner}({call})\n")
+                end = stmt.end_lineno or stmt.lineno
+                new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
+                out.append((name, alias, new.result()))
+    return out
+
+
+def _is_compile(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
+            and node.value.id == "torch")
+
+
+class _Untensor(ast.NodeTransformer):
+    """``t.item()`` → ``t``, ``bool(t)`` → ``t``: the condition kept a tensor."""
+
+    def __init__(self) -> None:
+        self.changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args and not node.keywords:
+            self.changed = True
+            return node.func.value
+        if isinstance(node.func, ast.Name) and node.func.id == "bool" and len(node.args) == 1 and not node.keywords:
+            self.changed = True
+            return node.args[0]
+        return node
+
+
+def _one_assign(body: list[ast.stmt]) -> ast.Assign | None:
+    if len(body) == 1 and isinstance(body[0], ast.Assign) and len(body[0].targets) == 1 \
+            and isinstance(body[0].targets[0], ast.Name):
+        return body[0]
+    return None
+
+
+def tensor_where(receipt: Receipt, script: str, text: str) -> tuple[str, list[int]] | None:
+    """The script's text with each plain ``if``/``else`` on a tensor's value that broke the graph as
+    ``torch.where``, and their lines."""
+    src = Source(text)
+    lines = {s.line for s in receipt.ledger.break_sites if _own(s.file, script)}
+    done = []
+    for n in ast.walk(src.tree):
+        if not isinstance(n, ast.If) or n.lineno not in lines:
+            continue
+        a, b = _one_assign(n.body), _one_assign(n.orelse)
+        if a is None or b is None or a.targets[0].id != b.targets[0].id:  # type: ignore[attr-defined]
+            continue
+        cond = _Untensor()
+        test = cond.visit(ast.parse(ast.unparse(n.test), mode="eval").body)
+        first, last = n.lineno, n.end_lineno or n.lineno
+        indent = src.lines[first - 1][: src.col(first, n.col_offset)]
+        after = src.lines[last - 1][src.col(last, n.end_col_offset or 0):].strip()
+        if indent.strip() or (after and not after.startswith("#")) or _multiline_string(n):
+            continue
+        name = a.targets[0].id  # type: ignore[attr-defined]
+        line = (f"{indent}{name} = torch.where({ast.unparse(test)}, {ast.unparse(a.value)}, "
+                f"{ast.unparse(b.value)})\n")
+        src.edits.append((first, 0, last + 1, 0, line))
+        done.append(first)
+    if not done:
+        return None
+    where, torch_seen = insertion_line(src)
+    if not torch_seen:
+        src.insert_lines(where, "import torch\n")
+    return src.result(), sorted(done)

@@ -1,0 +1,256 @@
+"""Every recommendation as a patch, measured as applied (real torch, backend "eager").
+
+A flag candidate's patch, run with ``--patch``, compiles as the flags do (in-process runs,
+counted against PyTorch's own counters); ``try`` on two small scripts whose fix is a code change
+(a print and a logger call in the compiled function; an optional mask passed on odd calls) writes
+patches that ``git apply`` takes, and a copy with the patch applied runs with the candidate's counts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from fakes import seamscope_forked, seamscope_here
+
+pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+W = os.path.join(HERE, "workloads", "patches")
+T = os.path.join(HERE, "workloads", "trials")
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _metric(c, name):
+    return next(m for m in c["metrics"] if m["name"] == name)["median"]
+
+
+def _run(script, words, out):
+    import torch
+
+    from seamscope.capture import adapter
+    from seamscope.capture.runner import run_target
+    from seamscope.experiments.remedy_plan import prepare
+    from seamscope.experiments.remedy_spec import spec_from_words
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    # a patch is the script's own code: the settings it makes stay in this process unless put back
+    configs = (torch._dynamo.config, torch.compiler.config)
+    saved = [{k: copy.copy(v) for k, v in c.get_config_copy().items()} for c in configs]
+    try:
+        result = run_target(str(script), [], out=str(out), setup=prepare(spec_from_words(words), str(script)))
+    finally:
+        for c, before in zip(configs, saved, strict=True):
+            for k, v in c.get_config_copy().items():
+                if before.get(k, v) != v:
+                    setattr(c, k, before[k])
+    assert result.exit_code == 0, result.message
+    r = load(os.path.join(out, "receipt.json"))["summary"]
+    return (r["compile_count"], r["recompile_count"], r["break_site_count"],
+            adapter.dynamo_counters()["stats"]["unique_graphs"])
+
+
+@pytest.mark.parametrize("script,words", [
+    ("shape_churn.py", ["--compile-option", "dynamic=true"]),  # the call edited
+    ("shape_churn.py", ["--mark-dynamic", "L['x']:0"]),  # one dynamic_sources line
+    ("item_break.py", ["--dynamo-config", "capture_scalar_outputs=True"]),  # a settings line
+    ("disable_script.py", ["--disable", "__main__:noisy"]),  # a decorator on the script's function
+    ("disable_module.py", ["--disable", "trials_helper:noisy"]),  # ... on a function of a module beside it
+])
+def test_a_flag_candidates_patch_compiles_as_its_flags_do(tmp_path, monkeypatch, script, words, dynamo_reset):
+    import sys
+
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.trials.patches import spec_patch, write_patch
+
+    shutil.copy(os.path.join(T, script), tmp_path / script)
+    shutil.copy(os.path.join(T, "trials_helper.py"), tmp_path / "trials_helper.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "trials_helper", raising=False)
+    patch = spec_patch(spec_from_words(words), script)
+    assert patch is not None and patch.path == script
+    path = write_patch(str(tmp_path), "p", patch)
+    base = _run(script, [], tmp_path / "b")
+    sys.modules.pop("trials_helper", None)  # each run imports the helper as the script does
+    flags = _run(script, words, tmp_path / "f")
+    sys.modules.pop("trials_helper", None)
+    patched = _run(script, ["--patch", path], tmp_path / "p")
+    sys.modules.pop("trials_helper", None)
+    assert patched == flags != base  # (compilations, recompiles, break sites, PyTorch's unique graphs)
+    note = load(tmp_path / "p" / "receipt.json")["decision"]["note"]
+    named = "trials_helper.py" if "trials_helper" in words[1] else script
+    assert f"--patch: ran patched in memory: {named} (sha256 " in note  # what ran, beside the file's hash
+    if "trials_helper" in words[1]:
+        assert "+++ b/trials_helper.py" in patch.diff and "+import torch\n" in patch.diff
+        assert (tmp_path / "trials_helper.py").read_text() == Path(T, "trials_helper.py").read_text()
+    assert Path(script).read_text() == Path(T, script).read_text()  # the script itself untouched
+
+
+def _trial(d, script, *words):
+    shutil.copy(os.path.join(W, script), d / script)
+    p = seamscope_here(["try", "--quiet", "--out", "o", "--write-patch", "rec.patch", *words, script], d)
+    assert p.returncode == 0, p.stderr
+    return d, load(d / "o" / "trials.json"), p
+
+
+@pytest.fixture(scope="module")
+def logging_trial(tmp_path_factory, fresh_server):
+    return _trial(tmp_path_factory.mktemp("logging"), "logging_break.py", "--repeat", "1", "--only", "guard-logging")
+
+
+@pytest.fixture(scope="module")
+def mask_trial(tmp_path_factory, fresh_server):
+    return _trial(tmp_path_factory.mktemp("mask"), "optional_mask.py", "--repeat", "2", "--only", "always-pass")
+
+
+@pytest.fixture(scope="module")
+def where_trial(tmp_path_factory, fresh_server):
+    """The rewrite, and a user's own patch given with --candidate (a comment edited)."""
+    from seamscope.experiments.unified_diff import make
+
+    d = tmp_path_factory.mktemp("where")
+    text = Path(W, "item_branch.py").read_text()
+    (d / "mine.patch").write_text(make(text, text.replace("import torch\n", "import torch  # mine\n", 1),
+                                       "item_branch.py"))
+    return _trial(d, "item_branch.py", "--repeat", "1", "--only", "tensor-where", "--candidate", "--patch mine.patch")
+
+
+@pytest.mark.timeout(1200)
+def test_an_if_on_a_tensors_value_becomes_torch_where_and_its_break_is_gone(where_trial):
+    d, t, _ = where_trial
+    by = {c["name"]: c for c in t["candidates"]}
+    c, mine = by["tensor-where"], by["user-1"]
+    assert mine["patch"] == "mine.patch" and mine["diff"] == (d / "mine.patch").read_text()
+    assert "--patch mine.patch" in mine["command"] and mine["outputs"]["status"] == "equal"
+    assert _metric(mine, "breaks") == 1  # the user's patch changed a comment only
+    assert c["review"]
+    assert "+    z = torch.where(y.sum() > 0, y * 2, y - 1)" in c["diff"]
+    assert _metric(t["baseline"], "breaks") == 1 and _metric(c, "breaks") == 0
+    assert _metric(c, "recompiles") == 0 and c["outputs"]["status"] == "equal"
+
+
+@pytest.mark.timeout(1200)
+def test_logging_in_a_compiled_frame_is_guarded_and_its_breaks_are_gone(logging_trial):
+    d, t, _ = logging_trial
+    (c,) = t["candidates"]
+    assert c["name"] == "guard-logging" and c["flags"] == [] and c["review"]
+    assert _metric(t["baseline"], "breaks") == 2 and _metric(c, "breaks") == 0
+    assert c["outputs"]["status"] == "equal"
+    assert f"--patch {c['patch']}" in c["command"]  # its runs applied the diff
+    assert c["diff"].count("+    if not torch.compiler.is_compiling():") == 2
+    assert (d / c["patch"]).read_text() == c["diff"]
+
+
+@pytest.mark.timeout(1200)
+def test_an_optional_mask_always_passed_is_recommended_with_fewer_recompiles(mask_trial):
+    from test_trials_torch import noisy_machine
+
+    d, t, p = mask_trial
+    (c,) = t["candidates"]
+    assert c["name"] == "always-pass-mask" and "torch.zeros_like(x) if mask is None else mask" in c["diff"]
+    assert _metric(t["baseline"], "recompiles") == 1 and _metric(c, "recompiles") == 0
+    assert c["outputs"]["status"] == "equal"
+    if not noisy_machine(c):
+        assert t["chosen"] == "always-pass-mask"
+        assert next(m for m in c["metrics"] if m["name"] == "total")["ratio_median"] < 1
+    if t["chosen"] == c["name"]:
+        assert (d / "rec.patch").read_text() == c["diff"]
+        assert f"patch: {c['patch']}" in p.stdout and "+def f(x, mask=None):" in p.stdout  # its first hunk
+        md = (d / "o" / "trials.md").read_text()
+        assert "```diff\n" + c["diff"].rstrip("\n") + "\n```" in md
+    html = (d / "o" / "trials.html").read_text()
+    assert "&quot;" not in c["diff"] and "if mask is None else mask" in html
+
+
+@pytest.mark.timeout(1200)
+def test_each_written_patch_applies_and_the_patched_copy_runs_as_measured(logging_trial, mask_trial, where_trial,
+                                                                          tmp_path, fresh_server):
+    for d, t, _ in (logging_trial, mask_trial, where_trial):
+        for c in t["candidates"]:
+            if c["origin"] == "user":
+                continue
+            copy = tmp_path / c["name"]
+            copy.mkdir()
+            script = os.path.basename(t["script"])
+            shutil.copy(d / script, copy / script)
+            subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+            subprocess.run(["git", "apply", "--check", str(d / c["patch"])], cwd=copy, check=True)
+            subprocess.run(["git", "apply", str(d / c["patch"])], cwd=copy, check=True)
+            r = seamscope_forked(fresh_server, ["run", "--quiet", "--no-html", "--out", "r", "--seed", "0", script],
+                                 copy)
+            assert r.returncode == 0, r.stderr
+            got = load(copy / "r" / "receipt.json")["summary"]
+            run = c["runs"][0]
+            assert (got["call_count"], got["break_site_count"], got["recompile_count"], got["fallback_count"]) == (
+                run["calls"], run["breaks"], run["recompiles"], run["fallbacks"])
+
+
+def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_does(tmp_path, monkeypatch,
+                                                                                     dynamo_reset):
+    """The patch loops over the instances at the path the baseline's finding saw; the patched
+    script makes the flag's compilations: one graph serving the four blocks."""
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.trials.patches import regional_patch
+    from seamscope.experiments.unified_diff import apply, parse
+    from seamscope.ingest.receipt import load_receipt
+
+    shutil.copy(os.path.join(W, "blocks.py"), tmp_path / "blocks.py")
+    monkeypatch.chdir(tmp_path)
+    base = _run("blocks.py", [], tmp_path / "b")
+    flags = _run("blocks.py", ["--regional", "Block"], tmp_path / "f")
+    receipt = load_receipt(str(tmp_path / "b" / "receipt.json"))
+    patch = regional_patch(spec_from_words(["--regional", "Block"]), "blocks.py", receipt)
+    assert patch is not None and "+for block in model.layers:" in patch.diff
+    assert "+    block.compile(backend=\"eager\")" in patch.diff and "+compiled = model" in patch.diff
+    (tmp_path / "copy").mkdir()
+    text = apply((tmp_path / "blocks.py").read_text(), parse(patch.diff)[0])
+    (tmp_path / "copy" / "blocks.py").write_text(text)
+    patched = _run(str(tmp_path / "copy" / "blocks.py"), [], tmp_path / "p")
+    assert patched == flags  # (compilations, recompiles, break sites, PyTorch's unique graphs)
+
+    def repeated(out):
+        return [f for f in load(out / "receipt.json")["findings"]["compile_time"]["findings"]
+                if f["kind"] == "repeated_block"]
+
+    assert repeated(tmp_path / "b") and not repeated(tmp_path / "p") and not repeated(tmp_path / "f")
+    assert base[0] == 1
+
+
+def test_a_patch_of_an_imported_module_of_the_user_is_served_as_imported(tmp_path, monkeypatch, dynamo_reset):
+    """A diff naming a module beside the script: the module is run patched when the script imports
+    it, the file on disk unchanged; a diff that does not match exits 2 before anything runs."""
+    import sys
+
+    from seamscope.experiments.unified_diff import make
+
+    (tmp_path / "helper_mod_p.py").write_text("def noisy(x):\n    print('n', float(x.sum()))\n    return x * 2\n")
+    (tmp_path / "main.py").write_text("import torch\nimport helper_mod_p\n\n\ndef step(x):\n"
+                                      "    return helper_mod_p.noisy(torch.sin(x))\n\n\n"
+                                      "f = torch.compile(step, backend='eager')\nfor _ in range(3):\n"
+                                      "    f(torch.ones(4))\n")
+    old = (tmp_path / "helper_mod_p.py").read_text()
+    new = old.replace("    print('n', float(x.sum()))\n", "")
+    (tmp_path / "p.patch").write_text(make(old, new, "helper_mod_p.py"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("helper_mod_p", None)
+    assert _run("main.py", [], tmp_path / "b")[2] == 1  # the print's break
+    sys.modules.pop("helper_mod_p", None)
+    assert _run("main.py", ["--patch", "p.patch"], tmp_path / "p")[2] == 0
+    sys.modules.pop("helper_mod_p", None)
+    assert (tmp_path / "helper_mod_p.py").read_text() == old
+    (tmp_path / "bad.patch").write_text(make("x = 1\n", "x = 2\n", "main.py"))
+    p = seamscope_here(["run", "--out", "q", "--patch", "bad.patch", "main.py"], tmp_path)
+    assert p.returncode == 2 and "does not apply at line 1" in p.stderr and not (tmp_path / "q").exists()
