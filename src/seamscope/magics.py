@@ -58,28 +58,23 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
                          "observes a cell on its own")
     decision = Decision(note=opts["note"], intervention=opts["intervention"],
                         rollback_trigger=opts["rollback_trigger"])
-    from .capture.persist import RunOutput
+    from .capture.lifecycle import ObservedRun
     from .capture.session import status_of_exception
     from .errors import UnusableInput
 
     s = Session(None, command=["%%seamscope", *shlex.split(line)], decision=decision)
-    output = RunOutput(s, opts["out"], opts["checkpoint_every"])
+    run = ObservedRun(s, opts["out"], opts["checkpoint_every"])
     try:
-        output.prepare()  # writable and not another run's, before the cell runs
+        run.prepare()  # writable and not another run's, before the cell runs
     except UnusableInput as e:
         raise UsageError(str(e)) from None
-    try:
-        s.start()
-        output.begin()
+    with run:  # the receipt written into the folder resolved now (the cell may change directory)
         result = shell.run_cell(cell)
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         s.status = status_of_exception(error if isinstance(error, BaseException) else None)
-        s.stop()
-        s.write(output.folder)  # resolved before the cell ran (it may change directory)
-        path = os.path.join(opts["out"], "receipt.json")
-    finally:
-        s.stop()
-        output.close()
+    output = run.output
+    assert output is not None
+    path = os.path.join(opts["out"], "receipt.json")
     shell.user_ns["_seamscope"] = s
     notes = [f"wrote {path}"]
     from .render.html import write_html_report

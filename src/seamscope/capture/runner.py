@@ -114,14 +114,14 @@ def run_target(
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
     from ..model.ledger import RunStatus
-    from .persist import RunOutput, as_given, hard_exit_on_signal, status_of_signal, watch_signals
+    from .lifecycle import ObservedRun
+    from .persist import hard_exit_on_signal, status_of_signal, watch_signals
     from .session import Session, status_of_exception
 
     workload = launch is not None
     if not module and not workload and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
     out_shown = default_out_dir(out)
-    out_dir = os.path.abspath(out_shown)  # once, before the script runs (it may change directory)
     script_file = target.rpartition(":")[0] if workload else target
     root = project_root(os.getcwd() if module else os.path.dirname(os.path.abspath(script_file)))
     kwargs: dict[str, Any] = {}
@@ -138,14 +138,15 @@ def run_target(
         cwd=root,
         **kwargs,
     )
-    output = RunOutput(session, out_shown, checkpoint_every)
-    output.prepare()  # writable and ours, before the script starts (exit 2 otherwise)
+    run = ObservedRun(session, out_shown, checkpoint_every)  # the folder resolved once, before the script
+    run.prepare()  # writable and ours, before the script starts (exit 2 otherwise)
+    assert run.output is not None
     if on_call_end is not None:  # the CLI's progress line; nothing on the call path otherwise
         session.on_call_end.append(on_call_end)
     old_argv, old_path0 = sys.argv[:], sys.path[0] if sys.path else None
     exit_code, message = 0, None
     received: list[int] = []
-    previous_handlers = watch_signals(session, received, output.lock)
+    previous_handlers = watch_signals(session, received, run.output.lock)
     finish: Any = None
     path: str | None = None
     pid = os.getpid()
@@ -153,8 +154,7 @@ def run_target(
     """Whether the script itself is running: an exception from there is the script's, whatever
     its type (even seamscope's own ``UnusableInput``, raised by a ``load_receipt`` in it)."""
     try:
-        session.start()
-        output.begin()
+        run.start()  # a failure is recorded below and ends in the receipt (``run.end``)
         if setup is not None:
             finish = setup.setup(session)
         if launch is not None:
@@ -195,7 +195,7 @@ def run_target(
     finally:
         # A signal from here on stops at once, with the first signal's code; what is renamed into
         # place stays whole.
-        with hard_exit_on_signal(output.lock, restore=previous_handlers, first=received):
+        with hard_exit_on_signal(run.output.lock, restore=previous_handlers, first=received):
             sys.argv = old_argv
             if old_path0 is not None and sys.path:
                 sys.path[0] = old_path0
@@ -203,15 +203,9 @@ def run_target(
                 if finish is not None:
                     finish()
             finally:
-                try:
-                    session.stop()
-                    if os.getpid() == pid and session.builder is not None:  # a forked child writes nothing
-                        try:
-                            path = session.write(out_dir)
-                        except UnusableInput as e:  # disk full: named as the user wrote it
-                            raise as_given(e, out_dir, out_shown) from None
-                finally:
-                    output.close()
+                # every exception was recorded above (seamscope's own one re-raised): a receipt
+                # that cannot be written is what is raised then (disk full: exit 2)
+                path = run.end()
     return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message,
                      out_shown=out_shown, signalled=received[0] if received else None,
                      forked=os.getpid() != pid)

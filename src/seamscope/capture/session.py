@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -64,45 +63,17 @@ class Session(CallHooks, RegionHooks):
     # --- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
-        self._entered_pid = os.getpid()
-        output = None
-        if self.out is not None:  # checked and locked before the body runs (UnusableInput)
-            from .persist import RunOutput
+        from .lifecycle import ObservedRun
 
-            output = RunOutput(self, self.out, self.checkpoint_every)
-            output.prepare()
-        try:
-            self.start()
-            if output is not None:
-                output.begin()
-                self.output = output
-        except BaseException:
-            self.stop()
-            if output is not None:
-                output.close()
-            raise
+        run = ObservedRun(self, self.out, self.checkpoint_every)
+        run.__enter__()  # the folder checked and locked before the body runs (UnusableInput)
+        self._run = run
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self.status is None:
-            self.status = status_of_exception(exc)
-        try:
-            self.stop()
-            if self.out is not None and os.getpid() == self._entered_pid:  # never a forked child's over the parent's
-                try:
-                    self.write(self.output.folder if self.output is not None else self.out)
-                except Exception as e:
-                    if exc is None:
-                        raise
-                    # the user's exception propagates unchanged; the write failure goes with it
-                    note = f"seamscope: the receipt could not be written: {e}"
-                    if hasattr(exc, "add_note"):  # Python 3.11+
-                        exc.add_note(note)
-                    sys.stderr.write(note + "\n")
-        finally:
-            if self.output is not None:
-                self.output.close()
-                self.output = None
+        run, self._run = self._run, None
+        if run is not None:
+            run.end(exc)  # the user's exception propagates unchanged; a write failure goes with it
 
     def start(self) -> None:
         global _ACTIVE

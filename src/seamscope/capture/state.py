@@ -41,8 +41,8 @@ class SessionState:
         """How the run ended, recorded in the receipt (set before ``stop()``)."""
         self._outer: Any = None
         """The session this one was opened inside (paused until this one stops), or None."""
-        self._entered_pid = os.getpid()
-        """The process that entered ``with``: a child it forks writes no output set at exit."""
+        self._run: Any = None
+        """While ``with`` is open: its ``lifecycle.ObservedRun`` (whose process alone writes at exit)."""
         self.output: Any = None
         """With ``out``: the folder's lock and checkpoints while active (``persist.RunOutput``)."""
         self.command = command or []
