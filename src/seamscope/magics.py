@@ -58,8 +58,7 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
                          "observes a cell on its own")
     decision = Decision(note=opts["note"], intervention=opts["intervention"],
                         rollback_trigger=opts["rollback_trigger"])
-    from .capture.lifecycle import ObservedRun
-    from .capture.session import status_of_exception
+    from .capture.lifecycle import ObservedRun, status_of_exception
     from .errors import UnusableInput
 
     s = Session(None, command=["%%seamscope", *shlex.split(line)], decision=decision)

@@ -22,7 +22,9 @@ import sys
 from typing import Any
 
 from ..errors import UnusableInput
-from .persist import DEFAULT_CHECKPOINT_EVERY, RunOutput, as_given
+from ..model.ledger import RunStatus
+from .calls import _error_text
+from .persist import DEFAULT_CHECKPOINT_EVERY, RunOutput, as_given, status_of_signal
 
 
 class ObservedRun:
@@ -68,8 +70,6 @@ class ObservedRun:
         the folder as the user gave it."""
         s = self.session
         if s.status is None:
-            from .session import status_of_exception
-
             s.status = status_of_exception(exc)
         path = None
         try:
@@ -109,3 +109,21 @@ class ObservedRun:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.end(exc)
+
+
+def status_of_exception(exc: BaseException | None) -> RunStatus:
+    """How a run whose body ended with ``exc`` (None: it returned) ended."""
+    if exc is None:
+        return RunStatus(state="completed", exit_code=0)
+    if isinstance(exc, KeyboardInterrupt):
+        return RunStatus(state="interrupted", detail="SIGINT", exit_code=130)
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code in (None, 0):
+            return RunStatus(state="completed", exit_code=0)
+        return RunStatus(state="exited", exit_code=code if isinstance(code, int) else 1,
+                         detail="" if isinstance(code, int) else str(code).splitlines()[0][:200] if str(code) else "")
+    signum = getattr(exc, "signum", None)
+    if isinstance(signum, int):
+        return status_of_signal(signum)
+    return RunStatus(state="raised", detail=_error_text(exc), exit_code=1)

@@ -114,9 +114,9 @@ def run_target(
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
     from ..model.ledger import RunStatus
-    from .lifecycle import ObservedRun
+    from .lifecycle import ObservedRun, status_of_exception
     from .persist import hard_exit_on_signal, status_of_signal, watch_signals
-    from .session import Session, status_of_exception
+    from .session import Session
 
     workload = launch is not None
     if not module and not workload and not os.path.isfile(target):
@@ -214,8 +214,8 @@ def run_target(
 def _ended(e: BaseException, session: Any, received: list[int], target: str) -> tuple[int, str | None]:
     """The status, exit code and message of a run whose script ended with ``e`` (not
     ``SystemExit``); the user's own exception's traceback is printed, as python would."""
+    from .lifecycle import status_of_exception
     from .persist import status_of_signal
-    from .session import status_of_exception
 
     if received:  # a signal: SIGINT (KeyboardInterrupt), SIGTERM or SIGHUP (RunSignalled)
         session.status = status_of_signal(received[0])

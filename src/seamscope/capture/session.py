@@ -408,24 +408,6 @@ def _module_repeats(found: list[dict[str, Any]], cwd: str) -> list[ModuleRepeat]
             )
         merged[m.cls] = m
     return sorted(merged.values(), key=lambda m: (-m.nodes, m.cls))
-def status_of_exception(exc: BaseException | None) -> RunStatus:
-    """How a run whose body ended with ``exc`` (None: it returned) ended."""
-    if exc is None:
-        return RunStatus(state="completed", exit_code=0)
-    if isinstance(exc, KeyboardInterrupt):
-        return RunStatus(state="interrupted", detail="SIGINT", exit_code=130)
-    if isinstance(exc, SystemExit):
-        code = exc.code
-        if code in (None, 0):
-            return RunStatus(state="completed", exit_code=0)
-        return RunStatus(state="exited", exit_code=code if isinstance(code, int) else 1,
-                         detail="" if isinstance(code, int) else str(code).splitlines()[0][:200] if str(code) else "")
-    signum = getattr(exc, "signum", None)
-    if isinstance(signum, int):
-        from .persist import status_of_signal
-
-        return status_of_signal(signum)
-    return RunStatus(state="raised", detail=_error_text(exc), exit_code=1)
 
 
 def _env_int(name: str) -> int | None:
