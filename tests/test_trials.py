@@ -449,16 +449,21 @@ class _PerCallRuns:
         return Outcome(fig, object(), "", _prints(_leaf()) if fingerprint else None)
 
 
-def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, first_s=None):
+def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, first_s=None, max_repeat=None,
+                    load=0.8):
+    from seamscope.experiments.trials import load as loadmod
     from seamscope.experiments.trials import runs as trial_runs
     from seamscope.experiments.trials import trial as tr
+
+    monkeypatch.setattr(loadmod, "load_average", lambda: load)  # the machine as measured, not this one
+    monkeypatch.setattr(loadmod, "cpus", lambda: 2)
 
     fake = _PerCallRuns(make, first_s=first_s)
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: drafts)
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
     setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=repeat, budget_s=budget,
-                             clock=fake.clock)
+                             clock=fake.clock, max_repeat=max_repeat)
     t, _ = tr.run_trials(setup, [], [], [])
     return t, fake.log
 
@@ -520,18 +525,58 @@ def _equal_work(speed, outlier=None):
 
 
 def test_one_repetition_with_a_100x_outlier_moves_no_verdict(monkeypatch, tmp_path):
+    """One call 100× slower in one repetition: the steady verdict (each repetition's median paired
+    call) does not move; the total's interval widens, so it is never slower, and the candidate
+    gets more repetitions until its interval decides."""
     flags = ["--dynamo-config", "capture_scalar_outputs=True"]
     make = _equal_work(0.8, outlier=(" ".join(flags), 1, 7))
     t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)])
     (c,) = t.candidates
     assert c.paired.ratio_median == pytest.approx(0.8, rel=0.02)
     assert c.paired.worst_noise == pytest.approx(100, rel=0.05)  # seen, and said
-    assert c.steady_verdict == "faster" and c.total_verdict == "faster" and c.verdict == "faster"
-    total = next(m for m in c.metrics if m.name == "total")
-    assert total.ratio_median == pytest.approx((500 * 0.95 + 0.8 * 24.2) / (500 + 24.2), rel=0.01)
+    assert c.steady_verdict == "faster" and c.total_verdict in ("faster", "noisy") and c.repetitions == 3
+    # with more repetitions the stall stays one run's: the verdict is never slower
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], max_repeat=6)
+    (c,) = t.candidates
+    assert c.verdict in ("faster", "no measurable change") and c.repetitions > 3
+    assert "slower" not in (c.total_verdict, c.steady_verdict) and c.steady_verdict == "faster"
     # and an outlier in the baseline
     t, _ = _per_call_trial(monkeypatch, tmp_path, _equal_work(0.8, outlier=("", 2, 3)), [_draft("cso", flags)])
-    assert t.candidates[0].verdict == "faster"
+    assert "slower" not in (t.candidates[0].total_verdict, t.candidates[0].steady_verdict)
+
+
+JITTER = (1.0, 1.3, 0.85, 1.1, 0.95, 1.05, 1.0, 1.2)
+
+
+def _jittered(effects):
+    """Call 0 compiles, 20 steady calls; each candidate (by its first flag's value) at its effect;
+    every run's calls scaled by a per-run jitter up to 30% (both sides, out of step)."""
+
+    def make(flags, k):
+        f = effects.get(flags[1], 1.0) if flags else 1.0
+        j = JITTER[(k + (3 if flags else 0)) % len(JITTER)]
+        return _calls("x", [("cold", 500 * MS * f * j)] + [("steady", 1.0 * MS * f * j)] * 20)
+
+    return make
+
+
+def test_undecided_candidates_get_more_repetitions_and_decided_ones_none(monkeypatch, tmp_path):
+    fast = ["--dynamo-config", "capture_scalar_outputs=True"]
+    slow = ["--compile-option", "dynamic=true"]
+    make = _jittered({fast[1]: 0.75, slow[1]: 2.0})
+    t3, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", fast), _draft("dyn", slow)])
+    by3 = {c.name: c for c in t3.candidates}
+    assert by3["cso"].verdict != "faster" and by3["cso"].repetitions == 3  # three runs cannot tell
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", fast), _draft("dyn", slow)],
+                             max_repeat=6)
+    by = {c.name: c for c in t.candidates}
+    assert by["cso"].verdict == "faster" and 3 < by["cso"].repetitions <= 6
+    assert by["dyn"].verdict == "slower" and by["dyn"].repetitions == 3  # decided: no more
+    assert log[log.index("trials/dyn/rep-3") + 1:][:2] == ["trials/baseline/rep-4", "trials/cso/rep-4"]
+    assert "trials/dyn/rep-4" not in log
+    md = TrialsMarkdownRenderer().render(t)
+    row = next(line for line in md.splitlines() if line.startswith("| 1 | cso"))
+    assert f"| {by['cso'].repetitions} |" in row and "interval" in md
 
 
 def test_a_busy_machine_is_noisy_never_slower(monkeypatch, tmp_path):
@@ -546,10 +591,16 @@ def test_a_busy_machine_is_noisy_never_slower(monkeypatch, tmp_path):
         return _calls("x", [(p, w * (rng.choice([1.0, 1.0, 3.0, 30.0]))) for p, w in calls])
 
     flags = ["--dynamo-config", "capture_scalar_outputs=True"]
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], load=7.5)
     (c,) = t.candidates
     assert c.verdict in ("noisy", "no measurable change") and "slower" not in (c.steady_verdict, c.total_verdict)
-    assert c.verdict == "noisy" and "the machine is busy" in (c.noise_note or "")
+    assert c.verdict == "noisy" and "the machine is busy (load average 7.5 on 2 CPU(s)" in (c.noise_note or "")
+    # the same variation on a machine measured idle: said as variation, never as load
+    rng.seed(3)
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], load=1.0)
+    (c,) = t.candidates
+    assert c.verdict == "noisy" and "busy" not in (c.noise_note or "")
+    assert "load average 1.0 on 2 CPU(s): not from load" in (c.noise_note or "")
     assert t.chosen is None and "noisy" in t.decision
     text = TrialsMarkdownRenderer().render(t)
     assert "noisy: the same call varied" in text

@@ -76,8 +76,12 @@ def notes(t: Trials) -> list[str]:
             out.append(f"{c.name}: {b} (not in the baseline: never recommended)")
         if c.paired is not None:
             out += [f"{c.name}: {group_text(g)}" for g in c.paired.unpaired]
-        if c.noise_note and c.verdict == "noisy":
-            out.append(f"{c.name}: noisy: {c.noise_note}")
+        if c.noise_note and c.verdict in ("noisy", "no measurable change"):
+            out.append(f"{c.name}: {c.verdict}: {c.noise_note}")
+        total = next((m for m in c.metrics if m.name == "total" and m.ci_low is not None), None)
+        if total is not None and c.verdict in ("faster", "slower", "no measurable change", "noisy"):
+            out.append(f"{c.name}: total {total.ratio_median:.3f}×, interval {total.ci_low:.3f}–{total.ci_high:.3f}"
+                       f" over {c.repetitions} repetition(s): {total.verdict}")
         if c.verdict == "no effect" and c.reason:
             out.append(f"{c.name}: no effect: {c.reason}")
         if c.trade:
@@ -89,7 +93,7 @@ def notes(t: Trials) -> list[str]:
 #: A sentence around user strings is cut later than a bare name (as in the terminal summary).
 SENTENCE = 1200
 
-COLUMNS = ("#", "candidate", "verdict", "total time", "compile", "steady", "breaks", "recompiles", "fallbacks",
+COLUMNS = ("#", "candidate", "verdict", "reps", "total time", "compile", "steady", "breaks", "recompiles", "fallbacks",
            "outputs")
 
 
@@ -100,6 +104,7 @@ def rows(t: Trials) -> list[list[str]]:
             "" if c.origin == "baseline" else str(c.rank),
             c.name + (" ✓" if c.name == t.chosen else ""),
             verdict_cell(c),
+            str(c.repetitions or len(c.runs)),
             _time_cell(c, "total"),
             _time_cell(c, "compile"),
             _steady_cell(c),
@@ -111,7 +116,7 @@ def rows(t: Trials) -> list[list[str]]:
     return out
 
 
-TERMINAL_COLUMNS = ("#", "candidate", "verdict", "total time (with compile)", "compile", "steady per call",
+TERMINAL_COLUMNS = ("#", "candidate", "verdict", "reps", "total time (with compile)", "compile", "steady per call",
                     "breaks / recompiles / fallbacks", "outputs")
 
 
@@ -137,7 +142,7 @@ class TrialsTerminalRenderer:
         for col in TERMINAL_COLUMNS:
             table.add_column(col, overflow="fold")
         for r in rows(t):
-            table.add_row(*(markup(x, SENTENCE) for x in (*r[:6], f"{r[6]} / {r[7]} / {r[8]}", r[9])))
+            table.add_row(*(markup(x, SENTENCE) for x in (*r[:7], f"{r[7]} / {r[8]} / {r[9]}", r[10])))
         console.print(table)
         for line in notes(t):
             console.print(f"  {shown(line, SENTENCE)}", markup=False)

@@ -25,6 +25,7 @@ from ...analyze.units import fmt_ns
 from ...model.receipt import Receipt
 from ...model.trials import (
     Candidate,
+    Metric,
     OutputCheck,
     Overhead,
     RunFigures,
@@ -34,6 +35,7 @@ from ...model.trials import (
 )
 from ..remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
 from . import fingerprint as fpmod
+from . import load as loadmod
 from .cache import (
     RunExtra,
     code_change_of,
@@ -57,6 +59,7 @@ from .verdicts import (
     rank,
     recommendable,
     unmatched,
+    wants_more,
 )
 
 # --- the trial ------------------------------------------------------------------------------------
@@ -87,6 +90,8 @@ class _State:
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
     extras: dict[str, RunExtra] = field(default_factory=dict)
     """How a candidate's processes start, where that is the remedy (:mod:`.cache`)."""
+    short: dict[str, float] = field(default_factory=dict)
+    """Undecided candidates the budget stopped: seconds one more round would have needed."""
 
 
 def _progress(st: _State, text: str, remaining_runs: int) -> None:
@@ -118,8 +123,10 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
                 if not st.runs.get(key):
                     need = seconds_needed(st, name)
                     if elapsed + need > budget:
+                        left = max(0.0, budget - elapsed)
                         st.not_tried[name] = (f"over the budget: its runs and those still owed need about "
-                                              f"{need:.0f} s, {max(0.0, budget - elapsed):.0f} s were left")
+                                              f"{need:.0f} s, {left:.0f} s were left; about "
+                                              f"{need - left:.0f} s more --budget would try it")
                         continue
                 elif elapsed > budget:
                     continue  # the repetitions done so far are kept
@@ -131,11 +138,40 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
             st.run_s.append(took)
             st.times.setdefault(key, []).append(took)
             done[0] += 1
-            st.runs.setdefault(key, []).append(oc.figures)
+            fig = msgspec.structs.replace(oc.figures, load_avg=loadmod.load_average(), cpus=loadmod.cpus())
+            st.runs.setdefault(key, []).append(fig)
             if not oc.figures.ok:
                 if name == "baseline":
                     raise BaselineFailed(oc.figures.error or "the baseline failed", oc.stderr)
                 st.failed[name] = oc.figures.error or "failed"
+
+
+def _adaptive(st: _State, drafts: list[Draft], base_key: str, total_runs: int, done: list[int],
+              next_rep: int | None = None) -> int:
+    """More repetitions, interleaved with the baseline's, for the candidates still undecided that
+    could win (:func:`.verdicts.wants_more`), one round at a time, until each is decided,
+    ``max_repeat`` is reached or the next round does not fit in the budget. Returns the runs planned."""
+    setup = st.setup
+    most = max(setup.repeat, setup.max_repeat or setup.repeat)
+    rep = next_rep or len(st.runs.get(base_key, [])) + 1
+    while True:
+        base = st.runs.get(base_key, [])
+        more = [d for d in drafts if d.name not in st.failed and d.name not in st.not_tried
+                and 0 < len(st.runs.get(d.name, [])) < most and len(st.runs[d.name]) <= len(base)
+                and wants_more(st.runs[d.name], base[: len(st.runs[d.name])])]
+        if not more:
+            return total_runs
+        if setup.budget_s is not None:
+            typical = statistics.median(st.run_s[1:]) if len(st.run_s) > 1 else first_run_estimate(st)
+            owed = (3 + len(drafts)) * typical if base_key == "baseline" else typical
+            if setup.clock() - st.started + (1 + len(more)) * typical + owed > setup.budget_s:
+                for d in more:
+                    st.short[d.name] = (1 + len(more)) * typical
+                return total_runs
+        total_runs += 1 + len(more)
+        pair: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in more]
+        _timed(st, pair, [rep], total_runs, done, keys={"baseline": base_key})
+        rep += 1
 
 
 def seconds_needed(st: _State, admitting: str) -> float:
@@ -207,7 +243,7 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     cmd = reproduce_command(flags, st.setup, d.name, st.extras.get(d.name))
     change = code_change_of(d) or (change_at(d.spec, st.sites) if flags else "(none: the script as it is)")
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
-                code_change=change, command=cmd, start=d.start, env=dict(d.env),
+                code_change=change, command=cmd, start=d.start, env=dict(d.env), repetitions=len(runs),
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
     if d.name in st.not_tried and not runs:
         return Candidate(**base, status="not tried", verdict="not tried", reason=st.not_tried[d.name])  # type: ignore[arg-type]
@@ -232,20 +268,31 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
         verdict, reason = "failed", check.detail
     note = None
     if "noisy" in (steady, total, verdict):
-        note = noise_text(pr.worst_noise, pr.noise if pr.noise is not None else total_m.baseline_spread)
+        note = noise_text(pr.worst_noise, pr.noise if pr.noise is not None else total_m.baseline_spread,
+                          loadmod.busy(runs + base_runs), loadmod.measured(runs + base_runs), total_m)
+    if d.name in st.short and verdict in ("noisy", "no measurable change"):
+        more = (f"undecided after {len(runs)} repetitions: one more round needed about "
+                f"{st.short[d.name]:.0f} s beyond the budget")
+        note = f"{note}; {more}" if note else more
     return Candidate(**base, metrics=ms, steady_verdict=steady, total_verdict=total, verdict=verdict,  # type: ignore[arg-type]
                      outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
 
 
-def noise_text(worst: float | None, typical: float | None) -> str:
-    """One line on why timings could not decide."""
+def noise_text(worst: float | None, typical: float | None, busy: str | None = None, measured: str = "",
+               total: Metric | None = None) -> str:
+    """One line on why timings could not decide: how much the runs varied, the interval where
+    there is one, and "the machine is busy" only when load was measured (``busy``)."""
     if worst is not None and typical is not None:
         text = f"the same call varied {worst:.3g}× between repetitions (typically {typical:.0%})"
     elif typical is not None:
         text = f"the same call varied typically {typical:.0%} between repetitions"
     else:
         text = "the timings varied between repetitions"
-    return text + ": the machine is busy; rerun with more --repeat or on a quiet machine"
+    if total is not None and total.ci_low is not None and total.ci_high is not None:
+        text += f"; the total's interval {total.ci_low:.2f}–{total.ci_high:.2f}× is too wide to tell"
+    if busy is not None:
+        return text + f": the machine is busy ({busy}); rerun with more --repeat or on a quiet machine"
+    return text + (f" ({measured}: not from load); more repetitions narrow the interval" if measured else "")
 
 
 def reproduce_command(flags: list[str], setup: Setup, name: str, extra: RunExtra | None = None) -> str:
@@ -334,6 +381,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             _timed(st, [(d.name, d.spec.flags())], [1], total_runs, done)
         if setup.repeat > 1:
             _timed(st, order, list(range(2, setup.repeat + 1)), total_runs, done)
+        total_runs = _adaptive(st, drafts, "baseline", total_runs, done)
         # outputs, outside the timed repetitions
         _progress(st, "outputs · baseline (twice) and eager", total_runs - done[0])
         b1 = _check(st, "baseline", [], "baseline/check-1")
@@ -378,8 +426,11 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         st.drafts.append(cd)
         try:
             pair = [("baseline", []), ("combined", spec.flags())]
-            reps = list(range(setup.repeat + 1, 2 * setup.repeat + 1))
-            _timed(st, pair, reps, total_runs + 2 * setup.repeat + 1, done, keys={"baseline": "baseline-2"})
+            first_rep = len(st.runs["baseline"]) + 1  # after the repetitions the singles had
+            reps = list(range(first_rep, first_rep + setup.repeat))
+            total_runs += 2 * setup.repeat + 1
+            _timed(st, pair, reps, total_runs, done, keys={"baseline": "baseline-2"})
+            _adaptive(st, [cd], "baseline-2", total_runs, done, first_rep + setup.repeat)
             oc = _check(st, "combined", spec.flags(), "combined/check")
             tc = time.perf_counter_ns()
             chk = output_check(oc, base_fp, eager_fp, deterministic)
