@@ -950,3 +950,55 @@ def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved
 def test_without_a_warm_start_candidate_the_warm_cache_folder_is_removed(monkeypatch, tmp_path):
     t, _ = _trial(monkeypatch, tmp_path, {"--dynamo-config capture_scalar_outputs=True": 50})
     assert t.candidates and not (tmp_path / "trials" / "warm-cache").exists()
+
+
+# --- marks that cover a family of sources --------------------------------------------------------
+
+
+def test_a_guard_on_one_cache_layer_marks_every_layer_with_one_regex():
+    import re
+
+    from seamscope.experiments.trials.catalogue import catalogue, family
+
+    src = "L['kwargs']['cache'].layers[0].keys:2"
+    pat = family(src)
+    assert pat is not None and "," not in pat and " " not in pat
+    name, _, dim = pat.rpartition(":")
+    assert dim == "2"
+    for member in ("L['kwargs']['cache'].layers[0].keys", "L['kwargs']['cache'].layers[11].values"):
+        assert re.match(name, member)
+    for other in ("L['kwargs']['cache'].layers[1].keys_scale", "L['kwargs']['other'].layers[0].keys", "L['x']"):
+        assert not re.match(name, other)
+    assert family("L['args'][0]:2") is None and family("L['x']:0") is None  # arguments, not a family
+    kv = _churn("FR1", 900, ["tensor 'kwargs['cache'].layers[0].keys' size mismatch at index 2. expected 5, "
+                             "actual 6"])
+    marks = [d for d in catalogue(_churn_receipt([kv])) if d.spec.mark_dynamic]
+    assert len(marks) == 1 and marks[0].spec.mark_dynamic == (pat,)
+    # the printed change is one assignment a user can paste
+    change = code_change(marks[0].spec)
+    assert change.count("dynamic_sources =") == 1 and change.startswith('torch.compiler.config.dynamic_sources = r"')
+    assert eval(change.split(" = ", 1)[1]) == pat
+    two = code_change(spec_from_words(["--mark-dynamic", "L['x']:0", "--mark-dynamic", "L['y']:1"]))
+    assert two == ("torch.compiler.config.dynamic_sources = \"L['x']:0,L['y']:1\"  # or "
+                   "torch._dynamo.mark_dynamic(x, 0); torch._dynamo.mark_dynamic(y, 1)")
+
+
+def test_a_family_mark_that_leaves_another_dimension_changing_is_followed_by_the_family_on_both(monkeypatch,
+                                                                                                tmp_path):
+    from seamscope.experiments.trials.catalogue import family
+
+    pat = family("L['cache'].layers[0].keys:2")
+    mark = ["--mark-dynamic", pat]
+
+    def make(flags, k):
+        r = _calls("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 4)
+        if flags == mark:
+            return msgspec.structs.replace(r, size_guards=["tensor 'cache.layers[3].values' size mismatch at index 1. "
+                                                           "expected 1, actual 2"])
+        return r
+
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("mark", mark)])
+    both = next(c for c in t.candidates if c.name == "mark-all")
+    assert both.flags[::2] == ["--mark-dynamic"] * 2
+    assert sorted(both.flags[1::2]) == sorted([pat, pat.rpartition(":")[0] + ":1"])
+    assert both.code_change.count("dynamic_sources =") == 1

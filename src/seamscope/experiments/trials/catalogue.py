@@ -143,11 +143,48 @@ def disable_targets(receipt: Receipt, script: str | None) -> list[tuple[str, int
     return sorted(out, key=lambda x: (-x[1], x[0]))
 
 
+_INDEXED = re.compile(r"(\.[A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]|\['(\d+)'\]")
+_SIBLINGS = (("keys", "values"), ("key_cache", "value_cache"))
+"""Attribute pairs a cache layer holds side by side: a guard on one means the other changes too."""
+
+
+def family(source: str) -> str | None:
+    """A ``dynamic_sources`` regex for every source that differs from ``source`` only by an index
+    into a container (``.layers[0]``, ``._modules['3']``), and by ``keys``/``values`` of a cache
+    layer: PyTorch names only the first source whose guard failed, and the others recompile next.
+    ``L['kwargs']['cache'].layers[0].keys:2`` → ``L\\['kwargs'\\]...\\.layers\\[\\d+\\]\\.(keys|values)$:2``.
+    None when there is no such index (``L['args'][0]`` is an argument, not a family member).
+    The regex has no comma or space (``dynamic_sources`` splits on commas and drops spaces)."""
+    name, sep, dim = source.rpartition(":")
+    if not sep or not dim.isdigit():
+        name, dim = source, ""
+    if not _INDEXED.search(name):
+        return None
+    out, pos = [], 0
+    for m in _INDEXED.finditer(name):
+        out.append(re.escape(name[pos:m.start()]))
+        out.append(re.escape(m.group(1)) + r"\[\d+\]" if m.group(1) else r"\['\d+'\]")
+        pos = m.end()
+    tail = re.escape(name[pos:])
+    for a, b in _SIBLINGS:
+        for one in (a, b):
+            if tail.endswith(r"\." + one):
+                tail = tail[: -len(one)] + f"({a}|{b})"
+                break
+        else:
+            continue
+        break
+    pattern = "".join(out) + tail + "$"
+    return pattern + (f":{dim}" if dim else "")
+
+
 def _marks(guards: list[str]) -> tuple[list[str], list[str]]:
-    """(the user sources with every dimension the guards name, the internal ones folded)."""
+    """(the user sources with every dimension the guards name, a family's sources as one regex;
+    the internal ones folded)."""
     user, internal = [], []
     for g in guards:
         s = source_of_guard(g)
+        s = family(s) or s if s is not None else None
         if s is not None and s not in user:
             user.append(s)
         i = internal_guard_source(g)

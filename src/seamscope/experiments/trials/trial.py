@@ -15,6 +15,7 @@ in :mod:`.catalogue`, verdicts, pairing and ranking in :mod:`.verdicts`.
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -47,7 +48,15 @@ from .cache import (
     trade_text,
     warm_paths,
 )
-from .catalogue import Draft, catalogue, choose, compile_sites, source_of_guard, unique_names
+from .catalogue import (
+    Draft,
+    catalogue,
+    choose,
+    compile_sites,
+    family,
+    source_of_guard,
+    unique_names,
+)
 from .runs import Outcome, Setup, run_command, run_once, shell_join
 from .verdicts import (
     choose_best,
@@ -315,14 +324,20 @@ def more_dims(drafts: list[Draft], runs: dict[str, list[RunFigures]]) -> list[Dr
             continue
         marked = set(d.spec.mark_dynamic)
         bases = {m.rpartition(":")[0] for m in marked}
-        extra = sorted({s for g in runs[d.name][0].size_guards if (s := source_of_guard(g)) is not None
-                        and s.rpartition(":")[0] in bases and s not in marked})
+
+        extra = sorted({family(s) or s for g in runs[d.name][0].size_guards if (s := source_of_guard(g)) is not None
+                        and _covered(s.rpartition(":")[0], bases)} - marked)
         if not extra or f"{d.name}-all" in names:
             continue
         spec = msgspec.structs.replace(d.spec, mark_dynamic=tuple(sorted(marked | set(extra))))
         out.append(Draft(name=f"{d.name}-all", spec=spec, origin=d.origin, cost_ns=d.cost_ns,
                          targets=f"{d.targets} (its run still recompiled on {', '.join(extra)})"))
     return out
+
+
+def _covered(base: str, bases: set[str]) -> bool:
+    """A marked source, or a member of a marked family (a regex, ``...$``)."""
+    return base in bases or any(b.endswith("$") and re.match(b, base) is not None for b in bases)
 
 
 def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
