@@ -1002,3 +1002,21 @@ def test_a_family_mark_that_leaves_another_dimension_changing_is_followed_by_the
     assert both.flags[::2] == ["--mark-dynamic"] * 2
     assert sorted(both.flags[1::2]) == sorted([pat, pat.rpartition(":")[0] + ":1"])
     assert both.code_change.count("dynamic_sources =") == 1
+
+
+def test_the_budget_goes_first_to_the_compile_time_candidates_of_a_compile_dominated_run(monkeypatch, tmp_path):
+    """The baseline's compilations cost far more than its recompiles: under a budget for two
+    candidates the warm cache and compile threads run, the cheap recompile remedies are not
+    tried, each saying how much more budget would try it."""
+    from seamscope.experiments.trials.cache import WARM_DIR
+    from seamscope.experiments.trials.catalogue import Draft
+
+    starts = [Draft(name=WARM_DIR, spec=RemedySpec(), origin="compile time", targets="t", start=WARM_DIR,
+                    cost_ns=20_000),
+              Draft(name="compile-threads-1", spec=RemedySpec(), origin="compile time", targets="t",
+                    env={"TORCHINDUCTOR_COMPILE_THREADS": "1"}, cost_ns=20_000)]
+    t, log = _trial(monkeypatch, tmp_path, {}, budget=115, starts=starts)
+    by = {c.name: c for c in t.candidates}
+    assert by[WARM_DIR].status == "tried" and by["compile-threads-1"].status == "tried"
+    for name in ("cso", "dyn", "limit"):
+        assert by[name].status == "not tried" and "more --budget would try it" in (by[name].reason or "")

@@ -54,6 +54,7 @@ from .catalogue import (
     choose,
     compile_sites,
     family,
+    schedule,
     source_of_guard,
     unique_names,
 )
@@ -371,7 +372,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     found = catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded)
     found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
                           env={**os.environ, **setup.env})
-    drafts = choose(found, only, skip)
+    drafts = schedule(choose(found, only, skip))
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = unique_names(drafts)
