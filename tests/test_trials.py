@@ -504,6 +504,13 @@ def test_steady_calls_are_paired_when_the_candidate_has_more_of_them(monkeypatch
     assert "call 14: eager fallback in the baseline, steady here: 0.84×" in t.decision
     md = TrialsMarkdownRenderer().render(t)
     assert "(2 paired)" in md and "call 14: eager fallback" in md
+    # the rollback trigger agrees with the chosen candidate: its own slowest steady median, which
+    # is above the baseline's (over calls 12 and 13 only)
+    from seamscope.analyze.units import fmt_ns
+
+    own = max(r.steady_median_ns for r in c.runs)
+    assert own > t.baseline.runs[0].steady_median_ns
+    assert f"longer than {fmt_ns(own)} median per call" in t.rollback_trigger
 
 
 def _equal_work(speed, outlier=None):

@@ -544,12 +544,24 @@ def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate
         evidence += "; " + break_even(chosen, base)
     if chosen.noise_note:
         evidence += "; " + chosen.noise_note
+    return evidence, rollback_trigger(chosen, base)
+
+
+def rollback_trigger(chosen: Candidate, base: Candidate) -> str:
+    """When to undo the chosen remedy, from its own figures: the slowest steady median and the
+    most recompiles it had in any repetition of the trial (what it met every time). The
+    baseline's steady median is over other calls (a remedy changes which calls are steady), so
+    it is said beside the threshold, never used as it."""
     rec = next((m for m in chosen.metrics if m.name == "recompiles"), None)
-    trigger = ("roll back if steady calls take longer than the baseline's ("
-               f"{fmt_ns(_median_of(base, 'steady median'))} median per call), if recompiles exceed "
-               f"{int(rec.max) if rec and rec.max is not None else 0} per run, or if outputs differ from eager "
-               "beyond the tolerance")
-    return evidence, trigger
+    steady = next((m for m in chosen.metrics if m.name == "steady median"), None)
+    parts = []
+    if steady is not None and steady.max is not None:
+        parts.append(f"if steady calls take longer than {fmt_ns(steady.max)} median per call (the slowest of this "
+                     f"remedy's {chosen.repetitions or len(chosen.runs)} repetition(s); the baseline's: "
+                     f"{fmt_ns(_median_of(base, 'steady median'))}, over the calls steady there)")
+    parts.append(f"if recompiles exceed {int(rec.max) if rec and rec.max is not None else 0} per run")
+    parts.append("or if outputs differ from eager beyond the tolerance")
+    return "roll back " + ", ".join(parts)
 
 
 def stable_text(c: Candidate) -> str:
