@@ -711,11 +711,12 @@ def _churn_receipt(findings, fallbacks=0):
               summary=NS(fallback_count=fallbacks))
 
 
-def _churn(fid, cost, guards, frame="forward", pattern="shape"):
+def _churn(fid, cost, guards, frame="forward", pattern="shape", subjects=()):
     from types import SimpleNamespace as NS
 
     return NS(finding_id=fid, site_id=None, sentence=f"{fid} recompiles", cost=None, remedies=[],
-              churn=NS(pattern=pattern, compile_ns=cost, guards=guards, frame_name=frame, fallback=False))
+              churn=NS(pattern=pattern, compile_ns=cost, guards=guards, frame_name=frame, fallback=False,
+                       subjects=list(subjects)))
 
 
 def test_one_candidate_per_cause_internal_sources_folded_and_capped():
@@ -1027,3 +1028,24 @@ def test_the_budget_goes_first_to_the_compile_time_candidates_of_a_compile_domin
     assert by[WARM_DIR].status == "tried" and by["compile-threads-1"].status == "tried"
     for name in ("cso", "dyn", "limit"):
         assert by[name].status == "not tried" and "more --budget would try it" in (by[name].reason or "")
+
+
+def test_every_cause_gets_a_candidate_or_a_reason_and_a_type_switch_is_not_the_value_cause():
+    from types import SimpleNamespace as NS
+
+    from seamscope.experiments.trials.catalogue import catalogue
+
+    value = _churn("FRV", 8_400, ["t == 999"], frame="unet", pattern="value", subjects=["t"])
+    typed = _churn("FRT", 900, ["___check_type_id(t, 1398), type=<class 'int'>"], frame="unet", pattern="type",
+                   subjects=["t"])
+    count = _churn("FRL", 50, ["len(L['kwargs']) == 2"], pattern="value", subjects=["len(L['kwargs'])"])
+    brk = NS(finding_id="B1", site_id=None, sentence="break", cost=NS(estimated_ns=10), churn=None,
+             remedies=[NS(action="read_hints", text="read the hints", config={})])
+    folded: list[str] = []
+    ds = catalogue(_churn_receipt([value, typed, count, brk]), folded=folded)
+    by_origin = {d.origin: d for d in ds}
+    assert by_origin["FRV"].spec.flags() == ["--compile-option", "dynamic=true"]  # the int churn's candidate
+    assert "FRT" not in by_origin and "FRL" not in by_origin and "B1" not in by_origin
+    (t_line,) = [f for f in folded if f.startswith("none: FRT")]
+    assert "type switch" in t_line and "0-d tensor" not in t_line
+    assert any(f.startswith("none: FRL") for f in folded) and any(f.startswith("none: B1") for f in folded)

@@ -193,6 +193,47 @@ def _marks(guards: list[str]) -> tuple[list[str], list[str]]:
     return sorted(user)[:MARKS_PER_CAUSE], sorted(internal)
 
 
+def _site_target(receipt: Receipt, site_id: str, script: str | None) -> str | None:
+    """``MODULE:QUALNAME`` of the function holding a break site (as :func:`disable_targets` names it)."""
+    site = next((b for b in receipt.ledger.break_sites if b.site_id == site_id), None)
+    if site is None or module_of(site.file, script) is None:
+        return None
+    return f"{module_of(site.file, script)}:{site.scope or site.function}"
+
+
+def _user_values(subjects: list[str]) -> bool:
+    """Value guards on the user's own numbers (not ``.item()`` results on Dynamo's stack, not an
+    argument count)."""
+    return bool(subjects) and all(not s.startswith(("___", "len(")) and not is_internal(s) for s in subjects)
+
+
+def _what(f: object) -> str:
+    ch = getattr(f, "churn", None)
+    if ch is not None:
+        on = f" on {', '.join(ch.subjects[:2])}" if ch.subjects else ""
+        return f"{ch.pattern} churn{on} in {ch.frame_name}"
+    return "a break"
+
+
+_NONE = {
+    "type": "a type switch: no flag keeps the type constant; pass the same type every call (the finding's remedy)",
+    "flag": "each setting of a flag is its own variant: no flag removes it; keep the setting fixed or hoist the branch",
+    "dtype_device": "inputs change dtype or device: no flag removes it; cast them to one before the call",
+    "stride": "inputs change layout: call .contiguous() before the call",
+    "value": "an argument count or a value no flag makes symbolic: pass the same arguments every call",
+}
+
+
+def _why_none(f: object) -> str:
+    """Why a cause of the findings has no candidate: what the change is, and the remedy that needs the code."""
+    ch = getattr(f, "churn", None)
+    if ch is not None and ch.pattern in _NONE:
+        return _NONE[ch.pattern]
+    rem = next(iter(getattr(f, "remedies", []) or []), None)
+    text = getattr(rem, "text", "") if rem is not None else ""
+    return "no flag or setting removes it" + (f"; {text}" if text else "")
+
+
 def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False,
               script: str | None = None, folded: list[str] | None = None, cap: int = CAP) -> list[Draft]:
     """One candidate per cause of the baseline's findings, every cause's best first (costliest
@@ -210,6 +251,7 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     fs = receipt.findings
     if fs is None:
         return []
+    disabling = {t for t, _, _ in disable_targets(receipt, script)[:2]}
     for f in fs.findings:
         cost = f.cost.estimated_ns if f.cost is not None else (f.churn.compile_ns if f.churn is not None else 0)
         mine: list[Draft] = []
@@ -249,8 +291,16 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 buckets = buckets_for(workload_lengths or [])
                 if buckets is not None:
                     mine.append(draft(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost))
+        if ch is not None and ch.pattern == "value" and _user_values(ch.subjects):
+            # an int that changes every call, specialised as a constant: dynamic=True makes it symbolic
+            mine.insert(0, draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost))
         if mine:
             causes.append((cost, f.finding_id, mine))
+        elif f.site_id is not None and (holder := _site_target(receipt, f.site_id, script)) is not None \
+                and holder in disabling:
+            folded.append(f"{f.finding_id} (a break in {holder}): folded into the --disable {holder} candidate")
+        else:
+            folded.append(f"none: {f.finding_id} ({_what(f)}): {_why_none(f)}")
     for ct in fs.compile_time.findings if fs.compile_time is not None else []:  # capture/regional.py
         if ct.kind == "repeated_block" and ct.block is not None:
             causes.append((ct.total_ns, ct.finding_id, [draft(f"regional {ct.block.cls}", ["--regional", ct.block.cls],
