@@ -1049,3 +1049,49 @@ def test_every_cause_gets_a_candidate_or_a_reason_and_a_type_switch_is_not_the_v
     (t_line,) = [f for f in folded if f.startswith("none: FRT")]
     assert "type switch" in t_line and "0-d tensor" not in t_line
     assert any(f.startswith("none: FRL") for f in folded) and any(f.startswith("none: B1") for f in folded)
+
+
+def _stack_runs(flags, k):
+    """A repeated block that recompiles on sequence length: the baseline compiles four times;
+    dynamic=true compiles once; regional alone hits the recompile limit (a fallback) on the same
+    churn; regional with dynamic=true compiles one small block once; capture_scalar_outputs
+    saves a tenth of everything. 2% jitter per run."""
+    j = 1.0 + 0.02 * ((k * 7) % 3 - 1)
+    words = " ".join(flags)
+    scale = 0.9 if "capture_scalar_outputs" in words else 1.0
+    dyn, reg = "dynamic=true" in words, "--regional" in words
+    if reg and dyn:
+        calls = [("cold", 200 * MS)] + [("steady", 1.0 * MS)] * 13
+        return _calls("x", [(p, w * j * scale) for p, w in calls])
+    if reg:
+        calls = [("cold", 300 * MS)] * 4 + [("fallback", 5.0 * MS)] + [("steady", 1.0 * MS)] * 9
+        return _calls("x", [(p, w * j) for p, w in calls], recompiles=3, fallbacks=1,
+                      frame_status={"forward (s.py:1) ok": 4, "forward (s.py:1) fallback": 1})
+    if dyn:
+        calls = [("cold", 600 * MS)] + [("steady", 1.1 * MS)] * 13
+        return _calls("x", [(p, w * j * scale) for p, w in calls])
+    calls = [("cold", 500 * MS)] * 4 + [("steady", 1.0 * MS)] * 10
+    return _calls("x", [(p, w * j * scale) for p, w in calls], recompiles=3, frame_status={"forward (s.py:1) ok": 4})
+
+
+def test_winners_are_stacked_and_a_remedy_that_failed_alone_is_retried_with_the_one_that_removes_its_cause(
+        monkeypatch, tmp_path):
+    reg = _draft("regional", ["--regional", "Block"], cost=900)
+    dyn = _draft("dyn", ["--compile-option", "dynamic=true"], cost=800)
+    cso = _draft("cso", ["--dynamo-config", "capture_scalar_outputs=True"], cost=700)
+    t, log = _per_call_trial(monkeypatch, tmp_path, _stack_runs, [reg, dyn, cso])
+    by = {c.name: c for c in t.candidates}
+    assert by["regional"].broke and not recommendable(by["regional"])
+    def pairs(c):
+        return sorted(zip(c.flags[::2], c.flags[1::2], strict=True))
+
+    assert pairs(by["combined"]) == sorted([("--compile-option", "dynamic=true"),
+                                            ("--dynamo-config", "capture_scalar_outputs=True")])
+    retried = by["regional+dyn"]
+    assert pairs(retried) == sorted([("--regional", "Block"), ("--compile-option", "dynamic=true")])
+    assert not retried.broke
+    assert retried.verdict == "faster" and t.chosen == "regional+dyn"
+    assert "trials/regional+dyn/check" in log and "stacked remedies" in t.decision
+    # without the remedy that failed alone: the stacked winners beat either single one
+    t, _ = _per_call_trial(monkeypatch, tmp_path, _stack_runs, [dyn, cso])
+    assert t.chosen == "combined" and "the best single one, dyn" in t.decision

@@ -68,6 +68,7 @@ from .verdicts import (
     paired,
     rank,
     recommendable,
+    retries,
     unmatched,
     wants_more,
 )
@@ -429,29 +430,44 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     base_runs = st.runs["baseline"]
     cands = [_candidate(st, d, base_runs, checks[d.name]) for d in drafts]
     ranked = rank(cands)
-    # a combined candidate of the best remedies that do not conflict, against its own baseline
+    # a second round against a baseline of its own: the winners stacked as one candidate, and a
+    # candidate that failed alone retried with the one that removes what it failed from
+    second: list[Draft] = []
     combo = None if trials_interrupted else combine(ranked)
-    if combo is not None and setup.budget_s is not None and statistics.median(st.run_s) * (
-        2 * setup.repeat + 1
-    ) > setup.budget_s - (setup.clock() - st.started):
-        combo = None
     if combo is not None:
-        spec = spec_from_words(combo)
-        cd = Draft(name="combined", spec=spec, origin="combined",
-                   targets="the recommended remedies together: " + ", ".join(c.name for c in ranked if recommendable(c)))
-        st.drafts.append(cd)
+        second.append(Draft(name="combined", spec=spec_from_words(combo), origin="combined",
+                            targets="the recommended remedies together: "
+                            + ", ".join(c.name for c in ranked if recommendable(c))))
+    if not trials_interrupted:
+        base_figs = st.runs["baseline"]
+        for x, y, flags in retries(ranked, base_figs):
+            second.append(Draft(name=f"{x.name}+{y.name}", spec=spec_from_words(flags), origin="retried",
+                                targets=f"{x.name} again, with {y.name}, which removes the recompiles or fallbacks "
+                                f"{x.name} hit alone"))
+    if second and setup.budget_s is not None:
+        room = setup.budget_s - (setup.clock() - st.started)
+        while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second)) > room:
+            second.pop()  # the combined candidate first, then the retries in order
+    if second:
+        st.drafts += second
         try:
-            pair = [("baseline", []), ("combined", spec.flags())]
+            pair: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.spec.flags()) for d in second]
             first_rep = len(st.runs["baseline"]) + 1  # after the repetitions the singles had
             reps = list(range(first_rep, first_rep + setup.repeat))
-            total_runs += 2 * setup.repeat + 1
+            total_runs += (1 + len(second)) * setup.repeat + len(second)
             _timed(st, pair, reps, total_runs, done, keys={"baseline": "baseline-2"})
-            _adaptive(st, [cd], "baseline-2", total_runs, done, first_rep + setup.repeat)
-            oc = _check(st, "combined", spec.flags(), "combined/check")
-            tc = time.perf_counter_ns()
-            chk = output_check(oc, base_fp, eager_fp, deterministic)
-            st.compare_ns += time.perf_counter_ns() - tc
-            ranked = rank(ranked + [_candidate(st, cd, st.runs.get("baseline-2", []), chk)])
+            _adaptive(st, second, "baseline-2", total_runs, done, first_rep + setup.repeat)
+            extra_cands = []
+            for d in second:
+                if d.name in st.failed or not st.runs.get(d.name):
+                    extra_cands.append(_candidate(st, d, st.runs.get("baseline-2", []), OutputCheck(status="not checked")))
+                    continue
+                oc = _check(st, d.name, d.spec.flags(), f"{d.name}/check")
+                tc = time.perf_counter_ns()
+                chk = output_check(oc, base_fp, eager_fp, deterministic)
+                st.compare_ns += time.perf_counter_ns() - tc
+                extra_cands.append(_candidate(st, d, st.runs.get("baseline-2", []), chk))
+            ranked = rank(ranked + extra_cands)
         except KeyboardInterrupt:
             trials_interrupted = True
     base_cand = _candidate(st, baseline, base_runs, OutputCheck(
@@ -536,6 +552,12 @@ def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate
                 f"outputs {chosen.outputs.status}")
     if chosen.paired is not None and chosen.paired.unpaired:
         evidence += "; " + "; ".join(group_text(g) for g in chosen.paired.unpaired[:3])
+    if chosen.origin in ("combined", "retried"):
+        single = next((c for c in ranked if recommendable(c) and c.origin not in ("combined", "retried")), None)
+        evidence += f"; stacked remedies ({chosen.targets})"
+        if single is not None:
+            evidence += (f", measured against a baseline of their own: total {_ratio_text(chosen, 'total')} against "
+                         f"the best single one, {single.name}: {_ratio_text(single, 'total')}")
     if chosen.adds:
         evidence += "; it adds " + ", ".join(chosen.adds) + " (and beats every candidate that adds nothing)"
     if chosen.trade:

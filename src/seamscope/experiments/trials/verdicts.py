@@ -405,3 +405,39 @@ def combine(cands: list[Candidate]) -> list[str] | None:
                 flags += [f, v]
         used += 1
     return flags if used >= 2 else None
+
+
+def _count(c: Candidate | RunFigures, name: str) -> float:
+    if isinstance(c, RunFigures):
+        return float(getattr(c, name) or 0)
+    m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
+    return float(m.median) if m is not None and m.median is not None else 0.0
+
+
+def retries(ranked: list[Candidate], base_runs: list[RunFigures], most: int = 2) -> list[tuple[Candidate, Candidate,
+                                                                                                  list[str]]]:
+    """Candidates that failed alone from a cause another removes, with that other one and their
+    flags together: X recompiled or fell back (a regional block hitting the recompile limit on
+    shape churn) and was not recommendable; Y is recommendable, has fewer recompiles than the
+    baseline and no fallback, and does not conflict with X. At most ``most``, best Y first."""
+    base_rec = statistics.median([_count(r, "recompiles") for r in base_runs if r.ok] or [0.0])
+    helpers = [c for c in ranked if recommendable(c) and not c.start and not c.env and c.origin not in ("combined",
+                                                                                                         "retried")
+               and _count(c, "recompiles") < base_rec and _count(c, "fallbacks") == 0]
+    out: list[tuple[Candidate, Candidate, list[str]]] = []
+    for x in ranked:
+        if (recommendable(x) and not x.adds) or x.status != "tried" or x.start or x.env or not x.flags \
+                or x.origin in ("combined", "retried") or x.verdict in ("changes outputs", "failed", "no effect"):
+            continue
+        if _count(x, "recompiles") == 0 and _count(x, "fallbacks") == 0:
+            continue  # it did not fail from churn: nothing another candidate removes
+        xkeys = {k for f, v in zip(x.flags[::2], x.flags[1::2], strict=True) if (k := conflict_key(f, v)) is not None}
+        for y in helpers:
+            ykeys = {k for f, v in zip(y.flags[::2], y.flags[1::2], strict=True)
+                     if (k := conflict_key(f, v)) is not None}
+            if y.name != x.name and not (xkeys & ykeys):
+                out.append((x, y, [*x.flags, *y.flags]))
+                break
+        if len(out) >= most:
+            break
+    return out
