@@ -986,6 +986,15 @@ def test_a_guard_on_one_cache_layer_marks_every_layer_with_one_regex():
     change = code_change(marks[0].spec)
     assert change.count("dynamic_sources =") == 1 and change.startswith('torch.compiler.config.dynamic_sources = r"')
     assert eval(change.split(" = ", 1)[1]) == pat
+    # and the terminal prints it as written (rich would read each backslash before "[" as an escape)
+    from rich.console import Console
+
+    from seamscope.analyze.display import markup
+
+    console = Console(highlight=False, width=400)
+    with console.capture() as cap:
+        console.print(markup(change))
+    assert cap.get().strip() == change
     two = code_change(spec_from_words(["--mark-dynamic", "L['x']:0", "--mark-dynamic", "L['y']:1"]))
     assert two == ("torch.compiler.config.dynamic_sources = \"L['x']:0,L['y']:1\"  # or "
                    "torch._dynamo.mark_dynamic(x, 0); torch._dynamo.mark_dynamic(y, 1)")

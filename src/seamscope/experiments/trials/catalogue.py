@@ -152,7 +152,7 @@ def family(source: str) -> str | None:
     """A ``dynamic_sources`` regex for every source that differs from ``source`` only by an index
     into a container (``.layers[0]``, ``._modules['3']``), and by ``keys``/``values`` of a cache
     layer: PyTorch names only the first source whose guard failed, and the others recompile next.
-    ``L['kwargs']['cache'].layers[0].keys:2`` → ``L\\['kwargs'\\]...\\.layers\\[\\d+\\]\\.(keys|values)$:2``.
+    ``L['kwargs']['cache'].layers[0].keys:2`` → ``L\\['kwargs'\\]...\\.layers\\[\\d+\\]\\.(keys|values)\\Z:2``.
     None when there is no such index (``L['args'][0]`` is an argument, not a family member).
     The regex has no comma or space (``dynamic_sources`` splits on commas and drops spaces)."""
     name, sep, dim = source.rpartition(":")
@@ -174,7 +174,7 @@ def family(source: str) -> str | None:
         else:
             continue
         break
-    pattern = "".join(out) + tail + "$"
+    pattern = "".join(out) + tail + r"\Z"  # the end, as ``re.match`` anchors only the start
     return pattern + (f":{dim}" if dim else "")
 
 

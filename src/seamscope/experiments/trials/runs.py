@@ -58,7 +58,8 @@ def shell_join(words: list[str]) -> str:
     """Like ``shlex.join``, but a word with single quotes only (``L['x']:0``) goes in double quotes."""
     out = []
     for w in words:
-        if "'" in w and not any(ch in w for ch in '"$`\\!'):
+        # in double quotes a backslash stays as written unless it precedes one of \ $ ` " (a regex's \[ does)
+        if "'" in w and not any(ch in w for ch in '"$`!') and "\\\\" not in w and not w.endswith("\\"):
             out.append(f'"{w}"')
         else:
             out.append(shlex.quote(w))

@@ -338,8 +338,8 @@ def more_dims(drafts: list[Draft], runs: dict[str, list[RunFigures]]) -> list[Dr
 
 
 def _covered(base: str, bases: set[str]) -> bool:
-    """A marked source, or a member of a marked family (a regex, ``...$``)."""
-    return base in bases or any(b.endswith("$") and re.match(b, base) is not None for b in bases)
+    """A marked source, or a member of a marked family (a regex, ``...\\Z``)."""
+    return base in bases or any(b.endswith("\\Z") and re.match(b, base) is not None for b in bases)
 
 
 def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
