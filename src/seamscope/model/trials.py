@@ -233,6 +233,8 @@ class Trials(Struct, frozen=True, kw_only=True):
     decision: str
     rollback_trigger: str | None
     interrupted: bool = False
+    max_repeat: int | None = None
+    """The most repetitions an undecided candidate could get (``--max-repeat``)."""
     overhead: Overhead | None = None
     folded: list[str] = []
     """Catalogue entries not tried one by one: internal sources folded into a policy candidate,

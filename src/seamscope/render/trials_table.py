@@ -48,6 +48,12 @@ def _steady_cell(c: Candidate) -> str:
     return f"{fmt_ns(p.candidate_ns)} ×{p.ratio_median:.2f} ({p.calls} paired)"
 
 
+def reps_text(t: Trials) -> str:
+    """``3 repetition(s)``, or ``3 repetition(s), up to 6 where undecided``."""
+    more = f", up to {t.max_repeat} where undecided" if t.max_repeat and t.max_repeat > t.repeat else ""
+    return f"{t.repeat} repetition(s){more}"
+
+
 def verdict_cell(c: Candidate) -> str:
     """The row's verdict; the steady and total verdicts beside it only where they differ from it."""
     if c.origin == "baseline":
@@ -138,7 +144,7 @@ class TrialsTerminalRenderer:
         from rich.table import Table
 
         console = self.console
-        table = Table(title=f"remedy trials · {markup(t.script)} · {t.repeat} repetition(s), seed {t.seed}")
+        table = Table(title=f"remedy trials · {markup(t.script)} · {reps_text(t)}, seed {t.seed}")
         for col in TERMINAL_COLUMNS:
             table.add_column(col, overflow="fold")
         for r in rows(t):
@@ -185,7 +191,7 @@ class TrialsHtmlRenderer:
 
 def _markdown(t: Trials) -> str:
     lines = [f"### Remedy trials: `{t.script}`", "",
-             f"{t.repeat} interleaved repetition(s) per candidate, each a fresh process with an empty inductor "
+             f"{reps_text(t)} per candidate, interleaved, each a fresh process with an empty inductor "
              f"cache, seed {t.seed}. Tolerance: {t.tolerance}.", ""]
     lines.append("| " + " | ".join(COLUMNS) + " |")
     lines.append("|" + "---|" * len(COLUMNS))
@@ -215,7 +221,7 @@ def _html_section(t: Trials) -> str:
     note_list = f"<ul>{note_items}</ul>" if note_items else ""
     trigger = f"<p><b>Rollback trigger:</b> {e(t.rollback_trigger)}</p>" if t.rollback_trigger else ""
     return (f'<section id="trials"><h2>Remedy trials: {e(t.script)}</h2>'
-            f"<p>{t.repeat} interleaved repetition(s), seed {t.seed}. Tolerance: {e(t.tolerance)}.</p>"
+            f"<p>{reps_text(t)}, interleaved, seed {t.seed}. Tolerance: {e(t.tolerance)}.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note_list}<ol>{items}</ol>"
             f"<p><b>Decision:</b> {e(t.decision)}</p>{trigger}</section>")
 

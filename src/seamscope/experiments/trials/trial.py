@@ -493,6 +493,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
                     tolerance=fpmod.tolerance_text(), deterministic=deterministic, baseline=base_cand,
                     candidates=ranked, chosen=chosen.name if chosen else None, decision=decision,
                     rollback_trigger=trigger, interrupted=trials_interrupted, overhead=overhead,
+                    max_repeat=max(setup.repeat, setup.max_repeat or setup.repeat),
                     folded=folded)
     return trials, first.receipt
 
