@@ -98,7 +98,7 @@ def test_two_remedies_on_different_things_are_stacked(tmp_path):
     """Regional compilation of the repeated layer and dynamic=true on its length churn: where both
     win alone, their stack is tried (one layer compiled once), outputs checked, and recommended
     over either where the machine was not measured busy."""
-    t = _trial(tmp_path, ["--repeat", "2", "--max-repeat", "3", "--only", "regional", "--only", "dynamic=true",
+    t = _trial(tmp_path, ["--repeat", "2", "--max-repeat", "2", "--only", "regional", "--only", "dynamic=true",
                           os.path.join(W, "hf_stack.py")])
     by = {c["name"]: c for c in t["candidates"]}
     reg, dyn = by["regional-llamadecoderlayer"], by["dynamic-true"]
