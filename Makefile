@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.torchinductor-cache
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test test-notorch test-core test-torch venv browser lint mutation bench bench-smoke fuzz clean
+.PHONY: demo test test-notorch test-core test-torch venv browser prometheus lint mutation bench bench-smoke fuzz clean
 
 # pytest-xdist workers per lane (this project's CI machines have two cores). loadgroup spreads
 # single tests; tests/conftest.py keeps the tests that share a module fixture on one worker.
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logsc
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	# torch is pinned here (a CPU build on this machine's disk); pyproject declares a range.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q torch==2.13.0 -e '.[dev,models,plots,ecosystems]'
+	$(BIN)/python -m pip install -q torch==2.13.0 -e '.[dev,models,plots,ecosystems,watch]'
 	# the editable install builds the C extension into src/ only when it is first made: rebuild it
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $(STAMP)
@@ -49,11 +49,11 @@ TORCH_VENV := .venv-torch-$(TORCH)
 $(TORCH_VENV)/.installed-stamp: pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(TORCH_VENV)/bin/python || $(PY) -m venv $(TORCH_VENV)
 	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install -q torch==$(TORCH)
-	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install -q -e '.[dev,models,plots]'
+	PIP_CONSTRAINT=/dev/null $(TORCH_VENV)/bin/python -m pip install -q -e '.[dev,models,plots,watch]'
 	$(TORCH_VENV)/bin/python setup.py -q build_ext --inplace
 	touch $@
 
-test-torch: $(TORCH_VENV)/.installed-stamp browser
+test-torch: $(TORCH_VENV)/.installed-stamp browser prometheus
 	OMP_NUM_THREADS=1 $(TORCH_VENV)/bin/python -m pytest -q -p no:cacheprovider -m torch
 
 venv: $(STAMP)
@@ -68,10 +68,17 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
+# A Prometheus server for watch mode's scrape test (Debian's package; never a downloaded binary).
+prometheus:
+	@if ! command -v prometheus >/dev/null; then \
+		echo "installing prometheus"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	fi
+
 # Every test once: the torch-free lane, the extras lane, then the rest in .venv (the tests that
 # passed in the torch-free lane are deselected here; those that skipped there for want of torch
 # or an extra run here).
-test: $(STAMP) browser test-notorch test-core
+test: $(STAMP) browser prometheus test-notorch test-core
 	$(LANE_ENV) $(BIN)/python -m pytest $(XDIST) --skip-passed $(NOTORCH_PASSED) tests
 
 # The optional extras must degrade: a second venv with the core dependencies, torch and the test
@@ -81,7 +88,7 @@ CORE_VENV := .venv-core
 CORE_STAMP := $(CORE_VENV)/.installed-stamp
 CORE_TESTS := tests/test_imports.py tests/test_shapes.py tests/test_model_receipt.py \
 	tests/test_import_trace_format.py tests/test_differential.py tests/test_report_browser.py \
-	tests/test_capture_transformers.py tests/test_notebook.py
+	tests/test_capture_transformers.py tests/test_notebook.py tests/test_watch_serving.py
 
 $(CORE_STAMP): pyproject.toml setup.py src/seamscope/_speedups.c src/seamscope/_logscan.c
 	test -x $(CORE_VENV)/bin/python || $(PY) -m venv $(CORE_VENV)

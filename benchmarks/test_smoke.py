@@ -56,3 +56,17 @@ def test_checkpoint_cost_bench_prints_the_checkpoint_and_the_steady_call_ratio()
     out = run("checkpoint_cost.py", "--calls", "300", "--rounds", "1", "--repeat", "1", "--every", "0.01")
     assert "a checkpoint of the whole run so far: median" in out and "KiB" in out
     assert "steady call, no checkpoints:" in out and "ratio" in out and "share of the run's time" in out
+
+
+@pytest.mark.torch
+def test_watch_overhead_prints_the_ratio_and_the_memory():
+    pytest.importorskip("prometheus_client")
+    out = run("watch_overhead.py", "--calls", "400", "--rounds", "1", "--size", "8", "--memory", "20000")
+    assert "watch on / watch off" in out and "one sync" in out and "memory over 20,000 watched calls" in out
+
+
+def test_merge_scale_prints_time_and_memory_per_rank_count():
+    out = run("merge_scale.py", "--ranks", "4,8")
+    lines = [ln for ln in out.splitlines() if " ranks: merge " in ln]
+    assert [ln.split()[0] for ln in lines] == ["4", "8"]
+    assert all("KiB a rank" in ln and "peak" in ln and "1 skew(s)" in ln for ln in lines), out

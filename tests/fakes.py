@@ -432,13 +432,16 @@ class Forked:
     first has ended (a test runs them one after another)."""
 
     def __init__(self, server: Any, args: list[str], cwd: Any, *, stdout: Any, stderr: Any,
-                 env: dict[str, str] | None = None, unset: tuple[str, ...] = (), timeout: float = 300.0) -> None:
+                 env: dict[str, str] | None = None, unset: tuple[str, ...] = (), timeout: float = 300.0,
+                 entry: str = "fresh_jobs:seamscope") -> None:
+        """``entry``: a job of ``tests/fresh_jobs.py`` taking ``fresh_jobs.seamscope``'s argument
+        (one that sets the process up first, then calls it)."""
         from seamscope.experiments.fresh import Job
 
         self.args = list(args)
         self._pid_dir = tempfile.mkdtemp(prefix="seamscope-test-")
         self._pid_file = f"{self._pid_dir}/pid"
-        job = Job(entry="fresh_jobs:seamscope", arg={"args": self.args, "pid": self._pid_file, "stdout": str(stdout)},
+        job = Job(entry=entry, arg={"args": self.args, "pid": self._pid_file, "stdout": str(stdout)},
                   log=str(stderr), stdout=False, env=env or {}, unset=list(unset), cwd=str(cwd))
         self.ended: Any = None
         self._pid: int | None = None

@@ -122,6 +122,49 @@ def seamscope(arg: dict[str, Any]) -> int:
     return int(main(list(arg["args"])) or 0)
 
 
+def seamscope_ignoring_sigint(arg: dict[str, Any]) -> int:
+    """:func:`seamscope`, started as a non-interactive shell starts a background job (``cmd &``):
+    with SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return seamscope(arg)
+
+
+def second_signal_while_writing(arg: list[str]) -> int:
+    """``run_target`` of script ``arg[0]`` (which signals itself) into folder ``arg[1]``, and signal
+    ``arg[2]`` sent while the receipt is written (by the remedy plan's undo, which runs then); the
+    process's exit code is the one the second signal's hard stop chose."""
+    from seamscope.capture.runner import run_target
+
+    script, out, second = arg
+
+    class Plan:
+        def setup(self, session: Any) -> Any:
+            def undo() -> None:
+                os.kill(os.getpid(), getattr(signal, second))
+                time.sleep(30)  # never reached: the second signal stops the process at once
+
+            return undo
+
+        def needs_transform(self) -> bool:
+            return False
+
+    return run_target(script, [], out=out, setup=Plan(), checkpoint_every=0).exit_code
+
+
+def seamscope_signalled_while_reporting(arg: dict[str, Any]) -> int:
+    """:func:`seamscope` (a ``run``), with SIGTERM arriving while ``index.html`` is written, once
+    the receipt is."""
+    from seamscope.render import html
+
+    def report(*a: Any, **k: Any) -> str:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # never reached: the signal stops the process at once
+        return ""
+
+    html.write_html_report = report  # type: ignore[assignment]
+    return seamscope(arg)
+
+
 def compile_templates(_: Any) -> None:
     """The test run's server's warm-up: the HTML report's templates compiled once, before the
     forks (each forked ``seamscope run`` that writes its report would compile them again)."""

@@ -287,10 +287,22 @@ def test_a_session_opened_inside_a_compiled_call_ignores_that_calls_exit() -> No
     assert s.ledger is not None and s.ledger.totals.calls == 1
 
 
-def test_a_session_inside_another_is_refused() -> None:
-    with session():
-        with pytest.raises(RuntimeError, match="already active"):
-            session().start()
+def test_a_session_inside_another_pauses_it_and_each_keeps_its_own_calls() -> None:
+    g = torch.compile(lambda x: x.cos() + 1, backend="eager")
+    with session() as outer:
+        g(torch.ones(3))
+        with session() as inner:
+            assert active_session() is inner
+            g(torch.ones(3))
+            g(torch.ones(3))
+        assert active_session() is outer
+        g(torch.ones(3))
+    assert active_session() is None
+    assert inner.ledger is not None and inner.ledger.totals.calls == 2
+    assert outer.ledger is not None and outer.ledger.totals.calls == 2
+    assert any("seamscope.session() opened during this run" in w for w in outer.ledger.run.warnings)
+    for s in (inner, outer):
+        self_check(s.ledger)
 
 
 def test_a_backend_that_fails_at_first_call_records_the_error_and_raises() -> None:

@@ -22,7 +22,7 @@ main(sys.argv[1:])
 @pytest.mark.parametrize(
     "argv",
     [["run", "train.py"], ["run", "-m", "mypkg.train"], ["demo"], ["probe", "model.py:workload"],
-     ["shapes", "model.py:workload", "--lengths", "8,9"]],
+     ["shapes", "model.py:workload", "--lengths", "8,9"], ["try", "train.py"], ["try", "model.py:workload"]],
 )
 def test_a_torch_command_says_what_it_needs_in_one_line_and_exits_2(tmp_path, argv):
     proc = subprocess.run(
@@ -36,6 +36,7 @@ def test_a_torch_command_says_what_it_needs_in_one_line_and_exits_2(tmp_path, ar
     assert line.startswith(f"seamscope: `seamscope {argv[0]}` needs PyTorch")
     assert "pip install 'seamscope[torch]'" in line
     assert "summary" in line and "import" in line and "report" in line and "run" not in line.split("without it")[1]
+    assert not list(tmp_path.iterdir())  # nothing left behind
 
 
 def test_help_still_works_without_torch(tmp_path):

@@ -266,3 +266,51 @@ def test_a_fresh_worker_from_the_cold_runs_cache_artifacts_is_compared_too():
     console = Console(record=True, width=160)
     print_warm_start(console, alone)
     assert "no run from artifacts: cache artifacts: none saved" in console.export_text()
+
+
+def test_a_first_compilation_in_a_directory_of_other_programs_entries_is_a_cold_start():
+    # GIVEN a directory holding 7 entries of other programs and a run in which nothing hit
+    fx = {"dynamo_ns": 10 * MS, "aot_ns": 6 * MS, "backend_compile_ns": 6 * MS, "inductor_ns": 5 * MS}
+    led = _ledger([_compile("0/0", 10), _steady()], c0_0={**fx, "fx_cache": "miss", "aot_cache": "miss"})
+    env = msgspec.structs.replace(led.environment, compile_cache=CompileCacheState(dir="cache", fx_entries=5, aot_entries=2))
+    sec = analyze_findings(msgspec.structs.replace(led, environment=env))
+    ct = sec.compile_time
+    # THEN no miss is reported (no entry of this program could have hit): it is a cold start
+    assert not [f for f in ct.findings if f.kind == "cache_miss"]
+    assert "missed" not in sec.headline.sentence and "a hit would have skipped" not in sec.headline.sentence
+    (cold,) = [f for f in ct.findings if f.kind == "cold_start"]
+    assert cold.compile_ids == ["0/0"]
+    assert "held 7 entries" in cold.sentence and "none of them this program's" in cold.sentence
+    assert "none of them this program's" in ct.cache_dir_basis
+
+
+def test_counted_nouns_agree_with_their_numbers():
+    from seamscope.commands._common import progress_words
+
+    assert progress_words(1, 1) == "1 call · 1 compile" and progress_words(3, 2) == "3 calls · 2 compiles"
+    # one compilation that bypassed the cache, one first compilation
+    fx = {"dynamo_ns": 10 * MS, "aot_ns": 6 * MS, "backend_compile_ns": 6 * MS, "inductor_ns": 5 * MS}
+    led = _ledger([_compile("0/0", 10), _steady()], c0_0={**fx, "fx_cache": "bypass", "fx_bypass_reason": "r"})
+    ct = analyze_compile_time(led, [])
+    (f,) = [f for f in ct.findings if f.kind == "cache_miss"]
+    assert "of 1 compilation 0 hit" in f.sentence
+    (cold,) = [f for f in ct.findings if f.kind == "cold_start"]
+    assert "of 1 frame is" in cold.sentence and "(s)" not in cold.sentence
+
+
+def test_a_recompile_cause_behind_a_library_wrapper_is_shown_at_the_users_frame():
+    from seamscope.analyze.report_view.findings import ranked_rows, top_findings
+    from seamscope.model.ledger import Frame
+
+    # GIVEN a frame compiled as transformers' wrapper (generic.py) around the user's forward
+    wrap = {"file": "site-packages/transformers/utils/generic.py", "line": 1110, "frame_name": "wrapper",
+            "user_frame": Frame(file="models/gpt.py", line=42, function="forward")}
+    led = _ledger([_compile("0/0", 10), _steady(), _compile("0/1", 4), _steady("0/1")], c0_0=wrap,
+                  c0_1={**wrap, "failed_guards": ["tensor 'input_ids' size mismatch at index 1. expected 4, actual 8"]})
+    r = make_receipt(led)
+    assert r.findings.causes
+    rows = [row for row in ranked_rows(r, ".") if row.kind == "recompiles"]
+    # THEN the snippet is the user's frame the finding names, not the wrapper
+    assert rows and all(row.where == "models/gpt.py:42" for row in rows)
+    axis = [row for row in top_findings(r, ".") if row.kind == "recompiles"]
+    assert axis and all(row.where == "models/gpt.py:42" for row in axis)

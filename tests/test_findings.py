@@ -307,3 +307,48 @@ def test_findings_travel_in_the_receipt_and_render(tmp_path):
     assert "breaks by measured cost" in out
     lines = [ln for ln in out.splitlines() if ln.strip().startswith(("1. break", "2. break"))]
     assert fake_site("rare").site_id in lines[0] and fake_site("cheap").site_id in lines[1]
+
+
+def test_a_break_in_code_that_runs_outside_the_calls_is_not_said_to_be_crossed_zero_times():
+    """A compiled optimizer step runs outside the observed calls: its break fires every step, and
+    seamscope sees the step's regions but no call to count the crossings in."""
+    from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, fake_site, play
+    from seamscope.model.ledger import Compilation
+
+    ms = 1_000_000
+    prog = FakeProgram(calls=[FakeCall(steps=[FakeStep("compile", 5 * ms, "0/0"), FakeStep("region", ms, "0/0")])]
+                       + [FakeCall(steps=[FakeStep("region", ms, "0/0"), FakeStep("island", ms)]) for _ in range(4)])
+    b = play(prog)
+    site = fake_site("step")
+    b.set_break_site(site)
+    b.set_compilation(Compilation(compile_id="1/0", frame_name="step", file="train.py", line=30, status="ok",
+                                  duration_ns=3 * ms, graph_count=1, own_break_site_id=site.site_id,
+                                  own_break_depth=0, break_site_ids=[site.site_id]))
+    for _ in range(5):
+        b.outside_region("1/0", "forward", ms, None)
+    led = b.build()
+    sec = analyze_findings(led)
+    (f,) = [f for f in sec.findings if f.finding_id == site.site_id]
+    assert "crossed in 0" not in f.sentence and "not crossed" not in f.sentence
+    assert "outside the observed calls" in f.sentence and "5×" in f.sentence
+    # the terminal's table does not count it as crossed 0 times either
+    buf = io.StringIO()
+    TerminalRenderer(Console(file=buf, width=200, color_system=None)).print(make_receipt(led))
+    row = next(ln for ln in buf.getvalue().splitlines() if site.site_id in ln and "│" in ln)
+    assert "outside calls" in row and "│ 0 " not in row
+
+
+def test_a_frame_dynamo_crashed_on_leads_the_headline():
+    from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
+    from seamscope.model.ledger import Compilation
+
+    ms = 1_000_000
+    prog = FakeProgram(calls=[FakeCall(steps=[FakeStep("compile", 50 * ms, "0/0"), FakeStep("region", ms, "0/0")])]
+                       + [FakeCall(steps=[FakeStep("region", ms, "0/0"), FakeStep("island", ms)]) for _ in range(3)])
+    b = play(prog)
+    b.set_compilation(Compilation(compile_id="1/0", frame_name="log", file="site-packages/lightning/core/module.py",
+                                  line=400, status="failed", duration_ns=2 * ms, call_index=0,
+                                  fail_type="InternalTorchDynamoError", fail_reason="AttributeError: 'NoneType' has no x\nmore"))
+    hl = analyze_findings(b.build()).headline
+    assert hl.sentence.startswith("Dynamo crashed compiling log (lightning/core/module.py:400)")
+    assert "InternalTorchDynamoError: AttributeError: 'NoneType' has no x." in hl.sentence  # its first line

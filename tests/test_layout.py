@@ -142,9 +142,13 @@ def test_no_import_cycle_lazy_imports_included() -> None:
 LAYERS = {
     "seamscope.capture": ("click", "seamscope.experiments", "seamscope.commands"),
     "seamscope.experiments": ("seamscope.commands",),
+    "seamscope.gates": ("click", "seamscope.experiments", "seamscope.commands"),
+    "seamscope.examples": ("click", "seamscope.capture", "seamscope.commands"),
 }
 """Import directions: capture (running and observing the user's code) knows nothing of the command
-line or of the experiments built on it; the experiments know nothing of the command line."""
+line or of the experiments built on it; the experiments know nothing of the command line; the gates
+neither; the bundled examples are programs a user could write (a probe workload uses the public
+``experiments.workload``), never capture's or the command line's. Each package's docstring says so."""
 
 
 def layer_violations(mods: dict[str, str]) -> list[str]:

@@ -125,3 +125,27 @@ def test_ci_gates_name_the_users_frame_too() -> None:
     assert any("Net.forward (model.py:12): failed guard" in ln for ln in lines)
     result = evaluate(Budget(recompiles=0), named, named.calls)
     assert result.recompiles and all("Net.forward (model.py:12)" in r.line_text() for r in result.recompiles)
+
+
+# --- where a file a receipt names is, here (one lookup for the report's source and the frame names) --
+
+
+def test_a_receipts_file_name_is_found_where_normalize_path_took_it_from(tmp_path, monkeypatch):
+    import sys
+
+    from seamscope.model.normalize import local_file, normalize_path
+
+    # GIVEN a run's folder with a script, and an installed package's file in a site-packages folder
+    root, site = tmp_path / "run", tmp_path / "env" / "lib" / "site-packages"
+    (root / "pkg").mkdir(parents=True)
+    (site / "lib_x").mkdir(parents=True)
+    (root / "pkg" / "train.py").write_text("x = 1\n")
+    (site / "lib_x" / "mod.py").write_text("y = 2\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+    # WHEN their receipt names are looked up  THEN each is the file it was made from
+    for path in (root / "pkg" / "train.py", site / "lib_x" / "mod.py"):
+        name = normalize_path(str(path), str(root))
+        assert not name.startswith("/") and local_file(name, str(root)) == str(path)
+    # and what is not here is None: another machine's absolute path, a missing file, <string>, a NUL
+    for name in ("/nonexistent/a.py", "pkg/nope.py", "site-packages/lib_x/nope.py", "<string>", "a\0b.py", ""):
+        assert local_file(name, str(root)) is None

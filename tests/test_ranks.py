@@ -229,6 +229,19 @@ def _site(file, stack):
         ("site-packages/transformers/x.py", ["train.py", "site-packages/transformers/x.py"], "framework"),
         # DDP's frames above the user's own code do not make the user's break a framework break.
         ("train.py", ["site-packages/torch/nn/parallel/distributed.py", "train.py"], "user"),
+        # FSDP2's hook wrapper (fully_shard), reached from the user's forward: FSDP's, not DDP's.
+        ("site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_common.py",
+         ["train.py", "site-packages/torch/nn/modules/module.py",
+          "site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_common.py"], "fsdp"),
+        ("site-packages/torch/distributed/_composable/fsdp/fully_shard.py",
+         ["train.py", "site-packages/torch/distributed/_composable/fsdp/fully_shard.py"], "fsdp"),
+        # A collective's code reached from FSDP's state: the wrapper reached is FSDP.
+        ("site-packages/torch/distributed/distributed_c10d.py",
+         ["train.py", "site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_state.py",
+          "site-packages/torch/distributed/distributed_c10d.py"], "fsdp"),
+        # Other torch.distributed code, through no wrapper: library code.
+        ("site-packages/torch/distributed/tensor/_api.py",
+         ["train.py", "site-packages/torch/distributed/tensor/_api.py"], "framework"),
     ],
 )
 def test_site_origin(file, stack, origin):

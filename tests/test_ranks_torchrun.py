@@ -1,11 +1,15 @@
 """Real 2-rank jobs on the CPU (gloo), each rank under ``seamscope run``, then merged.
 
-Two jobs, each shared by several tests (module-scoped fixtures):
+Three jobs, each shared by several tests (module-scoped fixtures):
 - ``ddp``: ``torchrun --standalone --nproc-per-node 2 -m seamscope run tests/workloads/ranks_job.py
   -- --mode ddp``: DDP over four Linear(512, 512) with ``bucket_cap_mb=1``; the ranks agree.
 - ``diverge``: ``TORCH_TRACE=DIR seamscope run --nproc 2 tests/workloads/ranks_job.py -- --mode
   diverge``: rank 1 takes another branch inside the compiled function from call 3 on; the same
   job leaves a multi-rank ``TORCH_TRACE`` directory for import.
+- ``fsdp``: ``torchrun --standalone --nproc-per-node 2 -m seamscope run tests/workloads/ranks_job.py
+  -- --mode fsdp --at 2 --pg-timeout 300``: FSDP2 ``fully_shard``; from call 2 on rank 1 feeds a
+  batch of another size, so at call 2 it compiles alone while rank 0 waits at the barrier. Its
+  rank-0 receipt is also the real receipt 256 synthetic ranks are made from (the scale test).
 
 Each rank is a new interpreter started by torchrun; torchrun (``ddp``) and ``seamscope run --nproc``
 are processes of their own forked from the test run's server (``fresh_server``: their torch or
@@ -46,6 +50,17 @@ def ddp_job(tmp_path_factory, fresh_server):
     out = tmp_path_factory.mktemp("ddp") / "out"
     r = seamscope_forked(fresh_server, ["--standalone", "--nproc-per-node", "2", "-m", "seamscope", "run", "--quiet",
                                         "--out", str(out), JOB, "--", "--mode", "ddp", "--steps", "4"],
+                         ROOT, env=ENV, unset=("TORCH_TRACE",), entry="torch.distributed.run:main")
+    assert r.returncode == 0, r.stderr[-6000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def fsdp_job(tmp_path_factory, fresh_server):
+    out = tmp_path_factory.mktemp("fsdp") / "out"
+    r = seamscope_forked(fresh_server, ["--standalone", "--nproc-per-node", "2", "-m", "seamscope", "run", "--quiet",
+                                        "--out", str(out), JOB, "--", "--mode", "fsdp", "--steps", "8", "--at", "2",
+                                        "--pg-timeout", "300"],
                          ROOT, env=ENV, unset=("TORCH_TRACE",), entry="torch.distributed.run:main")
     assert r.returncode == 0, r.stderr[-6000:]
     return out
@@ -110,6 +125,98 @@ def test_ranks_that_agree_report_no_divergence(ddp_job):
     assert "no divergence between the ranks" in r.stdout
     assert "forward ran as 4 submodules, one per DDP bucket" in r.stdout
     assert "framework break in torch's DDP code" in r.stdout
+
+
+# --- FSDP2: its breaks are FSDP's; one rank compiling a new shape alone is a compile skew ---------
+
+
+def test_breaks_inside_fsdp2_are_tagged_fsdp(fsdp_job):
+    sec = merge(gather(str(fsdp_job))).ranks
+    for e in sec.ranks:
+        fsdp = [s for s in e.sites if "torch/distributed/fsdp/" in s.file]
+        assert fsdp, [(s.file, s.origin) for s in e.sites]  # FSDP2's hook wrapper, skipped by Dynamo
+        assert {s.origin for s in fsdp} == {"fsdp"}
+        assert "ddp" not in {s.origin for s in e.sites}
+    r = seamscope("merge", str(fsdp_job), "--out", str(fsdp_job.parent / "m"))
+    assert r.returncode == 0, r.stderr
+    assert "framework break in torch's FSDP code" in r.stdout and "DDP code" not in r.stdout
+
+
+def test_a_rank_compiling_a_new_shape_alone_is_a_compile_skew(fsdp_job):
+    receipt = merge(gather(str(fsdp_job)))
+    sec = receipt.ranks
+    rank1 = load_receipt(str(fsdp_job / "rank-1" / "receipt.json")).ledger
+    # PyTorch's own record of it: rank 1's recompile at call 2 failed a size guard.
+    (rec,) = [c for c in rank1.compilations if c.is_recompile]
+    assert rec.call_index == 2 and "size mismatch" in rec.failed_guards[0]
+    compiled = next(e for e in sec.ranks if e.rank == 1).calls[2].compile_ns
+    waited = next(e for e in sec.ranks if e.rank == 0).calls[2].compile_ns
+    at2 = [k for k in sec.skews if k.call_index == 2]
+    assert len(at2) == 1, sec.skews
+    k = at2[0]
+    assert (k.slow_ranks, k.idle_ranks) == ([1], [0]) and waited == 0
+    assert k.wait_ns == compiled > 0
+    assert f"{rec.compile_id} " in k.compile_ids[0]
+    assert k.sentence.startswith("at call 2 rank 1 compiled for ") and "rank 0 did not compile" in k.sentence
+    # The timeout the job set, as the ranks recorded it before the script destroyed its group.
+    assert sec.pg_timeout_ns == 300 * 10**9 and sec.pg_timeout_source.startswith("recorded by ranks 0, 1 (300 s, gloo")
+    assert k.warning is None
+    assert k.skew_id in [i.item_id for i in receipt.findings.ranked if i.axis == "compile_skew"]
+
+
+def test_256_ranks_merge_one_at_a_time_and_stay_readable(fsdp_job, tmp_path):
+    """256 ranks made from one real receipt with varied figures (rank 17 compiles 5× longer at its
+    first call, ranks 101 and 202 are 1.6× slower in steady calls): the merge names exactly those,
+    holds one rank's receipt at a time, and groups the rest in the views."""
+    import time
+    import tracemalloc
+
+    from rank_receipts import write_ranks
+
+    from seamscope.analyze.report_view.ranks import build_ranks
+
+    n, real = 256, str(fsdp_job / "rank-0" / "receipt.json")
+    first = write_ranks(real, str(tmp_path / "ranks"), n, slow=(101, 202), cold=17)
+    write_ranks(real, str(tmp_path / "warm"), 2)
+    merge(gather(str(tmp_path / "warm")))  # imports and caches warmed before anything is measured
+    tracemalloc.start()
+    one = load_receipt(str(tmp_path / "ranks" / "rank-5" / "receipt.json"))
+    one_size = tracemalloc.get_traced_memory()[0]
+    del one
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    gathered = gather(str(tmp_path / "ranks"))
+    held = tracemalloc.get_traced_memory()[0] - base
+    receipt = merge(gathered)
+    took = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    print(f"merge of {n} ranks: {took:.2f} s; traced memory: {held / 2**20:.2f} MiB held for the ranks after "
+          f"reading them, peak {peak / 2**20:.2f} MiB (hashing the merged receipt included); one parsed receipt "
+          f"{one_size / 2**10:.0f} KiB, {n} of them {n * one_size / 2**20:.1f} MiB")
+    # Not held per rank: what is kept of each rank is a fraction of its parsed receipt, and the
+    # peak, the merged receipt's own hashing included, stays under every rank's receipt held at once.
+    assert held < n * one_size / 4, (held, one_size)
+    assert peak < n * one_size, (peak, one_size)
+
+    sec = receipt.ranks
+    assert sec.ranks_present == list(range(n)) and sec.world_size == n and sec.problems == []
+    (k,) = sec.skews
+    others = min(v for r, v in first.items() if r != 17)
+    assert (k.call_index, k.slow_ranks, len(k.fast_ranks)) == (0, [17], n - 1)
+    assert k.wait_ns == first[17] - others and k.max_ns == first[17]
+    assert {d.kind: d.ranks for d in sec.divergences} == {"steady_time": [101, 202]}
+    assert receipt.ledger == load_receipt(str(tmp_path / "ranks" / "rank-0" / "receipt.json")).ledger
+
+    view = build_ranks(receipt)
+    labels = [r.label for r in view.rows]
+    assert labels == [f"0–16, 18–100, 102–201, 203–{n - 1} ({n - 3} ranks)", "17", "101", "202"], labels
+    assert sorted(r for row in view.rows for r in row.ranks) == list(range(n))
+    out = seamscope("merge", str(tmp_path / "ranks"), "--out", str(tmp_path / "m"))
+    assert out.returncode == 0, out.stderr
+    assert f"{n} ranks in 4 rows" in out.stdout and "steady_time: rank(s) 101, 202" in out.stdout
+    assert len(out.stdout.splitlines()) < 30
 
 
 # --- rank 1 takes another branch from call 3 on ---------------------------------------------------

@@ -78,6 +78,19 @@ def _checkpointed(child: Child) -> bool:
     return r["ledger"]["run"]["status"]["state"] == "incomplete" and r["summary"]["call_count"] >= 1
 
 
+OLDER_REPORT = '<!doctype html>\n<meta name="generator" content="seamscope 0.1">\nan older run\'s report\n'
+"""An older seamscope run's report (a run replaces only what seamscope wrote)."""
+
+
+def _older_set(folder) -> None:
+    """An older seamscope run's output set, each file recognisably seamscope's and saying so."""
+    import shutil
+
+    shutil.copy(os.path.join(HERE, "golden", "fake-breaks.receipt.json"), folder / "receipt.json")
+    (folder / "calls.csv").write_text("index,phase,outcome,an older run's calls\n")
+    (folder / "index.html").write_text(OLDER_REPORT)
+
+
 def _plant_older_run(out) -> None:
     """A folder as a run killed earlier leaves it: a complete older receipt and a dead run's lock."""
     import shutil
@@ -85,7 +98,7 @@ def _plant_older_run(out) -> None:
 
     out.mkdir()
     shutil.copy(os.path.join(HERE, "golden", "fake-breaks.receipt.json"), out / "receipt.json")
-    (out / "index.html").write_text("an older run's report")
+    (out / "index.html").write_text(OLDER_REPORT)
     dead = subprocess.Popen(["true"])
     dead.wait()
     (out / ".seamscope.lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(),
@@ -118,8 +131,7 @@ def runs(tmp_path_factory, fresh_server):
     small = base / "small"  # a disk that fills while the output is written: a 200 KB tmpfs
     small.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)], capture_output=True).returncode == 0:
-        for name in ("receipt.json", "calls.csv", "index.html"):
-            (small / name).write_text("an older run's " + name)
+        _older_set(small)
         kids["full"] = Child(fresh_server, base, "full", ["--out", str(small), BREAKS])
         kids["full"].out = small
         kids["full"].finish()
@@ -215,8 +227,11 @@ def test_a_disk_that_fills_while_writing_keeps_the_receipt_and_mixes_no_older_fi
     assert "could not write" in err and "No space left on device" in err and "Traceback" not in err
     names = sorted(n for n in os.listdir(c.out) if not n.startswith(".seamscope"))
     assert c.receipt()["summary"]["call_count"] == 12  # this run's receipt is whole
+    with open(os.path.join(HERE, "golden", "fake-breaks.receipt.json")) as f:
+        old_sha = json.load(f)["receipt_sha256"]
     for name in names:  # whatever is there is this run's: nothing of the older run beside it
-        assert "an older run" not in (c.out / name).read_text(), name
+        text = (c.out / name).read_text()
+        assert "an older run" not in text and old_sha not in text, name
     assert not [n for n in names if n.startswith(".tmp-")]
 
 

@@ -20,6 +20,7 @@ from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.report_view import MAX_RANK_COLUMNS, build_view, pick_rank_columns
 from seamscope.cli import cli
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
+from seamscope.model.ledger import RunStatus
 from seamscope.model.ranks import DdpSplit
 from seamscope.render.html import HtmlRenderer
 from seamscope.render.markdown import MarkdownRenderer
@@ -40,7 +41,8 @@ def rank_ledger(rank: int, n_calls: int = 7, *, recompile_at: int | None = None,
         steps += [S("region", MS, first), S("island", MS // 10), S("region", MS // 2, "1/0")]
         calls.append(FakeCall(steps))
     led = play(FakeProgram(breaks={"0/0": "print", "0/1": "print"}, calls=calls)).build()
-    run = msgspec.structs.replace(led.run, source="live", rank=rank, world_size=world, input_trace_sha256="a" * 64)
+    run = msgspec.structs.replace(led.run, source="live", rank=rank, world_size=world, input_trace_sha256="a" * 64,
+                                  status=RunStatus(state="completed", exit_code=0))  # as every live rank records
     return msgspec.structs.replace(led, run=run)
 
 

@@ -274,6 +274,49 @@ def test_failed_guards_are_stored_once_and_read_back_whole(tmp_path: Path) -> No
     assert cli("verify", str(old))[0] == 0
 
 
+def _plain_guards(raw: dict) -> tuple[list[list[str]], list[list[str]]]:
+    """What a reader of the plain JSON does, as docs/import-formats.md says: each entry's own
+    failed_guards, then the texts its references in guard_table name (an index, or [first, last])."""
+    table = raw.get("guard_table") or {}
+    texts = table.get("texts", [])
+
+    def names(refs: list) -> list[str]:
+        out = []
+        for r in refs:
+            a, b = (r, r) if isinstance(r, int) else r
+            out += [texts[i] for i in (range(a, b + 1) if a <= b else range(a, b - 1, -1))]
+        return out
+
+    comps = raw["ledger"]["compilations"]
+    recs = raw["summary"]["recompiles"]
+    crefs = table.get("compilations") or [[] for _ in comps]
+    rrefs = table.get("recompiles") or [[] for _ in recs]
+    return ([c["failed_guards"] + names(r) for c, r in zip(comps, crefs, strict=True)],
+            [c["failed_guards"] + names(r) for c, r in zip(recs, rrefs, strict=True)])
+
+
+def test_the_guard_table_layout_has_its_own_schema_version_and_plain_json_reads_the_same_texts(tmp_path: Path) -> None:
+    # GIVEN a receipt with recompiles, written
+    path = write_receipt_files(make_receipt(churn_ledger(6)), tmp_path / "r")
+    raw = json.loads(Path(path).read_text())
+    # THEN its version says the failed guards are in the table (summary texts empty in the file)
+    assert raw["schema_version"] == 3 and raw["ledger"]["schema_version"] == 1
+    assert raw["guard_table"]["texts"] and all(r["failed_guards"] == [] for r in raw["summary"]["recompiles"])
+    # and the documented reading of the plain JSON gives the texts load_receipt gives
+    back = load_receipt(path)
+    comps, recs = _plain_guards(raw)
+    assert comps == [c.failed_guards for c in back.ledger.compilations]
+    assert recs == [r.failed_guards for r in back.summary.recompiles] and any(recs)
+    assert cli("verify", path)[0] == 0
+    # a receipt without failed guards keeps its ledger's version and its texts inline
+    plain = write_receipt_files(make_receipt(fake_ledger(4)), tmp_path / "p")
+    assert json.loads(Path(plain).read_text())["schema_version"] == 1
+    # a file of the earlier layout (version 1 holding a table) still reads, with the same texts
+    old = dict(raw, schema_version=1)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert load_receipt(str(tmp_path / "old.json")).summary.recompiles == back.summary.recompiles
+
+
 def test_guard_references_are_runs_and_a_bad_one_is_refused(tmp_path: Path) -> None:
     assert encode_refs([5, 4, 3, 2, 9, 1, 2]) == [[5, 2], 9, [1, 2]]
     assert decode_refs([[5, 2], 9, [1, 2]], 10, "x") == [5, 4, 3, 2, 9, 1, 2]

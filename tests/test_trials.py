@@ -1104,3 +1104,35 @@ def test_winners_are_stacked_and_a_remedy_that_failed_alone_is_retried_with_the_
     # without the remedy that failed alone: the stacked winners beat either single one
     t, _ = _per_call_trial(monkeypatch, tmp_path, _stack_runs, [dyn, cso])
     assert t.chosen == "combined" and "the best single one, dyn" in t.decision
+
+
+def test_the_top_receipt_is_the_chosen_runs_with_the_trials_decision(tmp_path):
+    from fakes import fake_receipt, fake_trials
+
+    from seamscope.experiments.trials.trial import top_receipt
+    from seamscope.model.hashing import receipt_sha256
+    from seamscope.model.trials import RunFigures
+    from seamscope.render.receipt_json import write_receipt_files
+
+    # GIVEN trials whose chosen candidate's first good run wrote a receipt (the baseline's did too)
+    trials = fake_trials()
+    run = {n: RunFigures(label="rep-1", ok=True, exit_code=0, receipt=f"trials/{n}/rep-1/receipt.json")
+           for n in ("baseline", "cso")}
+    for n in run:
+        write_receipt_files(fake_receipt(), tmp_path / "trials" / n / "rep-1")
+    failed = RunFigures(label="rep-0", ok=False, exit_code=1, receipt="trials/cso/nope/receipt.json")
+    cso = msgspec.structs.replace(trials.candidates[0], runs=[failed, run["cso"]])
+    trials = msgspec.structs.replace(trials, candidates=[cso],
+                                     baseline=msgspec.structs.replace(trials.baseline, runs=[run["baseline"]]))
+    # WHEN the top receipt is made  THEN it carries the trial's decision record, hashed again
+    top = top_receipt(trials, str(tmp_path))
+    assert top is not None and top.decision is not None
+    d = top.decision
+    assert d.intervention == "c (seamscope try: cso; seamscope run)" and d.note == "use cso"
+    assert (d.rollback_trigger, d.tolerance) == ("if slower", "x")
+    assert top.receipt_sha256 == receipt_sha256(msgspec.structs.replace(top, receipt_sha256=""))
+    # nothing chosen: the baseline's, with no intervention; no run wrote one: None
+    none_chosen = top_receipt(msgspec.structs.replace(trials, chosen=None), str(tmp_path))
+    assert none_chosen is not None and none_chosen.decision is not None and none_chosen.decision.intervention is None
+    bare = msgspec.structs.replace(trials, chosen=None, baseline=msgspec.structs.replace(trials.baseline, runs=[failed]))
+    assert top_receipt(bare, str(tmp_path)) is None

@@ -156,3 +156,32 @@ def test_an_out_folder_with_control_characters_is_shown_escaped_and_whole(monkey
     assert _run_warm("train.py", [], False, out, False, {}) == 128 + 9
     err = capsys.readouterr().err
     assert "\x1b" not in err and "o\\x1b[31m/" in err and deep + "/cold.log" in err
+
+
+
+def test_the_comparison_is_written_by_the_command_atomically_as_canonical_json(monkeypatch, tmp_path, capsys):
+    from fakes import fake_receipt
+
+    from seamscope.model.canonical import pretty_bytes
+    from seamscope.render import files
+    from seamscope.render.receipt_json import write_receipt_files
+
+    class Succeeds(FakeService):  # each run writes a receipt where its --out says
+        def run(self, job: Job, timeout: float | None = None, **kw: object) -> Ended:
+            write_receipt_files(fake_receipt(), job.arg[job.arg.index("--out") + 1])
+            return super().run(job, timeout, **kw)
+
+    written: list[str] = []
+    real_write, real_runs = files.write_atomic, warm_start.run_warm
+    monkeypatch.setattr(files, "write_atomic", lambda path, data: written.append(path) or real_write(path, data))
+    returned: list[warm_start.WarmRuns] = []
+    monkeypatch.setattr(warm_start, "run_warm", lambda *a, **k: returned.append(real_runs(*a, **k)) or returned[-1])
+    monkeypatch.setattr(warm_start, "fresh_processes", lambda: Succeeds(Ended(exit_code=0), Ended(exit_code=0)))
+    monkeypatch.chdir(tmp_path)
+    # GIVEN runs that all succeed  WHEN run --warm ends  THEN warm-start.json, written atomically, is
+    # the canonical JSON of the comparison the experiment returned
+    out = tmp_path / "out"
+    assert _run_warm("train.py", [], False, str(out), True, {}) == 0
+    assert str(out / "warm-start.json") in written
+    assert returned[0].comparison is not None
+    assert (out / "warm-start.json").read_bytes() == pretty_bytes(returned[0].comparison)

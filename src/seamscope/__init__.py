@@ -11,7 +11,7 @@ from typing import Any
 
 from ._version import __version__
 
-__all__ = ["__version__", "observe", "session", "load_receipt"]
+__all__ = ["__version__", "observe", "session", "watch", "load_receipt"]
 
 
 def load_ipython_extension(shell: Any) -> None:
@@ -41,6 +41,10 @@ def __getattr__(name: str) -> Any:
         from .capture import session as _s
 
         return getattr(_s, name)
+    if name == "watch":
+        from .capture.watch import watch
+
+        return watch
     if name == "Workload":
         from .experiments.workload import Workload
 

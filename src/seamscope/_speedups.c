@@ -420,6 +420,8 @@ static PyTypeObject PlanSumsType = {
 
 /* --- Lane ---------------------------------------------------------------------------------- */
 
+#define LANE_WALL_BUCKETS 32
+
 typedef struct {
     PyObject_HEAD
     PyObject *spans;    /* a call the builder opened and does not keep in detail: its span list */
@@ -451,6 +453,11 @@ typedef struct {
     char detail;        /* ... and it is due in detail: seam traffic sampled, never summed here */
     Rec *rec;
     Py_ssize_t n_rec, cap_rec;
+    /* watch mode: a histogram of the wall time of the calls C summed (off while n_wall is 0) */
+    long long wall_bounds[LANE_WALL_BUCKETS]; /* upper bounds (ns, inclusive), ascending */
+    unsigned long long wall_counts[LANE_WALL_BUCKETS + 1]; /* the last: above every bound */
+    long long wall_sum;
+    Py_ssize_t n_wall;
 } Lane;
 
 static void
@@ -716,6 +723,15 @@ lane_exit(Lane *self, PyObject *error)
             }
             if (plan != NULL && plan_add((PlanSums *)plan, self->rec, self->n_rec, self->start, end)) {
                 self->fast_calls += 1;
+                if (self->n_wall) {
+                    long long wall = end - self->start;
+                    Py_ssize_t i = 0;
+                    while (i < self->n_wall && wall > self->wall_bounds[i]) {
+                        i++;
+                    }
+                    self->wall_counts[i] += 1;
+                    self->wall_sum += wall;
+                }
                 lane_drop_recs(self);
                 Py_RETURN_NONE;
             }
@@ -778,7 +794,65 @@ lane_release(Lane *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Watch mode: count the wall time of each call C sums into buckets (no Python per call). */
+static PyObject *
+lane_set_wall_buckets(Lane *self, PyObject *bounds)
+{
+    PyObject *seq = PySequence_Fast(bounds, "set_wall_buckets: a sequence of ints (ns)");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > LANE_WALL_BUCKETS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "set_wall_buckets: at most %d bounds", LANE_WALL_BUCKETS);
+        return NULL;
+    }
+    long long b[LANE_WALL_BUCKETS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        b[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (b[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (i > 0 && b[i] <= b[i - 1]) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_ValueError, "set_wall_buckets: bounds must ascend");
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    memcpy(self->wall_bounds, b, sizeof(long long) * (size_t)n);
+    memset(self->wall_counts, 0, sizeof(self->wall_counts));
+    self->wall_sum = 0;
+    self->n_wall = n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+lane_wall_histogram(Lane *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *counts = PyTuple_New(self->n_wall + 1);
+    if (counts == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i <= self->n_wall; i++) {
+        PyObject *c = PyLong_FromUnsignedLongLong(self->wall_counts[i]);
+        if (c == NULL) {
+            Py_DECREF(counts);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(counts, i, c);
+    }
+    return Py_BuildValue("(NL)", counts, self->wall_sum);
+}
+
 static PyMethodDef lane_methods[] = {
+    {"set_wall_buckets", (PyCFunction)lane_set_wall_buckets, METH_O,
+     "set_wall_buckets(bounds_ns): count each summed call's wall time per bucket (empty: off); resets the counts."},
+    {"wall_histogram", (PyCFunction)lane_wall_histogram, METH_NOARGS,
+     "wall_histogram() -> (counts, sum_ns): per bucket (the last above every bound), since set_wall_buckets."},
     {"claim", (PyCFunction)lane_claim, METH_NOARGS,
      "claim() -> bool: hold the lane for a call the builder opens on this thread (False: busy)."},
     {"release", (PyCFunction)lane_release, METH_NOARGS, "release(): the builder's call ended."},

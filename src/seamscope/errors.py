@@ -27,6 +27,20 @@ class UserCodeFailed(SeamscopeError):
     exit_code = 1
 
 
+class RecompileAfterWarmup(SeamscopeError):
+    """Watch mode with ``fail_after_warmup="raise"``: a frame recompiled (or fell back to eager)
+    after warm-up. Raised from the call that compiled, once it returned; ``event`` is the
+    ``WatchEvent`` (frame, failed guard, cause, call index, compile time, request tags)."""
+
+    exit_code = 1
+
+    def __init__(self, event: object, message: str) -> None:
+        super().__init__(message)
+        self.event = event
+        self.cause = getattr(event, "cause", None)
+        self.failed_guard = getattr(event, "failed_guard", None)
+
+
 class RunSignalled(BaseException):
     """SIGTERM or SIGHUP during a run: unwinds the script as Ctrl-C does (exit 128 + ``signum``)."""
 

@@ -8,31 +8,27 @@ IPython is imported only by :func:`load_ipython_extension`, which IPython itself
 
 from __future__ import annotations
 
-import io
 import os
 import shlex
 from typing import Any
 
 import click
 
-MAGIC_HELP = "%%seamscope [--out DIR] [--quiet] [--note T] [--intervention T] [--rollback-trigger T] " \
-    "[--trace-out F] [--trace-calls N] [--trace-events N] [--checkpoint-every SECONDS]"
+from .commands.options import CELL_OPTIONS, missing_need, run_options
 
 
 @click.command(name="%%seamscope", add_help_option=False)
-@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
-@click.option("--quiet", is_flag=True, help="No summary below the cell.")
-@click.option("--note", default=None, help="Decision record: a note kept in the receipt.")
-@click.option("--intervention", default=None, help="Decision record: the change being evaluated.")
-@click.option("--rollback-trigger", default=None, help="Decision record: when to undo it.")
-@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write seamscope's own bounded trace (JSON lines) to this file.")
-@click.option("--trace-calls", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True)
+@run_options(CELL_OPTIONS)
 def cell_options(**options: Any) -> dict[str, Any]:
     """The options of ``%%seamscope``: those of ``seamscope run`` that apply to one cell."""
+    need = missing_need(click.get_current_context())
+    if need is not None:
+        raise click.UsageError(need)
     return options
+
+
+MAGIC_HELP = "%%seamscope " + " ".join(
+    f"[{p.opts[0]}{'' if isinstance(p, click.Option) and p.is_flag else f' {p.metavar}'}]" for p in cell_options.params)
 
 
 def parse_line(line: str) -> dict[str, Any]:
@@ -79,7 +75,8 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
         s.status = status_of_exception(error if isinstance(error, BaseException) else None)
         s.stop()
-        path = s.write(opts["out"])
+        s.write(output.folder)  # resolved before the cell ran (it may change directory)
+        path = os.path.join(opts["out"], "receipt.json")
     finally:
         s.stop()
         output.close()
@@ -88,7 +85,8 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
     from .render.html import write_html_report
 
     if s.last_receipt is not None:  # what write() just wrote
-        notes.append(f"report {write_html_report(s.last_receipt, os.path.dirname(path))}")
+        write_html_report(s.last_receipt, output.folder, source_root=s.cwd)
+        notes.append(f"report {os.path.join(opts['out'], 'index.html')}")
     if opts["trace_out"] is not None and s.ledger is not None:
         from .render.seamscope_trace import write_trace
 
@@ -105,21 +103,17 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
 def show(s: Any, notes: list[str]) -> None:
     """The summary below the cell: HTML where the front end shows it, else the terminal summary."""
     from IPython.display import display
-    from rich.console import Console
 
     from .analyze.display import shown
     from .render.notebook import notebook_html
-    from .render.terminal import SENTENCE, TerminalRenderer
+    from .render.terminal import SENTENCE, notebook_text
 
     receipt = s.last_receipt
-    buf = io.StringIO()
-    # force_jupyter=False: in a Jupyter kernel rich would display its text itself (ignoring
-    # ``file``), a second summary above the HTML one
-    TerminalRenderer(console=Console(file=buf, width=100, highlight=False, emoji=False,
-                                     force_jupyter=False)).print(receipt)
-    for w in receipt.ledger.run.warnings:
-        buf.write(f"seamscope: warning: {shown(w, SENTENCE)}\n")
-    text = buf.getvalue() + "".join(f"seamscope: {shown(n, None)}\n" for n in notes)
+    # plain text without escapes or hard wraps; force_jupyter=False inside: in a Jupyter kernel rich
+    # would display its text itself (ignoring ``file``), a second summary above the HTML one
+    text = notebook_text(receipt)
+    text += "".join(f"seamscope: warning: {shown(w, SENTENCE)}\n" for w in receipt.ledger.run.warnings)
+    text += "".join(f"seamscope: {shown(n, None)}\n" for n in notes)
     html = notebook_html(receipt, source_root=s.cwd) + "".join(
         f'<p class="note" style="color:#667085;font-size:12px">seamscope: {_escape(n)}</p>' for n in notes)
     display({"text/plain": text, "text/html": html}, raw=True)

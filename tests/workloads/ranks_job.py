@@ -4,6 +4,9 @@
 takes another Python branch inside the compiled function (a print: a graph break, and a guard on the
 flag: a recompile). ``--mode ddp``: a DDP model of four Linear(512, 512) layers (4 MiB of
 parameters) under ``bucket_cap_mb=1``, so DDPOptimizer splits the graph at bucket boundaries.
+``--mode fsdp``: FSDP2 (``fully_shard``) over two Linear(64, 64) layers, compiled; from call ``--at``
+on rank 1 feeds a batch of another size (a new shape: rank 1 compiles alone), each step ends in a
+barrier, and the process group's timeout is ``--pg-timeout`` seconds.
 ``--crash-rank R`` makes rank R exit hard (no ledger written) after its calls. ``--linger-in DIR``
 makes each rank write ``DIR/ready-RANK`` after its calls and then wait to be stopped (at most 120 s).
 """
@@ -28,13 +31,19 @@ class Net(torch.nn.Module):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["agree", "diverge", "ddp"], default="agree")
+    ap.add_argument("--mode", choices=["agree", "diverge", "ddp", "fsdp"], default="agree")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--at", type=int, default=3)
     ap.add_argument("--crash-rank", type=int, default=-1)
     ap.add_argument("--linger-in", default=None)
+    ap.add_argument("--pg-timeout", type=float, default=None)
     a = ap.parse_args()
-    dist.init_process_group("gloo")
+    if a.pg_timeout is not None:
+        import datetime
+
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=a.pg_timeout))
+    else:
+        dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
     if a.mode == "ddp":
@@ -47,6 +56,19 @@ def main() -> None:
             opt.zero_grad()
             compiled(x).sum().backward()
             opt.step()
+    elif a.mode == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64))
+        for m in model:
+            if isinstance(m, torch.nn.Linear):
+                fully_shard(m)
+        fully_shard(model)
+        compiled = torch.compile(model, backend="eager")
+        for i in range(a.steps):
+            n = 16 if rank == 1 and i >= a.at else 8
+            compiled(torch.randn(n, 64)).sum().backward()
+            dist.barrier()
     else:
 
         @torch.compile(backend="eager")

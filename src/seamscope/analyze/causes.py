@@ -348,6 +348,13 @@ def cause_sentence(r: RecompileCause) -> str:
 
 def _remedy(cause: _Cause) -> Remedy:
     ch = cause.change
+    if cause.family == "size" and ch.subject.startswith("___stack"):
+        return Remedy(
+            action="mark_dynamic_or_bucket",
+            text="a value carried across a graph break changes size between calls: mark dynamic the input it is "
+            "computed from, or pad that input to a few fixed sizes; `seamscope shapes` measures these policies",
+            try_with="seamscope shapes FILE.py:FUNC --lengths LENGTHS",
+        )
     if cause.family == "size":
         dim = "" if ch.dim is None else f", {ch.dim}"
         return Remedy(

@@ -34,7 +34,7 @@ from ..model.headline import Headline, RankedItem, RecompileCause
 from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compile_frame_index
 from ..model.remedy import Remedy
 from .findings_common import _hash_id, _short, compilation_label, frame_label
-from .units import fmt_ns
+from .units import counted, fmt_ns
 
 STAGE_WORDS: dict[str, str] = {
     "dynamo": "Dynamo tracing",
@@ -163,9 +163,10 @@ def _warm(ledger: Ledger, comps: list[Compilation]) -> tuple[str | None, bool | 
     cc = ledger.environment.compile_cache
     if cc is not None:
         warm = (cc.fx_entries + cc.aot_entries) > 0
-        return cc.dir, warm, (
-            f"{cc.fx_entries} FX graph and {cc.aot_entries} AOTAutograd entries in the directory when the run began"
-        )
+        basis = f"{cc.fx_entries} FX graph and {cc.aot_entries} AOTAutograd entries in the directory when the run began"
+        if warm and comps and not _holds_own_entries(comps):
+            basis += ", none of them this program's (no compilation hit)"
+        return cc.dir, warm, basis
     if any(c.fx_cache == "hit" or c.aot_cache == "hit" for c in comps):
         return None, True, "inferred: some compilations hit the cache (the directory was not read)"
     return None, None, "unknown: the cache directory was not read (an imported log, or an older capture)"
@@ -224,7 +225,7 @@ def _missing(ledger: Ledger, comps: list[Compilation]) -> list[str]:
         )
     untimed = sum(1 for c in comps if c.duration_ns is None)
     if untimed:
-        out.append(f"{untimed} compilation(s) have no recorded duration")
+        out.append(f"{counted(untimed, 'compilation')} {'has' if untimed == 1 else 'have'} no recorded duration")
     if not any(c.autotune_ns for c in comps) and not absent.get("autotune"):
         out.append("autotuning: none recorded at compile time (not in these compilations, or not by this backend)")
     if ledger.run.source != "live":
@@ -262,9 +263,10 @@ def _findings(
     out: list[CompileTimeFinding] = []
     out += _repeated_graph_blocks(comps, claimed, durations, backend)
     out += _repeated_frames(comps, claimed, durations, causes, backend)
-    out += _cache_findings(comps, claimed, durations, warm, warm_basis, backend)
+    own = _holds_own_entries(comps)
+    out += _cache_findings(comps, claimed, durations, warm and own, warm_basis, backend)
     out += _cold_once(ledger, comps, claimed, durations, backend)
-    out += _cold_start(comps, claimed, durations, backend)
+    out += _cold_start(comps, claimed, durations, backend, _foreign_entries(ledger, comps, own))
     out.sort(key=lambda f: (-f.cost_ns, f.finding_id))
     return [msgspec.structs.replace(f, rank=k) for k, f in enumerate(out, 1)]
 
@@ -402,6 +404,27 @@ def _repeated_frames(
     return out
 
 
+def _holds_own_entries(comps: list[Compilation]) -> bool:
+    """Whether the directory held entries of this program: some compilation of the run hit a layer.
+    Without a hit, a non-empty directory holds other programs' graphs only, so a miss there is a
+    first compilation (a cold start), not an entry that could have hit."""
+    return any(c.fx_cache == "hit" or c.aot_cache == "hit" for c in comps)
+
+
+def _foreign_entries(ledger: Ledger, comps: list[Compilation], own: bool) -> str:
+    """The clause a cold start adds when the directory held entries, none of them this program's."""
+    cc = ledger.environment.compile_cache
+    if own or cc is None or not (cc.fx_entries + cc.aot_entries):
+        return ""
+    if not any(c.fx_cache == "miss" or c.aot_cache == "miss" for c in comps):
+        return ""
+    n = cc.fx_entries + cc.aot_entries
+    return (
+        f"; a cold start: the cache directory held {n} entr{'y' if n == 1 else 'ies'} ({cc.fx_entries} FX graph, "
+        f"{cc.aot_entries} AOTAutograd), none of them this program's (no compilation hit)"
+    )
+
+
 def _cache_findings(
     comps: list[Compilation], claimed: dict[str, int], durations: dict[str, int], warm: bool | None,
     warm_basis: str, backend: str | None,
@@ -431,7 +454,7 @@ def _cache_findings(
             reasons = Counter(getattr(c, why) or "no reason recorded" for c in bypass)
             parts.append(f"{len(bypass)} bypassed it ({'; '.join(f'{r} ({n}×)' for r, n in reasons.most_common(3))})")
         sentence = (
-            f"{name}: of {len(ok)} compilations {hits} hit, " + " and ".join(parts)
+            f"{name}: of {counted(len(ok), 'compilation')} {hits} hit, " + " and ".join(parts)
             + f": {fmt_ns(total)} of backend compile time a hit would have skipped"
         )
         missing = []
@@ -489,8 +512,8 @@ def _cold_once(
         n_after = last - c.call_index
         sentence = (
             f"{compilation_label(c)} was first compiled in call {c.call_index} "
-            f"({fmt_ns(c.duration_ns)}) and its code ran {runs.get(c.compile_id, 0)} time(s): none of the "
-            f"{n_after} later call(s) needed it (a branch taken once)"
+            f"({fmt_ns(c.duration_ns)}) and its code ran {counted(runs.get(c.compile_id, 0), 'time')}: none of the "
+            f"{counted(n_after, 'later call')} needed it (a branch taken once)"
         )
         out.append(CompileTimeFinding(
             finding_id=_hash_id("CT", "cold_once", c.file, c.frame_name), kind="cold_once", rank=0, sentence=sentence,
@@ -520,7 +543,8 @@ _STAGE_REMEDY = {
 
 
 def _cold_start(
-    comps: list[Compilation], claimed: dict[str, int], durations: dict[str, int], backend: str | None
+    comps: list[Compilation], claimed: dict[str, int], durations: dict[str, int], backend: str | None,
+    foreign: str = "",
 ) -> list[CompileTimeFinding]:
     firsts = [c for c in comps if not c.is_recompile and c.duration_ns]
     rest = {c.compile_id: _take(claimed, durations, c.compile_id, c.duration_ns or 0) for c in firsts}
@@ -532,8 +556,8 @@ def _cold_start(
     stage = dominant(split)
     frames = {(c.frame_name, c.file, c.line) for c in left}
     sentence = (
-        f"{fmt_ns(cost)} of the first compilations of {len(frames)} frame(s) is explained by no other finding "
-        f"(their stages: {split_words(split, backend)})"
+        f"{fmt_ns(cost)} of the first compilations of {counted(len(frames), 'frame')} is explained by no other finding "
+        f"(their stages: {split_words(split, backend)}){foreign}"
     )
     rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",
                   text=_STAGE_REMEDY.get(stage or "", "compile less code, or keep the caches warm"))]

@@ -14,6 +14,7 @@ what was measured, not inferred from stack length or break count.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import msgspec
@@ -42,12 +43,16 @@ from ..model.ledger import (
 from ..model.normalize import normalize_text
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
 from .findings_churn import _churn_axis, _churn_findings, guard_pattern
-from .findings_common import PROBE, _bytes, _short, _with, config_remedy
+from .findings_common import PROBE, _bytes, _short, _with, config_remedy, retarget
 from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
-from .units import fmt_ns
+from .units import counted, fmt_ns
 
-__all__ = ["PROBE", "analyze_findings", "guard_pattern"]
+__all__ = ["OUTSIDE_CALLS", "PROBE", "analyze_findings", "guard_pattern"]
+
+OUTSIDE_CALLS = ("crossings and island time: the site's compiled code ran outside observed calls, where "
+                 "seamscope sees its regions but not the breaks between them")
+"""What a break finding lacks when its code runs outside the calls (a compiled optimizer step)."""
 
 
 # --- entry point ---------------------------------------------------------------------------------
@@ -75,16 +80,21 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
             "medians and shares are over retained calls, estimated totals scaled to all calls"
         )
 
-    breaks = _break_findings(ledger, basis_name, basis)
-    churn = _churn_findings(ledger)
+    run = ledger.run
+    breaks = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)]
+    churn = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _churn_findings(ledger)]
     from .causes import recompile_causes
     from .headline import build_headline, rank_across
 
-    causes = recompile_causes(ledger, churn)
+    causes = [c if c.remedy is None else msgspec.structs.replace(c, remedy=retarget(c.remedy, run))
+              for c in recompile_causes(ledger, churn)]
     from .compile_time import analyze_compile_time, rank_with, with_stage_sentence
 
     costed = [] if has_rt else [cid.split("_", 1)[0] for s in ledger.break_sites for cid in s.compile_ids]
     compile_time = analyze_compile_time(ledger, causes, costed)
+    compile_time = msgspec.structs.replace(compile_time, findings=[
+        msgspec.structs.replace(f, remedies=[retarget(r, run) for r in f.remedies]) for f in compile_time.findings
+    ])
     wall = sum(p.wall_ns for p in ledger.totals.phases)
     ranked = rank_with(rank_across(ledger, breaks, causes), compile_time, has_rt, wall)
     ranked_by = (
@@ -295,10 +305,21 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
     rows.sort(key=lambda r: r[0])
     out = []
     clauses = {s.site_id: class_clause(s) for s in ledger.break_sites}
+    outside = {s.site_id: _outside_runs(s, ledger) for s in ledger.break_sites}
     for rank, (_, f) in enumerate(rows, 1):
         f = _with(f, rank=rank)
-        out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""))))
+        n_out = outside.get(f.finding_id, 0)
+        if f.cost is not None and f.cost.crossings == 0 and n_out:
+            f = _with(f, missing=[*f.missing, OUTSIDE_CALLS])
+        out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""), n_out)))
     return out
+
+
+def _outside_runs(site: BreakSite, ledger: Ledger) -> int:
+    """Runs outside any observed call (a compiled optimizer step, a compiled backward) of the
+    compilations next to the site: a break there fires without a call to count it in."""
+    ids = _site_compile_ids(site, ledger)
+    return sum(r.outside_runs for r in ledger.totals.regions if r.compile_id.split("_", 1)[0] in ids)
 
 
 def _site_cost(
@@ -373,14 +394,15 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
                 )
             )
     elif cls == "host_side_effect":
-        if cause.label.startswith("print") or cause.label.startswith("logging"):
-            key = "reorderable_logging_functions" if cause.label.startswith("print") else "ignore_logging_functions"
+        logged = _logging_callable(cause.label)
+        if logged is not None:
+            key, target = logged
+            what = ("so Dynamo moves it after the graph instead of breaking" if key == "reorderable_logging_functions"
+                    else "so Dynamo drops the call from compiled code instead of breaking (it no longer logs there)")
             rs.append(
                 config_remedy(
-                    "reorder_logging",
-                    f"add the function to torch._dynamo.config.{key} so Dynamo moves it after the graph "
-                    "instead of breaking",
-                    key, cause.label.split(" ")[0], add=True, hints=hints,
+                    "reorder_logging", f"add {target.replace(':', '.')} to torch._dynamo.config.{key} {what}",
+                    key, target, add=True, hints=hints,
                 )
             )
         rs.append(
@@ -436,7 +458,19 @@ def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
     return rs
 
 
-def _break_sentence(f: Finding, pytorch_class: str = "") -> str:
+def _logging_callable(label: str) -> tuple[str, str] | None:
+    """The Dynamo setting and the ``MODULE:QUALNAME`` (as ``--dynamo-config NAME+=`` takes it) of
+    the logging call a host-side-effect break names: ``print`` is reordered after the graph, a
+    ``logging.Logger`` method ignored; None where the label does not name the callable."""
+    if label.split(" ")[0] == "print":
+        return "reorderable_logging_functions", "builtins:print"
+    m = re.fullmatch(r"logging \((\w+)\)", label)
+    if m:
+        return "ignore_logging_functions", f"logging:Logger.{m.group(1)}"
+    return None
+
+
+def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) -> str:
     w, c, cost = f.where, f.cause, f.cost
     assert w is not None and c is not None
     loc = f"{_short(w.file)}:{w.line}"
@@ -457,8 +491,14 @@ def _break_sentence(f: Finding, pytorch_class: str = "") -> str:
             took = f" (the compilations it broke in took {fmt_ns(f.cost_ns)} to compile)"
         return head + " was seen at compile time; its cost is unknown without runtime data" + took
     basis = "steady" if cost.basis == "steady" else ""
+    if cost.crossings == 0 and outside_runs:
+        return (f"{head} is in code that runs outside the observed calls (a compiled optimizer step or "
+                f"backward): its compiled regions ran {outside_runs}× there, where the break's crossings and "
+                "islands are not observed")
+    if cost.crossings == 0 and cost.calls == 0:
+        return f"{head} was not crossed: no {basis} call ran its frame".replace("  ", " ")
     if cost.crossings == 0:
-        return f"{head} was not crossed in {cost.calls} {basis} calls".replace("  ", " ")
+        return f"{head} was not crossed in {counted(cost.calls, (basis + ' call').strip())}".replace("  ", " ")
     if cost.stable:
         freq = f"is crossed {cost.crossings_min}× per call"
         stab = f"stable over {cost.calls} {basis} calls"

@@ -180,12 +180,26 @@ _PATTERN_WORDS = {
 }
 
 
+_STACK = re.compile(r"^___stack(\d+)(?:\[(\d+)\])?$")
+
+
+def user_subject(subject: str) -> str:
+    """A guard's subject as the user can find it: Dynamo's ``___stackN`` (a value live across a
+    graph break, passed to the resume function) has no name in the user's code, so it is said
+    what it is; any other subject is the user's own argument or attribute name."""
+    m = _STACK.match(subject)
+    if m is None:
+        return subject
+    dim = f" dim {m.group(2)}" if m.group(2) is not None else ""
+    return f"the value carried across the break{dim} (Dynamo's ___stack{m.group(1)})"
+
+
 def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
     loc = frame_label(ev.frame_name, ev.file, ev.line, ev.user_frame)
     if ev.pattern == "recompile_limit":
         return (f"churn {fid}: {loc} hit the recompile limit and runs eagerly from call "
                 f"{ev.calls[0] if ev.calls else '?'} on ({ev.variants} variants compiled before)")
-    on = f" on {', '.join(ev.subjects[:3])}" if ev.subjects else ""
+    on = f" on {', '.join(user_subject(x) for x in ev.subjects[:3])}" if ev.subjects else ""
     vals = f" (expected values {', '.join(ev.values_seen[:4])})" if ev.values_seen else ""
     fed = f", fed by break {ev.fed_by}" if ev.fed_by else ""
     return (f"churn {fid}: {loc} recompiled {ev.recompiles}× from {_PATTERN_WORDS[ev.pattern]}{on}{vals}{fed}, "
@@ -198,7 +212,7 @@ _ARG_COUNT = re.compile(r"^len\((?:L\[')?(args|kwargs)(?:'\])?\)$")
 def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Remedy]:
     p = ev.pattern
     if p == "shape":
-        dims = ", ".join(ev.subjects[:3])
+        dims = ", ".join(user_subject(x) for x in ev.subjects[:3])
         first = []
         if dynamic_false:  # the receipt records the option: it forbids what would fix the churn
             first.append(
@@ -209,14 +223,16 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
                     "can compile one variant for all sizes",
                 )
             )
+        if ev.subjects and all(_STACK.match(x) for x in ev.subjects):
+            text = ("a value carried across a graph break changes size between calls: mark dynamic the input it is "
+                    "computed from (its recompile cause names it), or pad that input to a few buckets")
+        else:
+            text = (f"sizes of {dims} change between calls: mark the dim dynamic "
+                    "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
+                    "static, automatic, dynamic and bucketed policies on your length distribution")
         return first + [
-            Remedy(
-                action="mark_dynamic_or_bucket",
-                text=f"sizes of {dims} change between calls: mark the dim dynamic "
-                "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
-                "static, automatic, dynamic and bucketed policies on your length distribution",
-                try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS",
-            )
+            Remedy(action="mark_dynamic_or_bucket", text=text,
+                   try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS")
         ]
     if p == "value" and ev.subjects and all(_ARG_COUNT.match(x) for x in ev.subjects):
         which = sorted({m.group(1) for x in ev.subjects if (m := _ARG_COUNT.match(x))})

@@ -5,16 +5,45 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 
 import msgspec
 
 from ..model.findings import Finding
-from ..model.ledger import Compilation, Frame
+from ..model.ledger import Compilation, Frame, RunInfo
 from ..model.normalize import normalize_text
 from ..model.remedy import Remedy, RemedyAction
 
 PROBE = "seamscope probe FILE.py:FUNC"
-"""Placeholder for the user's workload in suggested commands (the ledger does not name it)."""
+"""Placeholder for the user's workload in suggested commands; :func:`retarget` turns it into the
+command that fits what was run (``seamscope run FLAGS SCRIPT`` for a script)."""
+SCRIPT = "SCRIPT"
+"""Placeholder for the user's script in suggested commands (where the ledger does not name it)."""
+
+
+def run_target(run: RunInfo) -> str:
+    """What ``seamscope run`` is given to run again what this ledger recorded: the script (or
+    ``-m MODULE``, or the workload) and its arguments, quoted for a shell; :data:`SCRIPT` where the
+    ledger does not say (a session inside a program, an imported log)."""
+    if run.source != "live" or not run.command:
+        return SCRIPT
+    first, *args = run.command
+    head = ["-m", first[3:]] if first.startswith("-m ") else [first]
+    return shlex.join([*head, *args])
+
+
+def retarget(remedy: Remedy, run: RunInfo) -> Remedy:
+    """``remedy`` with its suggested command fitting what was run: a probe's workload keeps
+    ``seamscope probe FILE.py:FUNC FLAGS``; a script gets ``seamscope run FLAGS SCRIPT`` (every
+    flag a probe takes for a remedy, ``run`` takes too), with the script named where it is known."""
+    cmd = remedy.try_with
+    if cmd is None or run.source == "probe":
+        return remedy
+    if cmd.startswith(PROBE + " "):
+        cmd = f"seamscope run {cmd[len(PROBE) + 1:]} {SCRIPT}"
+    if cmd.startswith("seamscope run ") and cmd.endswith(" " + SCRIPT):
+        cmd = cmd[: -len(SCRIPT)] + run_target(run)
+    return remedy if cmd == remedy.try_with else msgspec.structs.replace(remedy, try_with=cmd)
 
 
 def config_remedy(

@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..model.canonical import round_float
 from ..model.findings import Finding
 from ..model.headline import Headline, RankedItem, RecompileCause, TimeSplit
-from ..model.ledger import Ledger
+from ..model.ledger import Compilation, Ledger, shown_frame
+from .findings_common import _short
 from .units import fmt_ns
 
 NO_STEADY_NOTE = (
@@ -81,6 +82,22 @@ def _pct(part: int, whole: int) -> str:
     return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
 
 
+def _crash_sentence(comps: list[Compilation]) -> str:
+    """The headline's first sentence when Dynamo crashed compiling a frame: the frame then runs
+    eagerly on every call, which matters more than what the compilations cost."""
+    # ``Unsupported``: Dynamo refused what it cannot trace (a break it could not resume from, a
+    # fullgraph break): a finding of its own, not a crash; a failure with no type recorded is not named one
+    failed = [c for c in comps if c.status == "failed" and c.fail_type and not c.fail_type.startswith("Unsupported")]
+    if not failed:
+        return ""
+    first = failed[0]
+    name, file, line = shown_frame(first)
+    why = (first.fail_reason or "").strip().splitlines()
+    what = f"{first.fail_type or 'an error'}" + (f": {why[0][:200]}" if why else "")
+    more = f" (and {len(failed) - 1} more frame{'s' if len(failed) != 2 else ''})" if len(failed) > 1 else ""
+    return (f"Dynamo crashed compiling {name} ({_short(file)}:{line}){more}, which runs eagerly instead: {what}.")
+
+
 def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[RecompileCause]) -> Headline:
     split = time_split(ledger)
     total = split[0]
@@ -136,6 +153,9 @@ def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[Recomp
                          "ran too, their breaks and recompiles are not in it.")
         else:
             sentence += " Nothing to rank: no break sites and no recompiles."
+    crash = _crash_sentence(comps)
+    if crash:
+        sentence = crash + " " + sentence
     if no_steady:
         notes.append(NO_STEADY_NOTE)
         sentence += " Every call compiled: these are warm-up figures, no call shows the steady cost."

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -28,6 +30,7 @@ from ..model.ledger import (
     IslandEvent,
     Ledger,
     RegionEvent,
+    RunInfo,
     status_text,
 )
 from ..model.ranks import (
@@ -43,7 +46,7 @@ from ..model.ranks import (
 )
 from ..model.receipt import Receipt
 from .stats import median, quantile
-from .units import fmt_ns
+from .units import fmt_ns, number_ranges
 
 #: Steady calls each rank needs before its steady time is compared: fewer give no usable spread.
 MIN_STEADY_CALLS = 5
@@ -60,15 +63,21 @@ TIME_RULE = (
 )
 
 _RANK_DIR = re.compile(r"^rank[-_]?(\d+)$")
-_DDP_PATHS = ("torch/nn/parallel/", "torch/distributed/")
+_FSDP_PATHS = ("torch/distributed/fsdp/", "torch/distributed/_composable/fsdp/",
+               "torch/distributed/_composable/fully_shard")
+_DDP_PATHS = ("torch/nn/parallel/", "torch/distributed/_composable/replicate",
+              "torch/distributed/algorithms/ddp_comm_hooks/")
 
 
 @dataclass
 class RankInput:
-    """One rank's receipt and where it came from."""
+    """One rank's receipt reduced to what the merge needs, and where it came from. The receipt
+    itself is not held: ``load`` reads it again (only the primary rank's is needed whole)."""
 
-    receipt: Receipt
+    run: RunInfo
+    entry: RankEntry
     source: str
+    load: Callable[[], Receipt]
     rank: int | None = None
     """From the directory name when the receipt does not record it."""
 
@@ -79,6 +88,17 @@ class Gathered:
     problems: list[RankProblem] = field(default_factory=list)
     kind: str = "receipts"
     """``receipts`` (per-rank output of ``run`` or ``import``) or ``torch_trace`` (a log directory)."""
+
+
+def reduce_input(receipt: Receipt, source: str, load: Callable[[], Receipt], rank: int | None = None) -> RankInput:
+    """What the merge keeps of one rank: its run record and its :class:`RankEntry` (per-call
+    figures, compile ids, sites), never its ledger, so that memory does not grow with every rank's
+    events. The entry's rank is the one the ledger records, else the folder's (-1: neither)."""
+    run = receipt.ledger.run
+    decided = run.rank if run.rank is not None else rank
+    entry = rank_entry(decided if decided is not None else -1, source, receipt)
+    run = msgspec.structs.replace(run, warnings=[], absent=[], command=[_i(c) for c in run.command])
+    return RankInput(run=run, entry=entry, source=source, load=load, rank=rank)
 
 
 # --- where the ranks' files are ------------------------------------------------------------------
@@ -129,7 +149,8 @@ def gather(directory: str) -> Gathered:
             continue
         if rank is None and receipt.ranks is not None:
             continue  # an earlier merged receipt, not a rank
-        inputs.append(RankInput(receipt=receipt, source=f"{name}/receipt.json", rank=rank))
+        inputs.append(reduce_input(receipt, f"{name}/receipt.json", partial(load_receipt, rpath), rank))
+        del receipt  # one rank's parsed receipt at a time
     if not inputs and not problems:
         raise UnusableInput(
             f"{directory}: no per-rank receipts (rank-N/receipt.json) and no TORCH_TRACE logs "
@@ -157,28 +178,43 @@ def _gather_torch_trace(directory: str, logs: list[str]) -> Gathered:
         except (OSError, UnusableInput) as e:
             problems.append(RankProblem(kind="unreadable", message=f"{name}: {e}", paths=[name]))
             continue
-        inputs.append(RankInput(receipt=make_receipt(imported.ledger), source=name, rank=imported.ledger.run.rank))
+        inputs.append(reduce_input(make_receipt(imported.ledger), name, partial(_reimport, path),
+                                   imported.ledger.run.rank))
+        del imported
     return Gathered(inputs=inputs, problems=problems, kind="torch_trace")
+
+
+def _reimport(path: str) -> Receipt:
+    from ..ingest.torch_trace import import_torch_trace
+    from .receipt import make_receipt
+
+    return make_receipt(import_torch_trace(path).ledger)
 
 
 # --- one rank, reduced ----------------------------------------------------------------------------
 
 
 def site_origin(site: BreakSite) -> SiteOrigin:
-    """``user`` when the break is in the user's own file; ``ddp`` when it is in library code reached
-    through torch's DDP (``torch/nn/parallel/``, ``torch/distributed/``); else ``framework``."""
+    """``user`` when the break is in the user's own file; else the torch.distributed wrapper the
+    library code it happened in was reached through, innermost first: ``fsdp`` (FSDP and FSDP2's
+    ``fully_shard``: ``torch/distributed/fsdp/``, ``torch/distributed/_composable/fsdp/``), ``ddp``
+    (``torch/nn/parallel/``, ``replicate``, DDP's comm hooks); else ``framework`` (other library
+    code, other parts of torch.distributed)."""
     if not _is_library(site.file):
         return "user"
-    frames = [site.file] + [f.file for f in site.user_stack]
     # Frames after the innermost user frame are the library code the break happened in.
     tail: list[str] = []
     for f in reversed(site.user_stack):
         if not _is_library(f.file):
             break
         tail.append(f.file)
-    scope = tail or frames
-    if any(any(p in f for p in _DDP_PATHS) for f in [site.file, *scope]):
-        return "ddp"
+    scope = [site.file, *(tail or [f.file for f in reversed(site.user_stack)])]
+    for path in scope:
+        p = path.replace(os.sep, "/")
+        if any(w in p for w in _FSDP_PATHS):
+            return "fsdp"
+        if any(w in p for w in _DDP_PATHS):
+            return "ddp"
     return "framework"
 
 
@@ -202,8 +238,8 @@ def _call_view(c: Any) -> RankCall:
         region_ns=sum(e.duration_ns for e in c.events if isinstance(e, RegionEvent)),
         island_ns=sum(e.duration_ns for e in c.events if isinstance(e, IslandEvent)),
         compile_ns=sum(e.duration_ns for e in c.events if isinstance(e, CompileEvent)),
-        regions=[e.compile_id for e in c.events if isinstance(e, RegionEvent)],
-        sites=[e.site_id for e in c.events if isinstance(e, BreakEvent)],
+        regions=[_i(e.compile_id) for e in c.events if isinstance(e, RegionEvent)],
+        sites=[_i(e.site_id) for e in c.events if isinstance(e, BreakEvent)],
     )
 
 
@@ -220,7 +256,7 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         rank=rank,
         source=source,
         world_size=led.run.world_size,
-        input_trace_sha256=led.run.input_trace_sha256,
+        input_trace_sha256=_i(led.run.input_trace_sha256) if led.run.input_trace_sha256 else None,
         structure_sha256=receipt.structure_sha256,
         receipt_sha256=receipt.receipt_sha256,
         has_runtime=led.run.has_runtime,
@@ -230,15 +266,15 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         graph_count=s.graph_count,
         fallback_count=s.fallback_count,
         break_site_count=s.break_site_count,
-        compile_ids=[f"{c.compile_id} {c.frame_name}" for c in led.compilations],
+        compile_ids=[_i(f"{c.compile_id} {c.frame_name}") for c in led.compilations],
         recompiles=[
-            RankRecompile(compile_id=c.compile_id, frame_name=c.frame_name, call_index=c.call_index,
-                          failed_guards=list(c.failed_guards))
+            RankRecompile(compile_id=_i(c.compile_id), frame_name=_i(c.frame_name), call_index=c.call_index,
+                          failed_guards=[_i(g) for g in c.failed_guards])
             for c in led.compilations
             if c.is_recompile
         ],
         sites=[
-            RankSite(site_id=b.site_id, file=b.file, line=b.line, function=b.function,
+            RankSite(site_id=_i(b.site_id), file=_i(b.file), line=b.line, function=_i(b.function),
                      origin=site_origin(b), crossings=crossings.get(b.site_id) if led.run.has_runtime else None)
             for b in led.break_sites
         ],
@@ -251,8 +287,21 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         steady_median_ns=median(walls),
         steady_iqr_ns=(q3 - q1) if q1 is not None and q3 is not None else None,
         calls=[_call_view(c) for c in led.calls] if led.run.has_runtime else [],
-        status=status_text(led.run.status),
+        compile_calls=[c.call_index for c in led.compilations],
+        pg_timeout_ns=_set_or_none(led.run.pg_timeout_ns),
+        pg_backend=_set_or_none(led.run.pg_backend),
+        status=_i(status_text(led.run.status) or "") or None,
     )
+
+
+def _i(text: str) -> str:
+    """One string object for a text every rank repeats (compile ids, phases, files): 256 ranks'
+    entries then hold it once."""
+    return sys.intern(text)
+
+
+def _set_or_none(value: Any) -> Any:
+    return None if isinstance(value, msgspec.UnsetType) else value
 
 
 # --- checking the input ---------------------------------------------------------------------------
@@ -270,7 +319,7 @@ def check_inputs(
     problems = list(gathered.problems)
     ranked: list[tuple[int, RankInput]] = []
     for inp in gathered.inputs:
-        recorded = inp.receipt.ledger.run.rank
+        recorded = inp.run.rank
         rank = recorded if recorded is not None else inp.rank
         if rank is None:
             problems.append(RankProblem(kind="no_rank", message=f"{inp.source}: records no rank; left out",
@@ -286,7 +335,7 @@ def check_inputs(
 
     # One run: the same program and arguments (live), or the same kind of source.
     def run_key(inp: RankInput) -> Hashable:
-        run = inp.receipt.ledger.run
+        run = inp.run
         return (run.source, run.input_trace_sha256 if run.source == "live" else None)
 
     groups: dict[Hashable, list[int]] = {}
@@ -315,7 +364,7 @@ def check_inputs(
         seen[rank] = inp
     ranked = sorted(seen.items())
 
-    recorded_ws = sorted({i.receipt.ledger.run.world_size for _, i in ranked if i.receipt.ledger.run.world_size})
+    recorded_ws = sorted({i.run.world_size for _, i in ranked if i.run.world_size})
     if world_size is None and recorded_ws:
         world_size = max(recorded_ws)
         if len(recorded_ws) > 1:
@@ -349,7 +398,7 @@ def check_inputs(
 
 
 def _run_desc(inp: RankInput) -> str:
-    run = inp.receipt.ledger.run
+    run = inp.run
     sha = (run.input_trace_sha256 or "")[:12]
     cmd = " ".join(run.command)[:60]
     return f"{run.source}: {cmd}" + (f", input {sha}" if run.source == "live" else "")
@@ -389,21 +438,21 @@ def _group_divergences(
 
 
 def _who(ranks: Sequence[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+    return ("rank " if len(ranks) == 1 else "ranks ") + number_ranges(list(ranks))
 
 
-def _compile_calls(ledger: Ledger) -> dict[str, int | None]:
-    return {f"{c.compile_id} {c.frame_name}": c.call_index for c in ledger.compilations}
+def _compile_calls(e: RankEntry) -> dict[str, int | None]:
+    return dict(zip(e.compile_ids, e.compile_calls, strict=False))
 
 
-def find_divergences(entries: Sequence[RankEntry], ledgers: dict[int, Ledger]) -> list[Divergence]:
+def find_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
     """Every way the ranks differ, each with the ranks and the first call where it appears."""
     out: list[Divergence] = []
     if len(entries) < 2:
         return out
 
     def compiled(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
-        mine, theirs = _compile_calls(ledgers[e.rank]), _compile_calls(ledgers[ref.rank])
+        mine, theirs = _compile_calls(e), _compile_calls(ref)
         extra = [k for k in mine if k not in theirs]
         lacking = [k for k in theirs if k not in mine]
         calls = [mine[k] for k in extra] + [theirs[k] for k in lacking]
@@ -490,7 +539,7 @@ def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
     ordered = sorted(judged, key=lambda e: (e.steady_median_ns or 0, e.rank))
     ref = ordered[(len(ordered) - 1) // 2]
     m_ref = ref.steady_median_ns or 0
-    out = []
+    found: list[tuple[float, int, int | None, str]] = []
     for e in judged:
         if e is ref:
             continue
@@ -502,10 +551,22 @@ def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
         beyond = [c.index for c in steady if abs(c.wall_ns - m_ref) > band]
         first = beyond[0] if beyond else (steady[0].index if steady else None)
         pct = (m - m_ref) / m_ref if m_ref else 0.0
-        out.append(Divergence(
-            kind="steady_time", ranks=[e.rank], reference_ranks=[ref.rank], first_call=first,
-            detail=f"rank {e.rank} steady median {fmt_ns(m)} vs {fmt_ns(m_ref)} on rank {ref.rank} "
-            f"({pct:+.0%}; noise band ±{fmt_ns(band)})"))
+        found.append((pct, e.rank, first, f"rank {e.rank} steady median {fmt_ns(m)} vs {fmt_ns(m_ref)} on rank "
+                      f"{ref.rank} ({pct:+.0%}; noise band ±{fmt_ns(band)})"))
+    # One divergence for the slower ranks and one for the faster: with hundreds of ranks, two lines.
+    out = []
+    for side in ([f for f in found if f[0] > 0], [f for f in found if f[0] < 0]):
+        if not side:
+            continue
+        side.sort(key=lambda f: (-abs(f[0]), f[1]))
+        firsts = [f[2] for f in side if f[2] is not None]
+        detail = side[0][3]
+        if len(side) > 1:
+            rest = side[1:]
+            detail += f"; also {_who(sorted(f[1] for f in rest))} (" + ", ".join(
+                f"rank {f[1]} {f[0]:+.0%}" for f in rest[:4]) + (", …" if len(rest) > 4 else "") + ")"
+        out.append(Divergence(kind="steady_time", ranks=sorted(f[1] for f in side), reference_ranks=[ref.rank],
+                              first_call=min(firsts) if firsts else None, detail=detail))
     return out
 
 
@@ -537,15 +598,16 @@ def _site(s: RankSite) -> str:
 def merge(gathered: Gathered, world_size: int | None = None) -> Receipt:
     """One receipt from many ranks. Raises :class:`UnusableInput` only when no rank is usable."""
     from .receipt import make_receipt
+    from .skew import SKEW_RULE, find_skews, process_group_timeout, rank_with_skews
 
     ranked, problems, ws = check_inputs(gathered, world_size)
     if not ranked:
         raise UnusableInput(
             "no rank could be merged: " + "; ".join(p.message for p in problems) if problems else "no ranks"
         )
-    entries = [rank_entry(r, i.source, i.receipt) for r, i in ranked]
-    ledgers = {r: i.receipt.ledger for r, i in ranked}
-    primary_rank, primary = ranked[0]
+    entries = [i.entry for _, i in ranked]
+    primary_rank, primary_input = ranked[0]
+    primary = primary_input.load()
     note = (
         f"ledger, summary and hashes are rank {primary_rank}'s"
         + (" (rank 0 is absent)" if primary_rank != 0 else "")
@@ -558,22 +620,32 @@ def merge(gathered: Gathered, world_size: int | None = None) -> Receipt:
     rule = TIME_RULE + (
         f"; not judged here: {_who(not_judged)} (too few steady calls, or no runtime data)" if not_judged else ""
     )
+    timeout_ns, timeout_source = process_group_timeout(entries)
+    skews = find_skews(entries, timeout_ns)
     section = RanksSection(
         world_size=ws,
         ranks_present=[r for r, _ in ranked],
         primary_rank=primary_rank,
         ledger_note=note,
         ranks=entries,
-        divergences=find_divergences(entries, ledgers),
+        divergences=find_divergences(entries),
         problems=problems,
         time_rule=rule,
+        skews=skews,
+        pg_timeout_ns=timeout_ns,
+        pg_timeout_source=timeout_source,
+        skew_rule=SKEW_RULE,
     )
     sections = {
-        f: getattr(primary.receipt, f)
+        f: getattr(primary, f)
         for f in _OPTIONAL_SECTIONS
-        if f != "ranks" and getattr(primary.receipt, f, None) is not None
+        if f != "ranks" and getattr(primary, f, None) is not None
     }
-    return make_receipt(primary.receipt.ledger, primary.receipt.decision, ranks=section, **sections)
+    findings = sections.get("findings")
+    if findings is not None and skews:
+        wall = sum(c.wall_ns for c in primary.ledger.calls) if primary.ledger.run.has_runtime else None
+        sections["findings"] = msgspec.structs.replace(findings, ranked=rank_with_skews(findings.ranked, skews, wall))
+    return make_receipt(primary.ledger, primary.decision, ranks=section, **sections)
 
 
 _CORE = {"schema_version", "kind", "ledger", "summary", "decision", "structure_sha256", "receipt_sha256"}

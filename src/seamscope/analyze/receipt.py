@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from ..model.hashing import receipt_sha256, structure_sha256
-from ..model.ledger import Ledger
+from ..model.ledger import GUARD_TABLE_VERSION, Ledger
 from ..model.receipt import RECEIPT_KIND, Decision, Receipt
 from .summary import summarize
 
@@ -31,7 +31,17 @@ def make_receipt(ledger: Ledger, decision: Decision | None = None, **sections: A
         receipt_sha256="",
         **sections,
     )
-    return rehash(receipt)
+    return rehash(msgspec.structs.replace(receipt, schema_version=receipt_version(receipt)))
+
+
+def receipt_version(receipt: Receipt) -> int:
+    """The receipt's schema version: its ledger's, or :data:`GUARD_TABLE_VERSION` when its file
+    stores failed guards in ``guard_table`` (any compilation has one), so that the change of
+    layout is never silent to a reader of the plain JSON. Set when a receipt is made; a receipt
+    read back keeps the version its file says (an older file with a table reads as it is)."""
+    if any(c.failed_guards for c in receipt.ledger.compilations):
+        return max(GUARD_TABLE_VERSION, receipt.ledger.schema_version)
+    return receipt.ledger.schema_version
 
 
 def rehash(receipt: Receipt) -> Receipt:

@@ -16,15 +16,13 @@ Torch-free: fed with plain values.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..analyze.report_view.findings import SITE_PREFIX, site_package_dirs
 from ..ingest.compile_events import user_function
 from ..ingest.source_scope import enclosing_def
 from ..model.ledger import Frame
-from ..model.normalize import normalize_path
+from ..model.normalize import SITE_PREFIX, local_file, normalize_path
 
 GENERIC_NAMES = frozenset({
     "wrapper", "_wrapper", "wrapped", "_wrapped", "wrapper_fn", "wrapped_fn", "wrapped_func", "wrap",
@@ -47,7 +45,7 @@ def is_wrapper(name: str, file: str) -> bool:
 
 def is_library(file: str) -> bool:
     """Whether a normalised path is installed code (``site-packages/...``), not the user's."""
-    return file.startswith("site-packages/")
+    return file.startswith(SITE_PREFIX)
 
 
 def recognisable_frame(
@@ -79,7 +77,7 @@ def recognisable_frame(
 def _own_method(name: str, file: str, line: int, cwd: str) -> Frame | None:
     """A library frame of a telling name (``forward``) with its class (``BertLayer.forward``),
     read from its source where it is installed here; None for a function or unreadable source."""
-    path = _readable(file, cwd)
+    path = local_file(file, cwd)
     found = _def_frame(path, line, name, file) if path else None
     return found if found is not None and "." in found.function else None
 
@@ -92,15 +90,6 @@ def _def_frame(path: str, line: int, fn: str, file: str) -> Frame | None:
         return None
     qualname, start = found
     return Frame(file=file, line=start, function=qualname.rsplit(".<locals>.", 1)[-1])
-
-
-def _readable(file: str, cwd: str) -> str | None:
-    """Where a receipt's file name (``site-packages/...`` or relative to ``cwd``) is, here."""
-    if file.startswith(SITE_PREFIX):
-        candidates = [os.path.join(d, file[len(SITE_PREFIX):]) for d in site_package_dirs()]
-    else:
-        candidates = [file if os.path.isabs(file) else os.path.join(cwd, file)]
-    return next((p for p in candidates if os.path.isfile(p)), None)
 
 
 def common_chain(chains: Iterable[Sequence[Any]]) -> list[_Raw]:

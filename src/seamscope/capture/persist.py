@@ -44,15 +44,23 @@ SIGNALS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 
 
 def _alive(pid: int) -> bool:
+    if pid <= 0:  # no process has it (0 and -N would name process groups)
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's live process
         return True
-    except OSError:
+    except (OSError, OverflowError):  # beyond any pid the system hands out
         return False
     return True
+
+
+_HELD: set[str] = set()
+"""The tokens of the locks this process's sessions hold now: a lock naming this pid is another
+session's of this process when its token is here, else a dead process's that had this pid (a
+container's PID 1 restarted)."""
 
 
 def _holder_line(info: dict[str, Any]) -> str:
@@ -64,35 +72,52 @@ def _holder_line(info: dict[str, Any]) -> str:
 class OutLock:
     """``FOLDER/.seamscope.lock``, naming the run that holds the folder (pid, host, start, command)."""
 
-    def __init__(self, folder: str, command: str) -> None:
+    def __init__(self, folder: str, command: str, shown: str | None = None) -> None:
         self.path = os.path.join(folder, LOCK_NAME)
-        self.info = {"pid": os.getpid(), "host": socket.gethostname(),
-                     "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "command": command}
+        self.shown = shown if shown is not None else folder
+        """The folder as the user wrote it, for messages."""
+        self.token = os.urandom(8).hex()
+        self.info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname(),
+                     "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "command": command,
+                     "token": self.token}
         self.held = False
 
     def acquire(self) -> None:
-        folder = os.path.dirname(self.path)
+        folder = self.shown
+        shown_path = os.path.join(folder, LOCK_NAME)
         data = (json.dumps(self.info) + "\n").encode()
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:
+                if os.path.isdir(self.path) and not os.path.islink(self.path):
+                    raise UnusableInput(
+                        f"{folder}: {shown_path} is a folder, not seamscope's lock: remove it, or choose "
+                        "another --out") from None
                 holder = self._read()
                 if holder is not None and not self._stale(holder):
+                    ours = holder.get("pid") == os.getpid() and holder.get("host") == self.info["host"]
                     raise UnusableInput(
-                        f"{folder}: in use by another seamscope run ({_holder_line(holder)}); wait for "
-                        f"it, choose another --out, or remove {self.path} if that run is gone"
+                        (f"{folder}: in use by another seamscope session of this process ({_holder_line(holder)}); "
+                         "give each session its own out folder") if ours else
+                        (f"{folder}: in use by another seamscope run ({_holder_line(holder)}); wait for "
+                         f"it, choose another --out, or remove {shown_path} if that run is gone")
                     ) from None
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     os.unlink(self.path)  # a stale lock: its process is gone
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    raise UnusableInput(f"{folder}: cannot remove the stale lock {shown_path}: {e.strerror}") from None
                 continue
             except OSError as e:
                 raise UnusableInput(f"{folder}: cannot write: {e.strerror}") from None
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             self.held = True
+            _HELD.add(self.token)
             return
-        raise UnusableInput(f"{folder}: another seamscope run keeps taking {self.path}")
+        raise UnusableInput(f"{folder}: another seamscope run keeps taking {shown_path}")
 
     def _read(self) -> dict[str, Any] | None:
         """The holder, or None for a lock that cannot be read (being written: held, unless old)."""
@@ -115,21 +140,33 @@ class OutLock:
         if not holder:
             return True  # gone meanwhile, or unreadable and old
         pid = holder.get("pid")
-        if holder.get("host") != self.info["host"] or not isinstance(pid, int):
+        if holder.get("host") != self.info["host"] or not isinstance(pid, int) or isinstance(pid, bool):
             return False  # another machine's (a shared folder): cannot tell, so held
-        return pid == os.getpid() or not _alive(pid)
+        if pid == os.getpid():  # another session of this process, or a dead process's of this pid
+            return holder.get("token") not in _HELD
+        return not _alive(pid)
 
     def release(self) -> None:
+        """Remove the lock if it is still this session's (never another session's, nor, in a
+        forked child, the parent's)."""
         if not self.held:
             return
         self.held = False
+        _HELD.discard(self.token)
         holder = self._read()
-        if holder and holder.get("pid") == os.getpid():
+        if holder and holder.get("pid") == os.getpid() and holder.get("token") == self.token:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
 
 
 # --- the output folder of one run ------------------------------------------------------------
+
+
+def as_given(e: BaseException, folder: str, shown: str) -> BaseException:
+    """``e`` (a write failure naming the resolved ``folder``) naming the folder as the user gave it."""
+    if isinstance(e, UnusableInput) and e.args and isinstance(e.args[0], str) and folder != shown:
+        e.args = (e.args[0].replace(folder, shown, 1), *e.args[1:])
+    return e
 
 
 class RunOutput:
@@ -140,9 +177,13 @@ class RunOutput:
         if not checkpoint_every >= 0:  # also NaN
             raise UnusableInput("--checkpoint-every: seconds, 0 or more (0: no checkpoints)")
         self.session = session
-        self.folder = os.fspath(folder)
+        self.shown = os.fspath(folder)
+        """The folder as given, for messages."""
+        self.folder = os.path.abspath(self.shown)
+        """Resolved once, before the script runs: a script that changes directory (Hydra does)
+        still has its checkpoints, final output and lock release go here."""
         self.every = float(checkpoint_every)
-        self.lock = OutLock(self.folder, " ".join(session.command) or "seamscope.session()")
+        self.lock = OutLock(self.folder, " ".join(session.command) or "seamscope.session()", self.shown)
         self.checkpoints = 0
         self.spent = 0.0
         """Seconds spent writing checkpoints."""
@@ -159,9 +200,21 @@ class RunOutput:
     def prepare(self) -> None:
         """Before the script starts: the folder is writable and this run holds it (exit 2 otherwise)."""
         from ..render.files import check_writable
+        from ..render.receipt_json import foreign_files
 
-        check_writable(self.folder)
+        check_writable(self.shown)
         self.lock.acquire()
+        try:
+            foreign = foreign_files(self.folder)
+        except BaseException:
+            self.lock.release()
+            raise
+        if foreign:
+            self.lock.release()
+            raise UnusableInput(
+                f"{self.shown}: {', '.join(foreign)} there {'is' if len(foreign) == 1 else 'are'} not seamscope's "
+                "(seamscope replaces only the receipt.json, calls.csv and index.html it wrote): move "
+                f"{'it' if len(foreign) == 1 else 'them'}, or choose another --out")
 
     def begin(self) -> None:
         """Once the session has started: the ``incomplete`` marker, then the checkpoint timer."""
@@ -170,9 +223,9 @@ class RunOutput:
         self._t0 = time.monotonic()
         try:
             write_receipt_only(self._receipt("the run started; no checkpoint yet"), self.folder, fresh=True)
-        except BaseException:
+        except BaseException as e:
             self.close()
-            raise
+            raise as_given(e, self.folder, self.shown) from None
         if 0 < self.every < float("inf"):
             self._due = self._t0 + self.every
             self._thread = threading.Thread(target=self._loop, name="seamscope-checkpoint", daemon=True)
@@ -241,12 +294,13 @@ class RunOutput:
 
 
 def _signals() -> list[int]:
-    """The signals to handle: SIGTERM and SIGHUP only where not ignored (``nohup`` ignores SIGHUP,
-    and the run must then survive a hangup, as without seamscope)."""
+    """The signals to handle: those not ignored. ``nohup`` ignores SIGHUP, a non-interactive
+    shell ignores SIGINT in a background job (``cmd &``): the run must then go on as the plain
+    script would."""
     out = []
     for name in SIGNALS:
         s = getattr(signal, name, None)
-        if s is not None and (name == "SIGINT" or signal.getsignal(s) is not signal.SIG_IGN):
+        if s is not None and signal.getsignal(s) is not signal.SIG_IGN:
             out.append(s)
     return out
 
@@ -264,10 +318,11 @@ def exit_code_of(signum: int) -> int:
 
 @contextlib.contextmanager
 def hard_exit_on_signal(lock: OutLock | None = None, note: str = "",
-                        restore: dict[int, Any] | None = None) -> Iterator[None]:
+                        restore: dict[int, Any] | None = None, first: list[int] | None = None) -> Iterator[None]:
     """While the receipt is written: a signal (a second Ctrl-C, a SIGTERM) removes the temporary
     files of the writes in progress and the lock, and ends the process at once with 128 + its
-    number; what was renamed into place before stays whole. At the end the handlers found are
+    number, or 128 + that of ``first[0]`` (the signal that ended the run, which its receipt
+    records); what was renamed into place before stays whole. At the end the handlers found are
     put back, or those of ``restore`` (the ones from before the run)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -281,7 +336,7 @@ def hard_exit_on_signal(lock: OutLock | None = None, note: str = "",
             lock.release()
         with contextlib.suppress(OSError):
             os.write(2, f"seamscope: {signal_name(signum)} while writing: stopped at once{note}\n".encode())
-        os._exit(exit_code_of(signum))
+        os._exit(exit_code_of(first[0] if first else signum))
 
     old = {s: signal.signal(s, stop_now) for s in _signals()}
     try:

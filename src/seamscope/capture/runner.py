@@ -16,7 +16,9 @@ from typing import Any
 
 from ..analyze.inputs import script_sha256
 from ..errors import UnusableInput
+from ..model.normalize import project_root
 from ..model.receipt import Decision
+from .persist import DEFAULT_CHECKPOINT_EVERY
 
 
 @dataclass
@@ -26,6 +28,25 @@ class RunResult:
     """0 ok; 1 the user's script raised or exited non-zero; 130 interrupted."""
     session: Any
     message: str | None = None
+    out_shown: str | None = None
+    """The output folder as the user wrote it (``receipt_path`` is absolute: resolved before the
+    script ran, which may change directory)."""
+    signalled: int | None = None
+    """The signal that ended the run (its exit code is kept if another one follows)."""
+    forked: bool = False
+    """True in a child the script forked that reached the script's end: it wrote nothing (the
+    output set is the parent's) and its exit code is the script's."""
+
+    def shown(self, path: str) -> str:
+        """``path`` (under the output folder) as the user would write it."""
+        folder = os.path.dirname(self.receipt_path) if self.receipt_path else None
+        if self.out_shown is None or folder is None:
+            return path
+        if path == folder:
+            return self.out_shown
+        if not path.startswith(folder + os.sep):
+            return path
+        return os.path.join(self.out_shown, path[len(folder) + 1:])
 
 
 def _is_launcher(filename: str) -> bool:
@@ -73,7 +94,7 @@ def run_target(
     first_calls: int | None = None,
     call_cap: int | None = None,
     setup: Any = None,
-    checkpoint_every: float = 60.0,
+    checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY,
     launch: Callable[[list[str]], object] | None = None,
 ) -> RunResult:
     """``setup``: the remedies (``experiments.remedy_plan.Plan``) applied once the session has
@@ -86,13 +107,17 @@ def run_target(
     session starts and checkpointed every ``checkpoint_every`` seconds (``persist.RunOutput``).
     SIGINT, SIGTERM and SIGHUP unwind the script, then the receipt is written with the run's
     status, and ``exit_code`` is 128 + the signal's number."""
-    from .persist import RunOutput, hard_exit_on_signal, status_of_signal, watch_signals
+    from ..model.ledger import RunStatus
+    from .persist import RunOutput, as_given, hard_exit_on_signal, status_of_signal, watch_signals
     from .session import Session, status_of_exception
 
     workload = launch is not None
     if not module and not workload and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
-    out_dir = default_out_dir(out)
+    out_shown = default_out_dir(out)
+    out_dir = os.path.abspath(out_shown)  # once, before the script runs (it may change directory)
+    script_file = target.rpartition(":")[0] if workload else target
+    root = project_root(os.getcwd() if module else os.path.dirname(os.path.abspath(script_file)))
     kwargs: dict[str, Any] = {}
     if first_calls is not None:
         kwargs["first_calls"] = first_calls
@@ -104,9 +129,10 @@ def run_target(
         input_trace_sha256=(script_sha256(target.rpartition(":")[0], [target, *args]) if workload
                             else script_sha256(target, args, module=module)),
         decision=decision,
+        cwd=root,
         **kwargs,
     )
-    output = RunOutput(session, out_dir, checkpoint_every)
+    output = RunOutput(session, out_shown, checkpoint_every)
     output.prepare()  # writable and ours, before the script starts (exit 2 otherwise)
     if on_call_end is not None:  # the CLI's progress line; nothing on the call path otherwise
         session.on_call_end.append(on_call_end)
@@ -116,6 +142,10 @@ def run_target(
     previous_handlers = watch_signals(session, received, output.lock)
     finish: Any = None
     path: str | None = None
+    pid = os.getpid()
+    user_code = False
+    """Whether the script itself is running: an exception from there is the script's, whatever
+    its type (even seamscope's own ``UnusableInput``, raised by a ``load_receipt`` in it)."""
     try:
         session.start()
         output.begin()
@@ -126,19 +156,27 @@ def run_target(
             launch([target, *args])
         elif module:
             sys.argv = [target, *args]
+            user_code = True
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             sys.argv = [target, *args]
-            sys.path[0] = os.path.dirname(os.path.abspath(target))
+            script = os.path.abspath(target)  # __file__ and code paths absolute, as python's own
+            sys.path[0] = os.path.dirname(script)
+            user_code = True
             if setup is not None and setup.needs_transform():
-                _run_transformed(target, setup.transform)
+                _run_transformed(script, setup.transform)
             else:
-                runpy.run_path(target, run_name="__main__")
+                runpy.run_path(script, run_name="__main__")
         session.status = status_of_signal(received[0]) if received else status_of_exception(None)
         if received:  # the script caught the signal's exception and returned
             exit_code = int(session.status.exit_code or 130)
-    except UnusableInput:
-        raise
+    except UnusableInput as e:
+        if user_code or received or os.getpid() != pid:
+            exit_code, message = _ended(e, session, received, target)
+        else:  # seamscope's own: a workload that does not load, a marker that cannot be written
+            session.status = RunStatus(state="exited", exit_code=e.exit_code,
+                                       detail=(str(e).splitlines() or [""])[0][:200])
+            raise
     except SystemExit as e:
         session.status = status_of_exception(e)
         code = e.code
@@ -147,24 +185,11 @@ def run_target(
             exit_code = 1
             message = f"{target} exited with status {code}"
     except BaseException as e:
-        if received:  # a signal: SIGINT (KeyboardInterrupt), SIGTERM or SIGHUP (RunSignalled)
-            session.status = status_of_signal(received[0])
-            exit_code = int(session.status.exit_code or 130)
-            message = f"{session.status.state} ({session.status.detail}); the calls measured so far were written"
-        elif isinstance(e, KeyboardInterrupt):
-            session.status = status_of_exception(e)
-            exit_code, message = 130, "interrupted; the calls measured so far were written"
-        else:
-            session.status = status_of_exception(e)
-            etype, value, tb = sys.exc_info()
-            # Show the user's traceback, without seamscope's and runpy's frames on top.
-            while tb is not None and tb.tb_next is not None and _is_launcher(tb.tb_frame.f_code.co_filename):
-                tb = tb.tb_next
-            traceback.print_exception(etype, value, tb)
-            exit_code, message = 1, f"{target} raised {etype.__name__ if etype else 'an exception'}"
+        exit_code, message = _ended(e, session, received, target)
     finally:
-        # A signal from here on stops at once; what is renamed into place stays whole.
-        with hard_exit_on_signal(output.lock, restore=previous_handlers):
+        # A signal from here on stops at once, with the first signal's code; what is renamed into
+        # place stays whole.
+        with hard_exit_on_signal(output.lock, restore=previous_handlers, first=received):
             sys.argv = old_argv
             if old_path0 is not None and sys.path:
                 sys.path[0] = old_path0
@@ -174,7 +199,34 @@ def run_target(
             finally:
                 try:
                     session.stop()
-                    path = session.write(out_dir) if session.builder is not None else None
+                    if os.getpid() == pid and session.builder is not None:  # a forked child writes nothing
+                        try:
+                            path = session.write(out_dir)
+                        except UnusableInput as e:  # disk full: named as the user wrote it
+                            raise as_given(e, out_dir, out_shown) from None
                 finally:
                     output.close()
-    return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message)
+    return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message,
+                     out_shown=out_shown, signalled=received[0] if received else None,
+                     forked=os.getpid() != pid)
+
+
+def _ended(e: BaseException, session: Any, received: list[int], target: str) -> tuple[int, str | None]:
+    """The status, exit code and message of a run whose script ended with ``e`` (not
+    ``SystemExit``); the user's own exception's traceback is printed, as python would."""
+    from .persist import status_of_signal
+    from .session import status_of_exception
+
+    if received:  # a signal: SIGINT (KeyboardInterrupt), SIGTERM or SIGHUP (RunSignalled)
+        session.status = status_of_signal(received[0])
+        return (int(session.status.exit_code or 130),
+                f"{session.status.state} ({session.status.detail}); the calls measured so far were written")
+    session.status = status_of_exception(e)
+    if isinstance(e, KeyboardInterrupt):
+        return 130, "interrupted; the calls measured so far were written"
+    etype, value, tb = type(e), e, e.__traceback__
+    # Show the user's traceback, without seamscope's and runpy's frames on top.
+    while tb is not None and tb.tb_next is not None and _is_launcher(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    traceback.print_exception(etype, value, tb)
+    return 1, f"{target} raised {etype.__name__}"

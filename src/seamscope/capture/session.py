@@ -64,6 +64,7 @@ class Session(CallHooks, RegionHooks):
     # --- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> Session:
+        self._entered_pid = os.getpid()
         output = None
         if self.out is not None:  # checked and locked before the body runs (UnusableInput)
             from .persist import RunOutput
@@ -87,9 +88,9 @@ class Session(CallHooks, RegionHooks):
             self.status = status_of_exception(exc)
         try:
             self.stop()
-            if self.out is not None:
+            if self.out is not None and os.getpid() == self._entered_pid:  # never a forked child's over the parent's
                 try:
-                    self.write(self.out)
+                    self.write(self.output.folder if self.output is not None else self.out)
                 except Exception as e:
                     if exc is None:
                         raise
@@ -106,7 +107,11 @@ class Session(CallHooks, RegionHooks):
     def start(self) -> None:
         global _ACTIVE
         if _ACTIVE is not None and _ACTIVE is not self:
-            raise RuntimeError("a seamscope session is already active in this process")
+            # A session opened inside another (a script's own ``with seamscope.session(...)`` under
+            # ``seamscope run``): the outer one pauses until this one stops, then goes on.
+            _ACTIVE._suspend(self)
+            self._outer = _ACTIVE
+            _ACTIVE = None
         import torch
 
         warn = adapter.version_warning()
@@ -153,19 +158,64 @@ class Session(CallHooks, RegionHooks):
             hints = None
             self.warnings.append(str(e))
         self.assembler = CompileEventAssembler(cwd=self.cwd, sink=self, hints=hints)
-        for install in (self._install_trace, self._install_graphs, self._install_live_graphs, self._install_compile,
-                        self._install_calls):
-            try:
-                self._undo.append(install())
-            except adapter.AdapterProblem as e:
-                self.warnings.append(str(e))
+        self._install_all()
         self._device_probe = self.device_mode == "auto" and _cuda_available(torch)
         self.active = True
         self._live = self.builder
         _ACTIVE = self
         self._sync_lane()
 
+    def _install_all(self, resume: bool = False) -> None:
+        """The hooks; on resuming after a session opened inside this one, not the timers of the
+        graphs compiled before (this session's own keep theirs; the inner one's are its own)."""
+        installs = (self._install_trace, self._install_graphs, self._install_live_graphs, self._install_compile,
+                    self._install_calls, self._install_pg)
+        for install in installs:
+            if resume and install == self._install_live_graphs:
+                continue
+            try:
+                self._undo.append(install())
+            except adapter.AdapterProblem as e:
+                self.warnings.append(str(e))
+
+    def _suspend(self, inner: Session) -> None:
+        """Pause while ``inner`` (a session opened inside this one) observes: hooks removed, the
+        ledger kept; ``_resume`` goes on. Not inside an observed call."""
+        b = self.builder
+        if not self.active or (b is not None and b.in_call):
+            raise RuntimeError("a seamscope session is already active in this process (and inside a call)")
+        self.active = False
+        self._live = None
+        self._sync_lane()
+        while self._undo:
+            self._undo.pop()()
+        where = f" (out={inner.out})" if inner.out is not None else ""
+        note = (f"calls made inside a seamscope.session(){where} opened during this run are in that "
+                "session's receipt, not in this one")
+        if note not in self.warnings:
+            self.warnings.append(note)
+
+    def _resume(self) -> None:
+        """Observe again once the session opened inside this one has stopped."""
+        global _ACTIVE
+        said = set(self.warnings)
+        n = len(self.warnings)
+        self._install_all(resume=True)
+        self.warnings[n:] = [w for w in self.warnings[n:] if w not in said]  # each said once
+        self.active = True
+        self._live = self.builder
+        _ACTIVE = self
+        self._sync_lane()
+
     def stop(self) -> None:
+        try:
+            self._stop()
+        finally:
+            outer, self._outer = self._outer, None
+            if outer is not None:
+                outer._resume()
+
+    def _stop(self) -> None:
         global _ACTIVE
         if not self.active:
             return
@@ -223,6 +273,9 @@ class Session(CallHooks, RegionHooks):
                 "outside any call"
             )
         run = msgspec.structs.replace(ledger.run, warnings=warnings, untimed_graphs=self.untimed_graphs)
+        pg = self._pg_timeout()
+        if pg is not None:
+            run = msgspec.structs.replace(run, pg_timeout_ns=pg[0], pg_backend=pg[1])
         status = status if status is not None else self.status
         if status is not None:
             run = msgspec.structs.replace(run, status=status)
@@ -262,6 +315,22 @@ class Session(CallHooks, RegionHooks):
             self._sync_lane()
 
     # --- hook 3: compile events (the same stream TORCH_TRACE writes) ----------------------------
+
+    def _install_pg(self) -> Callable[[], None]:
+        """Keep the process group's timeout when the script destroys its group before the end."""
+        def record(got: tuple[int, str]) -> None:
+            self._pg_seen = got
+
+        return adapter.watch_process_group(record)
+
+    def _pg_timeout(self) -> tuple[int, str] | None:
+        try:
+            got = adapter.process_group_timeout()
+        except adapter.AdapterProblem as e:
+            if str(e) not in self.warnings:
+                self.warnings.append(str(e))
+            got = None
+        return got if got is not None else getattr(self, "_pg_seen", None)
 
     def _install_trace(self) -> Callable[[], None]:
         clock = self.clock

@@ -14,6 +14,7 @@ from ..ingest.compile_events import CompileEventAssembler
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
 from ..model.ledger import Frame, Ledger, RunStatus
 from ..model.receipt import Decision, Receipt
+from .persist import DEFAULT_CHECKPOINT_EVERY
 
 
 class SessionState:
@@ -31,13 +32,17 @@ class SessionState:
         cwd: str | None = None,
         write_html: bool = True,
         device: str = "auto",
-        checkpoint_every: float = 60.0,
+        checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY,
     ) -> None:
         self.out = os.fspath(out) if out is not None else None
         self.checkpoint_every = checkpoint_every
         """With ``out``: seconds between checkpoints of the receipt (0: none; docs/reliability.md)."""
         self.status: RunStatus | None = None
         """How the run ended, recorded in the receipt (set before ``stop()``)."""
+        self._outer: Any = None
+        """The session this one was opened inside (paused until this one stops), or None."""
+        self._entered_pid = os.getpid()
+        """The process that entered ``with``: a child it forks writes no output set at exit."""
         self.output: Any = None
         """With ``out``: the folder's lock and checkpoints while active (``persist.RunOutput``)."""
         self.command = command or []
@@ -55,7 +60,7 @@ class SessionState:
         self._device_source: Any = None
         self.trace_filter = os.environ.get("SEAMSCOPE_FULL_TRACE") != "1"
         """Ask PyTorch only for the structured-trace records capture reads (set it to False before
-        ``start()``, or ``SEAMSCOPE_FULL_TRACE=1``, to have every record built, as before)."""
+        ``start()``, or ``SEAMSCOPE_FULL_TRACE=1``, to have PyTorch build every record)."""
         self.clock: Callable[[], int] = time.perf_counter_ns
         self.active = False
         self._interrupted = False

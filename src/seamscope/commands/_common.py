@@ -11,10 +11,10 @@ from typing import Any
 import click
 
 from ..analyze.display import shown
+from ..analyze.units import counted
 from ..errors import UnusableInput
 
-#: Commands that run PyTorch; every other command reads files and works without it.
-NEEDS_TORCH = ("demo", "probe", "run", "shapes")
+#: Commands that read files and work without PyTorch (every other one runs it).
 TORCH_FREE = ("check", "diff", "import", "merge", "report", "summary", "verify")
 
 
@@ -49,17 +49,20 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
         return result.exit_code or 1
     receipt = getattr(result.session, "last_receipt", None) or load_receipt(result.receipt_path)
     out_dir = os.path.dirname(result.receipt_path)
+    shown_path = getattr(result, "shown", lambda p: p)
     failed = None
     try:
-        html = write_html_report(receipt, out_dir) if html_report else None
+        # source paths in the receipt are relative to the run's root, not to where the script chdir'd
+        html = write_html_report(receipt, out_dir, source_root=getattr(result.session, "cwd", None)) \
+            if html_report else None
     except UnusableInput as e:  # disk full, quota: the receipt is written; say so, exit 2 at the end
         why = str(e).rpartition("cannot write: ")[2] or str(e)
-        html, failed = None, f"{out_dir}: could not write index.html ({why}); written: receipt.json, calls.csv"
+        html, failed = None, f"{shown_path(out_dir)}: could not write index.html ({why}); written: receipt.json, calls.csv"
     if not quiet:
         TerminalRenderer().print(receipt)
     for w in receipt.ledger.run.warnings:
         click.echo(f"seamscope: warning: {shown(w)}", err=True)
-    where = result.receipt_path + (f", {html}" if html else "")
+    where = shown_path(result.receipt_path) + (f", {shown_path(html)}" if html else "")
     click.echo(f"seamscope: wrote {shown(where, None)}", err=True)
     if result.message:
         click.echo(f"seamscope: {shown(result.message)}", err=True)
@@ -67,6 +70,11 @@ def finish_run(result: Any, quiet: bool = False, html_report: bool = True) -> in
         click.echo(f"seamscope: {shown(failed)}", err=True)
         return 2
     return int(result.exit_code)
+
+
+def progress_words(calls: int, compiles: int) -> str:
+    """The live line's counts: ``1 call · 1 compile``, ``3 calls · 2 compiles``."""
+    return f"{counted(calls, 'call')} · {counted(compiles, 'compile')}"
 
 
 class ProgressLine:
@@ -135,7 +143,7 @@ class ProgressLine:
         if not self.shown and not self.at_line_start:
             return  # the script's line is unfinished (its own progress bar): leave it alone
         b = session.builder
-        self._write(f"{self.ERASE}seamscope: {b.call_count} calls · {b.compile_count} compiles ")
+        self._write(f"{self.ERASE}seamscope: {progress_words(b.call_count, b.compile_count)} ")
         self._flush()
         self.shown = True
 

@@ -26,6 +26,17 @@ def parse_cause_limits(items: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
+def _has_status(r: object, path: str, allow_incomplete: bool, what: str = "") -> None:
+    """A live run's receipt records how its run ended; one without (written by a run that ended
+    before it could say, or edited) cannot be told from a complete one: refused (exit 2) unless
+    ``--allow-incomplete``. Imported logs, probes and fakes record none, and need none."""
+    run = r.ledger.run  # type: ignore[attr-defined]
+    if run.source == "live" and status_text(run.status) is None and not allow_incomplete:
+        raise UnusableInput(
+            f"{what}{path}: the receipt of a live run records no run status (ledger.run.status), so "
+            "whether its run completed is unknown; rerun it (--allow-incomplete accepts it)")
+
+
 @click.command()
 @click.argument("receipt", type=click.Path())
 @click.option("--baseline", type=click.Path(), default=None,
@@ -55,16 +66,31 @@ def command(receipt: str, baseline: str | None, max_breaks: int | None, max_reco
                     max_fallbacks=max_fallbacks, max_steady_regression=max_steady,
                     cause_recompiles=parse_cause_limits(cause_limits))
     r = load_trusted_receipt(receipt)
+    _has_status(r, receipt, allow_incomplete)
     b = None
     if baseline is not None:
         try:
             b = load_trusted_receipt(baseline)
         except UnusableInput as e:
             raise UnusableInput(f"baseline: {e}") from None
+        _has_status(b, baseline, allow_incomplete, "baseline ")
+        base_unfinished = status_note(b.ledger.run.status)
+        if base_unfinished and not allow_incomplete:
+            raise UnusableInput(
+                f"baseline {baseline}: its run did not complete ({status_text(b.ledger.run.status)}): "
+                f"{base_unfinished}; record the baseline from a completed run (--allow-incomplete compares "
+                "with it anyway)")
     rep = check(r, limits, b)
     status = status_text(r.ledger.run.status)
     if status is not None:
         say(f"run: {status}")
+    elif r.ledger.run.source == "live":
+        say("run: how it ended is not recorded (accepted: --allow-incomplete)")
+    if b is not None and status_note(b.ledger.run.status):
+        say(f"warning: the baseline's run did not complete ({status_text(b.ledger.run.status)}): its figures "
+            "cover part of its run only (accepted: --allow-incomplete)")
+    elif b is not None and b.ledger.run.source == "live" and status_text(b.ledger.run.status) is None:
+        say("warning: the baseline does not record how its run ended (accepted: --allow-incomplete)")
     unfinished = status_note(r.ledger.run.status)
     problems = list(rep.problems)
     if unfinished and not allow_incomplete:

@@ -47,21 +47,29 @@ def write_merged(receipt: Any, out: str) -> str:
 
 def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, quiet: bool = False) -> int:
     """Print the rank table, divergences and problems; return the exit code."""
-    from ..render.terminal import fmt_ns
+    from ..analyze.report_view.ranks import group_label, group_ranks, outlier_ranks, steady_range
+    from ..analyze.units import number_ranges
 
     sec = receipt.ranks
     if not quiet:
         ws = f"world size {sec.world_size}" if sec.world_size is not None else "world size not recorded"
         say(f"{len(sec.ranks_present)} rank(s) merged ({ws}); {sec.ledger_note}")
-        say(f"{'rank':>4}  {'calls':>5}  {'compiles':>8}  {'recompiles':>10}  {'graphs':>6}  "
-                   f"{'sites (user/ddp/other)':>22}  {'DDP splits':>10}  {'steady median':>13}")
-        for e in sec.ranks:
+        groups = group_ranks(list(sec.ranks), outlier_ranks(sec))
+        labels = [group_label(g) for g in groups]
+        w = max([4, *(len(x) for x in labels)])
+        if len(groups) < len(sec.ranks):
+            say(f"{len(sec.ranks)} ranks in {len(groups)} rows: ranks that behaved alike share a row "
+                "(its lowest rank's figures); every rank a divergence or a compile skew names has its own")
+        say(f"{'rank':>{w}}  {'calls':>5}  {'compiles':>8}  {'recompiles':>10}  {'graphs':>6}  "
+                   f"{'sites (user/ddp/fsdp/other)':>27}  {'DDP splits':>10}  {'steady median':>13}")
+        for g, label in zip(groups, labels, strict=True):
+            e = g[0]
             o = [s.origin for s in e.sites]
-            sites = f"{o.count('user')}/{o.count('ddp')}/{o.count('framework')}"
+            sites = f"{o.count('user')}/{o.count('ddp')}/{o.count('fsdp')}/{o.count('framework')}"
             splits = ", ".join(f"{d.compile_id}:{d.submodules}" for d in e.ddp_splits) or "–"
             calls = str(e.call_count) if e.has_runtime else "–"
-            say(f"{e.rank:>4}  {calls:>5}  {e.compile_count:>8}  {e.recompile_count:>10}  "
-                       f"{e.graph_count:>6}  {sites:>22}  {splits:>10}  {fmt_ns(e.steady_median_ns):>13}")
+            say(f"{label:>{w}}  {calls:>5}  {e.compile_count:>8}  {e.recompile_count:>10}  "
+                       f"{e.graph_count:>6}  {sites:>27}  {splits:>10}  {steady_range(g):>13}")
         for e in sec.ranks:
             if e.status not in (None, "completed"):
                 say(f"rank {e.rank}: {e.status}: its figures cover the calls until then")
@@ -71,15 +79,24 @@ def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, 
                            "DDP bucket (DDPOptimizer; not graph breaks)")
             for s in e.sites:
                 if s.origin != "user":
-                    who = "torch's DDP code" if s.origin == "ddp" else "library code"
+                    who = _WHOSE.get(s.origin, "library code")
                     say(f"framework break in {who}, not yours: {s.file}:{s.line} in {s.function}")
         if sec.divergences:
             say("divergences:")
             for d in sec.divergences:
                 at = f" from call {d.first_call}" if d.first_call is not None else ""
-                say(f"  {d.kind}: rank(s) {', '.join(map(str, d.ranks))}{at}: {(d.detail.splitlines() or [''])[0]}")
+                say(f"  {d.kind}: rank(s) {number_ranges(d.ranks)}{at}: {(d.detail.splitlines() or [''])[0]}")
         else:
             say("no divergence between the ranks")
+        for k in sec.skews[:10]:
+            say(f"compile skew: {k.sentence}")
+        if len(sec.skews) > 10:
+            say(f"compile skew: {len(sec.skews) - 10} more call(s) in the merged receipt")
+        for k in [k for k in sec.skews if k.warning][:3]:
+            if k.warning:
+                say(f"seamscope: warning: {k.warning}; remedy: {k.remedy}", err=True)
+        if sec.skews:
+            say(f"compile skew remedy: {sec.skews[0].remedy}")
     for p in sec.problems:
         say(f"seamscope: problem: {p.message}", err=True)
     say(f"seamscope: wrote {path}", err=True)
@@ -88,6 +105,9 @@ def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, 
     if fail_on_divergence and sec.divergences:
         return 1
     return 0
+
+
+_WHOSE = {"ddp": "torch's DDP code", "fsdp": "torch's FSDP code"}
 
 
 def _run_forwarding_signals(cmd: list[str]) -> tuple[int, int]:
@@ -130,10 +150,10 @@ def run_ranks(
     module: bool,
     out: str,
     quiet: bool,
-    decision_args: dict[str, str | None],
-    checkpoint_every: float | None = None,
+    passed: list[str] | None = None,
 ) -> int:
-    """``seamscope run --nproc N``: torchrun starts N ranks, each under ``seamscope run``, then merge.
+    """``seamscope run --nproc N``: torchrun starts N ranks, each under ``seamscope run`` with the
+    words ``passed`` (``run``'s options the ranks take), then merge.
 
     Exit code: 2 when the merge found a problem in the ranks' output (a rank wrote no ledger), else
     1 when a rank's script failed, else 0.
@@ -149,11 +169,7 @@ def run_ranks(
            "-m", "seamscope", "run", "--out", out]
     if quiet or nproc > 1:  # the merged table replaces N per-rank summaries
         cmd.append("--quiet")
-    for flag, value in decision_args.items():
-        if value is not None:
-            cmd += [flag, value]
-    if checkpoint_every is not None:
-        cmd += ["--checkpoint-every", str(checkpoint_every)]
+    cmd += passed or []
     cmd += (["-m"] if module else []) + [target, "--", *args]
     rc, stopped_by = _run_forwarding_signals(cmd)
     if nproc == 1:  # WORLD_SIZE 1: the rank wrote OUT/receipt.json and its summary itself

@@ -3,102 +3,186 @@ observe an unmodified program, or a probe workload called as the probe calls it.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import click
 
 from ..capture.runner import run_target
-from ..experiments.remedy_spec import RemedySpec, spec_from_options
+from ..experiments.remedy_spec import FLAGS, RemedySpec, spec_from_options
 from ._common import ProgressLine, finish_run, need_torch
-from .options import remedy_options
+from .options import flag_of, given, missing_need, remedy_options, run_options
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    from ..capture.watch import Watcher
+
+NOT_WITH: dict[str, dict[str, str]] = {
+    "nproc": {
+        "warm": "each warm-start run is one process, not ranks",
+        "trace_out": "each rank would write the same file",
+        "trace_calls": "each rank would write the same trace file",
+        "trace_events": "each rank would write the same trace file",
+        "save_artifacts": "each rank would write the same file",
+        **{f.dest: "remedy flags are not passed to the ranks" for f in FLAGS},
+        "fingerprint": "it is try's own flag for its runs",
+        "record_out": "it is try's own flag for its runs",
+        "no_html": "it is try's own flag for its runs",
+        "watch": "watch mode watches one process",
+    },
+    "warm": {
+        "trace_out": "its three runs would write the same file",
+        "trace_calls": "its three runs would write the same trace file",
+        "trace_events": "its three runs would write the same trace file",
+        "save_artifacts": "it saves the cold run's cache artifacts and loads them itself",
+        "load_artifacts": "it saves the cold run's cache artifacts and loads them itself",
+        "fingerprint": "it is try's own flag for its runs",
+        "record_out": "it is try's own flag for its runs",
+        "watch": "watch mode watches one process",
+    },
+}
+"""The options a route of ``run`` (``--nproc``, ``--warm``) does not take, and why: given with it,
+one line and exit 2 before anything runs. Every other option is honoured on every route."""
+
+PASSED_ON = ("note", "intervention", "rollback_trigger", "checkpoint_every", "load_artifacts", "no_html")
+"""Options a route that runs ``seamscope run`` in other processes (``--nproc``'s ranks, ``--warm``'s
+runs) gives to each of them as they were given."""
+
+
+# --- watch mode (docs/watch.md): its options and the watcher they make, in one block --------------
+
+WATCH_OPTIONS = ("watch", "warmup", "events", "fail_after_warmup", "metrics_port", "otel")
+
+
+def watch_options(f: F) -> F:
+    f = click.option("--otel", is_flag=True,
+                     help="With --watch: also record the counts through OpenTelemetry's global MeterProvider "
+                     "(the script configures its exporter).")(f)
+    f = click.option("--metrics-port", default=None, metavar="[ADDR:]PORT",
+                     help="With --watch: serve Prometheus metrics on this port (loopback unless ADDR is given; "
+                     "with PROMETHEUS_MULTIPROC_DIR, the workers' counts summed).")(f)
+    f = click.option("--fail-after-warmup", is_flag=False, flag_value="raise", default=None,
+                     type=click.Choice(["raise", "log"]),
+                     help="With --watch: a recompile or fallback after warm-up raises "
+                     "seamscope.errors.RecompileAfterWarmup from the call (=log: logs it at ERROR).")(f)
+    f = click.option("--events", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+                     help="With --watch: append each event after warm-up to FILE (JSON lines).")(f)
+    f = click.option("--warmup", default=None, metavar="CALLS|SECONDS",
+                     help="With --watch: warm-up length, in calls (100) or seconds (30s, 2m); default 100 calls.")(f)
+    f = click.option("--watch", is_flag=True,
+                     help="Watch a serving process: after warm-up, each recompile, fallback, new graph and new "
+                     "break site is an event (logger 'seamscope', --events, --metrics-port).")(f)
+    return f
+
+
+def _watcher_of(options: dict[str, object]) -> Watcher | None:
+    """The watcher the watch options ask for (None without --watch; ``options.NEEDS`` refuses the
+    others without it)."""
+    got = {k: options.pop(k, None) for k in WATCH_OPTIONS}
+    if not got["watch"]:
+        return None
+    from ..capture.watch import DEFAULT_WARMUP, Watcher
+    from ..capture.watch_metrics import make_sinks, parse_port
+
+    port = got["metrics_port"]
+    if port is not None:
+        parse_port(str(port))  # exit 2 before anything runs
+    sinks = make_sinks(str(port) if port is not None else None, None, True if got["otel"] else None)
+    events = got["events"]
+    return Watcher(got["warmup"] if got["warmup"] is not None else DEFAULT_WARMUP,
+                   events=str(events) if events is not None else None, fail_after_warmup=got["fail_after_warmup"],
+                   sinks=sinks)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
-@click.option("-m", "module", is_flag=True, help="TARGET is a module name (as python -m).")
-@click.option("--quiet", is_flag=True, help="No progress line and no summary.")
-@click.option("--note", default=None, help="Decision record: a note kept in the receipt.")
-@click.option("--intervention", default=None, help="Decision record: the change being evaluated.")
-@click.option("--rollback-trigger", default=None, help="Decision record: when to undo it.")
-@click.option("--nproc", type=click.IntRange(min=1), default=None,
-              help="Start N ranks under torchrun (--standalone, this machine), then merge them.")
-@click.option("--trace-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write seamscope's own bounded trace (JSON lines) to this file.")
-@click.option("--trace-calls", type=click.IntRange(min=1), default=64, show_default=True,
-              help="At most this many calls in the trace (totals still count every call).")
-@click.option("--trace-events", type=click.IntRange(min=1), default=16, show_default=True,
-              help="At most this many events per call in the trace.")
-@click.option("--warm", is_flag=True,
-              help="Run TARGET twice in fresh processes sharing one persistent compile cache (OUT/compile-cache): "
-              "OUT/cold fills it, OUT/warm reads it; compare what a restarted worker pays (OUT/warm-start.json). "
-              "Each run's output goes to OUT/NAME.log.")
-@click.option("--save-cache-artifacts", "save_artifacts", type=click.Path(dir_okay=False), default=None,
-              metavar="FILE", help="After the script, write torch.compiler.save_cache_artifacts() to FILE "
-              "(PyTorch's portable FX graph and AOTAutograd cache entries).")
-@click.option("--load-cache-artifacts", "load_artifacts", type=click.Path(dir_okay=False, exists=True), default=None,
-              metavar="FILE", help="Before the script, torch.compiler.load_cache_artifacts(FILE) into the run's "
-              "cache directory (a worker shipped another's caches).")
-@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True,
-              metavar="SECONDS",
-              help="Write the receipt so far (marked incomplete) this often, at a call boundary; 0: never.")
+@run_options()
+@watch_options
 @remedy_options
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
-            rollback_trigger: str | None, target: str, args: tuple[str, ...], nproc: int | None = None,
-            trace_out: str | None = None, trace_calls: int = 64, trace_events: int = 16, warm: bool = False,
-            checkpoint_every: float = 60.0, save_artifacts: str | None = None, load_artifacts: str | None = None,
-            **remedies: object) -> int:
+            rollback_trigger: str | None, nproc: int | None, trace_out: str | None, trace_calls: int,
+            trace_events: int, warm: bool, save_artifacts: str | None, load_artifacts: str | None,
+            checkpoint_every: float, fingerprint: bool, record_out: str | None, no_html: bool,
+            target: str, args: tuple[str, ...], **remedies: object) -> int:
     """Run TARGET (a script, -m MODULE, or a workload FILE.py:FUNC) with every torch.compile in it observed;
     write receipt.json, calls.csv, index.html. A workload takes --lengths, --lengths-file and --dim after --."""
     need_torch("run")
     from ..model.receipt import Decision
 
     decision = Decision(note=note, intervention=intervention, rollback_trigger=rollback_trigger)
-    from ..errors import UnusableInput
-
     args_l = list(args)
     if args_l and args_l[0] == "--":
         args_l = args_l[1:]
     elif "--" not in args_l:
         _warn_misplaced_options(("-m " if module else "") + target, args_l)
-    if nproc is not None and not spec_of(remedies).is_empty():
-        raise UnusableInput("remedy flags (--dynamo-config, --compile-option, ...) are not passed to --nproc ranks")
+    route = "nproc" if nproc is not None else "warm" if warm else None
+    refuse_unsupported(click.get_current_context(), route)
+    watcher = _watcher_of(remedies)  # pops the watch options: what is left are the remedy flags
     if nproc is not None:
         from .merge import run_ranks
 
         return run_ranks(nproc, target, args_l, module=module, out=out, quiet=quiet,
-                         decision_args={"--note": note, "--intervention": intervention,
-                                        "--rollback-trigger": rollback_trigger},
-                         checkpoint_every=checkpoint_every)
-    if warm and (save_artifacts is not None or load_artifacts is not None):
-        raise UnusableInput("--warm saves the cold run's cache artifacts and loads them itself: "
-                            "drop --save-cache-artifacts / --load-cache-artifacts")
+                         passed=passed_on(click.get_current_context()))
     if warm:
-        return _run_warm(target, args_l, module, out, quiet, remedies)
-    plan = _remedy_plan(target, module, remedies)
+        return _run_warm(target, args_l, module, out, quiet, remedies, passed_on(click.get_current_context()))
+    plan = _remedy_plan(target, module, remedies, record_out=record_out, fingerprint=fingerprint)
     if save_artifacts is not None or load_artifacts is not None:
         from ..capture.cache_artifacts import WithCacheArtifacts
 
         plan = WithCacheArtifacts(plan, load_artifacts, save_artifacts)
+    if watcher is not None:
+        from ..capture.watch import WithWatch
+
+        plan = WithWatch(plan, watcher)
     pad = remedies.get("pad")
     if isinstance(pad, str):
         args_l += ["--pad", pad]  # checked by the plan: a workload target's own option
     from ..experiments.workload_run import launcher
 
     launch = launcher(target, args_l, module)
-    progress = ProgressLine(not quiet)
+    progress = ProgressLine(not quiet and watcher is None)  # a server's stderr is its log
     result = run_target(target, args_l, module=module, out=out, decision=decision,
                         on_call_end=progress if progress.enabled else None, setup=plan,
                         checkpoint_every=checkpoint_every, launch=launch)
     progress.clear()
+    if result.forked:  # a child the script forked, at the script's end: the output is the parent's
+        return result.exit_code
     from ..capture.persist import hard_exit_on_signal
 
-    with hard_exit_on_signal(note=f"; {result.receipt_path} is written" if result.receipt_path else ""):
+    with hard_exit_on_signal(note=f"; {result.shown(result.receipt_path)} is written" if result.receipt_path else "",
+                             first=[result.signalled] if result.signalled else None):
         if trace_out is not None and result.session is not None and result.session.ledger is not None:
             from ..render.seamscope_trace import write_trace
 
             write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
             click.echo(f"seamscope: wrote trace {trace_out}", err=True)
-        return finish_run(result, quiet=quiet, html_report=not remedies.get("no_html"))
+        return finish_run(result, quiet=quiet, html_report=not no_html)
+
+
+def refuse_unsupported(ctx: click.Context, route: str | None) -> None:
+    """One line and exit 2 for an option the route does not take (:data:`NOT_WITH`) or one given
+    without the option it needs (``options.NEEDS``), before anything runs."""
+    from ..errors import UnusableInput
+
+    for name, why in NOT_WITH.get(route or "", {}).items():
+        if given(ctx, name):
+            raise UnusableInput(f"--{route} does not take {flag_of(ctx, name)}: {why}")
+    need = missing_need(ctx)
+    if need is not None:
+        raise UnusableInput(need)
+
+
+def passed_on(ctx: click.Context) -> list[str]:
+    """The words of the :data:`PASSED_ON` options given, for a ``seamscope run`` in another process."""
+    words: list[str] = []
+    for p in ctx.command.params:
+        if p.name in PASSED_ON and given(ctx, p.name):
+            value = ctx.params[p.name]
+            words += [p.opts[0]] if isinstance(p, click.Option) and p.is_flag else [p.opts[0], str(value)]
+    return words
 
 
 def _warn_misplaced_options(target: str, args: list[str]) -> None:
@@ -128,7 +212,9 @@ def _warn_misplaced_options(target: str, args: list[str]) -> None:
     )
 
 
-def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool, remedies: dict[str, object]) -> int:
+def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool, remedies: dict[str, object],
+              passed: list[str] | None = None) -> int:
+    """``--warm``: its runs get the remedy flags and the :data:`PASSED_ON` options (``passed``)."""
     from ..analyze.display import shown
     from ..experiments.warm_start import log_tail, run_warm
 
@@ -137,8 +223,14 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
     def say(msg: str) -> None:  # paths and the job's end are data: control characters shown, never cut
         click.echo(f"seamscope: {shown(msg, None)}", err=True)
 
-    got = run_warm(target, args, module, out, spec_of(remedies).flags(), progress=None if quiet else say)
+    got = run_warm(target, args, module, out, [*spec_of(remedies).flags(), *(passed or [])],
+                   progress=None if quiet else say)
     ws = got.comparison
+    if ws is not None:
+        from ..model.canonical import pretty_bytes
+        from ..render.files import write_atomic
+
+        write_atomic(os.path.join(out, "warm-start.json"), pretty_bytes(ws))
     if ws is not None and not quiet:
         from rich.console import Console
 
@@ -166,13 +258,12 @@ def spec_of(remedies: dict[str, object]) -> RemedySpec:
     return spec_from_options(**remedies)  # type: ignore[arg-type]
 
 
-def _remedy_plan(target: str, module: bool, remedies: dict[str, object]) -> object:
-    """The remedy flags checked before anything runs (None when none was given)."""
+def _remedy_plan(target: str, module: bool, remedies: dict[str, object], *, record_out: str | None = None,
+                 fingerprint: bool = False) -> object:
+    """The remedy flags checked before anything runs (None when none was given and nothing is recorded)."""
     from ..experiments.remedy_plan import prepare
 
-    spec = spec_from_options(**remedies)  # type: ignore[arg-type]
-    record = remedies.get("record_out")
-    if spec.is_empty() and record is None:
+    spec = spec_of(remedies)
+    if spec.is_empty() and record_out is None:
         return None
-    return prepare(spec, target, module=module, record_out=record if isinstance(record, str) else None,
-                   fingerprint=bool(remedies.get("fingerprint")))
+    return prepare(spec, target, module=module, record_out=record_out, fingerprint=fingerprint)

@@ -48,6 +48,9 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
             quiet: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a workload FILE.py:FUNC) as it is and with each remedy its findings
     suggest; rank them with verdicts. A workload takes --lengths/--lengths-file/--dim after --."""
+    from ._common import need_torch
+
+    need_torch("try")
     from ..experiments.remedy_plan import prepare
     from ..experiments.remedy_spec import spec_from_words
     from ..experiments.trials.runs import Setup
@@ -123,7 +126,7 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
 def write_trials(trials: object, out: str, markdown: str | None = None) -> list[str]:
     """``OUT/trials.json`` (canonical), ``trials.md``, ``trials.html``, and the top receipt with its
     report (``index.html``: the trials table first, then the chosen run's report)."""
-    from ..ingest.receipt import load_receipt
+    from ..experiments.trials.trial import top_receipt
     from ..model.canonical import pretty_bytes
     from ..model.trials import Trials
     from ..render import write_rendered
@@ -136,27 +139,8 @@ def write_trials(trials: object, out: str, markdown: str | None = None) -> list[
     md = TrialsMarkdownRenderer()
     paths.append(write_atomic(markdown, md.render(trials)) if markdown else write_rendered(md, trials, out, "trials"))
     paths.append(write_rendered(TrialsHtmlRenderer(), trials, out, "trials"))
-    # the top receipt: the chosen candidate's first repetition (else the baseline's), with the decision
-    chosen = next((c for c in trials.candidates if c.name == trials.chosen), None)
-    source = chosen or trials.baseline
-    run = next((r for r in source.runs if r.ok and r.receipt), None)
-    if run is not None and run.receipt is not None:
-        import msgspec
-
-        from ..analyze.receipt import rehash
-        from ..model.receipt import Decision
-
-        receipt = load_receipt(os.path.join(out, run.receipt))
-        d = receipt.decision or Decision()
-        decision = msgspec.structs.replace(
-            d,
-            intervention=(f"{chosen.code_change} (seamscope try: {chosen.name}; {chosen.command})"
-                          if chosen is not None else None),
-            note=trials.decision,
-            rollback_trigger=trials.rollback_trigger,
-            tolerance=trials.tolerance,
-        )
-        top = rehash(msgspec.structs.replace(receipt, decision=decision))
+    top = top_receipt(trials, out)
+    if top is not None:
         paths.append(write_receipt_files(top, out))
         # the report of the chosen run, with the trials table as its first section
         from ..render.html import write_html_report

@@ -1,7 +1,8 @@
 """Fresh processes: run one job on a fresh Dynamo, isolated, and say how it ended.
 
-The probe's isolated ladder, the shape study and ``try`` each measure something that must not see
-another measurement's compiled code, caches or crashes. They all go through this one service:
+The probe's isolated ladder, the shape study, ``try`` and ``run --warm`` each measure something that
+must not see another measurement's compiled code, caches or crashes. They all go through this one
+service:
 
 - a :class:`Job` names a function (``"package.module:function"``) and its one JSON argument; the
   function runs in a process of its own and returns its exit code (or raises ``SystemExit``); what

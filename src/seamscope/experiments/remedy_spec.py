@@ -80,12 +80,10 @@ class Flag:
     opt: str
     dest: str
     kind: str = "str"
-    """``str``, ``int`` or ``flag`` (takes no value)."""
+    """``str`` or ``int``."""
     multiple: bool = False
     metavar: str | None = None
     help: str | None = None
-    hidden: bool = False
-    """Set by ``try`` for its own runs (not part of a spec)."""
 
 
 FLAGS = (
@@ -106,9 +104,6 @@ FLAGS = (
     Flag("--seed", "seed", kind="int", help="Seed random, numpy and torch before the script runs."),
     Flag("--pad", "pad", metavar="POLICY",
          help="A workload FILE.py:FUNC only: pad each call's length (pow2, buckets:64,128,...)."),
-    Flag("--fingerprint", "fingerprint", kind="flag", hidden=True),
-    Flag("--record-out", "record_out", hidden=True),
-    Flag("--no-html", "no_html", kind="flag", hidden=True),
 )
 
 
@@ -131,11 +126,6 @@ def spec_from_words(words: list[str]) -> RemedySpec:
             if word.startswith("-") and word != "-":
                 raise bad(f"No such option {name!r}.")
             raise bad(f"Got unexpected extra argument ({word})")
-        if flag.kind == "flag":
-            if eq:
-                raise bad(f"Option {flag.opt!r} does not take a value.")
-            values[flag.dest] = True
-            continue
         if eq:
             raw = inline
         elif i < len(words):

@@ -5,7 +5,8 @@ fills it; it also saves ``torch.compiler.save_cache_artifacts`` to ``OUT/cache-a
 ``OUT/warm`` reads the same directory, as a restarted worker on the same machine would. Where
 artifacts were saved (the backend uses the caches, and torch has the call), ``OUT/warm-artifacts``
 runs with an empty directory (``OUT/compile-cache-artifacts``) and loads them first, as a worker on
-a fresh machine would. ``OUT/warm-start.json`` compares them.
+a fresh machine would. :func:`run_warm` returns their comparison (the command writes it to
+``OUT/warm-start.json``).
 
 Each run is a job of the fresh-process service (``experiments/fresh.py``) running ``seamscope run``
 as a user would type it (``seamscope.cli:main``, a process boundary away): forked from a server
@@ -20,15 +21,12 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import msgspec
-
 from ..analyze.warm_start import compare_artifacts, compare_warm
 from ..ingest.receipt import load_receipt
 from ..model.compile_time import ArtifactsStart, WarmStart
 from .fresh import Ended, FreshProcesses, Job, default_mode
 from .trials.runs import PRELOAD
 
-RUNS = ("cold", "warm", "warm-artifacts")
 ISOLATION_ENV = "SEAMSCOPE_WARM_ISOLATION"
 TAIL_LINES = 20
 """How many of a failed run's last output lines the command shows."""
@@ -36,7 +34,8 @@ TAIL_LINES = 20
 
 @dataclass(frozen=True)
 class WarmRuns:
-    """How ``run --warm`` went: an exit code, the comparison (None unless every run succeeded)."""
+    """How ``run --warm`` went: an exit code, the comparison (None unless every run succeeded; what
+    ``OUT/warm-start.json`` holds)."""
 
     exit_code: int
     comparison: WarmStart | None = None
@@ -129,8 +128,6 @@ def run_warm(target: str, args: list[str], module: bool, out: str, flags: list[s
                                 paths["warm-artifacts"])
     ws = compare_warm(cold, load_receipt(paths["warm"]), cache, paths["cold"], paths["warm"], artifacts=art,
                       artifacts_note=note)
-    with open(os.path.join(out, "warm-start.json"), "wb") as f:
-        f.write(msgspec.json.format(msgspec.json.encode(ws, order="sorted"), indent=1) + b"\n")
     return WarmRuns(exit_code=0, comparison=ws, done=list(paths))
 
 

@@ -21,9 +21,12 @@ Definitions (the words of docs/conventions.md):
   findings name it), ``"file:line"`` (the site's innermost user frame) or ``"file"``; a path matches
   by its trailing components (``"decoder.py:25"`` matches ``src/pkg/decoder.py`` line 25).
 
-Only calls of callables compiled while a seamscope session was open are observed. A model compiled
-before the budget began (at import time, in a wider-scoped fixture) is the classic trap: its calls
-are invisible, and the budget fails saying so instead of passing on nothing.
+Every call of a callable compiled with ``torch.compile`` is observed, wherever it was compiled
+(inside the budget, in a fixture of any scope, at import time). A budget fails, saying why, rather
+than pass on nothing: when no compiled call was observed in it (one compiled inside it with
+``torch._dynamo.optimize``, or through an earlier reference to ``torch.compile``, is not), or when
+``breaks`` is limited and a call ran only graphs compiled *and run* before the budget began (their
+breaks were made before it; docs/budgets.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import msgspec
 from .._version import __version__
 from ..errors import UnusableInput
 from ..model.guard_table import expand
-from ..model.ledger import SCHEMA_VERSION, SCHEMA_VERSIONS_READ
+from ..model.ledger import SCHEMA_VERSIONS_READ
 from ..model.receipt import Receipt
 from .limits import decode_json
 
@@ -55,7 +55,7 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
     if version not in SCHEMA_VERSIONS_READ:
         raise UnusableInput(
             f"{name}: receipt schema version {version!r} is not supported "
-            f"(this seamscope reads versions 1 to {SCHEMA_VERSION})"
+            f"(this seamscope reads versions 1 to {max(SCHEMA_VERSIONS_READ)})"
         )
     try:
         receipt = msgspec.convert(raw, type=Receipt)
@@ -68,6 +68,6 @@ def parse_receipt(data: bytes, name: str = "<receipt>") -> Receipt:
     if receipt.ledger.schema_version not in SCHEMA_VERSIONS_READ:
         raise UnusableInput(
             f"{name}: ledger schema version {receipt.ledger.schema_version!r} is not supported "
-            f"(this seamscope reads versions 1 to {SCHEMA_VERSION})"
+            f"(this seamscope reads versions 1 to {max(SCHEMA_VERSIONS_READ)})"
         )
     return receipt

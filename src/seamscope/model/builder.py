@@ -88,7 +88,7 @@ _KEY = operator.itemgetter(KEY)
 
 
 
-def _at(ev: Event, start: int) -> int:
+def _at(ev: Event) -> int:
     """An event's time relative to the call's start (spans by their start, points by theirs)."""
     if isinstance(ev, (RegionEvent, IslandEvent, CompileEvent)):
         return ev.start_ns
@@ -198,6 +198,9 @@ class LedgerBuilder:
         """The open call's device handle (events recorded at region entry and exit), or None."""
         self._dev = DeviceSums()
         """The device timelines' sums, as calls resolve (``attach_device``)."""
+        self.phase_sink: Callable[[Phase, int], None] | None = None
+        """Called with the phase and wall time of every call ended here (watch mode's counts;
+        the steady calls C sums are counted in C: ``Lane.wall_histogram``)."""
         self.open_spans: list[_Span] | None = None
         """The open call's span list, or None outside a call. Capture's region wrapper appends
         ``region_run``'s tuple here itself: one Python call fewer per region crossing."""
@@ -484,6 +487,12 @@ class LedgerBuilder:
         if self._lane is not None:
             self._lane.plans = {}  # a new dict, never cleared in place: C caches the last plan it found in it
 
+    def running_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Calls per phase and crossings per site so far (watch mode); between calls, or in a call
+        the builder holds (``_adopt``), as ``build()``."""
+        self._settle()
+        return {p: a.calls for p, a in self._phase.items()}, {s: a.crossings for s, a in self._site_acc.items()}
+
     def _settle(self) -> None:
         """Bring every plan's pending counts and sums into the totals."""
         self._absorb()
@@ -552,6 +561,8 @@ class LedgerBuilder:
             if dc is not None:
                 self._device_end(dc, plan, spans, "steady", wall, end_ns)
             self._lane_budget()
+            if self.phase_sink is not None:
+                self.phase_sink("steady", wall)
             return None
         events, sums = self._account(oc, end_ns, plan, (retain or bool(self.call_observers)) and not defer)
         has_compile = sums[SUM_COMPILES] > 0
@@ -577,6 +588,8 @@ class LedgerBuilder:
             self._retain(_Kept(oc, end_ns, plan, phase, "error" if error is not None else "hit", wall, error))
         if self._lane is not None:
             self._lane_budget()  # after retaining: the stride may have grown
+        if self.phase_sink is not None:
+            self.phase_sink(phase, wall)
         if events is None:  # not kept, or kept with its events made in build()
             return None
         recompiled = has_compile and any(
@@ -766,7 +779,7 @@ class LedgerBuilder:
                     IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=plan.final_gap_site)
                 )
         if events is not None and oc.points:
-            timed = [(_at(ev, start), i, ev) for i, ev in enumerate(events)]
+            timed = [(_at(ev), i, ev) for i, ev in enumerate(events)]
             n = len(timed)
             for j, (at, cid, reason) in enumerate(oc.points):
                 point: Event = (

@@ -18,9 +18,14 @@ import msgspec
 
 #: Bumped on any change of the ledger or receipt layout. Version 2 added the optional device
 #: timeline (``Call.device``, ``Totals.device``, ``Retention.device_every``); a ledger without one
-#: is written as version 1, byte for byte as before.
+#: is written as version 1, byte for byte as a version-1 writer writes it.
 SCHEMA_VERSION = 2
-SCHEMA_VERSIONS_READ = (1, 2)
+#: A receipt whose file stores failed guards in ``guard_table`` (``summary.recompiles[].failed_guards``
+#: and each compilation's empty in the file, named by index into the table): version 3, so that a
+#: reader of the plain JSON knows to read the table (``docs/import-formats.md``). Its ledger keeps
+#: its own version (1, or 2 with a device timeline).
+GUARD_TABLE_VERSION = 3
+SCHEMA_VERSIONS_READ = (1, 2, 3)
 
 #: How break-site ids are made (recorded in every ledger as ``site_id_scheme``). 1: file, bare
 #: function name, ``gb_code``, ``gb_type`` and statement text. 2: one id per statement: file, the
@@ -97,7 +102,7 @@ def status_text(status: RunStatus | msgspec.UnsetType) -> str | None:
     if isinstance(status, msgspec.UnsetType):
         return None
     if status.state == "exited":
-        return f"exited {status.exit_code}"
+        return f"exited {status.exit_code}" + (f" ({status.detail})" if status.detail else "")
     if status.state == "raised":
         return f"raised {status.detail}" if status.detail else "raised"
     return f"{status.state} ({status.detail})" if status.detail else status.state
@@ -130,6 +135,11 @@ class RunInfo(Struct, frozen=True):
     warnings: list[str] = []
     status: RunStatus | msgspec.UnsetType = msgspec.UNSET
     """How a live run ended (absent: a receipt of an import, a fake, or from before statuses)."""
+    pg_timeout_ns: int | msgspec.UnsetType = msgspec.UNSET
+    """The default process group's timeout, when ``torch.distributed`` was initialised during the
+    run (absent otherwise): how long a collective waits for a late rank before the job fails."""
+    pg_backend: str | msgspec.UnsetType = msgspec.UNSET
+    """The default process group's backend (``nccl``, ``gloo``), with ``pg_timeout_ns``."""
     untimed_graphs: int | None = 0
     """Graphs compiled before capture began that it could not time (None: some may exist, how
     many is unknown). Their runs are in no region, so the calls' time between compiled regions and

@@ -1,7 +1,9 @@
 """Run-specific text made comparable: addresses, absolute paths, object ids and process ids.
 
 Applied where text enters the ledger (capture and import), so that two runs of the same program
-produce the same sites, guard texts and hashes (docs/conventions.md, "Hashes and determinism").
+produce the same sites, guard texts and hashes (docs/conventions.md, "Hashes and determinism"); and
+back: where a file a receipt names is on this machine (:func:`local_file`, for the report's source
+context and capture's frame names).
 """
 
 from __future__ import annotations
@@ -14,8 +16,36 @@ _ADDR = re.compile(r"0x[0-9a-fA-F]{4,}")
 _OBJ_ID = re.compile(r"(___check_obj_id\([^,()]*(?:\([^()]*\))?[^,()]*,\s*)\d+")
 _ID_EQ = re.compile(r"(\bid\([^()]*\)\s*==\s*)\d{6,}")
 _PID = re.compile(r"\b(pid[ =:]+)\d+", re.IGNORECASE)
-_SITE = re.compile(r"(?:/[^\s\"':]*?)?/(?:site|dist)-packages/")
 _ABS_PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]+")
+
+
+SITE_PREFIX = "site-packages/"
+"""How a receipt names a file of an installed package (:func:`normalize_path`)."""
+
+
+def site_package_dirs() -> list[str]:
+    """Where installed packages live for this interpreter: the ``site-packages`` and
+    ``dist-packages`` folders on ``sys.path`` and those ``site`` names, in that order, once each."""
+    import site
+    import sys
+
+    found = [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+    try:
+        found += [*site.getsitepackages(), site.getusersitepackages()]
+    except AttributeError:  # a virtualenv's old site module
+        pass
+    return list(dict.fromkeys(found))
+
+
+def local_file(file: str, root: str) -> str | None:
+    """Where a file a receipt names (as :func:`normalize_path` wrote it: relative to the run's
+    ``root``, ``site-packages/...``, or absolute) is on this machine; None when it is not here."""
+    if not file or file.startswith("<"):
+        return None
+    candidates = [file if os.path.isabs(file) else os.path.join(root, file)]
+    if file.startswith(SITE_PREFIX):  # an installed package's file
+        candidates += [os.path.join(d, file[len(SITE_PREFIX):]) for d in site_package_dirs()]
+    return next((p for p in candidates if os.path.isfile(p)), None)
 
 
 def normalize_path(path: str, cwd: str | None = None) -> str:
@@ -25,12 +55,32 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
         return path
     i = path.find("-packages/")
     if i >= 0 and (path[:i].endswith("/site") or path[:i].endswith("/dist")):
-        return "site-packages/" + path[i + len("-packages/") :]
+        return SITE_PREFIX + path[i + len("-packages/") :]
     base = cwd if cwd is not None else os.getcwd()
     base = base.rstrip("/") + "/"
     if path.startswith(base):
         return path[len(base) :]
     return path
+
+
+PROJECT_MARKERS = (".git", "pyproject.toml")
+"""What makes a folder a project's root (``project_root``)."""
+
+
+def project_root(start: str) -> str:
+    """The folder paths in a ``seamscope run`` receipt are relative to (so that break-site ids do
+    not depend on how the script was spelled, on the working directory, or on where the checkout
+    is): the nearest folder at or above ``start`` (the script's folder; the working directory for
+    ``-m``) holding ``.git`` or ``pyproject.toml``, else ``start`` itself."""
+    here = os.path.abspath(start)
+    d = here
+    while True:
+        if any(os.path.exists(os.path.join(d, m)) for m in PROJECT_MARKERS):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return here
+        d = up
 
 
 def normalize_text(text: str, cwd: str | None = None) -> str:

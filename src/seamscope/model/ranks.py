@@ -12,9 +12,12 @@ from typing import Literal
 
 from .ledger import Outcome, Phase, Struct
 
-SiteOrigin = Literal["user", "ddp", "framework"]
-"""Whose code a break site is in: the user's; torch's own DDP code (``torch/nn/parallel/``,
-``torch/distributed/``), which the user cannot change; other library or standard-library code."""
+SiteOrigin = Literal["user", "ddp", "fsdp", "framework"]
+"""Whose code a break site is in: the user's; else the torch.distributed wrapper the library code
+was reached through (innermost first): torch's FSDP code (``torch/distributed/fsdp/``,
+``torch/distributed/_composable/fsdp/``: FSDP and FSDP2's ``fully_shard``) or torch's DDP code
+(``torch/nn/parallel/``, ``replicate``, DDP's comm hooks), which the user cannot change; other
+library or standard-library code (``framework``)."""
 
 DivergenceKind = Literal["compiled_graphs", "recompile_call", "sites", "call_count", "steady_time"]
 
@@ -89,6 +92,11 @@ class RankEntry(Struct, frozen=True):
     """Spread of the steady wall times (p75 − p25, nearest rank); the rank's own noise."""
     calls: list[RankCall]
     """The calls this rank retained (all, unless its detail was bounded)."""
+    compile_calls: list[int | None] = []
+    """The call each of ``compile_ids`` happened in (None: outside any call), same order."""
+    pg_timeout_ns: int | None = None
+    """The process group's timeout as this rank recorded it (``RunInfo.pg_timeout_ns``)."""
+    pg_backend: str | None = None
     status: str | None = None
     """How the rank's run ended (``completed``, ``terminated (SIGTERM)``, ``incomplete (...)``), as
     its receipt records it; None when it records none (an imported log)."""
@@ -113,6 +121,40 @@ class RankProblem(Struct, frozen=True):
     paths: list[str] = []
 
 
+class CompileSkew(Struct, frozen=True):
+    """One call in which the ranks spent different compile time: the ranks that compiled less
+    reach the next collective first and wait there for the others (``analyze.skew``)."""
+
+    skew_id: str
+    """``SK`` + 8 hex from the call index and the slow ranks."""
+    call_index: int
+    spread_ns: int
+    """Max − min compile time in this call over the ranks that made it: the longest wait it
+    implies for a rank at the next collective."""
+    max_ns: int
+    min_ns: int
+    slow_ranks: list[int]
+    """The ranks that compiled the most (within half the spread of the maximum)."""
+    fast_ranks: list[int]
+    """The other ranks: they wait."""
+    idle_ranks: list[int]
+    """Ranks that compiled nothing in this call while another compiled."""
+    lone: bool
+    """Some rank compiled in this call and another did not."""
+    wait_ns: int
+    """The wait this skew implies for the ranks that compiled least (``spread_ns``)."""
+    rank_wait_ns: int
+    """The waits summed over every rank (Σ max − own compile time): rank-time lost."""
+    compile_ids: list[str]
+    """What the slowest rank compiled in this call."""
+    timeout_share: float | None
+    """``wait_ns`` over the process group's timeout (None when no timeout is known)."""
+    warning: str | None
+    """Set when the wait comes within half of the process group's timeout."""
+    sentence: str
+    remedy: str
+
+
 class RanksSection(Struct, frozen=True):
     world_size: int | None
     """As recorded by the ranks (None for imported logs, which do not record it)."""
@@ -125,3 +167,11 @@ class RanksSection(Struct, frozen=True):
     problems: list[RankProblem]
     time_rule: str
     """How "beyond noise" was decided for steady times, and when time was not judged."""
+    skews: list[CompileSkew] = []
+    """Calls in which the ranks' compile times differ, largest wait first."""
+    pg_timeout_ns: int | None = None
+    """The process group's timeout the skews were compared with."""
+    pg_timeout_source: str = ""
+    """Where ``pg_timeout_ns`` came from: recorded by the ranks, or NCCL's default."""
+    skew_rule: str = ""
+    """When a call's compile times count as a skew."""

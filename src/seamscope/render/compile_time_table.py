@@ -12,20 +12,21 @@ from ..analyze.display import markup as escape
 from ..analyze.report_view import CompileTimeView, build_compile_time
 from ..model.compile_time import WarmStart
 from ..model.receipt import Receipt
+from .located import Located, print_located
 
 
 def print_compile_time(console: Console, receipt: Receipt, max_rows: int = 12) -> None:
     view = build_compile_time(receipt)
     if view is None:
         return
-    t = Table(title=f"compile time by stage ({view.dominant})", title_justify="left")
     shown = [k for k in range(len(view.stage_columns)) if any(r.stages[k] != "–" for r in view.rows)]
     short = ("Dynamo", "AOT/backend", "Inductor", "autotune")
-    for col in ("frame", "n", *(short[k] for k in shown), "total", "of run"):
-        t.add_column(col, justify="left" if col == "frame" else "right")
-    for r in view.rows[: max_rows + 1]:
-        t.add_row(escape(r.frame), str(r.compilations), *(r.stages[k] for k in shown), r.total, r.share)
-    console.print(t)
+    cols = ("frame", "n", *(short[k] for k in shown), "total", "of run")
+    print_located(console, f"compile time by stage ({view.dominant})", cols, [
+        (Located(r.location or r.frame, r.name if r.location else ""),
+         (str(r.compilations), *(r.stages[k] for k in shown), r.total, r.share))
+        for r in view.rows[: max_rows + 1]
+    ], loc_col=0, right=range(1, len(cols)))
     for name, text in view.caches:
         console.print(f"  [dim]{escape(name)}: {escape(text)}[/dim]")
     console.print(f"  [dim]{escape(view.cache_dir)}[/dim]")

@@ -3,8 +3,9 @@ over the old one, so that nothing is ever half-written. Files are created with t
 gives (as ``open(path, "w")`` would), never the 0600 of a ``mkstemp`` file.
 
 An output set (``receipt.json``, ``calls.csv``, ``index.html``) is written with :func:`write_set`:
-every file is first written under its temporary name, then renamed into place; a file that could
-not be written leaves no file of another run in its place (see ``docs/reliability.md``).
+every file is first written under its temporary name, then renamed into place, the receipt
+first; no file of the set is committed without its receipt, and a file that could not be written
+leaves no file of another run in its place (see ``docs/reliability.md``).
 
 A process that must stop at once while writing (a second signal) calls :func:`discard_pending`
 first: it removes the temporary files of writes in progress.
@@ -92,52 +93,65 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> str:
 
 def write_set(folder: str | os.PathLike[str], files: dict[str, bytes | str | None], *, fresh: bool = False) -> list[str]:
     """Write the files of one output set into ``folder`` (name → content; ``None``: this set has
-    no such file, so an older one is removed). Every file is staged before any is renamed into
-    place, in the order given (put the receipt last). Returns the paths written.
+    no such file, so an older one is removed). The last entry is the set's anchor (the receipt):
+    every file is staged before any is renamed into place; the anchor is renamed first, and no
+    other file of the set is committed without it. Returns the paths written.
 
-    When some files cannot be written (disk full, quota, permissions), the others are still
-    written, and a file of the set that could not be written is removed unless this process
-    wrote it earlier in the run (a checkpoint of the same run stays): the folder never holds
-    files of two runs. Then :class:`WriteFailed` names the files that were and were not written.
-    ``fresh``: the first write of a new run (files written earlier by this process are another
-    run's now).
+    When the anchor cannot be written (disk full, quota, permissions), nothing of the set is
+    committed: the folder keeps this run's earlier anchor (a checkpoint), and a file of another
+    run there is removed. When the anchor is written but another file cannot be, the anchor
+    stands alone (that file's older version is removed): the folder never holds files of two
+    runs, nor a file newer than its receipt. Then :class:`WriteFailed` names the files that were
+    and were not written. ``fresh``: the first write of a new run (files written earlier by this
+    process are another run's now).
     """
     d = os.fspath(folder)
     ensure_folder(d)
     if fresh:
         _WRITTEN.difference_update(os.path.abspath(os.path.join(d, name)) for name in files)
-    staged: list[tuple[str, str]] = []
+    names = list(files)
+    anchor = names[-1] if names and files[names[-1]] is not None else None
+    staged: dict[str, str] = {}
     failed: dict[str, str] = {}
+    written: list[str] = []
     try:
         for name, data in files.items():
             if data is None:
                 continue
-            path = os.path.join(d, name)
             try:
-                staged.append((_stage(path, data), path))
+                staged[name] = _stage(os.path.join(d, name), data)
             except OSError as e:
                 failed[name] = _why(e)
-        for name, data in files.items():
-            path = os.path.join(d, name)
-            if (data is None or name in failed) and os.path.abspath(path) not in _WRITTEN:
-                _remove(path, name, failed)
-        written: list[str] = []
-        while staged:
-            tmp, path = staged.pop(0)
-            try:
-                _commit(tmp, path)
-                written.append(path)
-            except OSError as e:
-                failed[os.path.basename(path)] = _why(e)
+        if anchor is not None and anchor in failed:  # nothing of this set can stand without it
+            for name in names:
+                path = os.path.join(d, name)
+                if os.path.abspath(path) not in _WRITTEN:
+                    _remove(path, name, failed)
+        else:
+            for name in names:  # what will not be this set's goes before the anchor is replaced
+                if name not in staged:
+                    _remove(os.path.join(d, name), name, failed)
+            order = ([anchor] if anchor is not None else []) + [n for n in names if n in staged and n != anchor]
+            for name in order:
+                path = os.path.join(d, name)
+                tmp = staged.pop(name)
+                try:
+                    _commit(tmp, path)
+                    written.append(path)
+                except OSError as e:
+                    failed[name] = _why(e)
+                    if name == anchor:
+                        break
     finally:
-        for tmp, _ in staged:
+        for tmp in staged.values():
             _drop(tmp)
     if failed:
         reasons = sorted(set(failed.values()))
         kept = ", ".join(os.path.basename(p) for p in written) or "nothing new"
         raise WriteFailed(
-            f"{d}: could not write {', '.join(failed)} ({'; '.join(reasons)}); written: {kept}",
-            written, list(failed),
+            f"{d}: could not write {', '.join(n for n in names if n in failed)} ({'; '.join(reasons)}); "
+            f"written: {kept}",
+            written, [n for n in names if n in failed],
         )
     return written
 

@@ -101,6 +101,16 @@ class MarkdownRenderer:
         if view.fallbacks:
             lines += [f"**Fallbacks**: {len(view.fallbacks)} ("
                       + "; ".join(f"{esc(f.compile_id)} {esc(f.reason, 80)}" for f in view.fallbacks[: self.max_rows]) + ")", ""]
+        if view.watch is not None:
+            w = view.watch
+            lines += [f"**After warm-up** ({esc(w.warmup)}): {len(w.rows)} event(s)", ""]
+            if w.rows:
+                lines += ["| at | call | kind | frame | cause | compile |", "|---:|---:|---|---|---|---:|"]
+                for r in w.rows[: self.max_rows]:
+                    call = "–" if r.call_index is None else str(r.call_index)
+                    lines.append(f"| {fmt_ns(r.at_ns)} | {call} | {esc(r.kind)} | {esc(r.frame)} | {esc(r.cause, 160)} "
+                                 f"| {fmt_ns(r.compile_ns)} |")
+                lines.append("")
         lines += self._ranks(view)
         if view.retention_note:
             lines += [f"_{esc(view.retention_note)}_", ""]
@@ -116,15 +126,28 @@ class MarkdownRenderer:
         head = f"**Ranks**: {len(rk.ranks_present)} merged{world}"
         if rk.problems:
             head += f"; input problems: {esc(', '.join(k for k, _ in rk.problems))}"
+        skews = self._skews(view)
         if not rk.divergences:
-            return [head + "; the ranks do not diverge.", ""]
+            return [head + "; the ranks do not diverge.", "", *skews]
         lines = [head + f"; {len(rk.divergences)} divergence(s):", ""]
         for d in rk.divergences[: self.max_rows]:
-            who = ("rank " if len(d.ranks) == 1 else "ranks ") + ", ".join(map(str, d.ranks))
-            ref = ", ".join(map(str, d.reference_ranks))
+            who = ("rank " if len(d.ranks) == 1 else "ranks ") + d.ranks_text
             at = "" if d.first_call is None else f" from call {d.first_call}"
-            lines.append(f"- **{esc(d.kind)}**: {who} (against {ref}){at}: {esc(d.detail, 240)}")
+            lines.append(f"- **{esc(d.kind)}**: {who} (against {d.reference_text}){at}: {esc(d.detail, 240)}")
         if len(rk.divergences) > self.max_rows:
             lines.append(f"- …and {len(rk.divergences) - self.max_rows} more.")
         lines.append("")
+        return lines + skews
+
+    def _skews(self, view: ReportView) -> list[str]:
+        """Calls in which one rank compiled while others waited, and the warnings."""
+        rk = view.ranks
+        if not rk.skews:
+            return []
+        lines = [f"**Compile skew**: {len(rk.skews)} call(s) in which ranks waited for a compiling rank:", ""]
+        for k in rk.skews[: self.max_rows]:
+            lines.append(f"- {esc(k.sentence, 240)}" + (f" **Warning**: {esc(k.warning, 240)}." if k.warning else ""))
+        if len(rk.skews) > self.max_rows:
+            lines.append(f"- …and {len(rk.skews) - self.max_rows} more.")
+        lines += ["", f"Remedy: {esc(rk.skews[0].remedy, 400)}.", ""]
         return lines

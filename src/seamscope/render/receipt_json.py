@@ -71,8 +71,50 @@ class CallsCsvRenderer:
         return out.getvalue()
 
 
-#: The files of one run's output set, in the order they are renamed into place (the receipt last).
+#: The files of one run's output set (the receipt last: it is renamed into place first, and no
+#: other file of the set without it; ``files.write_set``).
 OUTPUT_SET = ("calls.csv", "index.html", "receipt.json")
+
+_OURS_HEAD = {
+    "calls.csv": b",".join(c.encode() for c in CSV_COLUMNS[:3]) + b",",
+    "index.html": b'<meta name="generator" content="seamscope',
+}
+_CHUNK = 1 << 20
+
+
+def is_ours(path: str) -> bool:
+    """Whether the file at ``path`` is one seamscope writes as part of an output set: a receipt
+    (a JSON object holding ``receipt_sha256``), ``calls.csv`` under seamscope's header, a report
+    naming seamscope as its generator. Anything else (a FIFO, a folder, a user's own file of that
+    name) is not."""
+    import stat
+
+    name = os.path.basename(path)
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            if name == "receipt.json":
+                head = f.read(_CHUNK)
+                if not head.lstrip().startswith(b"{"):
+                    return False
+                tail = b""
+                while head:
+                    if b'"receipt_sha256"' in tail + head:
+                        return True
+                    tail, head = head[-32:], f.read(_CHUNK)
+                return False
+            mark = _OURS_HEAD.get(name)
+            return mark is not None and (f.read(len(mark)) == mark if name == "calls.csv" else mark in f.read(4096))
+    except OSError:
+        return False
+
+
+def foreign_files(folder: str) -> list[str]:
+    """The files of :data:`OUTPUT_SET` in ``folder`` that seamscope did not write (:func:`is_ours`):
+    a run's start marker would replace or remove them, so a run refuses the folder instead."""
+    return [name for name in OUTPUT_SET
+            if os.path.lexists(os.path.join(folder, name)) and not is_ours(os.path.join(folder, name))]
 
 
 def write_receipt_files(receipt: Receipt, out_dir: str | os.PathLike[str]) -> str:

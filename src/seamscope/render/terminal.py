@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable
 
 import msgspec
@@ -11,10 +12,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analyze.display import markup, shown
+from ..analyze.findings import OUTSIDE_CALLS
+from ..analyze.report_view.findings import finding_groups
 from ..analyze.units import counted, fmt_ns
+from ..analyze.watch_view import watch_timeline
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
+from ..model.remedy import Remedy
 from .compile_time_table import print_compile_time
+from .located import Located, piped_width, print_located
 
 
 def plain_text(draw: Callable[[Console], None], width: int) -> str:
@@ -22,6 +28,24 @@ def plain_text(draw: Callable[[Console], None], width: int) -> str:
     buf = io.StringIO()
     draw(Console(file=buf, width=width, color_system=None, highlight=False, emoji=False, force_jupyter=False))
     return buf.getvalue()
+
+
+def _locations(receipt: Receipt) -> list[str]:
+    s = receipt.summary
+    locs = [f"{b.file}:{b.line} ({b.function})" for b in s.break_sites]
+    return locs + ["{1}:{2} ({0})".format(*shown_frame(r)) for r in s.recompiles]
+
+
+def notebook_text(receipt: Receipt, max_rows: int = 12) -> str:
+    """The summary as a notebook's ``text/plain`` (jupyter console, nbconvert to text, notebook
+    diffs): no escape sequences whatever the environment says (ipykernel sets ``FORCE_COLOR``),
+    sentences not hard-wrapped (the viewer wraps them), tables as wide as their locations need, no
+    trailing spaces."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=piped_width(_locations(receipt)), color_system=None, soft_wrap=True,
+                      force_terminal=False, force_jupyter=False, highlight=False, emoji=False)
+    TerminalRenderer(console, max_rows).print(receipt)
+    return "".join(ln.rstrip() + "\n" for ln in buf.getvalue().splitlines())
 
 
 #: A sentence the analysis wrote around user strings is cut later than a bare name.
@@ -32,14 +56,22 @@ class TerminalRenderer:
     extension = ".txt"
 
     def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
+        self._sized = console is not None
         self.console = console or Console(highlight=False, emoji=False)
         self.max_rows = max_rows
+
+    def _size_for(self, receipt: Receipt) -> None:
+        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations."""
+        if self._sized or self.console.is_terminal or os.environ.get("COLUMNS"):
+            return
+        self.console.width = piped_width(_locations(receipt))
 
     def render(self, receipt: Receipt) -> str:
         """The summary as plain text, as wide as this renderer's console."""
         return plain_text(lambda c: TerminalRenderer(c, self.max_rows).print(receipt), self.console.width)
 
     def print(self, receipt: Receipt) -> None:
+        self._size_for(receipt)
         c = self.console
         s = receipt.summary
         led = receipt.ledger
@@ -55,7 +87,7 @@ class TerminalRenderer:
         if s.phases:
             t = Table(title="calls by phase", title_justify="left")
             for col in ("phase", "calls", "median", "p90", "regions/call", "islands", "compile", "overhead"):
-                t.add_column(col, justify="left" if col == "phase" else "right")
+                t.add_column(col, justify="left" if col == "phase" else "right", overflow="fold")
             for p in s.phases:
                 if p.calls == 0:
                     continue
@@ -72,35 +104,28 @@ class TerminalRenderer:
             c.print(t)
             self._device_phases(receipt)
         if s.break_sites:
-            t = Table(title="break sites", title_justify="left")
-            for col in ("site", "where", "code", "type", "crossings", "island after"):
-                t.add_column(col)
-            for b in s.break_sites[: self.max_rows]:
-                t.add_row(
-                    markup(b.site_id),
-                    markup(f"{b.file}:{b.line} ({b.function})"),
-                    markup(b.gb_code or "–"),
-                    markup(b.gb_type or (b.reason.splitlines() or [""])[0], 60),
-                    "–" if b.crossings is None else str(b.crossings),
-                    fmt_ns(b.island_after_ns),
-                )
-            c.print(t)
+            outside = {f.finding_id for f in receipt.findings.findings if OUTSIDE_CALLS in f.missing} \
+                if receipt.findings is not None else set()
+            print_located(c, "break sites", ("site", "where", "code", "type", "crossings", "island after"), [
+                (Located(f"{b.file}:{b.line}", b.function), (
+                    b.site_id, b.gb_code or "–", shown(b.gb_type or (b.reason.splitlines() or [""])[0]),
+                    "–" if b.crossings is None else "outside calls" if b.site_id in outside else str(b.crossings),
+                    "–" if b.site_id in outside else fmt_ns(b.island_after_ns),
+                ))
+                for b in s.break_sites[: self.max_rows]
+            ])
         if s.recompiles:
-            t = Table(title="recompiles", title_justify="left")
-            t.add_column("compile id")
-            t.add_column("frame")
-            t.add_column("call")
-            t.add_column("failed guard")
+            rows = []
             for r in s.recompiles[: self.max_rows]:
-                t.add_row(
-                    markup(r.compile_id),
-                    markup("{} {}:{}".format(*shown_frame(r))),
-                    "–" if r.call_index is None else str(r.call_index),
-                    markup(((r.failed_guards[0] if r.failed_guards else "–").splitlines() or [""])[0], 100),
-                )
-            c.print(t)
+                name, file, line = shown_frame(r)
+                guard = ((r.failed_guards[0] if r.failed_guards else "–").splitlines() or [""])[0]
+                rows.append((Located(f"{file}:{line}", name), (
+                    r.compile_id, "–" if r.call_index is None else str(r.call_index), shown(guard),
+                )))
+            print_located(c, "recompiles", ("compile id", "frame", "call", "failed guard"), rows)
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
+        self.print_watch(receipt)
         if receipt.findings is not None:
             print_compile_time(c, receipt, self.max_rows)
             self.print_findings(receipt)
@@ -109,6 +134,24 @@ class TerminalRenderer:
                 f"[dim]per-call detail kept for {led.retention.retained} of {counted(s.call_count, 'call')} "
                 f"(first {led.retention.first}, then every {led.retention.stride}th); totals are exact[/dim]"
             )
+
+    def print_watch(self, receipt: Receipt) -> None:
+        """A watched run: what compiled after warm-up, in time order."""
+        w = watch_timeline(receipt)
+        if w is None:
+            return
+        if not w.rows:
+            self.console.print(f"[green]after warm-up[/green] ({markup(w.warmup)}): nothing compiled, broke or fell back")
+            return
+        t = Table(title=f"after warm-up ({markup(w.warmup)}): {counted(len(w.rows), 'event')}", title_justify="left")
+        for col in ("at", "call", "kind", "frame", "cause", "compile"):
+            t.add_column(col, justify="right" if col in ("at", "call", "compile") else "left")
+        for r in w.rows[: self.max_rows]:
+            t.add_row(fmt_ns(r.at_ns), "–" if r.call_index is None else str(r.call_index), markup(r.kind),
+                      markup(r.frame, 60), markup(r.cause, 100), fmt_ns(r.compile_ns))
+        self.console.print(t)
+        if len(w.rows) > self.max_rows:
+            self.console.print(f"[dim]… {len(w.rows) - self.max_rows} more after warm-up (the receipt keeps every one)[/dim]")
 
     def print_status(self, receipt: Receipt) -> None:
         """How the run ended (a live run's receipt records it)."""
@@ -177,6 +220,12 @@ class TerminalRenderer:
             )
         self.console.print(t)
 
+    def _remedy(self, r: Remedy | None) -> None:
+        if r is None:
+            return
+        tail = f" [dim](try: {markup(r.try_with)})[/dim]" if r.try_with else ""
+        self.console.print(f"     [green]→[/green] {markup(r.text, SENTENCE)}{tail}")
+
     def print_findings(self, receipt: Receipt) -> None:
         """One sentence per finding (the analysis wrote it), its first remedy, and what is unknown."""
         sec = receipt.findings
@@ -184,16 +233,24 @@ class TerminalRenderer:
             return
         c = self.console
         self.print_ranked(receipt)
-        for axis, title in (("fragmentation", "breaks by measured cost"), ("churn", "recompiles per frame, by compile time")):
-            rows = [f for f in sec.findings if f.axis == axis]
+        groups = finding_groups(sec)
+        for axis, title in (("fragmentation", "breaks by measured cost"),
+                            ("churn", "recompiles by cause, their frames beneath, by compile time")):
+            rows = [(cause, fs) for cause, fs in groups if fs[0].axis == axis]
             if not rows:
                 continue
             c.print(f"[bold]{title}[/bold]")
-            for f in rows[: self.max_rows]:
-                c.print(f"  {f.rank}. {markup(f.sentence, SENTENCE)}")
-                if f.remedies:
-                    r = f.remedies[0]
-                    tail = f" [dim](try: {markup(r.try_with)})[/dim]" if r.try_with else ""
-                    c.print(f"     [green]→[/green] {markup(r.text, SENTENCE)}{tail}")
+            for k, (cause, fs) in enumerate(rows[: self.max_rows], 1):
+                if cause is None:
+                    f = fs[0]
+                    c.print(f"  {k}. {markup(f.sentence, SENTENCE)}")
+                    self._remedy(f.remedies[0] if f.remedies else None)
+                    continue
+                c.print(f"  {k}. {markup(cause.sentence or cause.cause_id, SENTENCE)}")
+                self._remedy(cause.remedy)
+                for f in fs[: self.max_rows]:
+                    c.print(f"     · {markup(f.sentence, SENTENCE)}")
+                if len(fs) > self.max_rows:
+                    c.print(f"     · …and {counted(len(fs) - self.max_rows, 'frame')} more")
         for m in sec.missing:
             c.print(f"[yellow]findings:[/yellow] {markup(m, SENTENCE)}")

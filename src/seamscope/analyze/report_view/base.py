@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...model.ledger import (
     Call,
@@ -285,6 +285,8 @@ class ReportView:
     """What ran, in a word (the script's name, ``%%seamscope``): the title without its prefix."""
     more_recompiles: int = 0
     """Recompiles beyond :data:`MAX_RECOMPILE_ROWS`, not listed."""
+    watch: Any = None
+    """A watched run: what compiled after warm-up (``analyze.watch_view.WatchTimeline``), else None."""
 
 
 

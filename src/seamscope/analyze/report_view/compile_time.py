@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...model.compile_time import StageSplit
+from ...model.ledger import Frame
 from ...model.receipt import Receipt
 from ..compile_time import stage_word
-from ..findings_common import frame_label
-from ..units import fmt_ns
+from ..findings_common import _short, frame_label
+from ..units import counted, fmt_ns
 
 MAX_FRAME_ROWS = 20
 
@@ -27,6 +28,10 @@ class CompileTimeRow:
     """Of the run's time (``–`` without runtime data)."""
     fx_cache: str
     aot_cache: str
+    location: str = ""
+    """``file:line`` of the frame :attr:`frame` names (empty for the run's row)."""
+    name: str = ""
+    """The function :attr:`frame` names."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,12 @@ def _share(x: float | None) -> str:
     return f"{p:.2g}%" if p < 10 else f"{p:.0f}%"
 
 
+def _located(name: str, file: str, line: int, user_frame: Frame | None) -> dict[str, str]:
+    if user_frame is not None:
+        name, file, line = user_frame.function, user_frame.file, user_frame.line
+    return {"location": f"{_short(file)}:{line}", "name": name}
+
+
 def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
     sec = receipt.findings.compile_time if receipt.findings is not None else None
     if sec is None or not sec.split.compilations:
@@ -77,14 +88,14 @@ def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
         rows.append(CompileTimeRow(
             frame=frame_label(f.frame_name, f.file, f.line, f.user_frame), compilations=len(f.compile_ids), recompiles=f.recompiles,
             stages=_cells(f.split), total=fmt_ns(f.split.total_ns), share=_share(f.share), fx_cache=f.fx_cache,
-            aot_cache=f.aot_cache,
+            aot_cache=f.aot_cache, **_located(f.frame_name, f.file, f.line, f.user_frame),
         ))
     caches = []
     for c in sec.caches:
         name = "FX graph cache" if c.layer == "fx_graph" else "AOTAutograd cache"
         text = f"{c.hit} hit, {c.miss} miss, {c.bypass} bypass"
         if c.unrecorded:
-            text += f"; {c.unrecorded} compilation(s) without an outcome (the backend does not use it, or it is off)"
+            text += f"; {counted(c.unrecorded, 'compilation')} without an outcome (the backend does not use it, or it is off)"
         if c.bypass_reasons:
             text += "; bypassed because: " + "; ".join(c.bypass_reasons)
         caches.append((name, text))

@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ...model.findings import Finding
+from ...model.findings import Finding, FindingsSection
+from ...model.headline import RecompileCause
+from ...model.normalize import local_file
 from ...model.receipt import Receipt
 from ..units import fmt_ns
 from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
@@ -14,44 +16,24 @@ from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow,
 # --- findings ------------------------------------------------------------------------------------
 
 
-SITE_PREFIX = "site-packages/"
-"""How a receipt names a file of an installed package (``model.normalize``)."""
-
-
-def site_package_dirs() -> list[str]:
-    """Where installed packages live for this interpreter: the ``site-packages`` and
-    ``dist-packages`` folders on ``sys.path`` and those ``site`` names, in that order, once each."""
-    import site
-    import sys
-
-    found = [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
-    try:
-        found += [*site.getsitepackages(), site.getusersitepackages()]
-    except AttributeError:  # a virtualenv's old site module
-        pass
-    return list(dict.fromkeys(found))
-
-
 def read_context(file: str, line: int, root: str, around: int = CONTEXT_LINES) -> tuple[list[SourceLine], str]:
     """A few lines of the user's source around ``line``, when the file is readable from here."""
     if not file or line <= 0 or file.startswith("<"):
         return [], "source not available"
-    candidates = [file] if os.path.isabs(file) else [os.path.join(root, file)]
-    if file.startswith(SITE_PREFIX):  # an installed package's file, as receipts name it
-        candidates += [os.path.join(d, file[len(SITE_PREFIX):]) for d in site_package_dirs()]
-    for path in candidates:
-        try:
-            if os.path.getsize(path) > MAX_SOURCE_BYTES:
-                return [], "source file too large to show"
-            with open(path, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except (OSError, ValueError):  # ValueError: a NUL in a recorded file name
-            continue
-        if line > len(lines):
-            return [], "source file is shorter than the recorded line (changed since the run?)"
-        lo, hi = max(1, line - around), min(len(lines), line + around)
-        return [SourceLine(n, lines[n - 1], n == line) for n in range(lo, hi + 1)], ""
-    return [], f"source not readable here ({file})"
+    path = local_file(file, root)
+    if path is None:
+        return [], f"source not readable here ({file})"
+    try:
+        if os.path.getsize(path) > MAX_SOURCE_BYTES:
+            return [], "source file too large to show"
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return [], f"source not readable here ({file})"
+    if line > len(lines):
+        return [], "source file is shorter than the recorded line (changed since the run?)"
+    lo, hi = max(1, line - around), min(len(lines), line + around)
+    return [SourceLine(n, lines[n - 1], n == line) for n in range(lo, hi + 1)], ""
 
 
 def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> list[FindingRow]:
@@ -59,7 +41,10 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
     break sites by the island time after them, recompiles and fallbacks by compile time."""
     section = receipt.findings
     if section is not None:
-        return [_finding_row(k, f, root) for k, f in enumerate(section.findings[:limit], 1)]
+        rows = []
+        for k, (cause, fs) in enumerate(finding_groups(section)[:limit], 1):
+            rows.append(_finding_row(k, fs[0], root) if cause is None else _cause_row(k, cause, fs, root, receipt))
+        return rows
     comps = {c.compile_id: c for c in receipt.ledger.compilations}
     cands: list[tuple[int, int, FindingRow]] = []
     for b in receipt.summary.break_sites:
@@ -123,10 +108,58 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
     return [replace(row, rank=k) for k, (_, _, row) in enumerate(cands[:limit], 1)]
 
 
+def finding_groups(section: FindingsSection) -> list[tuple[RecompileCause | None, list[Finding]]]:
+    """The per-axis findings in their order, with the per-frame churn findings of one recompile
+    cause folded into one group at the place of its first (one finding per cause: its frames
+    listed, its remedy once); a finding no cause holds is a group of its own."""
+    owner = {fid: c for c in section.causes for fid in c.churn_finding_ids}
+    groups: list[tuple[RecompileCause | None, list[Finding]]] = []
+    at: dict[str, int] = {}
+    for f in section.findings:
+        c = owner.get(f.finding_id) if f.axis == "churn" else None
+        if c is None:
+            groups.append((None, [f]))
+        elif c.cause_id in at:
+            groups[at[c.cause_id]][1].append(f)
+        else:
+            at[c.cause_id] = len(groups)
+            groups.append((c, [f]))
+    return groups
+
+
+def cause_location(receipt: Receipt, c: RecompileCause) -> tuple[str, int]:
+    """Where a cause's root frame is in the user's code: the compilation's ``user_frame`` when its
+    compiled frame is a library wrapper (transformers' ``wrapper`` around ``GPT2Model.forward``),
+    else the compiled frame itself."""
+    for comp in receipt.ledger.compilations:
+        if comp.file == c.root_file and comp.line == c.root_line and comp.user_frame is not None:
+            return comp.user_frame.file, comp.user_frame.line
+    return c.root_file, c.root_line
+
+
+def _cause_row(rank: int, c: RecompileCause, fs: list[Finding], root: str, receipt: Receipt) -> FindingRow:
+    file, line = cause_location(receipt, c)
+    ctx, note = read_context(file, line, root) if file else ([], "")
+    return FindingRow(
+        rank=rank,
+        kind="recompiles",
+        headline=c.sentence or c.cause_id,
+        cost_ns=c.compile_ns,
+        where=f"{file}:{line}" if file else "",
+        detail=c.remedy.text if c.remedy is not None else "",
+        context=ctx,
+        context_note=note,
+        item_id=c.cause_id,
+        beneath=[f.sentence or f.finding_id for f in fs],
+    )
+
+
 def _finding_row(rank: int, f: Finding, root: str) -> FindingRow:
     """A finding of the receipt, placed at its site (a break) or its frame (churn)."""
     if f.where is not None and f.where.file:
         file, line = f.where.file, f.where.line
+    elif f.churn is not None and f.churn.user_frame is not None:
+        file, line = f.churn.user_frame.file, f.churn.user_frame.line
     elif f.churn is not None and f.churn.file:
         file, line = f.churn.file, f.churn.line
     else:
@@ -225,7 +258,7 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
         if item.axis == "recompile_cause" and item.item_id in causes:
             c = causes[item.item_id]
             kind = "recompiles"
-            file, line = c.root_file, c.root_line
+            file, line = cause_location(receipt, c)
             detail = c.remedy.text if c.remedy is not None else ""
             beneath = [
                 f"call {'–' if o.call_index is None else o.call_index}: {o.change}, "
@@ -239,6 +272,11 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
             kind, file, line = ct.kind.replace("_", " "), ct.file, ct.line
             detail = "; ".join(r.text for r in ct.remedies)
             beneath = list(ct.missing)
+        elif item.axis == "compile_skew" and receipt.ranks is not None:
+            sk = next((k for k in receipt.ranks.skews if k.skew_id == item.item_id), None)
+            kind, file, line = "compile skew", "", 0
+            detail = sk.remedy if sk is not None else ""
+            beneath = [sk.warning] if sk is not None and sk.warning else []
         else:
             f = breaks.get(item.item_id)
             kind = "break"

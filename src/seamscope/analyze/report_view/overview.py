@@ -23,6 +23,7 @@ from ...model.receipt import Receipt
 from ..fields import carry
 from ..summary import call_parts
 from ..units import counted, fmt_ns, noun
+from ..watch_view import watch_timeline
 from .base import (
     COMPILE_COLOUR,
     ISLAND_COLOUR,
@@ -126,6 +127,7 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
             for r in s.recompiles[:MAX_RECOMPILE_ROWS]
         ],
         more_recompiles=max(0, len(s.recompiles) - MAX_RECOMPILE_ROWS),
+        watch=watch_timeline(receipt),
         fallbacks=[
             carry(FallbackRow, f, frame=shown_frame_name(f))
             for f in s.fallbacks

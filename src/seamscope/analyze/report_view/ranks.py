@@ -7,7 +7,7 @@ from typing import Any
 
 from ...model.ranks import RankEntry
 from ...model.receipt import Receipt
-from ..units import fmt_ns
+from ..units import fmt_ns, number_ranges
 from .base import MAX_SECTION_ROWS
 
 # --- many ranks: the rank × call view of a merged receipt ------------------------------------------
@@ -35,11 +35,77 @@ class RankCell:
 
 @dataclass(frozen=True)
 class RankRow:
-    """A rank: its entry in the receipt (rank, source, counts, steady figures) and its cells."""
+    """A rank, or a group of ranks that behaved alike: the entry of its lowest rank (rank,
+    source, counts, steady figures), whose calls the cells show."""
 
     entry: RankEntry
     divergent: bool
     cells: list[RankCell]
+    ranks: list[int] = field(default_factory=list)
+    """Every rank this row stands for (the entry's alone unless ranks were grouped)."""
+    label: str = ""
+    """``3``, or ``0–2, 4–255 (255 ranks)`` for a group."""
+    steady_median: str = ""
+    """The steady median, or the range of the group's medians."""
+
+
+#: Up to this many ranks the grid has a row per rank; beyond, ranks that behaved alike share one.
+MAX_RANK_ROWS = 32
+
+
+def behaviour(e: RankEntry) -> tuple[Any, ...]:
+    """What two ranks must share to stand in one row: what they compiled and recompiled, where
+    they broke, how many calls they made, and each call's outcome, regions and sites."""
+    return (
+        tuple(e.compile_ids),
+        tuple((r.compile_id, r.call_index) for r in e.recompiles),
+        tuple(sorted(s.site_id for s in e.sites)),
+        e.call_count,
+        e.status,
+        tuple((c.index, c.outcome, tuple(c.regions), tuple(c.sites)) for c in e.calls),
+    )
+
+
+def group_ranks(entries: list[RankEntry], outliers: set[int], limit: int = MAX_RANK_ROWS) -> list[list[RankEntry]]:
+    """Rows of the rank views: one rank each when there are at most ``limit``; else one row per
+    behaviour (``behaviour``), the ranks named in a divergence or a compile skew (``outliers``) on
+    rows of their own; rows in order of their lowest rank."""
+    ordered = sorted(entries, key=lambda e: e.rank)
+    if len(ordered) <= limit:
+        return [[e] for e in ordered]
+    groups: dict[Any, list[RankEntry]] = {}
+    rows: list[list[RankEntry]] = []
+    for e in ordered:
+        if e.rank in outliers:
+            rows.append([e])
+            continue
+        key = behaviour(e)
+        if key not in groups:
+            groups[key] = []
+            rows.append(groups[key])
+        groups[key].append(e)
+    return rows
+
+
+def group_label(group: list[RankEntry]) -> str:
+    if len(group) == 1:
+        return str(group[0].rank)
+    return f"{number_ranges([e.rank for e in group])} ({len(group)} ranks)"
+
+
+def steady_range(group: list[RankEntry]) -> str:
+    got = sorted(e.steady_median_ns for e in group if e.steady_median_ns is not None)
+    if not got:
+        return fmt_ns(None)
+    return fmt_ns(got[0]) if got[0] == got[-1] else f"{fmt_ns(got[0])}–{fmt_ns(got[-1])}"
+
+
+def outlier_ranks(sec: Any) -> set[int]:
+    """Ranks a divergence or a compile skew names (the reference ranks stay grouped)."""
+    out = {r for d in sec.divergences for r in d.ranks}
+    for k in sec.skews:
+        out.update(k.slow_ranks if len(k.slow_ranks) <= len(k.fast_ranks) else k.fast_ranks)
+    return out
 
 
 @dataclass(frozen=True)
@@ -56,6 +122,24 @@ class DivergenceRow:
     reference_ranks: list[int]
     first_call: int | None
     detail: str
+    ranks_text: str = ""
+    reference_text: str = ""
+
+
+@dataclass(frozen=True)
+class SkewRow:
+    """A call in which the ranks' compile times differ (``RanksSection.skews``)."""
+
+    call_index: int
+    slow_ranks: str
+    waiting_ranks: str
+    max_ns: int
+    min_ns: int
+    wait_ns: int
+    timeout_pct: str
+    sentence: str
+    warning: str
+    remedy: str
 
 
 @dataclass(frozen=True)
@@ -88,6 +172,9 @@ class RanksView:
     columns: list[RankColumn] = field(default_factory=list)
     rows: list[RankRow] = field(default_factory=list)
     divergences: list[DivergenceRow] = field(default_factory=list)
+    skews: list[SkewRow] = field(default_factory=list)
+    pg_timeout: str = ""
+    skew_rule: str = ""
     ddp_splits: list[DdpSplitRow] = field(default_factory=list)
     sites: list[RankSiteRow] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
@@ -144,7 +231,8 @@ def build_ranks(receipt: Receipt) -> RanksView:
         return round(MIN_CELL_BAR_PCT + (100.0 - MIN_CELL_BAR_PCT) * frac, 2)
 
     rows = []
-    for e in entries:
+    for group in group_ranks(entries, outlier_ranks(sec)):
+        e = group[0]
         by_index = {c.index: c for c in e.calls}
         cells = []
         for i in shown:
@@ -169,7 +257,8 @@ def build_ranks(receipt: Receipt) -> RanksView:
             else:
                 cells.append(RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip))
         divergent = e.rank in since or any(e.rank in d.ranks for d in divs)
-        rows.append(RankRow(entry=e, divergent=divergent, cells=cells))
+        rows.append(RankRow(entry=e, divergent=divergent, cells=cells, ranks=[g.rank for g in group],
+                            label=group_label(group), steady_median=steady_range(group)))
     div_starts = {d.first_call for d in divs if d.first_call is not None}
     every = max(1, -(-len(shown) // MAX_RANK_LABELS))
     columns = [
@@ -177,6 +266,10 @@ def build_ranks(receipt: Receipt) -> RanksView:
     ]
     total = len({c.index for e in entries for c in e.calls})
     note = f"{len(shown)} of {total} calls shown"
+    if len(rows) < len(entries):
+        note += (f"; {len(entries)} ranks in {len(rows)} rows: ranks that behaved alike (same compilations, "
+                 "recompiles, sites, calls and per-call regions) share a row, showing its lowest rank's calls; "
+                 "every rank a divergence or a compile skew names has its own row")
     if len(shown) < total:
         note += "; every call where a divergence starts is kept, then calls that compiled, then calls evenly spaced"
     if walls:
@@ -189,12 +282,22 @@ def build_ranks(receipt: Receipt) -> RanksView:
         ledger_note=sec.ledger_note,
         columns=columns,
         rows=rows,
-        divergences=[DivergenceRow(d.kind, list(d.ranks), list(d.reference_ranks), d.first_call, d.detail) for d in divs],
-        ddp_splits=[DdpSplitRow(e.rank, s.compile_id, s.frame_name, s.submodules) for e in entries for s in e.ddp_splits],
+        divergences=[DivergenceRow(d.kind, list(d.ranks), list(d.reference_ranks), d.first_call, d.detail,
+                                   number_ranges(d.ranks), number_ranges(d.reference_ranks)) for d in divs],
+        skews=[
+            SkewRow(k.call_index, number_ranges(k.slow_ranks), number_ranges(k.fast_ranks), k.max_ns, k.min_ns,
+                    k.wait_ns, f"{k.timeout_share:.1%}" if k.timeout_share is not None else "–", k.sentence,
+                    k.warning or "", k.remedy)
+            for k in sec.skews
+        ][:MAX_SECTION_ROWS],
+        pg_timeout=(f"{fmt_ns(sec.pg_timeout_ns)}, {sec.pg_timeout_source}" if sec.pg_timeout_ns else ""),
+        skew_rule=sec.skew_rule,
+        ddp_splits=[DdpSplitRow(r.entry.rank, s.compile_id, s.frame_name, s.submodules)
+                    for r in rows for s in r.entry.ddp_splits][:MAX_SECTION_ROWS],
         sites=[
-            RankSiteRow(e.rank, s.site_id, f"{s.file}:{s.line}", s.function, s.origin, s.crossings)
-            for e in entries
-            for s in e.sites
+            RankSiteRow(r.entry.rank, s.site_id, f"{s.file}:{s.line}", s.function, s.origin, s.crossings)
+            for r in rows
+            for s in r.entry.sites
         ][:MAX_SECTION_ROWS],
         problems=[(p.kind, p.message) for p in sec.problems],
         time_rule=sec.time_rule,

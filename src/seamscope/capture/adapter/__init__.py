@@ -18,6 +18,7 @@ needs is missing: capture then records what it still can and says what it could 
 - ``caches``: Inductor's persistent cache directory and its entries;
 - ``logs``: torch's logging settings (``TORCH_LOGS``, ``TORCH_TRACE``), set up again after a fork;
 - ``compile_imports``: what a first compilation imports, for a fork server to preload (by name);
+- ``distributed``: the default process group's timeout and backend (compile skew between ranks);
 - ``base``: the exception every module raises, and the version check.
 
 Import the names from here (``from seamscope.capture import adapter``; ``adapter.X``).
@@ -58,6 +59,7 @@ from .contexts import (
     live_compile_contexts,
     wrap_live_graphs,
 )
+from .distributed import process_group_timeout, watch_process_group
 from .dynamo import (
     SHAPES_ARGUMENTS,
     clear_counters,
@@ -149,4 +151,6 @@ __all__ = [
     "wrap_backward_of",
     "wrap_compiled_graphs",
     "wrap_live_graphs",
+    "process_group_timeout",
+    "watch_process_group",
 ]

@@ -213,7 +213,7 @@ def filter_trace_records() -> Callable[[], None]:
     """Put a filter in front of ``trace_structured``: while every handler of the trace logger
     declares what it reads (``add_trace_handler(..., wants=...)``), a record nobody reads is not
     built at all, and a payload nobody reads is not built (nor serialized, nor hashed). With any
-    other handler attached (``TORCH_TRACE``, the user's own) every record is built as before.
+    other handler attached (``TORCH_TRACE``, the user's own) every record is built, as without the filter.
 
     When another reader is attached already, nothing is put in place. Returns the function that
     takes the filter away again. Raises :class:`AdapterProblem` when ``trace_structured`` is

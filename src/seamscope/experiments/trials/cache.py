@@ -32,8 +32,6 @@ WARM_DIR = "warm-cache-dir"
 WARM_ARTIFACTS = "warm-cache-artifacts"
 STARTS = (WARM_DIR, WARM_ARTIFACTS)
 THREADS_ENV = "TORCHINDUCTOR_COMPILE_THREADS"
-CACHED_BACKENDS = ("inductor",)
-"""Backends whose compilations go through the FX graph and AOTAutograd caches and build kernels."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ...model.normalize import project_root
 from ...model.receipt import Receipt
 from ..remedy_spec import RemedySpec, per_callable_limit, spec_from_words
 
@@ -104,7 +105,8 @@ def module_of(file: str, script: str | None) -> str | None:
         return None
     workload = ".py:" in script
     own = os.path.abspath(script.rpartition(":")[0] if workload else script)
-    path = os.path.abspath(file)
+    # a run's receipt names files relative to the script's project root (model.normalize.project_root)
+    path = file if os.path.isabs(file) else os.path.join(project_root(os.path.dirname(own)), file)
     if path == own:
         return None if workload else "__main__"
     root = os.path.dirname(own)
@@ -263,7 +265,7 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                     fn = val.removeprefix("add ").strip()
                     target = f"builtins:{fn}" if "." not in fn and ":" not in fn else fn.replace(".", ":", 1)
                     if ":" in target:
-                        mine.append(draft(f"{key} {fn}", ["--dynamo-config", f"{key}+={target}"], f.finding_id,
+                        mine.append(draft(f"{key} {fn.rpartition(':')[2]}", ["--dynamo-config", f"{key}+={target}"], f.finding_id,
                                           f.sentence, cost))
             elif r.action == "fix_churn_or_raise_limit":
                 mine.append(draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id,

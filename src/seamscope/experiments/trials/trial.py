@@ -93,9 +93,9 @@ class _State:
     started: float = 0.0
     run_s: list[float] = field(default_factory=list)
     times: dict[str, list[float]] = field(default_factory=dict)
+    """Seconds each name's timed runs took (the budget's schedule)."""
     sites: list[str] = field(default_factory=list)
     """``FILE:LINE`` of the script's ``torch.compile`` calls (where a code change goes)."""
-    """Seconds each name's timed runs took (the budget's schedule)."""
     interrupted: bool = False
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
@@ -496,6 +496,31 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
                     max_repeat=max(setup.repeat, setup.max_repeat or setup.repeat),
                     folded=folded)
     return trials, first.receipt
+
+
+def top_receipt(trials: Trials, out: str) -> Receipt | None:
+    """The receipt ``try`` puts at the top of ``out``: the chosen candidate's first run that wrote one
+    (else the baseline's), its decision record the trial's (the change, the note, when to undo it,
+    the output tolerance), hashed again; None when no such run wrote a receipt."""
+    from ...analyze.receipt import rehash
+    from ...ingest.receipt import load_receipt
+    from ...model.receipt import Decision
+
+    chosen = next((c for c in trials.candidates if c.name == trials.chosen), None)
+    source = chosen or trials.baseline
+    run = next((r for r in source.runs if r.ok and r.receipt), None)
+    if run is None or run.receipt is None:
+        return None
+    receipt = load_receipt(os.path.join(out, run.receipt))
+    decision = msgspec.structs.replace(
+        receipt.decision or Decision(),
+        intervention=(f"{chosen.code_change} (seamscope try: {chosen.name}; {chosen.command})"
+                      if chosen is not None else None),
+        note=trials.decision,
+        rollback_trigger=trials.rollback_trigger,
+        tolerance=trials.tolerance,
+    )
+    return rehash(msgspec.structs.replace(receipt, decision=decision))
 
 
 def _eager_text(base: fpmod.Fingerprints | None, eager: fpmod.Fingerprints | None) -> str | None:
