@@ -157,6 +157,22 @@ def test_a_value_that_changes_every_call_is_one_cause_with_its_count():
     assert cause.remedy.action == "capture_scalar_outputs"
 
 
+def test_an_int_that_becomes_a_tensor_is_a_type_cause_not_the_value_cause():
+    """Timesteps 999, 800 (ints: a value recompile), then a tensor: its recompile fails the int
+    variant's type check and, against the first variant, ``t == 999``; the type is what changed,
+    and its remedy is never the value cause's "pass it as a 0-d tensor"."""
+    led = sweep_ledger()
+    comps = [comp("0/0", "f", 0, 100), comp("0/1", "f", 1, 80, ("0/0: t == 999  # return x * t",)),
+             comp("0/2", "f", 2, 90, ("0/1: ___check_type_id(t, 139851257445600), type=<class 'int'>  # return x * t",
+                                      "0/0: t == 999  # return x * t"))]
+    causes = {c.family: c for c in recompile_causes(msgspec.structs.replace(led, compilations=comps))}
+    assert set(causes) == {"value", "type"}
+    assert causes["value"].compile_ids == ["0/1"] and causes["type"].compile_ids == ["0/2"]
+    assert causes["type"].change == "t: int → another type"
+    assert causes["type"].remedy.action == "keep_type" and "0-d tensor" not in causes["type"].remedy.text
+    assert causes["value"].remedy.action == "pass_as_tensor"
+
+
 def test_cause_ids_ignore_values_and_lines():
     a = recompile_causes(sweep_ledger())
     shifted = [msgspec.structs.replace(c, line=c.line + 7, failed_guards=[g.replace("28", "64") for g in c.failed_guards])

@@ -449,16 +449,21 @@ class _PerCallRuns:
         return Outcome(fig, object(), "", _prints(_leaf()) if fingerprint else None)
 
 
-def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, first_s=None):
+def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, first_s=None, max_repeat=None,
+                    load=0.8):
+    from seamscope.experiments.trials import load as loadmod
     from seamscope.experiments.trials import runs as trial_runs
     from seamscope.experiments.trials import trial as tr
+
+    monkeypatch.setattr(loadmod, "load_average", lambda: load)  # the machine as measured, not this one
+    monkeypatch.setattr(loadmod, "cpus", lambda: 2)
 
     fake = _PerCallRuns(make, first_s=first_s)
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: drafts)
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
     setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=repeat, budget_s=budget,
-                             clock=fake.clock)
+                             clock=fake.clock, max_repeat=max_repeat)
     t, _ = tr.run_trials(setup, [], [], [])
     return t, fake.log
 
@@ -499,6 +504,13 @@ def test_steady_calls_are_paired_when_the_candidate_has_more_of_them(monkeypatch
     assert "call 14: eager fallback in the baseline, steady here: 0.84×" in t.decision
     md = TrialsMarkdownRenderer().render(t)
     assert "(2 paired)" in md and "call 14: eager fallback" in md
+    # the rollback trigger agrees with the chosen candidate: its own slowest steady median, which
+    # is above the baseline's (over calls 12 and 13 only)
+    from seamscope.analyze.units import fmt_ns
+
+    own = max(r.steady_median_ns for r in c.runs)
+    assert own > t.baseline.runs[0].steady_median_ns
+    assert f"longer than {fmt_ns(own)} median per call" in t.rollback_trigger
 
 
 def _equal_work(speed, outlier=None):
@@ -520,18 +532,58 @@ def _equal_work(speed, outlier=None):
 
 
 def test_one_repetition_with_a_100x_outlier_moves_no_verdict(monkeypatch, tmp_path):
+    """One call 100× slower in one repetition: the steady verdict (each repetition's median paired
+    call) does not move; the total's interval widens, so it is never slower, and the candidate
+    gets more repetitions until its interval decides."""
     flags = ["--dynamo-config", "capture_scalar_outputs=True"]
     make = _equal_work(0.8, outlier=(" ".join(flags), 1, 7))
     t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)])
     (c,) = t.candidates
     assert c.paired.ratio_median == pytest.approx(0.8, rel=0.02)
     assert c.paired.worst_noise == pytest.approx(100, rel=0.05)  # seen, and said
-    assert c.steady_verdict == "faster" and c.total_verdict == "faster" and c.verdict == "faster"
-    total = next(m for m in c.metrics if m.name == "total")
-    assert total.ratio_median == pytest.approx((500 * 0.95 + 0.8 * 24.2) / (500 + 24.2), rel=0.01)
+    assert c.steady_verdict == "faster" and c.total_verdict in ("faster", "noisy") and c.repetitions == 3
+    # with more repetitions the stall stays one run's: the verdict is never slower
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], max_repeat=6)
+    (c,) = t.candidates
+    assert c.verdict in ("faster", "no measurable change") and c.repetitions > 3
+    assert "slower" not in (c.total_verdict, c.steady_verdict) and c.steady_verdict == "faster"
     # and an outlier in the baseline
     t, _ = _per_call_trial(monkeypatch, tmp_path, _equal_work(0.8, outlier=("", 2, 3)), [_draft("cso", flags)])
-    assert t.candidates[0].verdict == "faster"
+    assert "slower" not in (t.candidates[0].total_verdict, t.candidates[0].steady_verdict)
+
+
+JITTER = (1.0, 1.3, 0.85, 1.1, 0.95, 1.05, 1.0, 1.2)
+
+
+def _jittered(effects):
+    """Call 0 compiles, 20 steady calls; each candidate (by its first flag's value) at its effect;
+    every run's calls scaled by a per-run jitter up to 30% (both sides, out of step)."""
+
+    def make(flags, k):
+        f = effects.get(flags[1], 1.0) if flags else 1.0
+        j = JITTER[(k + (3 if flags else 0)) % len(JITTER)]
+        return _calls("x", [("cold", 500 * MS * f * j)] + [("steady", 1.0 * MS * f * j)] * 20)
+
+    return make
+
+
+def test_undecided_candidates_get_more_repetitions_and_decided_ones_none(monkeypatch, tmp_path):
+    fast = ["--dynamo-config", "capture_scalar_outputs=True"]
+    slow = ["--compile-option", "dynamic=true"]
+    make = _jittered({fast[1]: 0.75, slow[1]: 2.0})
+    t3, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", fast), _draft("dyn", slow)])
+    by3 = {c.name: c for c in t3.candidates}
+    assert by3["cso"].verdict != "faster" and by3["cso"].repetitions == 3  # three runs cannot tell
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", fast), _draft("dyn", slow)],
+                             max_repeat=6)
+    by = {c.name: c for c in t.candidates}
+    assert by["cso"].verdict == "faster" and 3 < by["cso"].repetitions <= 6
+    assert by["dyn"].verdict == "slower" and by["dyn"].repetitions == 3  # decided: no more
+    assert log[log.index("trials/dyn/rep-3") + 1:][:2] == ["trials/baseline/rep-4", "trials/cso/rep-4"]
+    assert "trials/dyn/rep-4" not in log
+    md = TrialsMarkdownRenderer().render(t)
+    row = next(line for line in md.splitlines() if line.startswith("| 1 | cso"))
+    assert f"| {by['cso'].repetitions} |" in row and "interval" in md
 
 
 def test_a_busy_machine_is_noisy_never_slower(monkeypatch, tmp_path):
@@ -546,10 +598,16 @@ def test_a_busy_machine_is_noisy_never_slower(monkeypatch, tmp_path):
         return _calls("x", [(p, w * (rng.choice([1.0, 1.0, 3.0, 30.0]))) for p, w in calls])
 
     flags = ["--dynamo-config", "capture_scalar_outputs=True"]
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], load=7.5)
     (c,) = t.candidates
     assert c.verdict in ("noisy", "no measurable change") and "slower" not in (c.steady_verdict, c.total_verdict)
-    assert c.verdict == "noisy" and "the machine is busy" in (c.noise_note or "")
+    assert c.verdict == "noisy" and "the machine is busy (load average 7.5 on 2 CPU(s)" in (c.noise_note or "")
+    # the same variation on a machine measured idle: said as variation, never as load
+    rng.seed(3)
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], load=1.0)
+    (c,) = t.candidates
+    assert c.verdict == "noisy" and "busy" not in (c.noise_note or "")
+    assert "load average 1.0 on 2 CPU(s): not from load" in (c.noise_note or "")
     assert t.chosen is None and "noisy" in t.decision
     text = TrialsMarkdownRenderer().render(t)
     assert "noisy: the same call varied" in text
@@ -653,11 +711,12 @@ def _churn_receipt(findings, fallbacks=0):
               summary=NS(fallback_count=fallbacks))
 
 
-def _churn(fid, cost, guards, frame="forward", pattern="shape"):
+def _churn(fid, cost, guards, frame="forward", pattern="shape", subjects=()):
     from types import SimpleNamespace as NS
 
     return NS(finding_id=fid, site_id=None, sentence=f"{fid} recompiles", cost=None, remedies=[],
-              churn=NS(pattern=pattern, compile_ns=cost, guards=guards, frame_name=frame, fallback=False))
+              churn=NS(pattern=pattern, compile_ns=cost, guards=guards, frame_name=frame, fallback=False,
+                       subjects=list(subjects)))
 
 
 def test_one_candidate_per_cause_internal_sources_folded_and_capped():
@@ -899,6 +958,152 @@ def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved
 def test_without_a_warm_start_candidate_the_warm_cache_folder_is_removed(monkeypatch, tmp_path):
     t, _ = _trial(monkeypatch, tmp_path, {"--dynamo-config capture_scalar_outputs=True": 50})
     assert t.candidates and not (tmp_path / "trials" / "warm-cache").exists()
+
+
+# --- marks that cover a family of sources --------------------------------------------------------
+
+
+def test_a_guard_on_one_cache_layer_marks_every_layer_with_one_regex():
+    import re
+
+    from seamscope.experiments.trials.catalogue import catalogue, family
+
+    src = "L['kwargs']['cache'].layers[0].keys:2"
+    pat = family(src)
+    assert pat is not None and "," not in pat and " " not in pat
+    name, _, dim = pat.rpartition(":")
+    assert dim == "2"
+    for member in ("L['kwargs']['cache'].layers[0].keys", "L['kwargs']['cache'].layers[11].values"):
+        assert re.match(name, member)
+    for other in ("L['kwargs']['cache'].layers[1].keys_scale", "L['kwargs']['other'].layers[0].keys", "L['x']"):
+        assert not re.match(name, other)
+    assert family("L['args'][0]:2") is None and family("L['x']:0") is None  # arguments, not a family
+    kv = _churn("FR1", 900, ["tensor 'kwargs['cache'].layers[0].keys' size mismatch at index 2. expected 5, "
+                             "actual 6"])
+    marks = [d for d in catalogue(_churn_receipt([kv])) if d.spec.mark_dynamic]
+    assert len(marks) == 1 and marks[0].spec.mark_dynamic == (pat,)
+    # the printed change is one assignment a user can paste
+    change = code_change(marks[0].spec)
+    assert change.count("dynamic_sources =") == 1 and change.startswith('torch.compiler.config.dynamic_sources = r"')
+    assert eval(change.split(" = ", 1)[1]) == pat
+    # and the terminal prints it as written (rich would read each backslash before "[" as an escape)
+    from rich.console import Console
+
+    from seamscope.analyze.display import markup
+
+    console = Console(highlight=False, width=400)
+    with console.capture() as cap:
+        console.print(markup(change))
+    assert cap.get().strip() == change
+    two = code_change(spec_from_words(["--mark-dynamic", "L['x']:0", "--mark-dynamic", "L['y']:1"]))
+    assert two == ("torch.compiler.config.dynamic_sources = \"L['x']:0,L['y']:1\"  # or "
+                   "torch._dynamo.mark_dynamic(x, 0); torch._dynamo.mark_dynamic(y, 1)")
+
+
+def test_a_family_mark_that_leaves_another_dimension_changing_is_followed_by_the_family_on_both(monkeypatch,
+                                                                                                tmp_path):
+    from seamscope.experiments.trials.catalogue import family
+
+    pat = family("L['cache'].layers[0].keys:2")
+    mark = ["--mark-dynamic", pat]
+
+    def make(flags, k):
+        r = _calls("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 4)
+        if flags == mark:
+            return msgspec.structs.replace(r, size_guards=["tensor 'cache.layers[3].values' size mismatch at index 1. "
+                                                           "expected 1, actual 2"])
+        return r
+
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("mark", mark)])
+    both = next(c for c in t.candidates if c.name == "mark-all")
+    assert both.flags[::2] == ["--mark-dynamic"] * 2
+    assert sorted(both.flags[1::2]) == sorted([pat, pat.rpartition(":")[0] + ":1"])
+    assert both.code_change.count("dynamic_sources =") == 1
+
+
+def test_the_budget_goes_first_to_the_compile_time_candidates_of_a_compile_dominated_run(monkeypatch, tmp_path):
+    """The baseline's compilations cost far more than its recompiles: under a budget for two
+    candidates the warm cache and compile threads run, the cheap recompile remedies are not
+    tried, each saying how much more budget would try it."""
+    from seamscope.experiments.trials.cache import WARM_DIR
+    from seamscope.experiments.trials.catalogue import Draft
+
+    starts = [Draft(name=WARM_DIR, spec=RemedySpec(), origin="compile time", targets="t", start=WARM_DIR,
+                    cost_ns=20_000),
+              Draft(name="compile-threads-1", spec=RemedySpec(), origin="compile time", targets="t",
+                    env={"TORCHINDUCTOR_COMPILE_THREADS": "1"}, cost_ns=20_000)]
+    t, log = _trial(monkeypatch, tmp_path, {}, budget=115, starts=starts)
+    by = {c.name: c for c in t.candidates}
+    assert by[WARM_DIR].status == "tried" and by["compile-threads-1"].status == "tried"
+    for name in ("cso", "dyn", "limit"):
+        assert by[name].status == "not tried" and "more --budget would try it" in (by[name].reason or "")
+
+
+def test_every_cause_gets_a_candidate_or_a_reason_and_a_type_switch_is_not_the_value_cause():
+    from types import SimpleNamespace as NS
+
+    from seamscope.experiments.trials.catalogue import catalogue
+
+    value = _churn("FRV", 8_400, ["t == 999"], frame="unet", pattern="value", subjects=["t"])
+    typed = _churn("FRT", 900, ["___check_type_id(t, 1398), type=<class 'int'>"], frame="unet", pattern="type",
+                   subjects=["t"])
+    count = _churn("FRL", 50, ["len(L['kwargs']) == 2"], pattern="value", subjects=["len(L['kwargs'])"])
+    brk = NS(finding_id="B1", site_id=None, sentence="break", cost=NS(estimated_ns=10), churn=None,
+             remedies=[NS(action="read_hints", text="read the hints", config={})])
+    folded: list[str] = []
+    ds = catalogue(_churn_receipt([value, typed, count, brk]), folded=folded)
+    by_origin = {d.origin: d for d in ds}
+    assert by_origin["FRV"].spec.flags() == ["--compile-option", "dynamic=true"]  # the int churn's candidate
+    assert "FRT" not in by_origin and "FRL" not in by_origin and "B1" not in by_origin
+    (t_line,) = [f for f in folded if f.startswith("none: FRT")]
+    assert "type switch" in t_line and "0-d tensor" not in t_line
+    assert any(f.startswith("none: FRL") for f in folded) and any(f.startswith("none: B1") for f in folded)
+
+
+def _stack_runs(flags, k):
+    """A repeated block that recompiles on sequence length: the baseline compiles four times;
+    dynamic=true compiles once; regional alone hits the recompile limit (a fallback) on the same
+    churn; regional with dynamic=true compiles one small block once; capture_scalar_outputs
+    saves a tenth of everything. 2% jitter per run."""
+    j = 1.0 + 0.02 * ((k * 7) % 3 - 1)
+    words = " ".join(flags)
+    scale = 0.9 if "capture_scalar_outputs" in words else 1.0
+    dyn, reg = "dynamic=true" in words, "--regional" in words
+    if reg and dyn:
+        calls = [("cold", 200 * MS)] + [("steady", 1.0 * MS)] * 13
+        return _calls("x", [(p, w * j * scale) for p, w in calls])
+    if reg:
+        calls = [("cold", 300 * MS)] * 4 + [("fallback", 5.0 * MS)] + [("steady", 1.0 * MS)] * 9
+        return _calls("x", [(p, w * j) for p, w in calls], recompiles=3, fallbacks=1,
+                      frame_status={"forward (s.py:1) ok": 4, "forward (s.py:1) fallback": 1})
+    if dyn:
+        calls = [("cold", 600 * MS)] + [("steady", 1.1 * MS)] * 13
+        return _calls("x", [(p, w * j * scale) for p, w in calls])
+    calls = [("cold", 500 * MS)] * 4 + [("steady", 1.0 * MS)] * 10
+    return _calls("x", [(p, w * j * scale) for p, w in calls], recompiles=3, frame_status={"forward (s.py:1) ok": 4})
+
+
+def test_winners_are_stacked_and_a_remedy_that_failed_alone_is_retried_with_the_one_that_removes_its_cause(
+        monkeypatch, tmp_path):
+    reg = _draft("regional", ["--regional", "Block"], cost=900)
+    dyn = _draft("dyn", ["--compile-option", "dynamic=true"], cost=800)
+    cso = _draft("cso", ["--dynamo-config", "capture_scalar_outputs=True"], cost=700)
+    t, log = _per_call_trial(monkeypatch, tmp_path, _stack_runs, [reg, dyn, cso])
+    by = {c.name: c for c in t.candidates}
+    assert by["regional"].broke and not recommendable(by["regional"])
+    def pairs(c):
+        return sorted(zip(c.flags[::2], c.flags[1::2], strict=True))
+
+    assert pairs(by["combined"]) == sorted([("--compile-option", "dynamic=true"),
+                                            ("--dynamo-config", "capture_scalar_outputs=True")])
+    retried = by["regional+dyn"]
+    assert pairs(retried) == sorted([("--regional", "Block"), ("--compile-option", "dynamic=true")])
+    assert not retried.broke
+    assert retried.verdict == "faster" and t.chosen == "regional+dyn"
+    assert "trials/regional+dyn/check" in log and "stacked remedies" in t.decision
+    # without the remedy that failed alone: the stacked winners beat either single one
+    t, _ = _per_call_trial(monkeypatch, tmp_path, _stack_runs, [dyn, cso])
+    assert t.chosen == "combined" and "the best single one, dyn" in t.decision
 
 
 def test_the_top_receipt_is_the_chosen_runs_with_the_trials_decision(tmp_path):

@@ -48,6 +48,7 @@ _FAMILY: dict[ChurnPattern, CauseFamily] = {
     "shape": "size",
     "stride": "size",
     "value": "value",
+    "type": "type",
     "flag": "flag",
     "dtype_device": "dtype_device",
     "recompile_limit": "recompile_limit",
@@ -74,7 +75,9 @@ def parse_change(guards: list[str], status: str = "ok") -> GuardChange:
     recent variant, a call that changes a length after a call that passed an extra argument fails
     on the argument; against the first variant, on the length, which is what is new. The first
     variant is what the run started from, so the change is named against it (the last listed)."""
-    first = next((g for g in reversed(guards) if g.strip()), "")
+    typed = next((g for g in guards if g.strip() and guard_pattern(g)[0] == "type"), None)
+    # a type switch fails the earlier variants' value guards too (a tensor is not == 999): the type is what changed
+    first = typed or next((g for g in reversed(guards) if g.strip()), "")
     line = _PREFIX.sub("", first.strip().splitlines()[0] if first.strip() else "").strip()
     if not line:
         fam: CauseFamily = "recompile_limit" if status == "fallback" else "other"
@@ -96,6 +99,8 @@ def parse_change(guards: list[str], status: str = "ok") -> GuardChange:
         # len(kwargs) == 1: an optional argument given or left out
         return GuardChange("flag", subject, None, f"== {value}", None, line)
     if family == "value":
+        return GuardChange(family, subject, None, value, None, line)
+    if family == "type":
         return GuardChange(family, subject, None, value, None, line)
     return GuardChange(family, subject, None, None, None, line)
 
@@ -132,6 +137,8 @@ def describe(ch: GuardChange) -> str:
         return f"{ch.subject} {exp} no longer holds"
     if ch.family == "value":
         return f"{ch.subject}: {ch.expected} → another value"
+    if ch.family == "type":
+        return f"{ch.subject}: {ch.expected or 'one type'} → another type"
     if ch.family == "dtype_device":
         return f"{ch.subject} changed"
     if ch.family == "recompile_limit":
@@ -381,6 +388,9 @@ def _remedy(cause: _Cause) -> Remedy:
             action="pass_as_tensor",
             text=f"{ch.subject} is a Python number specialised as a constant: pass it as a 0-d tensor, or hoist it out",
         )
+    if cause.family == "type":
+        return Remedy(action="keep_type", text=f"{ch.subject} is passed as {ch.expected or 'one type'} in some calls and "
+                      "as another type in others, each type its own compiled variant: pass the same type every call")
     if cause.family == "dtype_device":
         return Remedy(action="cast_inputs", text=f"cast {ch.subject} to one dtype and device before the compiled call")
     if cause.family == "recompile_limit":

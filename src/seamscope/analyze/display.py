@@ -15,6 +15,8 @@ passes such strings through :func:`shown` (plain text) or :func:`markup` (inside
 
 from __future__ import annotations
 
+import re
+
 #: Longest user string a terminal line shows before it is cut (the receipt keeps it whole).
 TERMINAL_LIMIT = 300
 
@@ -67,7 +69,12 @@ def markup(text: object, limit: int | None = TERMINAL_LIMIT) -> str:
     # imported here: a command that prints no markup (``seamscope import``) never loads rich
     from rich.markup import escape
 
-    return escape(shown(text, limit))
+    # rich reads any backslash before "[" as an escape; its escape() doubles those only before a
+    # tag-like "[x...]", so a regex such as L\['x'\] would lose its backslashes
+    return escape(_LONE_BACKSLASHES.sub(lambda m: m.group(1) * 2, shown(text, limit)))
+
+
+_LONE_BACKSLASHES = re.compile(r"(\\+)(?=\[(?![a-z#/@][^\[]*?\]))")
 
 
 __all__ = ["TERMINAL_LIMIT", "json_safe", "visible", "cut", "shown", "markup"]

@@ -34,6 +34,8 @@ _TENSOR_NAME = re.compile(r"tensor '(.+?)' (?=(?:size|stride|dtype|device|requir
 _FLAG = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=|is not|is)\s+(True|False|None)\b")
 _VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?\d+)?|'[^']*')\s*(?:#|$)")
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
+# a type check (an int passed before, a tensor now): ``___check_type_id(t, 1398...), type=<class 'int'>``
+_TYPE = re.compile(r"___check_type_id\((.+?), \d+\)(?:, type=<class '([^']+)'>)?")
 
 
 # A frame's recompile reasons repeat every earlier entry's reason (see ingest.compile_events): the
@@ -54,6 +56,9 @@ def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
     if m:
         return "dtype_device", f"{subj}.{m.group(1).lower()}", None
     first = _PREFIX.sub("", g.splitlines()[0] if g else "")
+    m = _TYPE.search(first)
+    if m:
+        return "type", m.group(1).strip(), m.group(2)
     m = _FLAG.match(first)
     if m:
         return "flag", m.group(1).strip(), f"{m.group(2)} {m.group(3)}"
@@ -166,6 +171,7 @@ def _churn_finding(
 _PATTERN_WORDS = {
     "shape": "shape churn",
     "value": "value specialization churn",
+    "type": "a type switch",
     "flag": "flag churn",
     "stride": "stride churn",
     "dtype_device": "dtype/device churn",
@@ -258,6 +264,16 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
             )
         )
         return rs
+    if p == "type":
+        was = f" (it was {', '.join(ev.values_seen[:2])})" if ev.values_seen else ""
+        return [
+            Remedy(
+                action="keep_type",
+                text=f"{', '.join(ev.subjects[:3]) or 'an argument'} is passed as different types between calls{was}, "
+                "and each type is its own compiled variant: pass the same type every call (always a tensor, or "
+                "always a Python number)",
+            )
+        ]
     if p == "flag":
         return [
             Remedy(

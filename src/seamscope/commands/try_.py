@@ -31,6 +31,9 @@ def parse_budget(text: str | None) -> float | None:
 @click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed repetitions per candidate (interleaved with the baseline).")
+@click.option("--max-repeat", "max_repeat", type=click.IntRange(min=1), default=None,
+              help="Repetitions an undecided candidate may get in all, interleaved with the baseline's "
+                   "(default 6, or 1 with --repeat 1).")
 @click.option("--seed", type=int, default=0, show_default=True, help="The seed of every run.")
 @click.option("--timeout", type=float, default=None, help="Seconds before a run counts as hung.")
 @click.option("--budget", default=None, help="Bound the whole trial (90s, 10m, 1h): a candidate starts only when its runs fit, "
@@ -47,7 +50,7 @@ def parse_budget(text: str | None) -> float | None:
 @click.option("--quiet", is_flag=True, help="No progress line.")
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str | None,
+def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: float | None, budget: str | None,
             candidates: tuple[str, ...], only: tuple[str, ...], skip: tuple[str, ...], markdown: str | None,
             write_patch: str | None, quiet: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a workload FILE.py:FUNC) as it is and with each remedy its findings
@@ -100,7 +103,10 @@ def command(out: str, repeat: int, seed: int, timeout: float | None, budget: str
                 sys.stderr.write("seamscope try: " + msg + "\n")
             sys.stderr.flush()
 
-    setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, timeout=timeout,
+    if max_repeat is None:
+        max_repeat = 1 if repeat == 1 else max(repeat, 6)
+    setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, max_repeat=max_repeat,
+                  timeout=timeout,
                   budget_s=budget_s, progress=progress)
     if budget_s is not None:
         setup.deadline = setup.clock() + budget_s

@@ -278,9 +278,13 @@ def code_change(spec: RemedySpec) -> str:
             except (ValueError, SyntaxError):
                 v = raw
             parts.append(f"torch._dynamo.config.{name} = {v!r}")
-    for src in spec.mark_dynamic:
-        parts.append(f"torch.compiler.config.dynamic_sources = {src!r}"
-                     + (f"  # or torch._dynamo.mark_dynamic({source_local(src)})" if source_local(src) else ""))
+    if spec.mark_dynamic:  # one assignment: a second one replaces the first
+        locs = [source_local(src) for src in spec.mark_dynamic]
+        alt = "; ".join(f"torch._dynamo.mark_dynamic({loc})" for loc in locs) if all(locs) else ""
+        value = ",".join(spec.mark_dynamic)
+        text = f'r"{value}"' if "\\" in value and '"' not in value else repr(value)  # a regex reads as written
+        parts.append(f"torch.compiler.config.dynamic_sources = {text}"
+                     + (f"  # or {alt}" if alt else ""))
     if spec.stance is not None:
         parts.append(f"torch.compiler.set_stance({spec.stance!r})")
     for d in spec.disable:

@@ -20,7 +20,7 @@ from typing import Literal
 from .ledger import Struct
 from .remedy import Remedy
 
-CauseFamily = Literal["size", "value", "flag", "dtype_device", "other", "recompile_limit"]
+CauseFamily = Literal["size", "value", "type", "flag", "dtype_device", "other", "recompile_limit"]
 """What kind of input property changed: a size (shape, stride, or a value guard on a number that
 was a size), a Python value, a flag or None-ness, a dtype/device, anything else; or the frame
 gave up (recompile limit) with no guard recorded."""

@@ -25,6 +25,7 @@ RemedyAction = Literal[
     "host_value_as_python",
     "make_contiguous",
     "cast_inputs",
+    "keep_type",
     "pass_as_tensor",
     "split_by_flag",
     "fix_churn_or_raise_limit",

@@ -63,6 +63,14 @@ class RunFigures(Struct, frozen=True, kw_only=True):
     """Distinct failed guards on a tensor's size or stride (what a mark candidate left changing)."""
     unmatched_marks: list[str] = []
     """``--mark-dynamic`` sources that matched no source in any compilation."""
+    load_avg: float | None = None
+    """The machine's 1-minute load average when the run ended (``/proc/loadavg``)."""
+    cpus: int | None = None
+    """CPUs the trial could use."""
+    cpu_ns: int | None = None
+    """CPU time (user + system) of the run's process, from its own ``getrusage``."""
+    preempted: int | None = None
+    """Involuntary context switches of the run's process: times another task took its CPU."""
 
 
 class Metric(Struct, frozen=True, kw_only=True):
@@ -81,6 +89,10 @@ class Metric(Struct, frozen=True, kw_only=True):
     time) of (max - min) / min between repetitions, and ``ratio_median`` the ratio of the sums of
     each call's minimum."""
     verdict: MetricVerdict = "n/a"
+    ci_low: float | None = None
+    """The ratio's confidence interval (``stats.LEVEL``, Welch's t on the logarithms of the
+    per-repetition figures); None with fewer than two repetitions on a side."""
+    ci_high: float | None = None
 
 
 class CallGroup(Struct, frozen=True, kw_only=True):
@@ -130,6 +142,10 @@ class Paired(Struct, frozen=True, kw_only=True):
     """The largest such variation of one call (max / min)."""
     verdict: MetricVerdict = "n/a"
     unpaired: list[CallGroup] = []
+    ci_low: float | None = None
+    """The confidence interval of the typical paired call's ratio: Welch's t on the logarithms of
+    each repetition's median paired call, one figure per repetition and side."""
+    ci_high: float | None = None
 
 
 class OutputCheck(Struct, frozen=True, kw_only=True):
@@ -180,6 +196,8 @@ class Candidate(Struct, frozen=True, kw_only=True):
     artifacts that run saved); None: an empty cache directory, as every other run."""
     env: dict[str, str] = {}
     """Environment its processes got beyond the trial's own (``TORCHINDUCTOR_COMPILE_THREADS``)."""
+    repetitions: int = 0
+    """Timed repetitions it had (more than ``--repeat`` where it was undecided)."""
     trade: str | None = None
     """Compile time saved per process start, steady time per call (paired), and the process
     lifetime (steady calls, restarts for a cache) at which it pays off."""
@@ -222,6 +240,8 @@ class Trials(Struct, frozen=True, kw_only=True):
     decision: str
     rollback_trigger: str | None
     interrupted: bool = False
+    max_repeat: int | None = None
+    """The most repetitions an undecided candidate could get (``--max-repeat``)."""
     overhead: Overhead | None = None
     folded: list[str] = []
     """Catalogue entries not tried one by one: internal sources folded into a policy candidate,

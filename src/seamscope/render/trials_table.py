@@ -63,6 +63,12 @@ def _steady_cell(c: Candidate) -> str:
     return f"{fmt_ns(p.candidate_ns)} ×{p.ratio_median:.2f} ({p.calls} paired)"
 
 
+def reps_text(t: Trials) -> str:
+    """``3 repetition(s)``, or ``3 repetition(s), up to 6 where undecided``."""
+    more = f", up to {t.max_repeat} where undecided" if t.max_repeat and t.max_repeat > t.repeat else ""
+    return f"{t.repeat} repetition(s){more}"
+
+
 def verdict_cell(c: Candidate) -> str:
     """The row's verdict; the steady and total verdicts beside it only where they differ from it."""
     if c.origin == "baseline":
@@ -91,8 +97,12 @@ def notes(t: Trials) -> list[str]:
             out.append(f"{c.name}: {b} (not in the baseline: never recommended)")
         if c.paired is not None:
             out += [f"{c.name}: {group_text(g)}" for g in c.paired.unpaired]
-        if c.noise_note and c.verdict == "noisy":
-            out.append(f"{c.name}: noisy: {c.noise_note}")
+        if c.noise_note and c.verdict in ("noisy", "no measurable change"):
+            out.append(f"{c.name}: {c.verdict}: {c.noise_note}")
+        total = next((m for m in c.metrics if m.name == "total" and m.ci_low is not None), None)
+        if total is not None and c.verdict in ("faster", "slower", "no measurable change", "noisy"):
+            out.append(f"{c.name}: total {total.ratio_median:.3f}×, interval {total.ci_low:.3f}–{total.ci_high:.3f}"
+                       f" over {c.repetitions} repetition(s): {total.verdict}")
         if c.verdict == "no effect" and c.reason:
             out.append(f"{c.name}: no effect: {c.reason}")
         if c.trade:
@@ -104,7 +114,7 @@ def notes(t: Trials) -> list[str]:
 #: A sentence around user strings is cut later than a bare name (as in the terminal summary).
 SENTENCE = 1200
 
-COLUMNS = ("#", "candidate", "verdict", "total time", "compile", "steady", "breaks", "recompiles", "fallbacks",
+COLUMNS = ("#", "candidate", "verdict", "reps", "total time", "compile", "steady", "breaks", "recompiles", "fallbacks",
            "outputs")
 
 
@@ -115,6 +125,7 @@ def rows(t: Trials) -> list[list[str]]:
             "" if c.origin == "baseline" else str(c.rank),
             c.name + (" ✓" if c.name == t.chosen else ""),
             verdict_cell(c),
+            str(c.repetitions or len(c.runs)),
             _time_cell(c, "total"),
             _time_cell(c, "compile"),
             _steady_cell(c),
@@ -126,7 +137,7 @@ def rows(t: Trials) -> list[list[str]]:
     return out
 
 
-TERMINAL_COLUMNS = ("#", "candidate", "verdict", "total time (with compile)", "compile", "steady per call",
+TERMINAL_COLUMNS = ("#", "candidate", "verdict", "reps", "total time (with compile)", "compile", "steady per call",
                     "breaks / recompiles / fallbacks", "outputs")
 
 
@@ -148,11 +159,11 @@ class TrialsTerminalRenderer:
         from rich.table import Table
 
         console = self.console
-        table = Table(title=f"remedy trials · {markup(t.script)} · {t.repeat} repetition(s), seed {t.seed}")
+        table = Table(title=f"remedy trials · {markup(t.script)} · {reps_text(t)}, seed {t.seed}")
         for col in TERMINAL_COLUMNS:
             table.add_column(col, overflow="fold")
         for r in rows(t):
-            table.add_row(*(markup(x, SENTENCE) for x in (*r[:6], f"{r[6]} / {r[7]} / {r[8]}", r[9])))
+            table.add_row(*(markup(x, SENTENCE) for x in (*r[:7], f"{r[7]} / {r[8]} / {r[9]}", r[10])))
         console.print(table)
         for line in notes(t):
             console.print(f"  {shown(line, SENTENCE)}", markup=False)
@@ -201,7 +212,7 @@ class TrialsHtmlRenderer:
 
 def _markdown(t: Trials) -> str:
     lines = [f"### Remedy trials: `{t.script}`", "",
-             f"{t.repeat} interleaved repetition(s) per candidate, each a fresh process with an empty inductor "
+             f"{reps_text(t)} per candidate, interleaved, each a fresh process with an empty inductor "
              f"cache, seed {t.seed}. Tolerance: {t.tolerance}.", ""]
     lines.append("| " + " | ".join(COLUMNS) + " |")
     lines.append("|" + "---|" * len(COLUMNS))
@@ -255,7 +266,7 @@ def _html_section(t: Trials) -> str:
     note_list = f"<ul>{note_items}</ul>" if note_items else ""
     trigger = f"<p><b>Rollback trigger:</b> {e(t.rollback_trigger)}</p>" if t.rollback_trigger else ""
     return (f'<section id="trials"><h2>Remedy trials: {e(t.script)}</h2>'
-            f"<p>{t.repeat} interleaved repetition(s), seed {t.seed}. Tolerance: {e(t.tolerance)}.</p>"
+            f"<p>{reps_text(t)}, interleaved, seed {t.seed}. Tolerance: {e(t.tolerance)}.</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note_list}<ol>{items}</ol>"
             f"<p><b>Decision:</b> {e(t.decision)}</p>{trigger}</section>")
 

@@ -23,3 +23,22 @@ def hang(gm, example_inputs):
 
     time.sleep(3600)
     return gm
+
+
+_IMPORTED = __import__("time").perf_counter()  # imported when the run's first compilation starts
+
+
+def slow(gm, example_inputs):
+    """A planted slowdown: sleeps 0.4× the time spent since this module was imported (the
+    compilation so far), and each call 0.4× its own time: a run made about 40% slower."""
+    import time
+
+    time.sleep(0.4 * (time.perf_counter() - _IMPORTED))
+
+    def run(*args):
+        t0 = time.perf_counter()
+        out = gm(*args)
+        time.sleep(0.4 * (time.perf_counter() - t0))
+        return out
+
+    return run

@@ -158,17 +158,95 @@ def disable_targets(receipt: Receipt, script: str | None) -> list[tuple[str, int
     return sorted(out, key=lambda x: (-x[1], x[0]))
 
 
+_INDEXED = re.compile(r"(\.[A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]|\['(\d+)'\]")
+_SIBLINGS = (("keys", "values"), ("key_cache", "value_cache"))
+"""Attribute pairs a cache layer holds side by side: a guard on one means the other changes too."""
+
+
+def family(source: str) -> str | None:
+    """A ``dynamic_sources`` regex for every source that differs from ``source`` only by an index
+    into a container (``.layers[0]``, ``._modules['3']``), and by ``keys``/``values`` of a cache
+    layer: PyTorch names only the first source whose guard failed, and the others recompile next.
+    ``L['kwargs']['cache'].layers[0].keys:2`` → ``L\\['kwargs'\\]...\\.layers\\[\\d+\\]\\.(keys|values)\\Z:2``.
+    None when there is no such index (``L['args'][0]`` is an argument, not a family member).
+    The regex has no comma or space (``dynamic_sources`` splits on commas and drops spaces)."""
+    name, sep, dim = source.rpartition(":")
+    if not sep or not dim.isdigit():
+        name, dim = source, ""
+    if not _INDEXED.search(name):
+        return None
+    out, pos = [], 0
+    for m in _INDEXED.finditer(name):
+        out.append(re.escape(name[pos:m.start()]))
+        out.append(re.escape(m.group(1)) + r"\[\d+\]" if m.group(1) else r"\['\d+'\]")
+        pos = m.end()
+    tail = re.escape(name[pos:])
+    for a, b in _SIBLINGS:
+        for one in (a, b):
+            if tail.endswith(r"\." + one):
+                tail = tail[: -len(one)] + f"({a}|{b})"
+                break
+        else:
+            continue
+        break
+    pattern = "".join(out) + tail + r"\Z"  # the end, as ``re.match`` anchors only the start
+    return pattern + (f":{dim}" if dim else "")
+
+
 def _marks(guards: list[str]) -> tuple[list[str], list[str]]:
-    """(the user sources with every dimension the guards name, the internal ones folded)."""
+    """(the user sources with every dimension the guards name, a family's sources as one regex;
+    the internal ones folded)."""
     user, internal = [], []
     for g in guards:
         s = source_of_guard(g)
+        s = family(s) or s if s is not None else None
         if s is not None and s not in user:
             user.append(s)
         i = internal_guard_source(g)
         if i is not None and i not in internal:
             internal.append(i)
     return sorted(user)[:MARKS_PER_CAUSE], sorted(internal)
+
+
+def _site_target(receipt: Receipt, site_id: str, script: str | None) -> str | None:
+    """``MODULE:QUALNAME`` of the function holding a break site (as :func:`disable_targets` names it)."""
+    site = next((b for b in receipt.ledger.break_sites if b.site_id == site_id), None)
+    if site is None or module_of(site.file, script) is None:
+        return None
+    return f"{module_of(site.file, script)}:{site.scope or site.function}"
+
+
+def _user_values(subjects: list[str]) -> bool:
+    """Value guards on the user's own numbers (not ``.item()`` results on Dynamo's stack, not an
+    argument count)."""
+    return bool(subjects) and all(not s.startswith(("___", "len(")) and not is_internal(s) for s in subjects)
+
+
+def _what(f: object) -> str:
+    ch = getattr(f, "churn", None)
+    if ch is not None:
+        on = f" on {', '.join(ch.subjects[:2])}" if ch.subjects else ""
+        return f"{ch.pattern} churn{on} in {ch.frame_name}"
+    return "a break"
+
+
+_NONE = {
+    "type": "a type switch: no flag keeps the type constant; pass the same type every call (the finding's remedy)",
+    "flag": "each setting of a flag is its own variant: no flag removes it; keep the setting fixed or hoist the branch",
+    "dtype_device": "inputs change dtype or device: no flag removes it; cast them to one before the call",
+    "stride": "inputs change layout: call .contiguous() before the call",
+    "value": "an argument count or a value no flag makes symbolic: pass the same arguments every call",
+}
+
+
+def _why_none(f: object) -> str:
+    """Why a cause of the findings has no candidate: what the change is, and the remedy that needs the code."""
+    ch = getattr(f, "churn", None)
+    if ch is not None and ch.pattern in _NONE:
+        return _NONE[ch.pattern]
+    rem = next(iter(getattr(f, "remedies", []) or []), None)
+    text = getattr(rem, "text", "") if rem is not None else ""
+    return "no flag or setting removes it" + (f"; {text}" if text else "")
 
 
 def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workload: bool = False,
@@ -188,6 +266,7 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     fs = receipt.findings
     if fs is None:
         return []
+    disabling = {t for t, _, _ in disable_targets(receipt, script)[:2]}
     for f in fs.findings:
         cost = f.cost.estimated_ns if f.cost is not None else (f.churn.compile_ns if f.churn is not None else 0)
         mine: list[Draft] = []
@@ -227,8 +306,16 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 buckets = buckets_for(workload_lengths or [])
                 if buckets is not None:
                     mine.append(draft(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost))
+        if ch is not None and ch.pattern == "value" and _user_values(ch.subjects):
+            # an int that changes every call, specialised as a constant: dynamic=True makes it symbolic
+            mine.insert(0, draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost))
         if mine:
             causes.append((cost, f.finding_id, mine))
+        elif f.site_id is not None and (holder := _site_target(receipt, f.site_id, script)) is not None \
+                and holder in disabling:
+            folded.append(f"{f.finding_id} (a break in {holder}): folded into the --disable {holder} candidate")
+        else:
+            folded.append(f"none: {f.finding_id} ({_what(f)}): {_why_none(f)}")
     for ct in fs.compile_time.findings if fs.compile_time is not None else []:  # capture/regional.py
         if ct.kind == "repeated_block" and ct.block is not None:
             causes.append((ct.total_ns, ct.finding_id, [draft(f"regional {ct.block.cls}", ["--regional", ct.block.cls],
@@ -262,6 +349,21 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     for d in drafts[cap:]:
         folded.append(f"{d.name}: over the cap of {cap} candidates (its cause's better candidates come first)")
     return unique_names(drafts[:cap])
+
+
+def schedule(drafts: list[Draft]) -> list[Draft]:
+    """The order candidates start in under a budget: by expected saving over expected cost. The
+    saving of a cause's k-th candidate is its finding's cost over k (the first may already remove
+    what the cause costs); the cost is alike for all (each run is the same script, run as often),
+    so the order is by expected saving. The compile-time candidates (a warm cache, compile
+    threads: what compilation costs) thereby come before the remedies of a cheap recompile on a
+    compile-dominated run, instead of after every finding's."""
+    seen: dict[str, int] = {}
+    keyed = []
+    for i, d in enumerate(drafts):
+        seen[d.origin] = seen.get(d.origin, 0) + 1
+        keyed.append((-(d.cost_ns / seen[d.origin]), i, d))
+    return [d for _, _, d in sorted(keyed, key=lambda x: (x[0], x[1]))]
 
 
 def unique_names(drafts: list[Draft]) -> list[Draft]:

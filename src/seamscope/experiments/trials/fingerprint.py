@@ -71,6 +71,10 @@ class Fingerprints(msgspec.Struct, frozen=True, kw_only=True):
     """Top-level calls made before the first optimizer step (None: no step was taken)."""
     fingerprint_ns: int
     script_ns: int
+    cpu_ns: int | None = None
+    """The process's CPU time (user + system) when it wrote this record."""
+    preempted: int | None = None
+    """Its involuntary context switches by then."""
 
 
 # --- recording (torch) ----------------------------------------------------------------------------
@@ -178,8 +182,12 @@ class Recorder:
         return recorded
 
     def write(self, path: str, script_ns: int) -> None:
+        import resource
+
+        use = resource.getrusage(resource.RUSAGE_SELF)  # a forked run's counts start at its fork
         fp = Fingerprints(calls=self.calls, calls_seen=self.seen, stopped_at_update=self.stopped_at,
-                          fingerprint_ns=self.ns, script_ns=script_ns)
+                          fingerprint_ns=self.ns, script_ns=script_ns,
+                          cpu_ns=int((use.ru_utime + use.ru_stime) * 1e9), preempted=use.ru_nivcsw)
         with open(path, "wb") as f:
             f.write(msgspec.json.encode(fp))
 

@@ -35,6 +35,8 @@ class Setup:
     out: str
     seed: int = 0
     repeat: int = 3
+    max_repeat: int | None = None
+    """Repetitions an undecided candidate may get in all (None: ``repeat``, no more)."""
     timeout: float | None = None
     budget_s: float | None = None
     python: str = sys.executable
@@ -66,7 +68,8 @@ def shell_join(words: list[str]) -> str:
     """Like ``shlex.join``, but a word with single quotes only (``L['x']:0``) goes in double quotes."""
     out = []
     for w in words:
-        if "'" in w and not any(ch in w for ch in '"$`\\!'):
+        # in double quotes a backslash stays as written unless it precedes one of \ $ ` " (a regex's \[ does)
+        if "'" in w and not any(ch in w for ch in '"$`!') and "\\\\" not in w and not w.endswith("\\"):
             out.append(f'"{w}"')
         else:
             out.append(shlex.quote(w))
@@ -153,6 +156,8 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     fig = figures_of(label, receipt, exit_code, error, process_ns,
                      os.path.relpath(path, setup.out) if receipt is not None else None,
                      fps.script_ns if fps is not None else None)
+    if fps is not None:  # the run's own CPU time and preemptions (what load did to it)
+        fig = msgspec.structs.replace(fig, cpu_ns=fps.cpu_ns, preempted=fps.preempted)
     return Outcome(fig, receipt, stderr, fps if fingerprint else None)
 
 

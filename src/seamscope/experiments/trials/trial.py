@@ -15,6 +15,7 @@ in :mod:`.catalogue`, verdicts, pairing and ranking in :mod:`.verdicts`.
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from ...analyze.units import fmt_ns
 from ...model.receipt import Receipt
 from ...model.trials import (
     Candidate,
+    Metric,
     OutputCheck,
     Overhead,
     RunFigures,
@@ -34,6 +36,7 @@ from ...model.trials import (
 )
 from ..remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
 from . import fingerprint as fpmod
+from . import load as loadmod
 from .cache import (
     RunExtra,
     code_change_of,
@@ -45,7 +48,16 @@ from .cache import (
     trade_text,
     warm_paths,
 )
-from .catalogue import Draft, catalogue, choose, compile_sites, source_of_guard, unique_names
+from .catalogue import (
+    Draft,
+    catalogue,
+    choose,
+    compile_sites,
+    family,
+    schedule,
+    source_of_guard,
+    unique_names,
+)
 from .patches import attach as attach_patches
 from .rewrites import rewrites
 from .runs import BudgetSpent, Outcome, Setup, run_command, run_once, shell_join
@@ -58,7 +70,9 @@ from .verdicts import (
     paired,
     rank,
     recommendable,
+    retries,
     unmatched,
+    wants_more,
 )
 
 # --- the trial ------------------------------------------------------------------------------------
@@ -89,6 +103,8 @@ class _State:
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
     extras: dict[str, RunExtra] = field(default_factory=dict)
     """How a candidate's processes start, where that is the remedy (:mod:`.cache`)."""
+    short: dict[str, float] = field(default_factory=dict)
+    """Undecided candidates the budget stopped: seconds one more round would have needed."""
 
 
 def _progress(st: _State, text: str, remaining_runs: int) -> None:
@@ -120,8 +136,10 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
                 if not st.runs.get(key):
                     need = seconds_needed(st, name)
                     if elapsed + need > budget:
+                        left = max(0.0, budget - elapsed)
                         st.not_tried[name] = (f"over the budget: its runs and those still owed need about "
-                                              f"{need:.0f} s, {max(0.0, budget - elapsed):.0f} s were left")
+                                              f"{need:.0f} s, {left:.0f} s were left; about "
+                                              f"{need - left:.0f} s more --budget would try it")
                         continue
                 elif elapsed > budget:
                     continue  # the repetitions done so far are kept
@@ -133,11 +151,40 @@ def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], tota
             st.run_s.append(took)
             st.times.setdefault(key, []).append(took)
             done[0] += 1
-            st.runs.setdefault(key, []).append(oc.figures)
+            fig = msgspec.structs.replace(oc.figures, load_avg=loadmod.load_average(), cpus=loadmod.cpus())
+            st.runs.setdefault(key, []).append(fig)
             if not oc.figures.ok:
                 if name == "baseline":
                     raise BaselineFailed(oc.figures.error or "the baseline failed", oc.stderr)
                 st.failed[name] = oc.figures.error or "failed"
+
+
+def _adaptive(st: _State, drafts: list[Draft], base_key: str, total_runs: int, done: list[int],
+              next_rep: int | None = None) -> int:
+    """More repetitions, interleaved with the baseline's, for the candidates still undecided that
+    could win (:func:`.verdicts.wants_more`), one round at a time, until each is decided,
+    ``max_repeat`` is reached or the next round does not fit in the budget. Returns the runs planned."""
+    setup = st.setup
+    most = max(setup.repeat, setup.max_repeat or setup.repeat)
+    rep = next_rep or len(st.runs.get(base_key, [])) + 1
+    while True:
+        base = st.runs.get(base_key, [])
+        more = [d for d in drafts if d.name not in st.failed and d.name not in st.not_tried
+                and 0 < len(st.runs.get(d.name, [])) < most and len(st.runs[d.name]) <= len(base)
+                and wants_more(st.runs[d.name], base[: len(st.runs[d.name])])]
+        if not more:
+            return total_runs
+        if setup.budget_s is not None:
+            typical = statistics.median(st.run_s[1:]) if len(st.run_s) > 1 else first_run_estimate(st)
+            owed = (3 + len(drafts)) * typical if base_key == "baseline" else typical
+            if setup.clock() - st.started + (1 + len(more)) * typical + owed > setup.budget_s:
+                for d in more:
+                    st.short[d.name] = (1 + len(more)) * typical
+                return total_runs
+        total_runs += 1 + len(more)
+        pair: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in more]
+        _timed(st, pair, [rep], total_runs, done, keys={"baseline": base_key})
+        rep += 1
 
 
 def seconds_needed(st: _State, admitting: str) -> float:
@@ -210,7 +257,7 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     change = d.change or code_change_of(d) or (change_at(d.spec, st.sites) if flags else "(none: the script as it is)")
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
                 code_change=change, command=cmd, start=d.start, env=dict(d.env), patch=d.patch, diff=d.diff,
-                review=d.review,
+                review=d.review, repetitions=len(runs),
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
     if d.name in st.not_tried and not runs:
         return Candidate(**base, status="not tried", verdict="not tried", reason=st.not_tried[d.name])  # type: ignore[arg-type]
@@ -235,20 +282,31 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
         verdict, reason = "failed", check.detail
     note = None
     if "noisy" in (steady, total, verdict):
-        note = noise_text(pr.worst_noise, pr.noise if pr.noise is not None else total_m.baseline_spread)
+        note = noise_text(pr.worst_noise, pr.noise if pr.noise is not None else total_m.baseline_spread,
+                          loadmod.busy(runs + base_runs), loadmod.measured(runs + base_runs), total_m)
+    if d.name in st.short and verdict in ("noisy", "no measurable change"):
+        more = (f"undecided after {len(runs)} repetitions: one more round needed about "
+                f"{st.short[d.name]:.0f} s beyond the budget")
+        note = f"{note}; {more}" if note else more
     return Candidate(**base, metrics=ms, steady_verdict=steady, total_verdict=total, verdict=verdict,  # type: ignore[arg-type]
                      outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
 
 
-def noise_text(worst: float | None, typical: float | None) -> str:
-    """One line on why timings could not decide."""
+def noise_text(worst: float | None, typical: float | None, busy: str | None = None, measured: str = "",
+               total: Metric | None = None) -> str:
+    """One line on why timings could not decide: how much the runs varied, the interval where
+    there is one, and "the machine is busy" only when load was measured (``busy``)."""
     if worst is not None and typical is not None:
         text = f"the same call varied {worst:.3g}× between repetitions (typically {typical:.0%})"
     elif typical is not None:
         text = f"the same call varied typically {typical:.0%} between repetitions"
     else:
         text = "the timings varied between repetitions"
-    return text + ": the machine is busy; rerun with more --repeat or on a quiet machine"
+    if total is not None and total.ci_low is not None and total.ci_high is not None:
+        text += f"; the total's interval {total.ci_low:.2f}–{total.ci_high:.2f}× is too wide to tell"
+    if busy is not None:
+        return text + f": the machine is busy ({busy}); rerun with more --repeat or on a quiet machine"
+    return text + (f" ({measured}: not from load); more repetitions narrow the interval" if measured else "")
 
 
 def reproduce_command(flags: list[str], setup: Setup, name: str, extra: RunExtra | None = None) -> str:
@@ -271,14 +329,20 @@ def more_dims(drafts: list[Draft], runs: dict[str, list[RunFigures]]) -> list[Dr
             continue
         marked = set(d.spec.mark_dynamic)
         bases = {m.rpartition(":")[0] for m in marked}
-        extra = sorted({s for g in runs[d.name][0].size_guards if (s := source_of_guard(g)) is not None
-                        and s.rpartition(":")[0] in bases and s not in marked})
+
+        extra = sorted({family(s) or s for g in runs[d.name][0].size_guards if (s := source_of_guard(g)) is not None
+                        and _covered(s.rpartition(":")[0], bases)} - marked)
         if not extra or f"{d.name}-all" in names:
             continue
         spec = msgspec.structs.replace(d.spec, mark_dynamic=tuple(sorted(marked | set(extra))))
         out.append(Draft(name=f"{d.name}-all", spec=spec, origin=d.origin, cost_ns=d.cost_ns,
                          targets=f"{d.targets} (its run still recompiled on {', '.join(extra)})"))
     return out
+
+
+def _covered(base: str, bases: set[str]) -> bool:
+    """A marked source, or a member of a marked family (a regex, ``...\\Z``)."""
+    return base in bases or any(b.endswith("\\Z") and re.match(b, base) is not None for b in bases)
 
 
 def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
@@ -313,7 +377,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     found += rewrites(first.receipt, setup.script)  # code changes no flag makes (:mod:`.rewrites`)
     found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
                           env={**os.environ, **setup.env})
-    drafts = choose(found, only, skip)
+    drafts = schedule(choose(found, only, skip))
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = unique_names(drafts)
@@ -340,6 +404,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             _timed(st, [(d.name, d.run_flags())], [1], total_runs, done)
         if setup.repeat > 1:
             _timed(st, order, list(range(2, setup.repeat + 1)), total_runs, done)
+        total_runs = _adaptive(st, drafts, "baseline", total_runs, done)
         # outputs, outside the timed repetitions
         _progress(st, "outputs · baseline (twice) and eager", total_runs - done[0])
         b1 = _check(st, "baseline", [], "baseline/check-1")
@@ -374,27 +439,45 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     base_runs = st.runs["baseline"]
     cands = [_candidate(st, d, base_runs, checks[d.name]) for d in drafts]
     ranked = rank(cands)
-    # a combined candidate of the best remedies that do not conflict, against its own baseline
+    # a second round against a baseline of its own: the winners stacked as one candidate, and a
+    # candidate that failed alone retried with the one that removes what it failed from
+    second: list[Draft] = []
     combo = None if trials_interrupted or budget_ended else combine(ranked)
-    if combo is not None and setup.budget_s is not None and statistics.median(st.run_s) * (
-        2 * setup.repeat + 1
-    ) > setup.budget_s - (setup.clock() - st.started):
-        combo = None
     if combo is not None:
-        spec = spec_from_words(combo)
-        cd = Draft(name="combined", spec=spec, origin="combined",
-                   targets="the recommended remedies together: " + ", ".join(c.name for c in ranked if recommendable(c)))
-        attach_patches([cd], setup.out, setup.script)
-        st.drafts.append(cd)
+        second.append(Draft(name="combined", spec=spec_from_words(combo), origin="combined",
+                            targets="the recommended remedies together: "
+                            + ", ".join(c.name for c in ranked if recommendable(c))))
+    if not trials_interrupted and not budget_ended:
+        base_figs = st.runs["baseline"]
+        for x, y, flags in retries(ranked, base_figs):
+            second.append(Draft(name=f"{x.name}+{y.name}", spec=spec_from_words(flags), origin="retried",
+                                targets=f"{x.name} again, with {y.name}, which removes the recompiles or fallbacks "
+                                f"{x.name} hit alone"))
+    if second and setup.budget_s is not None:
+        room = setup.budget_s - (setup.clock() - st.started)
+        while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second)) > room:
+            second.pop()  # the combined candidate first, then the retries in order
+    if second:
+        attach_patches(second, setup.out, setup.script)
+        st.drafts += second
         try:
-            pair = [("baseline", []), ("combined", cd.run_flags())]
-            reps = list(range(setup.repeat + 1, 2 * setup.repeat + 1))
-            _timed(st, pair, reps, total_runs + 2 * setup.repeat + 1, done, keys={"baseline": "baseline-2"})
-            oc = _check(st, "combined", cd.run_flags(), "combined/check")
-            tc = time.perf_counter_ns()
-            chk = output_check(oc, base_fp, eager_fp, deterministic)
-            st.compare_ns += time.perf_counter_ns() - tc
-            ranked = rank(ranked + [_candidate(st, cd, st.runs.get("baseline-2", []), chk)])
+            pair: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in second]
+            first_rep = len(st.runs["baseline"]) + 1  # after the repetitions the singles had
+            reps = list(range(first_rep, first_rep + setup.repeat))
+            total_runs += (1 + len(second)) * setup.repeat + len(second)
+            _timed(st, pair, reps, total_runs, done, keys={"baseline": "baseline-2"})
+            _adaptive(st, second, "baseline-2", total_runs, done, first_rep + setup.repeat)
+            extra_cands = []
+            for d in second:
+                if d.name in st.failed or not st.runs.get(d.name):
+                    extra_cands.append(_candidate(st, d, st.runs.get("baseline-2", []), OutputCheck(status="not checked")))
+                    continue
+                oc = _check(st, d.name, d.run_flags(), f"{d.name}/check")
+                tc = time.perf_counter_ns()
+                chk = output_check(oc, base_fp, eager_fp, deterministic)
+                st.compare_ns += time.perf_counter_ns() - tc
+                extra_cands.append(_candidate(st, d, st.runs.get("baseline-2", []), chk))
+            ranked = rank(ranked + extra_cands)
         except KeyboardInterrupt:
             trials_interrupted = True
         except BudgetSpent:
@@ -422,6 +505,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
                     tolerance=fpmod.tolerance_text(), deterministic=deterministic, baseline=base_cand,
                     candidates=ranked, chosen=chosen.name if chosen else None, decision=decision,
                     rollback_trigger=trigger, interrupted=trials_interrupted, overhead=overhead,
+                    max_repeat=max(setup.repeat, setup.max_repeat or setup.repeat),
                     folded=folded)
     return trials, first.receipt
 
@@ -507,6 +591,12 @@ def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate
                 f"outputs {chosen.outputs.status}")
     if chosen.paired is not None and chosen.paired.unpaired:
         evidence += "; " + "; ".join(group_text(g) for g in chosen.paired.unpaired[:3])
+    if chosen.origin in ("combined", "retried"):
+        single = next((c for c in ranked if recommendable(c) and c.origin not in ("combined", "retried")), None)
+        evidence += f"; stacked remedies ({chosen.targets})"
+        if single is not None:
+            evidence += (f", measured against a baseline of their own: total {_ratio_text(chosen, 'total')} against "
+                         f"the best single one, {single.name}: {_ratio_text(single, 'total')}")
     if chosen.adds:
         evidence += "; it adds " + ", ".join(chosen.adds) + " (and beats every candidate that adds nothing)"
     if chosen.trade:
@@ -515,12 +605,24 @@ def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate
         evidence += "; " + break_even(chosen, base)
     if chosen.noise_note:
         evidence += "; " + chosen.noise_note
+    return evidence, rollback_trigger(chosen, base)
+
+
+def rollback_trigger(chosen: Candidate, base: Candidate) -> str:
+    """When to undo the chosen remedy, from its own figures: the slowest steady median and the
+    most recompiles it had in any repetition of the trial (what it met every time). The
+    baseline's steady median is over other calls (a remedy changes which calls are steady), so
+    it is said beside the threshold, never used as it."""
     rec = next((m for m in chosen.metrics if m.name == "recompiles"), None)
-    trigger = ("roll back if steady calls take longer than the baseline's ("
-               f"{fmt_ns(_median_of(base, 'steady median'))} median per call), if recompiles exceed "
-               f"{int(rec.max) if rec and rec.max is not None else 0} per run, or if outputs differ from eager "
-               "beyond the tolerance")
-    return evidence, trigger
+    steady = next((m for m in chosen.metrics if m.name == "steady median"), None)
+    parts = []
+    if steady is not None and steady.max is not None:
+        parts.append(f"if steady calls take longer than {fmt_ns(steady.max)} median per call (the slowest of this "
+                     f"remedy's {chosen.repetitions or len(chosen.runs)} repetition(s); the baseline's: "
+                     f"{fmt_ns(_median_of(base, 'steady median'))}, over the calls steady there)")
+    parts.append(f"if recompiles exceed {int(rec.max) if rec and rec.max is not None else 0} per run")
+    parts.append("or if outputs differ from eager beyond the tolerance")
+    return "roll back " + ", ".join(parts)
 
 
 def stable_text(c: Candidate) -> str:

@@ -24,12 +24,12 @@ from ...model.trials import (
     Verdict,
 )
 from ..remedy_spec import parse_assignment
+from . import stats
 
 NOISE_LIMIT = 0.25
 """The same call varying by more than 25% between repetitions (the median over calls): the
 timings cannot tell small effects apart, and a verdict the effect does not clear is ``noisy``."""
-MIN_EFFECT = 0.03
-"""A time ratio within 3% of 1 is no measurable change, however quiet the machine."""
+MIN_EFFECT = stats.MIN_EFFECT
 
 
 def metric_verdict(ratios: list[float], baseline: list[float]) -> tuple[MetricVerdict, float | None, float | None]:
@@ -65,8 +65,10 @@ METRICS = (
 
 def metrics_of(runs: list[RunFigures], base_runs: list[RunFigures]) -> list[Metric]:
     """Each figure's median and spread over repetitions; timings also their ratios to the baseline
-    of the same repetition (pairs where either side lacks the figure are left out). The steady
-    figures are over each run's own steady calls: shown, never judged (see :func:`paired`)."""
+    of the same repetition (pairs where either side lacks the figure are left out). Total and
+    compile time are judged by :func:`.stats.interval` over the repetitions where each side has
+    two or more; with one, by the old floor rules (:func:`robust_total`, :func:`metric_verdict`).
+    The steady figures are over each run's own steady calls: shown, never judged (see :func:`paired`)."""
     out = []
     for name, attr in METRICS:
         vals = [getattr(r, attr) for r in runs if r.ok and getattr(r, attr) is not None]
@@ -83,10 +85,19 @@ def metrics_of(runs: list[RunFigures], base_runs: list[RunFigures]) -> list[Metr
             verdict = "n/a" if not ratios else verdict
         if attr == "total_ns" and ratios:
             verdict, med, spread = robust_total(runs, base_runs) or (verdict, med, spread)
+        iv = None
+        if attr in ("total_ns", "compile_ns"):
+            base_vals = [float(getattr(b, attr)) for b in base_runs if b.ok and getattr(b, attr)]
+            iv = stats.interval([float(v) for v in vals], base_vals)
+            if iv is not None:
+                verdict, med = stats.decide(iv), iv.ratio  # type: ignore[assignment]
+                bm = statistics.median(base_vals)
+                spread = (max(base_vals) - min(base_vals)) / bm if bm > 0 else 0.0
         out.append(Metric(name=name, median=float(statistics.median(vals)) if vals else None,
                           min=float(min(vals)) if vals else None, max=float(max(vals)) if vals else None,
                           ratios=ratios, ratio_median=med, baseline_spread=spread,
-                          verdict=verdict if attr in ("total_ns", "compile_ns") else "n/a"))
+                          verdict=verdict if attr in ("total_ns", "compile_ns") else "n/a",
+                          ci_low=iv.low if iv else None, ci_high=iv.high if iv else None))
     return out
 
 
@@ -125,6 +136,19 @@ def robust_total(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[M
     if noise > NOISE_LIMIT:
         return "noisy", ratio, noise
     return "no measurable change", ratio, noise
+
+
+def wants_more(runs: list[RunFigures], base_runs: list[RunFigures]) -> bool:
+    """Whether a candidate is undecided and could still win (:func:`.stats.undecided` on its total
+    time's interval); one that broke compilation or failed gets no more repetitions."""
+    if not runs or not all(r.ok for r in runs) or compile_changes(runs, base_runs)[0]:
+        return False
+    total = next(m for m in metrics_of(runs, base_runs) if m.name == "total")
+    if total.ci_low is None or total.ci_high is None or total.ratio_median is None:
+        return total.verdict in ("noisy", "n/a") or (total.verdict == "no measurable change" and len(runs) < 2)
+    iv = stats.Interval(ratio=total.ratio_median, low=total.ci_low, high=total.ci_high, n=len(runs),
+                        n_base=len(base_runs), df=0.0)
+    return stats.undecided(iv, total.verdict)
 
 
 def weighted_median(pairs: list[tuple[float, float]]) -> float:
@@ -188,13 +212,18 @@ def paired(runs: list[RunFigures], base_runs: list[RunFigures]) -> Paired:
             reps.append(statistics.median(rr))
     noise = statistics.median(spreads) if spreads else None
     med = statistics.median(ratios) if ratios else None
-    return Paired(calls=len(ratios), ratio_median=med,
+    # the test's figure: each repetition's median paired call, per side (one stalled call cannot move it)
+    typical = [[statistics.median(float(side[i][k].wall_ns) for i in both) for k in range(len(side[both[0]]))]
+               if both else [] for side in (cand, base)]
+    iv = stats.interval(typical[0], typical[1]) if both else None
+    verdict = stats.decide(iv) if iv is not None else paired_verdict(med, reps, noise, len(ratios))
+    return Paired(calls=len(ratios), ratio_median=med, ci_low=iv.low if iv else None, ci_high=iv.high if iv else None,
                   ratio_low=_quantile(ratios, 0.25) if ratios else None,
                   ratio_high=_quantile(ratios, 0.75) if ratios else None,
                   baseline_ns=statistics.median(bmins) if bmins else None,
                   candidate_ns=statistics.median(cmins) if cmins else None,
                   rep_ratios=reps, noise=noise, worst_noise=worst if spreads else None,
-                  verdict=paired_verdict(med, reps, noise, len(ratios)), unpaired=unpaired(cand, base))
+                  verdict=verdict, unpaired=unpaired(cand, base))  # type: ignore[arg-type]
 
 
 def paired_verdict(med: float | None, reps: list[float], noise: float | None, calls: int = 3) -> MetricVerdict:
@@ -376,3 +405,39 @@ def combine(cands: list[Candidate]) -> list[str] | None:
                 flags += [f, v]
         used += 1
     return flags if used >= 2 else None
+
+
+def _count(c: Candidate | RunFigures, name: str) -> float:
+    if isinstance(c, RunFigures):
+        return float(getattr(c, name) or 0)
+    m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
+    return float(m.median) if m is not None and m.median is not None else 0.0
+
+
+def retries(ranked: list[Candidate], base_runs: list[RunFigures], most: int = 2) -> list[tuple[Candidate, Candidate,
+                                                                                                  list[str]]]:
+    """Candidates that failed alone from a cause another removes, with that other one and their
+    flags together: X recompiled or fell back (a regional block hitting the recompile limit on
+    shape churn) and was not recommendable; Y is recommendable, has fewer recompiles than the
+    baseline and no fallback, and does not conflict with X. At most ``most``, best Y first."""
+    base_rec = statistics.median([_count(r, "recompiles") for r in base_runs if r.ok] or [0.0])
+    helpers = [c for c in ranked if recommendable(c) and not c.start and not c.env and c.origin not in ("combined",
+                                                                                                         "retried")
+               and _count(c, "recompiles") < base_rec and _count(c, "fallbacks") == 0]
+    out: list[tuple[Candidate, Candidate, list[str]]] = []
+    for x in ranked:
+        if (recommendable(x) and not x.adds) or x.status != "tried" or x.start or x.env or not x.flags \
+                or x.origin in ("combined", "retried") or x.verdict in ("changes outputs", "failed", "no effect"):
+            continue
+        if _count(x, "recompiles") == 0 and _count(x, "fallbacks") == 0:
+            continue  # it did not fail from churn: nothing another candidate removes
+        xkeys = {k for f, v in zip(x.flags[::2], x.flags[1::2], strict=True) if (k := conflict_key(f, v)) is not None}
+        for y in helpers:
+            ykeys = {k for f, v in zip(y.flags[::2], y.flags[1::2], strict=True)
+                     if (k := conflict_key(f, v)) is not None}
+            if y.name != x.name and not (xkeys & ykeys):
+                out.append((x, y, [*x.flags, *y.flags]))
+                break
+        if len(out) >= most:
+            break
+    return out
