@@ -319,7 +319,7 @@ def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(HERE), "src"), env.get("PYTHONPATH", "")])
-    proc = subprocess.Popen([*SEAMSCOPE, "try", "--quiet", "--repeat", "2", "--out", "o", "--only",
+    proc = subprocess.Popen([*SEAMSCOPE, "try", "--quiet", "--repeat", "2", "--max-repeat", "2", "--out", "o", "--only",
                              "capture_scalar_outputs", os.path.join(W, "item_break_hold.py")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_ctrl_c_as_a_terminal_delivers_it)
@@ -406,7 +406,7 @@ def lengths_trial(tmp_path_factory, fresh_server):
     d = tmp_path_factory.mktemp("lengths")
     # three repetitions: with two, another test's load on both candidate runs (and neither baseline
     # run) read as a 16% steady effect within 3% noise
-    p = cli(["try", "--quiet", "--repeat", "3", "--out", "o", "--only", "dynamic=true",
+    p = cli(["try", "--quiet", "--repeat", "3", "--max-repeat", "3", "--out", "o", "--only", "dynamic=true",
              os.path.join(W, "lengths_repeats.py")], d)
     assert p.returncode == 0, p.stderr
     return load(d / "o" / "trials.json"), (d / "o" / "trials.md").read_text()
@@ -490,7 +490,7 @@ def test_a_loaded_machine_gives_noisy_or_the_right_verdict_never_slower(tmp_path
     watcher.start()
     try:
         time.sleep(0.5)
-        p = cli(["try", "--quiet", "--repeat", "2", "--out", "o", "--only", "capture_scalar_outputs",
+        p = cli(["try", "--quiet", "--repeat", "2", "--max-repeat", "2", "--out", "o", "--only", "capture_scalar_outputs",
                  os.path.join(W, "item_break.py")], tmp_path)
     finally:
         stop.set()
@@ -528,7 +528,7 @@ def whole_model_trial(tmp_path_factory, fresh_server):
     repetitions, every candidate the catalogue proposes."""
     pytest.importorskip("transformers")
     d = tmp_path_factory.mktemp("whole")
-    p = cli(["try", "--quiet", "--repeat", "2", "--out", "o", os.path.join(W, "hf_whole.py")], d)
+    p = cli(["try", "--quiet", "--repeat", "2", "--max-repeat", "2", "--out", "o", os.path.join(W, "hf_whole.py")], d)
     assert p.returncode == 0, p.stderr
     return load(d / "o" / "trials.json"), d / "o", (d / "o" / "trials.md").read_text()
 
