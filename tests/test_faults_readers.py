@@ -289,3 +289,21 @@ def test_run_under_ascii_with_an_argument_that_is_not_utf8(tmp_path: Path, monke
 
 if sys.platform != "linux":  # FIFOs, /dev/zero, /proc
     pytestmark = pytest.mark.skip("POSIX devices and FIFOs")
+
+
+def test_a_capped_read_holds_about_the_file_not_the_cap(tmp_path) -> None:
+    """``read(n)`` allocates ``n`` bytes first: a reader that asked for its whole cap held 256 MiB
+    for every receipt it read (a 256-rank merge peaked at 270 MB)."""
+    import tracemalloc
+
+    from seamscope.ingest.limits import MAX_RECEIPT_BYTES, read_capped
+
+    p = tmp_path / "r.json"
+    p.write_bytes(b"x" * 30_000)
+    tracemalloc.start()
+    try:
+        assert read_capped(str(p), MAX_RECEIPT_BYTES, "a receipt") == b"x" * 30_000
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 30_000

@@ -119,5 +119,5 @@ def test_wrapped_compilations_carry_the_users_frame_and_keep_their_code_name(lib
     assert named[3] is not None and (named[3].function, named[3].line) == ("Block.forward", _line(Block.forward))
     assert named[4] is None
     text = TerminalRenderer(Console(width=200)).render(s.receipt())
-    for shown in ("step (", "double (", "Sequential.forward", "Block.forward"):
+    for shown in ("(step)", "(double)", "(Sequential.forward)", "(Block.forward)"):
         assert shown in text

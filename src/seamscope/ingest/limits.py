@@ -158,9 +158,19 @@ def read_capped(path: str, limit: int, what: str) -> bytes:
                 f"{path}: {_size_text(size)}, larger than the {_size_text(limit)} seamscope reads as {what}"
             )
         try:
-            data = f.read(limit + 1)
+            # read(n) allocates n bytes first: ask for the size it has (plus one, to see it grow),
+            # then any growth in bounded pieces, never the whole limit at once
+            chunks = [f.read(size + 1)]
+            total = len(chunks[0])
+            while size < total <= limit:
+                more = f.read(min(1 << 20, limit + 1 - total))
+                if not more:
+                    break
+                chunks.append(more)
+                total += len(more)
         except OSError as e:
             raise UnusableInput(f"{path}: cannot read: {e.strerror}") from None
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > limit:  # it grew while read
         raise UnusableInput(f"{path}: larger than the {_size_text(limit)} seamscope reads as {what}")
     return data
