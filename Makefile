@@ -100,7 +100,7 @@ test-core: $(CORE_STAMP)
 	$(LANE_ENV) $(CORE_VENV)/bin/python -m pytest -q -p no:cacheprovider $(XDIST) -m "not inductor" $(CORE_TESTS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
 # Fresh Hypothesis draws (make test is derandomized): pin any failure found here as an @example.

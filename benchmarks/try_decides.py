@@ -61,7 +61,8 @@ def rows(t: dict) -> dict[str, str]:
         iv = (f"{total['ci_low']:.2f}–{total['ci_high']:.2f}" if total.get("ci_low") is not None else "–")
         blamed = "busy" if "the machine is busy" in (c.get("noise_note") or "") else ""
         chosen = " ✓" if c["name"] == t["chosen"] else ""
-        out[c["name"]] = f"{c['verdict']}{chosen} · {c.get('repetitions', len(c['runs']))} reps · {iv} {blamed}".strip()
+        reps = c.get("repetitions", len(c["runs"]))
+        out[c["name"]] = f"{c['verdict']}{chosen} · {reps} reps · {iv} {blamed}".strip()
     return out
 
 

@@ -41,30 +41,70 @@ def sweep_compilations() -> list[Compilation]:
     """What Dynamo compiled over five calls: call 0 compiles, call 1 turns the global mask on,
     call 2 changes the length 20 → 28 (padded 24 → 32 inside), call 3 36 (frames first compiled
     in call 2 recompile), call 4 hits the cache. Durations in µs."""
-    return [msgspec.structs.replace(c, duration_ns=c.duration_ns * 1_000) for c in [
-        comp("0/0", "forward", 0, 500, line=1384),
-        comp("1/0", "_pad_to_window_size", 0, 80),
-        comp("3/0", "torch_dynamo_resume_in_forward_at_1473", 0, 570),
-        comp("5/0", "forward", 0, 1_400),
-        # call 1: global_attention_mask given; the .item() result behind it flips a resume's flag
-        comp("0/1", "forward", 1, 300, ("0/0: global_attention_mask is None  # if global_attention_mask is not None:",),
-             line=1384),
-        comp("5/1", "forward", 1, 570, ("5/0: ___stack0 == False  # if is_global_attn:",), status="failed"),
-        comp("7/0", "forward_with_checkpointing", 1, 400),
-        # call 2: one length change, named differently in every frame it reached
-        comp("0/2", "forward", 2, 350, ("0/1: tensor 'input_ids' size mismatch at index 1. expected 20, actual 28",
-                                        "0/0: tensor 'input_ids' size mismatch at index 1. expected 20, actual 28"),
-             line=1384),
-        comp("1/1", "_pad_to_window_size", 2, 150, ("1/0: tensor 'input_ids' size mismatch at index 1. expected 20, actual 28",)),
-        comp("3/1", "torch_dynamo_resume_in_forward_at_1473", 2, 1_800,
-             ("3/0: tensor '___stack0[1]' size mismatch at index 1. expected 24, actual 32",)),
-        comp("7/1", "forward_with_checkpointing", 2, 410, ("7/0: tensor 'args[0]' size mismatch at index 1. expected 24, actual 32",)),
-        comp("27/0", "forward", 2, 470),
-        comp("26/0", "_sliding_chunks_query_key_matmul", 2, 340),
-        # call 3: the next length reaches the frames first compiled in call 2
-        comp("26/1", "_sliding_chunks_query_key_matmul", 3, 520, ("26/0: tensor 'key' size mismatch at index 1. expected 32, actual 40",)),
-        comp("27/1", "forward", 3, 550, ("27/0: seq_len == 32  # assert list(attn_scores.size()) == [",)),
-    ]]
+    return [
+        msgspec.structs.replace(c, duration_ns=c.duration_ns * 1_000)
+        for c in [
+            comp("0/0", "forward", 0, 500, line=1384),
+            comp("1/0", "_pad_to_window_size", 0, 80),
+            comp("3/0", "torch_dynamo_resume_in_forward_at_1473", 0, 570),
+            comp("5/0", "forward", 0, 1_400),
+            # call 1: global_attention_mask given; the .item() result behind it flips a resume's flag
+            comp(
+                "0/1",
+                "forward",
+                1,
+                300,
+                ("0/0: global_attention_mask is None  # if global_attention_mask is not None:",),
+                line=1384,
+            ),
+            comp("5/1", "forward", 1, 570, ("5/0: ___stack0 == False  # if is_global_attn:",), status="failed"),
+            comp("7/0", "forward_with_checkpointing", 1, 400),
+            # call 2: one length change, named differently in every frame it reached
+            comp(
+                "0/2",
+                "forward",
+                2,
+                350,
+                (
+                    "0/1: tensor 'input_ids' size mismatch at index 1. expected 20, actual 28",
+                    "0/0: tensor 'input_ids' size mismatch at index 1. expected 20, actual 28",
+                ),
+                line=1384,
+            ),
+            comp(
+                "1/1",
+                "_pad_to_window_size",
+                2,
+                150,
+                ("1/0: tensor 'input_ids' size mismatch at index 1. expected 20, actual 28",),
+            ),
+            comp(
+                "3/1",
+                "torch_dynamo_resume_in_forward_at_1473",
+                2,
+                1_800,
+                ("3/0: tensor '___stack0[1]' size mismatch at index 1. expected 24, actual 32",),
+            ),
+            comp(
+                "7/1",
+                "forward_with_checkpointing",
+                2,
+                410,
+                ("7/0: tensor 'args[0]' size mismatch at index 1. expected 24, actual 32",),
+            ),
+            comp("27/0", "forward", 2, 470),
+            comp("26/0", "_sliding_chunks_query_key_matmul", 2, 340),
+            # call 3: the next length reaches the frames first compiled in call 2
+            comp(
+                "26/1",
+                "_sliding_chunks_query_key_matmul",
+                3,
+                520,
+                ("26/0: tensor 'key' size mismatch at index 1. expected 32, actual 40",),
+            ),
+            comp("27/1", "forward", 3, 550, ("27/0: seq_len == 32  # assert list(attn_scores.size()) == [",)),
+        ]
+    ]
 
 
 def sweep_ledger(steady_calls: int = 0, *, cold: int = 3) -> Ledger:
@@ -89,8 +129,9 @@ def test_guard_changes_in_the_users_words():
         "x stride 0: 4 → 1")
     assert describe(parse_change([], "fallback")) == "the frame hit the recompile limit"
     # names that hold quotes or an index stay whole
-    assert describe(parse_change(["0/0: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 8, actual 12"])) == (
-        "input_ids dim 1: 8 → 12")
+    assert describe(
+        parse_change(["0/0: tensor 'kwargs['input_ids']' size mismatch at index 1. expected 8, actual 12"])
+    ) == ("input_ids dim 1: 8 → 12")
     assert describe(parse_change(["3/0: tensor '___stack0[1]' size mismatch at index 1. expected 24, actual 32"])) == (
         "___stack0[1] dim 1: 24 → 32")
     # an optional argument given or left out
@@ -175,8 +216,10 @@ def test_an_int_that_becomes_a_tensor_is_a_type_cause_not_the_value_cause():
 
 def test_cause_ids_ignore_values_and_lines():
     a = recompile_causes(sweep_ledger())
-    shifted = [msgspec.structs.replace(c, line=c.line + 7, failed_guards=[g.replace("28", "64") for g in c.failed_guards])
-               for c in sweep_compilations()]
+    shifted = [
+        msgspec.structs.replace(c, line=c.line + 7, failed_guards=[g.replace("28", "64") for g in c.failed_guards])
+        for c in sweep_compilations()
+    ]
     b = recompile_causes(msgspec.structs.replace(sweep_ledger(), compilations=shifted))
     assert [c.cause_id for c in a] == [c.cause_id for c in b]
     assert all(c.cause_id.startswith("RC") and len(c.cause_id) == 10 for c in a)
@@ -231,7 +274,11 @@ def test_every_recompile_lands_in_exactly_one_cause(comps):
 def test_recompiles_costing_more_than_a_break_come_first_and_lead_the_headline():
     led = sweep_ledger(cold=4)  # every call compiles
     sec = analyze_findings(led)
-    assert [i.axis for i in sec.ranked if i.axis != "compile_time"] == ["recompile_cause", "recompile_cause", "fragmentation"]
+    assert [i.axis for i in sec.ranked if i.axis != "compile_time"] == [
+        "recompile_cause",
+        "recompile_cause",
+        "fragmentation",
+    ]
     # the first compilations no cause reached are ranked too (compile time), not dropped
     assert [i.item_id for i in sec.ranked if i.axis == "compile_time"] == [
         f.finding_id for f in sec.compile_time.findings if f.kind == "cold_start"

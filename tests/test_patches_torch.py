@@ -112,7 +112,16 @@ def logging_trial(tmp_path_factory, fresh_server):
 
 @pytest.fixture(scope="module")
 def mask_trial(tmp_path_factory, fresh_server):
-    return _trial(tmp_path_factory.mktemp("mask"), "optional_mask.py", "--repeat", "2", "--max-repeat", "2", "--only", "always-pass")
+    return _trial(
+        tmp_path_factory.mktemp("mask"),
+        "optional_mask.py",
+        "--repeat",
+        "2",
+        "--max-repeat",
+        "2",
+        "--only",
+        "always-pass",
+    )
 
 
 @pytest.fixture(scope="module")

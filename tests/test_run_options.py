@@ -118,7 +118,9 @@ class Fakes:
         return 0, 0
 
 
-def _invoke(args: list[str], target: str, where: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+def _invoke(
+    args: list[str], target: str, where: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
     """``seamscope run ARGS TARGET`` in a clean ``where``: (exit code, stderr, what it looked like)."""
     from seamscope.cli import main
 

@@ -707,8 +707,11 @@ def test_guard_sources_in_the_users_syntax(guard, source):
 def _churn_receipt(findings, fallbacks=0):
     from types import SimpleNamespace as NS
 
-    return NS(findings=NS(findings=findings, compile_time=None), ledger=NS(compilations=[], break_sites=[], environment=NS(torch_version=None)),
-              summary=NS(fallback_count=fallbacks))
+    return NS(
+        findings=NS(findings=findings, compile_time=None),
+        ledger=NS(compilations=[], break_sites=[], environment=NS(torch_version=None)),
+        summary=NS(fallback_count=fallbacks),
+    )
 
 
 def _churn(fid, cost, guards, frame="forward", pattern="shape", subjects=()):
@@ -898,7 +901,9 @@ def test_a_warm_cache_candidate_reads_what_the_baselines_first_run_filled(monkey
     assert first.cache_dir == cache and first.args == ["--save-cache-artifacts", artifacts]
     for rel in ("rep-1", "rep-2", "check"):
         assert fake.extras[os.path.join("trials", WARM_DIR, rel)].cache_dir == cache
-        assert fake.extras[os.path.join("trials", "compile-threads-1", rel)].env == {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        assert fake.extras[os.path.join("trials", "compile-threads-1", rel)].env == {
+            "TORCHINDUCTOR_COMPILE_THREADS": "1"
+        }
     assert fake.extras[os.path.join("trials", "baseline", "rep-2")] is None  # every other run: an empty cache
     by = {c.name: c for c in t.candidates}
     assert by[WARM_DIR].start == WARM_DIR and by[WARM_DIR].command.startswith(f"TORCHINDUCTOR_CACHE_DIR={cache} ")
@@ -1134,5 +1139,7 @@ def test_the_top_receipt_is_the_chosen_runs_with_the_trials_decision(tmp_path):
     # nothing chosen: the baseline's, with no intervention; no run wrote one: None
     none_chosen = top_receipt(msgspec.structs.replace(trials, chosen=None), str(tmp_path))
     assert none_chosen is not None and none_chosen.decision is not None and none_chosen.decision.intervention is None
-    bare = msgspec.structs.replace(trials, chosen=None, baseline=msgspec.structs.replace(trials.baseline, runs=[failed]))
+    bare = msgspec.structs.replace(
+        trials, chosen=None, baseline=msgspec.structs.replace(trials.baseline, runs=[failed])
+    )
     assert top_receipt(bare, str(tmp_path)) is None

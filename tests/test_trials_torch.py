@@ -133,7 +133,9 @@ def test_disable_a_module_function_when_imported_and_a_script_function_as_define
     # (Dynamo cannot resume after skipping a disabled bound method: that site keeps the inner type)
     assert sorted(s["line"] for s in sites) == [18, 19]
     assert "Skip calling `torch.compiler.disable()`d function" in [s["gb_type"] for s in sites]
-    assert not any("item" in t or "builtin operator" in t for t in (s["gb_type"] for s in sites))  # the breaks inside are gone
+    assert not any(
+        "item" in t or "builtin operator" in t for t in (s["gb_type"] for s in sites)
+    )  # the breaks inside are gone
 
 
 def test_adapter_functions_behind_the_remedies(dynamo_reset, capfd):
@@ -490,8 +492,22 @@ def test_a_loaded_machine_gives_noisy_or_the_right_verdict_never_slower(tmp_path
     watcher.start()
     try:
         time.sleep(0.5)
-        p = cli(["try", "--quiet", "--repeat", "2", "--max-repeat", "2", "--out", "o", "--only", "capture_scalar_outputs",
-                 os.path.join(W, "item_break.py")], tmp_path)
+        p = cli(
+            [
+                "try",
+                "--quiet",
+                "--repeat",
+                "2",
+                "--max-repeat",
+                "2",
+                "--out",
+                "o",
+                "--only",
+                "capture_scalar_outputs",
+                os.path.join(W, "item_break.py"),
+            ],
+            tmp_path,
+        )
     finally:
         stop.set()
         watcher.join()
@@ -544,7 +560,10 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     assert reg["flags"] == ["--regional", "LlamaDecoderLayer"]
     # its patch: a loop over the layers at the path the finding saw; its runs keep the flag
     assert "+for block in model.layers:" in reg["diff"] and "+compiled = model" in reg["diff"]
-    assert "--regional LlamaDecoderLayer" in reg["command"] and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
+    assert (
+        "--regional LlamaDecoderLayer" in reg["command"]
+        and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
+    )
     assert reg["outputs"]["status"] == "equal" and reg["outputs"]["calls_compared"] == 3
     base = load(out / "trials" / "baseline" / "rep-1" / "receipt.json")
     (f,) = [f for f in base["findings"]["compile_time"]["findings"] if f["kind"] == "repeated_block"]

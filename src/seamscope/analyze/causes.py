@@ -121,7 +121,8 @@ def describe(ch: GuardChange) -> str:
         return f"{ch.subject} {what} {ch.dim}{arrow}"
     if ch.family == "flag" and ch.subject.startswith("len("):
         what = ch.subject[4:-1] if ch.subject.endswith(")") else ch.subject
-        return f"{what}: {(ch.expected or '').removeprefix('== ')} → another count (an optional argument given or left out)"
+        count = (ch.expected or "").removeprefix("== ")
+        return f"{what}: {count} → another count (an optional argument given or left out)"
     if ch.family == "flag":
         exp = ch.expected or ""
         if exp == "is None":
@@ -337,10 +338,13 @@ def cause_sentence(r: RecompileCause) -> str:
     frames = f"{len(r.frames)} frame{'s' if len(r.frames) != 1 else ''}"
     text = (
         f"recompile cause {r.cause_id}: {r.change} {where}{recur} recompiled {frames} "
-        f"({r.recompiles} compilation{'s' if r.recompiles != 1 else ''}) and cost {fmt_ns(r.compile_ns)} of compile time"
+        f"({r.recompiles} compilation{'s' if r.recompiles != 1 else ''}) and cost {fmt_ns(r.compile_ns)} "
+        "of compile time"
     )
     if r.new_frame_ids:
-        text += f", plus {fmt_ns(r.new_frame_ns)} compiling {len(r.new_frame_ids)} frame{'s' if len(r.new_frame_ids) != 1 else ''} it reached for the first time"
+        n = len(r.new_frame_ids)
+        text += (f", plus {fmt_ns(r.new_frame_ns)} compiling {n} frame{'s' if n != 1 else ''} "
+                 "it reached for the first time")
     if r.fallbacks:
         text += f"; {r.fallbacks} frame{'s' if r.fallbacks != 1 else ''} hit the recompile limit and run eagerly"
     return text
@@ -389,8 +393,11 @@ def _remedy(cause: _Cause) -> Remedy:
             text=f"{ch.subject} is a Python number specialised as a constant: pass it as a 0-d tensor, or hoist it out",
         )
     if cause.family == "type":
-        return Remedy(action="keep_type", text=f"{ch.subject} is passed as {ch.expected or 'one type'} in some calls and "
-                      "as another type in others, each type its own compiled variant: pass the same type every call")
+        return Remedy(
+            action="keep_type",
+            text=f"{ch.subject} is passed as {ch.expected or 'one type'} in some calls and "
+            "as another type in others, each type its own compiled variant: pass the same type every call",
+        )
     if cause.family == "dtype_device":
         return Remedy(action="cast_inputs", text=f"cast {ch.subject} to one dtype and device before the compiled call")
     if cause.family == "recompile_limit":

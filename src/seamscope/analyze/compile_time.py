@@ -560,8 +560,10 @@ _STAGE_REMEDY = {
     "inductor": "a warm persistent cache (the FX graph cache in TORCHINDUCTOR_CACHE_DIR, or "
     "torch.compiler.save_cache_artifacts / load_cache_artifacts) skips Inductor on a hit; "
     "torch._inductor.config.compile_threads parallelises its kernel compiles",
-    "autotune": "autotuning results are cached with the FX graph cache; a lighter mode (no max-autotune) skips most "
-        "of it",
+    "autotune": (
+        "autotuning results are cached with the FX graph cache; a lighter mode (no max-autotune) skips "
+        "most of it"
+    ),
 }
 
 

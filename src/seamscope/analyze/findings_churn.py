@@ -30,7 +30,9 @@ _SHAPE = re.compile(r"size mismatch at index (\d+)\. expected (\S+?),? actual")
 _STRIDE = re.compile(r"stride mismatch at index (\d+)")
 _DTYPE = re.compile(r"(dtype|device|requires_grad|dispatch key set) mismatch", re.I)
 # the source as PyTorch writes it (``kwargs['input_ids']``): up to the quote before the mismatch
-_TENSOR_NAME = re.compile(r"tensor '(.+?)' (?=(?:size|stride|dtype|device|requires_grad|dispatch key set) mismatch)|tensor '([^']+)'")
+_TENSOR_NAME = re.compile(
+    r"tensor '(.+?)' (?=(?:size|stride|dtype|device|requires_grad|dispatch key set) mismatch)|tensor '([^']+)'"
+)
 _FLAG = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=|is not|is)\s+(True|False|None)\b")
 _VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?\d+)?|'[^']*')\s*(?:#|$)")
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
@@ -95,7 +97,9 @@ def _churn_findings(ledger: Ledger) -> list[Finding]:
             groups[parsed[0][0]].append((c, parsed))
         for pattern, members in groups.items():
             found.append(_churn_finding(ledger, fname, comps, variants, pattern, members))
-    found.sort(key=lambda f: (-(f.churn.compile_ns if f.churn else 0), -(f.churn.recompiles if f.churn else 0), f.finding_id))
+    found.sort(
+        key=lambda f: (-(f.churn.compile_ns if f.churn else 0), -(f.churn.recompiles if f.churn else 0), f.finding_id)
+    )
     return [_with(f, rank=i) for i, f in enumerate(found, 1)]
 
 
@@ -202,8 +206,11 @@ def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
     on = f" on {', '.join(user_subject(x) for x in ev.subjects[:3])}" if ev.subjects else ""
     vals = f" (expected values {', '.join(ev.values_seen[:4])})" if ev.values_seen else ""
     fed = f", fed by break {ev.fed_by}" if ev.fed_by else ""
-    return (f"churn {fid}: {loc} recompiled {ev.recompiles}× from {_PATTERN_WORDS[ev.pattern]}{on}{vals}{fed}, "
-            f"{ev.variants} variants, {fmt_ns(ev.compile_ns)} compile time in {len(ev.calls)} call{'' if len(ev.calls) == 1 else 's'}")
+    return (
+        f"churn {fid}: {loc} recompiled {ev.recompiles}× from {_PATTERN_WORDS[ev.pattern]}{on}{vals}{fed}, "
+        f"{ev.variants} variants, {fmt_ns(ev.compile_ns)} compile time in {len(ev.calls)} "
+        f"call{'' if len(ev.calls) == 1 else 's'}"
+    )
 
 
 _ARG_COUNT = re.compile(r"^len\((?:L\[')?(args|kwargs)(?:'\])?\)$")

@@ -330,7 +330,9 @@ def _note_patch(rem: Remedies, session: Any) -> None:
     if rem.source is not None:
         texts[os.path.abspath(rem.target)] = rem.source
     text = "--patch: ran patched in memory: " + ", ".join(
-        f"{os.path.basename(p)} (sha256 {hashlib.sha256(t.encode()).hexdigest()[:16]})" for p, t in sorted(texts.items()))
+        f"{os.path.basename(p)} (sha256 {hashlib.sha256(t.encode()).hexdigest()[:16]})"
+        for p, t in sorted(texts.items())
+    )
     d = session.decision or Decision()
     session.decision = msgspec.structs.replace(d, note=(d.note + "; " if d.note else "") + text)
 

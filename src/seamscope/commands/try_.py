@@ -36,8 +36,12 @@ def parse_budget(text: str | None) -> float | None:
                    "(default 6, or 1 with --repeat 1).")
 @click.option("--seed", type=int, default=0, show_default=True, help="The seed of every run.")
 @click.option("--timeout", type=float, default=None, help="Seconds before a run counts as hung.")
-@click.option("--budget", default=None, help="Bound the whole trial (90s, 10m, 1h): a candidate starts only when its runs fit, "
-              "by measured run times; the rest is listed as not tried.")
+@click.option(
+    "--budget",
+    default=None,
+    help="Bound the whole trial (90s, 10m, 1h): a candidate starts only when its runs fit, "
+    "by measured run times; the rest is listed as not tried.",
+)
 @click.option("--candidate", "candidates", multiple=True, metavar="FLAGS",
               help="Your own candidate: remedy flags of `seamscope run`, quoted (repeatable).")
 @click.option("--only", "only", multiple=True, help="Only these candidates (names or part of their flags).")

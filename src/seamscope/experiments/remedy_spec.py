@@ -4,7 +4,8 @@
 ``--compile-option NAME=VALUE`` (overrides an argument of every ``torch.compile``),
 ``--mark-dynamic SOURCE`` (``torch.compiler.config.dynamic_sources``), ``--stance NAME``,
 ``--disable MODULE:QUALNAME`` (wraps one function in ``torch.compiler.disable``), ``--regional CLASS``,
-``--patch FILE`` (a unified diff of the script, applied to its source in memory), ``--seed N`` and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
+``--patch FILE`` (a unified diff of the script, applied to its source in memory), ``--seed N``
+and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
 
 A :class:`RemedySpec` is the flags as given (what ``try`` passes to each candidate); :data:`FLAGS`
 describes each flag once, for the command line's options (``commands/options.py``) and for

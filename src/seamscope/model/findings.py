@@ -26,7 +26,8 @@ BreakClass = Literal[
     "explicit_boundary",
     "other",
 ]
-"""The four classes of break causes (data-dependent control flow, host-side effects, unsupported operations, mutation of Python state), plus explicit boundaries and the rest."""
+"""The four classes of break causes (data-dependent control flow, host-side effects, unsupported
+operations, mutation of Python state), plus explicit boundaries and the rest."""
 
 ChurnPattern = Literal["shape", "value", "type", "flag", "stride", "dtype_device", "recompile_limit", "other"]
 """What changed between calls to make a frame compile again, named from its failed guards."""

@@ -278,8 +278,15 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                     fn = val.removeprefix("add ").strip()
                     target = f"builtins:{fn}" if "." not in fn and ":" not in fn else fn.replace(".", ":", 1)
                     if ":" in target:
-                        mine.append(draft(f"{key} {fn.rpartition(':')[2]}", ["--dynamo-config", f"{key}+={target}"], f.finding_id,
-                                          f.sentence, cost))
+                        mine.append(
+                            draft(
+                                f"{key} {fn.rpartition(':')[2]}",
+                                ["--dynamo-config", f"{key}+={target}"],
+                                f.finding_id,
+                                f.sentence,
+                                cost,
+                            )
+                        )
             elif r.action == "fix_churn_or_raise_limit":
                 mine.append(draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id,
                                   f.sentence, cost))

@@ -1,8 +1,9 @@
 """Each remedy as a patch of the user's script (torch-free): the edit a user applies, made from the
 script's source with :mod:`ast` and written as a unified diff that ``git apply`` and ``patch -p1``
 apply from the project root (the git work tree that holds the script, else the current folder
-when the script is below it, else the script's folder). A trial of such a candidate runs ``seamscope run --patch FILE``, the patched source in
-memory, so its figures are those of the diff the user gets.
+when the script is below it, else the script's folder). A trial of such a candidate runs
+``seamscope run --patch FILE``, the patched source in memory, so its figures are those of the diff
+the user gets.
 
 What becomes what:
 
@@ -18,10 +19,10 @@ What becomes what:
 
 Regional compilation (``--regional CLASS``) becomes a loop over the block instances, at the
 attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` or
-``L['args'][0].layers.0`` → ``for block in model.layers: block.compile(...)``), the compiled name then bound to the model itself. Its trial
-still runs the flag: ``--regional`` makes the same compilations (``Module.compile`` on each
-instance) and keeps counting the model's calls, which the patched script no longer hands to
-``torch.compile``.
+``L['args'][0].layers.0`` → ``for block in model.layers: block.compile(...)``), the compiled name
+then bound to the model itself. Its trial still runs the flag: ``--regional`` makes the same
+compilations (``Module.compile`` on each instance) and keeps counting the model's calls, which the
+patched script no longer hands to ``torch.compile``.
 
 A spec with anything else (a workload's padding, a function of a module elsewhere, a backend given as
 ``MODULE:QUALNAME``), or a script whose ``torch.compile`` is reached otherwise than by a call or
@@ -353,7 +354,8 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
                    and _is_torch_compile(n.value.func) and len(n.value.args) == 1
                    and _dotted(n.value.args[0]) is not None), None)
-    if assign is None or len(compiles) != 1 or any(k.arg is None for k in assign.value.keywords):  # type: ignore[attr-defined]
+    keywords = assign.value.keywords if assign is not None else []  # type: ignore[attr-defined]
+    if assign is None or len(compiles) != 1 or any(k.arg is None for k in keywords):
         return None
     call = assign.value
     assert isinstance(call, ast.Call)

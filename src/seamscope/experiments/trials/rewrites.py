@@ -44,7 +44,9 @@ def _is_logging_call(stmt: ast.stmt) -> bool:
     if isinstance(fn, ast.Name):
         return fn.id == "print"
     if isinstance(fn, ast.Attribute):
-        return fn.attr in LOGGERS or (fn.attr == "warn" and isinstance(fn.value, ast.Name) and fn.value.id == "warnings")
+        return fn.attr in LOGGERS or (
+            fn.attr == "warn" and isinstance(fn.value, ast.Name) and fn.value.id == "warnings"
+        )
     return False
 
 

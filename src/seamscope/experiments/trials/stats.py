@@ -50,7 +50,8 @@ class Interval:
     df: float
 
     def text(self) -> str:
-        return f"{self.ratio:.3f}× ({LEVEL:.1%} interval {self.low:.3f}–{self.high:.3f}, {self.n} vs {self.n_base} runs)"
+        interval = f"{LEVEL:.1%} interval {self.low:.3f}–{self.high:.3f}"
+        return f"{self.ratio:.3f}× ({interval}, {self.n} vs {self.n_base} runs)"
 
 
 def _betacf(a: float, b: float, x: float) -> float:

@@ -260,9 +260,11 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
                 review=d.review, repetitions=len(runs),
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
     if d.name in st.not_tried and not runs:
-        return Candidate(**base, status="not tried", verdict="not tried", reason=st.not_tried[d.name])  # type: ignore[arg-type]
+        return Candidate(**base, status="not tried", verdict="not tried",  # type: ignore[arg-type]
+                         reason=st.not_tried[d.name])
     if d.name in st.failed:
-        return Candidate(**base, status="failed", verdict="failed", reason=st.failed[d.name], outputs=check)  # type: ignore[arg-type]
+        return Candidate(**base, status="failed", verdict="failed",  # type: ignore[arg-type]
+                         reason=st.failed[d.name], outputs=check)
     ms = metrics_of(runs, base_runs[: len(runs)])
     pr = paired(runs, base_runs[: len(runs)])
     steady = pr.verdict
@@ -288,8 +290,8 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
         more = (f"undecided after {len(runs)} repetitions: one more round needed about "
                 f"{st.short[d.name]:.0f} s beyond the budget")
         note = f"{note}; {more}" if note else more
-    return Candidate(**base, metrics=ms, steady_verdict=steady, total_verdict=total, verdict=verdict,  # type: ignore[arg-type]
-                     outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
+    return Candidate(**base, metrics=ms, steady_verdict=steady, total_verdict=total,  # type: ignore[arg-type]
+                     verdict=verdict, outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
 
 
 def noise_text(worst: float | None, typical: float | None, busy: str | None = None, measured: str = "",
@@ -434,8 +436,13 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     st.compare_ns += time.perf_counter_ns() - tc
     for d in drafts:
         if d.name not in st.runs and d.name not in st.not_tried and d.name not in st.failed:
-            st.not_tried[d.name] = ("interrupted" if trials_interrupted else
-                                    "over the budget: the budget ended before its runs" if budget_ended else "not reached")
+            st.not_tried[d.name] = (
+                "interrupted"
+                if trials_interrupted
+                else "over the budget: the budget ended before its runs"
+                if budget_ended
+                else "not reached"
+            )
     base_runs = st.runs["baseline"]
     cands = [_candidate(st, d, base_runs, checks[d.name]) for d in drafts]
     ranked = rank(cands)
@@ -470,7 +477,9 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             extra_cands = []
             for d in second:
                 if d.name in st.failed or not st.runs.get(d.name):
-                    extra_cands.append(_candidate(st, d, st.runs.get("baseline-2", []), OutputCheck(status="not checked")))
+                    extra_cands.append(
+                        _candidate(st, d, st.runs.get("baseline-2", []), OutputCheck(status="not checked"))
+                    )
                     continue
                 oc = _check(st, d.name, d.run_flags(), f"{d.name}/check")
                 tc = time.perf_counter_ns()
