@@ -33,7 +33,17 @@ CASES = {
 LOOP = "import time\nend = time.monotonic() + 3600\nwhile time.monotonic() < end:\n    pass\n"
 
 
+def settle(most_s: float = 120.0) -> None:
+    """Wait until the 1-minute load average has come down from the previous case's planted load
+    (it decays over about a minute), so that the quiet trial is measured quiet."""
+    end = time.monotonic() + most_s
+    while time.monotonic() < end and os.getloadavg()[0] >= 1.2:
+        time.sleep(2)
+
+
 def trial(name: str, words: list[str], repeat: int, max_repeat: int, loaded: bool) -> dict:
+    if not loaded:
+        settle()
     busy = [subprocess.Popen([sys.executable, "-c", LOOP]) for _ in range(os.cpu_count() or 1)] if loaded else []
     try:
         with tempfile.TemporaryDirectory() as d:

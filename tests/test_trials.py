@@ -181,7 +181,7 @@ def test_metrics_pair_each_repetition_with_its_baseline():
 
 
 def test_overall_verdict_follows_total_time_then_steady():
-    assert overall("noisy", "no measurable change") == "noisy"
+    assert overall("noisy", "no measurable change") == "no measurable change"  # the steady verdict stands beside it
     assert overall("noisy", "faster") == "faster"
     assert overall("faster", "n/a") == "faster"
     assert overall("faster", "no measurable change") == "no measurable change"
@@ -1143,3 +1143,18 @@ def test_the_top_receipt_is_the_chosen_runs_with_the_trials_decision(tmp_path):
         trials, chosen=None, baseline=msgspec.structs.replace(trials.baseline, runs=[failed])
     )
     assert top_receipt(bare, str(tmp_path)) is None
+
+
+def test_a_row_the_total_decided_says_only_the_steady_calls_could_not_tell():
+    """A/A on sub-millisecond calls: the total rules out a change, the steady calls vary by half
+    between fresh processes. The row is ``no measurable change``; its note must not call the
+    total's interval too wide."""
+    from seamscope.experiments.trials.trial import noise_text
+    from seamscope.model.trials import Metric
+
+    total = Metric(name="total", median=1.2e9, min=1.0e9, max=1.5e9, ci_low=0.78, ci_high=1.21)
+    text = noise_text(3.15, 1.05, None, "load average 0.6 on 2 CPU(s)", total, steady_only=True)
+    assert text.startswith("the steady calls alone cannot tell: the same call varied 3.15×")
+    assert "0.78–1.21× decides the row" in text and "too wide" not in text
+    assert "too wide to tell" in noise_text(3.15, 1.05, None, "", total)
+    assert overall("noisy", "no measurable change") == "no measurable change"

@@ -82,6 +82,17 @@ def test_a_25_percent_effect_at_15_percent_noise_is_found_in_90_percent_within_6
     assert {simulate(model, s, 1 / 0.75, rng)[0] for _ in range(300)} <= {"slower", "noisy", "no measurable change"}
 
 
+@pytest.mark.parametrize(("model", "least"), [("lognormal", 0.90), ("adds", 0.80)])
+def test_a_30_percent_slowdown_at_15_percent_noise_is_called_slower_within_6_repetitions(model, least):
+    """A noisy candidate whose estimate is a clear slowdown gets more repetitions, so the user is
+    told ``slower``, not ``noisy`` (96% and 86% with these seeds)."""
+    s = calibrated(model, 0.15)
+    rng = random.Random(7 + MODELS.index(model))
+    results = [simulate(model, s, 1.30, rng) for _ in range(1000)]
+    assert sum(v == "slower" for v, _ in results) / len(results) >= least, model
+    assert not any(v == "faster" for v, _ in results)
+
+
 def test_the_t_quantiles_are_the_tables():
     for df, q975, q9875 in ((1, 12.7062, 25.4517), (2, 4.3027, 6.2053), (5, 2.5706, 3.1634), (30, 2.0423, 2.3596)):
         assert stats.t_quantile(0.975, df) == pytest.approx(q975, abs=1e-3)

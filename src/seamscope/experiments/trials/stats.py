@@ -158,14 +158,17 @@ def decide(iv: Interval) -> str:
 
 
 def undecided(iv: Interval | None, verdict: str) -> bool:
-    """Whether more repetitions could change what the trial recommends: ``noisy`` with room below
-    1 − MIN_EFFECT (it could still be faster), or ``no measurable change`` whose estimate is faster
-    or whose interval still admits a saving of more than half the :data:`RESOLUTION`. Decided
-    ones (``faster``, ``slower``, a change ruled out) and ones that cannot win get no more."""
+    """Whether more repetitions could change what the trial recommends or says: ``noisy`` with room
+    below 1 − MIN_EFFECT (it could still be faster), or whose estimate is a slowdown of half the
+    :data:`RESOLUTION` or more (the next runs usually confirm it: the user is told ``slower``, not
+    ``noisy``; on simulated trials this keeps a false verdict of an A/A candidate under 5%), or
+    ``no measurable change`` whose estimate is faster or whose interval still admits a saving of
+    more than half the :data:`RESOLUTION`. Decided ones (``faster``, ``slower``, a change ruled
+    out) and noisy ones that straddle 1 without room to win get no more."""
     if iv is None:
         return verdict in ("noisy", "no measurable change", "n/a")
     if verdict == "noisy":
-        return iv.low < 1.0 - MIN_EFFECT
+        return iv.low < 1.0 - MIN_EFFECT or iv.ratio >= 1.0 + RESOLUTION / 2.0
     if verdict == "no measurable change":
         return iv.ratio < 1.0 - MIN_EFFECT or iv.low < 1.0 - RESOLUTION / 2.0
     return False

@@ -285,7 +285,8 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     note = None
     if "noisy" in (steady, total, verdict):
         note = noise_text(pr.worst_noise, pr.noise if pr.noise is not None else total_m.baseline_spread,
-                          loadmod.busy(runs + base_runs), loadmod.measured(runs + base_runs), total_m)
+                          loadmod.busy(runs + base_runs), loadmod.measured(runs + base_runs), total_m,
+                          steady_only=total != "noisy" and verdict != "noisy")
     if d.name in st.short and verdict in ("noisy", "no measurable change"):
         more = (f"undecided after {len(runs)} repetitions: one more round needed about "
                 f"{st.short[d.name]:.0f} s beyond the budget")
@@ -295,9 +296,15 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
 
 
 def noise_text(worst: float | None, typical: float | None, busy: str | None = None, measured: str = "",
-               total: Metric | None = None) -> str:
+               total: Metric | None = None, steady_only: bool = False) -> str:
     """One line on why timings could not decide: how much the runs varied, the interval where
-    there is one, and "the machine is busy" only when load was measured (``busy``)."""
+    there is one, and "the machine is busy" only when load was measured (``busy``). With
+    ``steady_only`` the total decided the row and only the steady calls could not tell."""
+    if steady_only:
+        head = noise_text(worst, typical)
+        tail = (f"; the total's interval {total.ci_low:.2f}–{total.ci_high:.2f}× decides the row"
+                if total is not None and total.ci_low is not None and total.ci_high is not None else "")
+        return f"the steady calls alone cannot tell: {head}{tail}"
     if worst is not None and typical is not None:
         text = f"the same call varied {worst:.3g}× between repetitions (typically {typical:.0%})"
     elif typical is not None:

@@ -272,10 +272,10 @@ def unpaired(cand: dict[int, list[CallTime]], base: dict[int, list[CallTime]]) -
 def overall(steady: MetricVerdict, total: MetricVerdict) -> Verdict:
     """The row's verdict: the total time's (every observed call, compilation included: what the
     script cost as it ran), else the paired steady time's. When the two disagree the table shows
-    both and the decision gives the break-even number of calls."""
+    both and the decision gives the break-even number of calls. A total whose interval rules out a
+    change is ``no measurable change`` even where the steady calls alone could not tell (sub-
+    millisecond calls vary by half between fresh processes): the steady verdict stands beside it."""
     v = total if total != "n/a" else steady
-    if v == "no measurable change" and steady == "noisy":
-        return "noisy"
     return "no measurable change" if v == "n/a" else v
 
 
