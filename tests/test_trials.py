@@ -1158,3 +1158,23 @@ def test_a_row_the_total_decided_says_only_the_steady_calls_could_not_tell():
     assert "0.78–1.21× decides the row" in text and "too wide" not in text
     assert "too wide to tell" in noise_text(3.15, 1.05, None, "", total)
     assert overall("noisy", "no measurable change") == "no measurable change"
+
+
+def test_a_code_change_candidate_is_never_the_remedy_a_failed_one_is_retried_with():
+    """A code-change candidate is its patch and has no flags: retrying X "with" it would run X
+    alone under a name that says both (seen: ``user-1+tensor-where`` ran ``--patch mine.patch``)."""
+    from seamscope.experiments.trials.verdicts import retries
+    from seamscope.model.trials import Metric, OutputCheck
+
+    def cand(name, flags, verdict, recompiles, origin="F1"):
+        return Candidate(name=name, flags=flags, origin=origin, targets="t", code_change="c", command="x",
+                         verdict=verdict, outputs=OutputCheck(status="equal"),
+                         metrics=[Metric(name="recompiles", median=recompiles, min=recompiles, max=recompiles)])
+
+    base = [RunFigures(label="rep-1", ok=True, exit_code=0, recompiles=3)]
+    x = cand("user-1", ["--patch", "mine.patch"], "noisy", 3, origin="user")
+    code = cand("tensor-where", [], "faster", 0, origin="code change")
+    flag = cand("dyn", ["--compile-option", "dynamic=true"], "faster", 0)
+    assert retries([x, code], base) == []
+    assert [(a.name, b.name, f) for a, b, f in retries([x, code, flag], base)] == [
+        ("user-1", "dyn", ["--patch", "mine.patch", "--compile-option", "dynamic=true"])]

@@ -421,8 +421,9 @@ def retries(ranked: list[Candidate], base_runs: list[RunFigures], most: int = 2)
     shape churn) and was not recommendable; Y is recommendable, has fewer recompiles than the
     baseline and no fallback, and does not conflict with X. At most ``most``, best Y first."""
     base_rec = statistics.median([_count(r, "recompiles") for r in base_runs if r.ok] or [0.0])
-    helpers = [c for c in ranked if recommendable(c) and not c.start and not c.env and c.origin not in ("combined",
-                                                                                                         "retried")
+    # a helper must be flags (a code-change candidate is its patch, with no flags to add to X's)
+    helpers = [c for c in ranked if recommendable(c) and not c.start and not c.env and c.flags
+               and c.origin not in ("combined", "retried")
                and _count(c, "recompiles") < base_rec and _count(c, "fallbacks") == 0]
     out: list[tuple[Candidate, Candidate, list[str]]] = []
     for x in ranked:
