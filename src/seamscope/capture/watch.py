@@ -180,12 +180,7 @@ class Watcher:
             for sink in self.sinks:  # a port in use: exit 2 before anything is hooked
                 sink.start(self)
         except BaseException:
-            for sink in self.sinks:
-                with contextlib.suppress(Exception):
-                    sink.close()
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            self._close_outputs()
             raise
         self.session = session
         self._t0 = time.monotonic()
@@ -198,6 +193,15 @@ class Watcher:
         if self.sinks and self.sync_every > 0:
             self._thread = threading.Thread(target=self._loop, name="seamscope-watch", daemon=True)
             self._thread.start()
+
+    def _close_outputs(self) -> None:
+        """The metrics sinks and the events file closed (a sink that fails to close is let be)."""
+        for sink in self.sinks:
+            with contextlib.suppress(Exception):
+                sink.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def detach(self) -> None:
         s = self.session
@@ -220,12 +224,7 @@ class Watcher:
                 s.builder.phase_sink = None
             if s._lane is not None and hasattr(s._lane, "set_wall_buckets"):
                 s._lane.set_wall_buckets(())
-            for sink in self.sinks:
-                with contextlib.suppress(Exception):
-                    sink.close()
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            self._close_outputs()
             self.session = None
 
     # --- warm-up -------------------------------------------------------------------------------

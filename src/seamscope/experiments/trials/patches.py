@@ -230,15 +230,21 @@ def _find_def(tree: ast.Module, qual: str) -> ast.FunctionDef | ast.AsyncFunctio
     return None
 
 
+def _source_of(script: str) -> Source | None:
+    """The script's source, parsed; None where it cannot be read or parsed (no patch then)."""
+    try:
+        with open(script, encoding="utf-8") as f:
+            return Source(f.read())
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
     """The patch of the script that does what ``spec``'s flags do; None where it cannot be one."""
     if ".py:" in script or spec.pad is not None or spec.regional or spec.seed is not None or spec.is_empty():
         return None
-    try:
-        with open(script, encoding="utf-8") as f:
-            text = f.read()
-        src = Source(text)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    src = _source_of(script)
+    if src is None:
         return None
     where, torch_seen = insertion_line(src)
     lines: list[str] = []
@@ -343,11 +349,8 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
     m = re.fullmatch(r"L\['\w+'\](?:\[0\])?((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
     if m is None:
         return None
-    try:
-        with open(script, encoding="utf-8") as f:
-            text = f.read()
-        src = Source(text)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    src = _source_of(script)
+    if src is None:
         return None
     compiles = [n for n in ast.walk(src.tree) if _is_torch_compile(n)]
     assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
@@ -365,7 +368,7 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
     after = src.lines[last - 1][src.col(last, assign.end_col_offset or 0):].strip()
     if indent.strip() or (after and not after.startswith("#")):
         return None
-    kwargs = ", ".join(ast.get_source_segment(text, k) or "" for k in call.keywords)
+    kwargs = ", ".join(ast.get_source_segment(src.text, k) or "" for k in call.keywords)
     name = assign.targets[0].id  # type: ignore[attr-defined]
     loop = (f"{indent}for block in {model}{m.group(1)}:  # each {block.cls if block else 'block'} compiled once, "
             f"one compilation serving them all\n{indent}    block.compile({kwargs})\n{indent}{name} = {model}\n")
@@ -375,7 +378,7 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
         ast.parse(new)
     except SyntaxError:
         return None
-    diff = make(text, new, rel_path(script))
+    diff = make(src.text, new, rel_path(script))
     return Patch(diff=diff, path=rel_path(script)) if diff else None
 
 
