@@ -1178,3 +1178,21 @@ def test_a_code_change_candidate_is_never_the_remedy_a_failed_one_is_retried_wit
     assert retries([x, code], base) == []
     assert [(a.name, b.name, f) for a, b, f in retries([x, code, flag], base)] == [
         ("user-1", "dyn", ["--patch", "mine.patch", "--compile-option", "dynamic=true"])]
+
+
+def test_the_combined_candidate_names_only_the_remedies_it_holds():
+    """Seen on a Llama recompiling on length: regional + the length mark were stacked, and the
+    decision named dynamic-true too, which conflicts with the mark and was left out."""
+    from seamscope.experiments.trials.trial import combined_names
+    from seamscope.experiments.trials.verdicts import combine
+    from seamscope.model.trials import OutputCheck
+
+    def cand(name, flags):
+        return Candidate(name=name, flags=flags, origin="F1", targets="t", code_change="c", command="x",
+                         verdict="faster", outputs=OutputCheck(status="equal"))
+
+    ranked = [cand("regional", ["--regional", "Block"]), cand("mark", ["--mark-dynamic", "L['x']:1"]),
+              cand("dyn", ["--compile-option", "dynamic=true"])]
+    combo = combine(ranked)
+    assert combo is not None and "dynamic=true" not in combo
+    assert combined_names(ranked, combo) == ["regional", "mark"]

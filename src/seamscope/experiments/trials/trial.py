@@ -295,6 +295,14 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
                      verdict=verdict, outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
 
 
+def combined_names(ranked: list[Candidate], combo: list[str]) -> list[str]:
+    """The candidates the combined one is made of: those recommendable whose every flag is in it
+    (a winner left out for a conflict, a second shape policy, is not named)."""
+    taken = set(zip(combo[::2], combo[1::2], strict=True))
+    return [c.name for c in ranked if recommendable(c) and c.flags
+            and set(zip(c.flags[::2], c.flags[1::2], strict=True)) <= taken]
+
+
 def noise_text(worst: float | None, typical: float | None, busy: str | None = None, measured: str = "",
                total: Metric | None = None, steady_only: bool = False) -> str:
     """One line on why timings could not decide: how much the runs varied, the interval where
@@ -459,8 +467,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     combo = None if trials_interrupted or budget_ended else combine(ranked)
     if combo is not None:
         second.append(Draft(name="combined", spec=spec_from_words(combo), origin="combined",
-                            targets="the recommended remedies together: "
-                            + ", ".join(c.name for c in ranked if recommendable(c))))
+                            targets="the recommended remedies together: " + ", ".join(combined_names(ranked, combo))))
     if not trials_interrupted and not budget_ended:
         base_figs = st.runs["baseline"]
         for x, y, flags in retries(ranked, base_figs):
