@@ -98,30 +98,24 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
         return []
     out = []
     cost = {f.site_id: (f.cost_ns or 0) for f in (receipt.findings.findings if receipt.findings else []) if f.site_id}
-    got = guard_logging(receipt, script, text)
-    if got is not None:
-        new, at = got
+    for name, found, targets, change, review in (
+        ("guard-logging", guard_logging(receipt, script, text), "print/logging break(s) in compiled code",
+         "guard the print/logging call(s) at {where} with `if not torch.compiler.is_compiling():` (review before "
+         "applying: they no longer run in compiled calls)",
+         "the guarded calls no longer run in compiled calls (only where the code runs eagerly)"),
+        ("tensor-where", tensor_where(receipt, script, text), "Python branch(es) on a tensor's value in compiled code",
+         "turn the if on a tensor's value at {where} into torch.where (review before applying: both branches are "
+         "computed)",
+         "both branches are computed and picked element by element: check they have no side effects"),
+    ):
+        if found is None:
+            continue
+        new, at = found
         where = ", ".join(f"{os.path.basename(script)}:{n}" for n in at)
         sites = [s.site_id for s in receipt.ledger.break_sites if _own(s.file, script) and s.line in at]
-        out.append(Draft(
-            name="guard-logging", spec=RemedySpec(), origin="code change",
-            targets=f"{len(at)} print/logging break(s) in compiled code ({where})",
-            cost_ns=sum(cost.get(i, 0) for i in sites), diff=make(text, new, rel_path(script)),
-            change=f"guard the print/logging call(s) at {where} with `if not torch.compiler.is_compiling():` "
-                   "(review before applying: they no longer run in compiled calls)",
-            review="the guarded calls no longer run in compiled calls (only where the code runs eagerly)"))
-    got_where = tensor_where(receipt, script, text)
-    if got_where is not None:
-        new, at = got_where
-        where = ", ".join(f"{os.path.basename(script)}:{n}" for n in at)
-        sites = [s.site_id for s in receipt.ledger.break_sites if _own(s.file, script) and s.line in at]
-        out.append(Draft(
-            name="tensor-where", spec=RemedySpec(), origin="code change",
-            targets=f"{len(at)} Python branch(es) on a tensor's value in compiled code ({where})",
-            cost_ns=sum(cost.get(i, 0) for i in sites), diff=make(text, new, rel_path(script)),
-            change=f"turn the if on a tensor's value at {where} into torch.where (review before applying: "
-                   "both branches are computed)",
-            review="both branches are computed and picked element by element: check they have no side effects"))
+        out.append(Draft(name=name, spec=RemedySpec(), origin="code change", targets=f"{len(at)} {targets} ({where})",
+                         cost_ns=sum(cost.get(i, 0) for i in sites), diff=make(text, new, rel_path(script)),
+                         change=change.format(where=where), review=review))
     for name, alias, new in always_pass(receipt, script, text):
         cause = next((f for f in (receipt.findings.findings if receipt.findings else []) if f.churn is not None
                       and any(name in g for g in f.churn.guards)), None)
