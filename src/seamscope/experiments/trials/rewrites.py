@@ -19,6 +19,10 @@ every other candidate, its runs applying the diff (``--patch``).
   ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
   are then computed and picked element by element: "review before applying" (a branch with side
   effects, or an expensive one, is not for ``torch.where``).
+- ``tensor-cond``: such an ``if``/``else`` whose branches are more than one assignment each, with
+  no side effects, both binding the same names, as two nested functions and
+  ``names = torch.cond(condition, _then_N, _else_N, operands)`` (:mod:`.rewrite_cond`): "review
+  before applying" (both branches are traced and must return the same shapes and dtypes).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
+from .rewrite_cond import tensor_cond
 
 LOGGING_CALLS = {"print", "warn"}
 LOGGERS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
@@ -107,6 +112,10 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
          "turn the if on a tensor's value at {where} into torch.where (review before applying: both branches are "
          "computed)",
          "both branches are computed and picked element by element: check they have no side effects"),
+        ("tensor-cond", tensor_cond(receipt, script, text), "Python branch(es) on a tensor's value in compiled code",
+         "turn the if on a tensor's value at {where} into torch.cond (review before applying: both branches are "
+         "traced)",
+         "both branches are traced and must return the same shapes and dtypes: check each branch's results"),
     ):
         if found is None:
             continue
