@@ -6,12 +6,12 @@ import torch
 def step(x):
     y = torch.sin(x) * 3
     if x.sum() > 0:
-        t = y * 2
-        z = torch.relu(t) + 1
+        t = y * 2 + x
+        y = torch.relu(t) + 1
     else:
         t = torch.cos(y)
-        z = t - y
-    return z.sum() + t.mean()
+        y = t - y
+    return y.sum() + t.mean()
 
 
 f = torch.compile(step, backend="eager")
