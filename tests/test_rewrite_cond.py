@@ -117,34 +117,47 @@ def test_a_temporary_of_one_branch_stays_inside_and_a_constant_loop_and_an_op_na
         assert _run(new, x, 2.0) == _run(text, x, 2.0)
 
 
-@pytest.mark.parametrize("then,other", [
-    (["print('then', x)", "z = x * 2"], ["z = x - 1", "z = z * 2"]),  # a side effect
-    (["log.info('then')", "z = x * 2"], ["z = x - 1", "z = z * 2"]),
-    (["k.scale = 2", "z = x * 2"], ["z = x - 1", "z = z * 2"]),  # an attribute of something else
-    (["k[0] = 2", "z = x * 2"], ["z = x - 1", "z = z * 2"]),  # a subscript
-    (["x.add_(1)", "z = x * 2"], ["z = x - 1", "z = z * 2"]),  # an input changed in place
-    (["w = x.mul_(2)", "z = w"], ["z = x - 1", "z = z * 2"]),
-    (["z = x * 2", "z += k"], ["z = x - 1", "x += 1"]),  # += on an input
-    (["z = x * 2", "return z"], ["z = x - 1", "z = z * 2"]),
-    (["z = x * 2", "n = z.sum().item()"], ["z = x - 1", "n = 1"]),  # a value read back to Python
-    (["z = x", "for i in range(int(k)):", "    z = z * 2"], ["z = x - 1", "z = z * 2"]),  # a loop of any length
-    (["z = x * 2", "if k > 1:", "    z = z + 1"], ["z = x - 1", "z = z * 2"]),  # a nested if
-    (["a = x * 2", "a = a + 1"], ["b = x - 1", "b = b * 2"]),  # the names differ
-    (["z = x * 2", "t = z + 1"], ["z = x - 1", "z = z * 2"]),  # t bound on one path, read after
-    (["z = x * 2"], ["z = x - 1"]),  # one assignment each: tensor-where's
+GOOD_ELSE = ["z = x - 1", "z = z * 2"]
+
+
+@pytest.mark.parametrize("then,other,fixed", [
+    (["print('then', x)", "z = x * 2"], GOOD_ELSE, ["w = x", "z = x * 2"]),  # a side effect
+    (["log.info('then')", "z = x * 2"], GOOD_ELSE, ["w = torch.log(x)", "z = x * 2"]),
+    (["k.scale = 2", "z = x * 2"], GOOD_ELSE, ["scale = 2", "z = x * 2"]),  # an attribute of something else
+    (["k[0] = 2", "z = x * 2"], GOOD_ELSE, ["k0 = 2", "z = x * 2"]),  # a subscript
+    (["x.add_(1)", "z = x * 2"], GOOD_ELSE, ["w = x.add(1)", "z = x * 2"]),  # an input changed in place
+    (["w = x.mul_(2)", "z = w"], GOOD_ELSE, ["w = x * 1", "w.mul_(2)", "z = w"]),  # ... not one it made
+    (["w = x.view(-1)", "w.mul_(2)", "z = w"], GOOD_ELSE, ["w = x.view(-1)", "z = w * 2"]),  # ... through a view
+    (["w = x", "w += 1", "z = w"], GOOD_ELSE, ["w = x", "w = w + 1", "z = w"]),  # ... through a name
+    (["z = x * 2", "x += 1"], GOOD_ELSE, ["z = x * 2", "z += 1"]),  # += on an input
+    (["z = x * 2", "return z"], GOOD_ELSE, ["z = x * 2", "pass"]),
+    (["z = x * 2", "n = z.sum().item()"], GOOD_ELSE, ["z = x * 2", "n = z.sum()"]),  # a value read back to Python
+    (["z = x", "for i in range(int(k)):", "    z = z * 2"], GOOD_ELSE,  # a loop of any length
+     ["z = x", "for i in range(3):", "    z = z * 2"]),
+    (["z = x * 2", "if k > 1:", "    z = z + 1"], GOOD_ELSE, ["z = x * 2", "z = z + 1 if k > 1 else z"]),  # nested if
+    (["a = x * 2", "a = a + 1"], GOOD_ELSE, ["z = x * 2", "z = z + 1"]),  # the names differ
+    (["z = x * 2", "t = z + 1"], GOOD_ELSE, ["z = x * 2", "u = z + 1"]),  # t bound on one path, read after
+    (["z = x * 2"], ["z = x - 1"], ["z = x * 2", "z = z + 0"]),  # one assignment each: tensor-where's
 ])
-def test_no_cond_where_torch_cond_cannot_take_the_branches(tmp_path, monkeypatch, then, other):
-    body = ("if x > 0:\n" + "".join(f"    {s}\n" for s in then) + "else:\n" + "".join(f"    {s}\n" for s in other)
-            + "return z + t\n" if "t = z + 1" in then else
-            "if x > 0:\n" + "".join(f"    {s}\n" for s in then) + "else:\n" + "".join(f"    {s}\n" for s in other)
-            + "return z\n")
-    _, by = _drafts(tmp_path, monkeypatch, body)
-    assert "tensor-cond" not in by
-    if len(then) == 1:
-        assert "tensor-where" in by  # the simple pair stays torch.where's
+def test_no_cond_where_torch_cond_cannot_take_the_branches(tmp_path, monkeypatch, then, other, fixed):
+    """Each refused pair, beside the same pair with the one thing torch.cond cannot take changed."""
+    found = []
+    for branch in (then, fixed):
+        body = ("if x > 0:\n" + "".join(f"    {s}\n" for s in branch) + "else:\n"
+                + "".join(f"    {s}\n" for s in other) + ("return z + t\n" if "t = z + 1" in then else "return z\n"))
+        if "t = z + 1" in then:
+            body = "t = x\n" + body
+        _, by = _drafts(tmp_path, monkeypatch, body)
+        found.append("tensor-cond" in by)
+        if len(branch) == 1:
+            assert "tensor-where" in by  # the simple pair stays torch.where's
+    assert found == [False, True]
 
 
 def test_no_cond_without_an_else_a_break_elsewhere_or_outside_a_function(tmp_path, monkeypatch):
+    _, by = _drafts(tmp_path, monkeypatch, "z = x\nif x > 0:\n    z = x * 2\n    z = z + 1\nelse:\n    z = x - 1\n"
+                    "    z = z * 2\nreturn z\n")
+    assert "tensor-cond" in by  # with its else
     _, by = _drafts(tmp_path, monkeypatch, "z = x\nif x > 0:\n    z = x * 2\n    z = z + 1\nreturn z\n")
     assert "tensor-cond" not in by
     _, by = _drafts(tmp_path, monkeypatch, TWO_STATEMENTS, line=5)

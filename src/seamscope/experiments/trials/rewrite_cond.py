@@ -37,8 +37,12 @@ from .patches import Source, insertion_line
 
 _FORBIDDEN_CALLS = {"print", "bool", "setattr", "delattr", "exec", "eval", "input", "open", "breakpoint"}
 _DATA_METHODS = {"item", "tolist", "numpy", "backward"}
-_MUTATING_METHODS = {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "add",
-                     "discard", "register_buffer", "register_parameter", "copy_"}
+_MUTATING_METHODS = {"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "discard",
+                     "register_buffer", "register_parameter", "copy_"}
+_VIEWS = {"view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "t", "transpose", "permute", "squeeze",
+          "unsqueeze", "flatten", "unflatten", "narrow", "select", "as_strided", "detach", "contiguous", "to",
+          "type_as", "real", "imag", "unfold", "split", "chunk", "unbind", "movedim", "swapaxes", "diagonal"}
+"""Methods whose result can share the input's storage: an in-place op on it would change the input."""
 _LOGGERS = {"debug", "info", "warning", "error", "exception", "critical"}
 _LOGGER_OR_OP = {"log", "warn"}
 """A logger's or ``warnings``' when called on something named so (``torch.log(x)`` is an op)."""
@@ -57,6 +61,8 @@ class _Branch:
     def __init__(self, body: list[ast.stmt]) -> None:
         self.free: list[str] = []
         self.bound: list[str] = []
+        self.made: set[str] = set()
+        """Names bound to a value this branch computed (an in-place op on one changes no input)."""
         self.ok = all(self._stmt(s) for s in body)
 
     def _read(self, node: ast.AST) -> bool:
@@ -84,8 +90,15 @@ class _Branch:
             return False
         if fn.attr in _MUTATING_METHODS or fn.attr.endswith("_") and not fn.attr.endswith("__"):
             # in place: allowed only on a value this branch made (an input or a global must not change)
-            return isinstance(fn.value, ast.Name) and fn.value.id in self.bound
+            return isinstance(fn.value, ast.Name) and fn.value.id in self.made
         return True
+
+    @staticmethod
+    def _fresh(value: ast.expr) -> bool:
+        if isinstance(value, (ast.BinOp, ast.UnaryOp)):
+            return True
+        return isinstance(value, ast.Call) and not (isinstance(value.func, ast.Attribute)
+                                                    and value.func.attr in _VIEWS)
 
     def _bind(self, target: ast.expr) -> bool:
         if isinstance(target, ast.Starred):
@@ -101,13 +114,22 @@ class _Branch:
     def _stmt(self, s: ast.stmt) -> bool:
         if isinstance(s, ast.Pass) or isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
             return True
-        if isinstance(s, ast.Assign):
-            return self._read(s.value) and all(self._bind(t) for t in s.targets)
-        if isinstance(s, ast.AnnAssign):
-            return s.value is not None and self._read(s.value) and self._bind(s.target)
+        if isinstance(s, ast.Expr):  # only an in-place op on a value this branch made (``w.mul_(2)``)
+            v = s.value
+            return (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr.endswith("_")
+                    and not v.func.attr.endswith("__") and isinstance(v.func.value, ast.Name)
+                    and v.func.value.id in self.made and self._read(v))
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if s.value is None or not self._read(s.value) or not all(self._bind(t) for t in targets):
+                return False
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    (self.made.add if self._fresh(s.value) else self.made.discard)(t.id)
+            return True
         if isinstance(s, ast.AugAssign):
             # ``x += 1`` works in place on a tensor: only on a value this branch made
-            return isinstance(s.target, ast.Name) and s.target.id in self.bound and self._read(s.value)
+            return isinstance(s.target, ast.Name) and s.target.id in self.made and self._read(s.value)
         if isinstance(s, ast.For):
             return (not s.orelse and _const_range(s.iter) and self._bind(s.target)
                     and all(self._stmt(b) for b in s.body))
