@@ -34,6 +34,7 @@ import ast
 
 from ...model.receipt import Receipt
 from .patches import Source, insertion_line
+from .rewrite_common import _one_assign, _own, _Untensor
 
 _FORBIDDEN_CALLS = {"print", "bool", "setattr", "delattr", "exec", "eval", "input", "open", "breakpoint"}
 _DATA_METHODS = {"item", "tolist", "numpy", "backward"}
@@ -154,8 +155,6 @@ def _own_lines(src: Source, body: list[ast.stmt], after_line: int) -> tuple[int,
 
 def _cond(src: Source, n: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The ``torch.cond`` lines that replace ``n``, or None where torch.cond cannot take it."""
-    from .rewrites import _one_assign, _Untensor
-
     a, b = _one_assign(n.body), _one_assign(n.orelse)
     if a is not None and b is not None and a.targets[0].id == b.targets[0].id:  # type: ignore[attr-defined]
         return None  # tensor-where's
@@ -200,8 +199,6 @@ def _cond(src: Source, n: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef) ->
 def tensor_cond(receipt: Receipt, script: str, text: str) -> tuple[str, list[int]] | None:
     """The script's text with each ``if``/``else`` on a tensor's value that broke the graph, and that
     torch.cond can take, as ``torch.cond``, and their lines."""
-    from .rewrites import _own
-
     src = Source(text)
     lines = {s.line for s in receipt.ledger.break_sites if _own(s.file, script)}
     parents = _parents(src.tree)

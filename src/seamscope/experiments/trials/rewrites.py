@@ -36,6 +36,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
+from .rewrite_common import _one_assign, _own, _Untensor
 from .rewrite_cond import tensor_cond
 
 LOGGING_CALLS = {"print", "warn"}
@@ -59,12 +60,6 @@ def _multiline_string(stmt: ast.stmt) -> bool:
     """Indenting its lines would change a string's text."""
     return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and (n.end_lineno or n.lineno) > n.lineno
                for n in ast.walk(stmt))
-
-
-def _own(file: str, script: str) -> bool:
-    """Whether a break site's file is the script (sites name files relative to its folder, or in full)."""
-    path = file if os.path.isabs(file) else os.path.join(os.path.dirname(os.path.abspath(script)), file)
-    return os.path.abspath(path) == os.path.abspath(script)
 
 
 def guard_logging(receipt: Receipt, script: str, text: str) -> tuple[str, list[int]] | None:
@@ -206,30 +201,6 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
 def _is_compile(node: ast.AST) -> bool:
     return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
             and node.value.id == "torch")
-
-
-class _Untensor(ast.NodeTransformer):
-    """``t.item()`` → ``t``, ``bool(t)`` → ``t``: the condition kept a tensor."""
-
-    def __init__(self) -> None:
-        self.changed = False
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        self.generic_visit(node)
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "item" and not node.args and not node.keywords:
-            self.changed = True
-            return node.func.value
-        if isinstance(node.func, ast.Name) and node.func.id == "bool" and len(node.args) == 1 and not node.keywords:
-            self.changed = True
-            return node.args[0]
-        return node
-
-
-def _one_assign(body: list[ast.stmt]) -> ast.Assign | None:
-    if len(body) == 1 and isinstance(body[0], ast.Assign) and len(body[0].targets) == 1 \
-            and isinstance(body[0].targets[0], ast.Name):
-        return body[0]
-    return None
 
 
 def tensor_where(receipt: Receipt, script: str, text: str) -> tuple[str, list[int]] | None:
