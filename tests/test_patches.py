@@ -166,6 +166,8 @@ def rewrite_scripts(draw):
         head.append("    for _ in range(2):")
     lines = head + body + ["    return x", ""]
     breaks = draw(st.sets(st.integers(1, len(lines)), max_size=6))
+    if draw(st.booleans()):  # the ifs' own lines too, where the branch rewrites apply
+        breaks |= {i for i, ln in enumerate(lines, 1) if ln.lstrip().startswith("if ")}
     return "\n".join(lines) + "\n", breaks
 
 
