@@ -129,6 +129,8 @@ GOOD_ELSE = ["z = x - 1", "z = z * 2"]
     (["w = x.mul_(2)", "z = w"], GOOD_ELSE, ["w = x * 1", "w.mul_(2)", "z = w"]),  # ... not one it made
     (["w = x.view(-1)", "w.mul_(2)", "z = w"], GOOD_ELSE, ["w = x.view(-1)", "z = w * 2"]),  # ... through a view
     (["w = x", "w += 1", "z = w"], GOOD_ELSE, ["w = x", "w = w + 1", "z = w"]),  # ... through a name
+    (["w = x * 2", "w, v = x.chunk(2)", "w.mul_(2)", "z = w"], GOOD_ELSE,  # ... made, then a view again
+     ["w = x * 2", "w.mul_(2)", "u, v = x.chunk(2)", "z = w"]),
     (["z = x * 2", "x += 1"], GOOD_ELSE, ["z = x * 2", "z += 1"]),  # += on an input
     (["z = x * 2", "return z"], GOOD_ELSE, ["z = x * 2", "pass"]),
     (["z = x * 2", "n = z.sum().item()"], GOOD_ELSE, ["z = x * 2", "n = z.sum()"]),  # a value read back to Python

@@ -101,6 +101,10 @@ class _Branch:
         return isinstance(value, ast.Call) and not (isinstance(value.func, ast.Attribute)
                                                     and value.func.attr in _VIEWS)
 
+    def _unmake(self, targets: list[ast.expr]) -> None:
+        """Names rebound to what may be an input's storage (a view, one of several results)."""
+        self.made -= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
     def _bind(self, target: ast.expr) -> bool:
         if isinstance(target, ast.Starred):
             return self._bind(target.value)
@@ -121,19 +125,22 @@ class _Branch:
                     and not v.func.attr.endswith("__") and isinstance(v.func.value, ast.Name)
                     and v.func.value.id in self.made and self._read(v))
         if isinstance(s, (ast.Assign, ast.AnnAssign)):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            targets: list[ast.expr] = s.targets if isinstance(s, ast.Assign) else [s.target]
             if s.value is None or not self._read(s.value) or not all(self._bind(t) for t in targets):
                 return False
-            for t in targets:
-                if isinstance(t, ast.Name):
-                    (self.made.add if self._fresh(s.value) else self.made.discard)(t.id)
+            fresh = len(targets) == 1 and isinstance(targets[0], ast.Name) and self._fresh(s.value)
+            self._unmake(targets)
+            if fresh:
+                self.made.add(targets[0].id)  # type: ignore[attr-defined]
             return True
         if isinstance(s, ast.AugAssign):
             # ``x += 1`` works in place on a tensor: only on a value this branch made
             return isinstance(s.target, ast.Name) and s.target.id in self.made and self._read(s.value)
         if isinstance(s, ast.For):
-            return (not s.orelse and _const_range(s.iter) and self._bind(s.target)
-                    and all(self._stmt(b) for b in s.body))
+            if s.orelse or not _const_range(s.iter) or not self._bind(s.target):
+                return False
+            self._unmake([s.target])
+            return all(self._stmt(b) for b in s.body)
         return False  # print/logging (an expression statement), return, if, while, del, raise, try, ...
 
 
