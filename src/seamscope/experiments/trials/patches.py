@@ -42,7 +42,6 @@ from typing import Any
 from ..remedy_spec import (
     SCRIPT_MODULES,
     RemedySpec,
-    code_change,
     compile_override,
     parse_assignment,
     parse_target,
@@ -419,7 +418,6 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> Non
             if p is not None:
                 d.diff, d.calls_of = p.diff, p.calls_of
                 d.patch = write_patch(out, d.name, p)
-                d.change = f"{code_change(d.spec)}: the patch loops over the instances"
             continue
         p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff else spec_patch(d.spec, script)
         if p is None:
