@@ -3,16 +3,19 @@ from call to call, passed to the compiled function as a 0-d tensor.
 
 Dynamo guards a Python ``int`` or ``float`` argument on its value (``scale == 0.5``): a new value
 recompiles. torch 2.13 makes the number symbolic after one such recompile (automatic dynamic;
-``specialize_float`` is off), unless the script compiles with ``dynamic=False`` or the frame is
-past its limit: then every new value is a new graph. A 0-d tensor is guarded on its dtype, device
-and shape only, so one graph serves every value from the first call on.
+``specialize_float`` is off), unless the script compiles with ``dynamic=False``: then every new
+value is a new graph, up to the recompile limit. A 0-d tensor is guarded on its dtype, device and
+shape only, so one graph serves every value from the first call on.
 
 The rewrite is made only where the baseline recompiled a frame of the script on such a value
 guard and the script compiles that function as ``f = torch.compile(fn, ...)``; ``f`` becomes
 ``_f_compiled`` behind a plain ``f`` with ``fn``'s signature that passes
 ``torch.as_tensor(NAME, dtype=torch.result_type(x, NAME), device=x.device)``, ``x`` being the
-argument ``NAME`` meets in arithmetic (the dtype ``x op NAME`` gives, so the arithmetic is as
-before). It is made only when every use of ``NAME`` in ``fn`` is arithmetic with such an operand
+argument ``NAME`` meets in arithmetic: the dtype ``x op NAME`` gives, so the result's dtype is as
+before and, for a float32 or float64 ``x``, its values too (a float16 or bfloat16 ``x`` rounds the
+number to its own precision, where PyTorch computes with a Python number in float32).
+
+It is made only when every use of ``NAME`` in ``fn`` is arithmetic with such an operand
 (``x * scale + 1``), read from ``fn``'s syntax tree: a number that reaches ``range()``, an ``if``,
 a comparison, a size, an index or ``int()`` would change meaning as a tensor (a branch on it breaks
 the graph), so there is no candidate then. What the tree cannot show (a name that holds a number,
@@ -258,6 +261,7 @@ def scalar_drafts(receipt: Receipt, script: str, text: str) -> list[Draft]:
             change=f"pass {name} to {alias} as a 0-d tensor (a Python {kind} the guards held to each value), so "
                    "one graph serves every value (review before applying: a tensor instead of a number)",
             review=f"{name} becomes a 0-d tensor: code that branches on it, uses it as a size or an index, or "
-                   "converts it to a Python number behaves differently (the rewrite found only arithmetic)"))
+                   "converts it to a Python number behaves differently (the rewrite found only arithmetic); in "
+                   "a half-precision operation its value is rounded to that precision"))
     return out
 
