@@ -70,7 +70,7 @@ NOT_ARITHMETIC = [
 ]
 
 
-@pytest.mark.parametrize("body,value", ARITHMETIC)
+@pytest.mark.parametrize("body,value", ARITHMETIC, ids=["call", "augmented", "tuple", "no-operand"])
 def test_a_guarded_float_used_in_arithmetic_is_passed_as_a_0d_tensor_of_the_operations_dtype(tmp_path, body, value):
     text = _script(body)
     (dr,) = _drafts(tmp_path, text)
@@ -87,7 +87,7 @@ def test_a_guarded_float_used_in_arithmetic_is_passed_as_a_0d_tensor_of_the_oper
         subprocess.run(["git", "apply", "--check", "p.patch"], cwd=tmp_path, check=True)
 
 
-@pytest.mark.parametrize("body", NOT_ARITHMETIC)
+@pytest.mark.parametrize("body", NOT_ARITHMETIC, ids=lambda b: b[0][:30])
 def test_no_candidate_where_the_number_is_not_only_arithmetic_with_a_tensor(tmp_path, body):
     assert _drafts(tmp_path, _script(body)) == []
 
