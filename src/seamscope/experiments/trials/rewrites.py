@@ -19,6 +19,9 @@ every other candidate, its runs applying the diff (``--patch``).
   ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
   are then computed and picked element by element: "review before applying" (a branch with side
   effects, or an expensive one, is not for ``torch.where``).
+- ``tensor-scalar-NAME``: a Python number argument whose value the baseline recompiled on, used
+  only in arithmetic with tensors, passed to the compiled function as a 0-d tensor
+  (:mod:`.rewrite_scalar`): "review before applying" (a tensor instead of a number).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
+from .rewrite_scalar import scalar_drafts
 
 LOGGING_CALLS = {"print", "warn"}
 LOGGERS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
@@ -128,6 +132,7 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
                    "every call (review before applying: the neutral value's shape is a guess)",
             review=f"the neutral {name} passed for None is shaped like the first argument: check it is what "
                    "the code means"))
+    out += scalar_drafts(receipt, script, text)
     return out
 
 
