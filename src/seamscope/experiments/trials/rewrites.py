@@ -12,7 +12,9 @@ every other candidate, its runs applying the diff (``--patch``).
   ``f = torch.compile(fn, ...)`` becomes ``_f_compiled`` behind a plain function ``f`` with ``fn``'s
   signature that passes a neutral tensor for ``None``: zeros for a value added or subtracted,
   ones for one multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
-  first argument. One graph then serves every call. The neutral value's shape is a guess the
+  first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
+  ``None`` means "attend to every position"), long ones of the (batch, sequence) of the model
+  call's input. One graph then serves every call. The neutral value's shape is a guess the
   output check tests, so this patch too is marked "review before applying".
 - ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
   condition) that broke the graph, whose two branches each assign one name, becomes
@@ -151,7 +153,19 @@ def _neutral(fn: ast.FunctionDef, name: str, like: str) -> str | None:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "masked_fill" \
                 and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == name:
             return f"torch.zeros_like({like}, dtype=torch.bool)"
+        if isinstance(n, ast.Call) and any(k.arg == "attention_mask" and isinstance(k.value, ast.Name)
+                                           and k.value.id == name for k in n.keywords):
+            ids = _model_input(n, fn, name) or like
+            return f"torch.ones({ids}.shape[:2], dtype=torch.long, device={ids}.device)"
     return None
+
+
+def _model_input(call: ast.Call, fn: ast.FunctionDef, name: str) -> str | None:
+    """The argument of ``fn`` a model call takes as its input (``input_ids=``, ``inputs_embeds=``, or
+    its first positional argument), whose (batch, sequence) an attention mask has."""
+    params = {x.arg for x in fn.args.args} - {name}
+    given = [k.value for k in call.keywords if k.arg in ("input_ids", "inputs_embeds")] + call.args[:1]
+    return next((v.id for v in given if isinstance(v, ast.Name) and v.id in params), None)
 
 
 def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str, str]]:
