@@ -64,6 +64,29 @@ def test_a_mask_passed_on_as_attention_mask_gets_the_transformers_neutral():
     ast.parse(new)
 
 
+def test_a_wrapper_compiled_inside_main_is_always_passed_there():
+    """The usual script shape, ``torch.compile`` inside ``def main():`` run under ``if __name__ ==
+    "__main__":``: the plain function goes beside the compiled one, indented as it is; one assigned
+    in a class body is left alone (a function there would be a method)."""
+    from seamscope.experiments.trials.rewrites import always_pass
+
+    text = ("import torch\nfrom transformers import BertModel\n\n\ndef encode(ids, mask=None):\n"
+            "    return model(ids, attention_mask=mask).last_hidden_state\n\n\ndef main():\n"
+            "    compiled = torch.compile(encode)\n    for i in range(4):\n"
+            "        compiled(ids, ids if i % 2 else None)\n\n\nclass Runner:\n"
+            "    run = torch.compile(encode)\n\n\nif __name__ == \"__main__\":\n    main()\n")
+    churn = SimpleNamespace(file="s.py", frame_name="encode", guards=["L['mask'] is None"])
+    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
+    ((name, alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
+    assert (name, alias) == ("mask", "compiled")
+    assert ("def main():\n    _compiled_compiled = torch.compile(encode)\n\n    def compiled(ids, mask=None):\n"
+            "        # always pass mask: one graph serves the calls with and without it\n"
+            f"        return _compiled_compiled(ids, {ONES} if mask is None else mask)\n\n"
+            "    for i in range(4):\n") in new
+    assert "    run = torch.compile(encode)\n" in new
+    ast.parse(new)
+
+
 def test_a_logger_breaks_candidate_names_the_callable_as_the_finding_does():
     """The finding's ``logging:Logger.info`` reaches ``--dynamo-config ignore_logging_functions+=``
     as is (a flag ``try`` checks before anything runs: a mangled target made it exit 2)."""
