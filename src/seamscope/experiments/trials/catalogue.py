@@ -279,7 +279,8 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             elif r.action == "reorder_logging":
                 for key, val in r.config.items():
                     fn = val.removeprefix("add ").strip()
-                    target = f"builtins:{fn}" if "." not in fn and ":" not in fn else fn.replace(".", ":", 1)
+                    # findings name the callable as MODULE:QUALNAME (logging:Logger.info); a bare name is a builtin
+                    target = fn if ":" in fn else f"builtins:{fn}" if "." not in fn else fn.replace(".", ":", 1)
                     if ":" in target:
                         mine.append(
                             draft(
