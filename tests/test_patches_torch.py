@@ -206,10 +206,19 @@ def test_each_written_patch_applies_and_the_patched_copy_runs_as_measured(loggin
                 run["calls"], run["breaks"], run["recompiles"], run["fallbacks"])
 
 
+@pytest.fixture(scope="module")
+def regional_trial(tmp_path_factory, fresh_server):
+    return _trial(tmp_path_factory.mktemp("regional"), "blocks.py", "--repeat", "1", "--max-repeat", "1",
+                  "--only", "regional-block")
+
+
+@pytest.mark.timeout(1200)
 def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_does(tmp_path, monkeypatch,
-                                                                                     dynamo_reset):
+                                                                                     dynamo_reset, regional_trial):
     """The patch loops over the instances at the path the baseline's finding saw; the patched
-    script makes the flag's compilations: one graph serving the four blocks."""
+    script makes the flag's compilations: one graph serving the four blocks. The trial's runs
+    apply that patch, the model's calls still the run's calls (``--calls-of``), paired with the
+    baseline's call by call, outputs compared."""
     from seamscope.experiments.remedy_spec import spec_from_words
     from seamscope.experiments.trials.patches import regional_patch
     from seamscope.experiments.unified_diff import apply, parse
@@ -235,6 +244,56 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
 
     assert repeated(tmp_path / "b") and not repeated(tmp_path / "p") and not repeated(tmp_path / "f")
     assert base[0] == 1
+    # the trial's candidate: its runs apply the patch, not the flag
+    d, t, _ = regional_trial
+    (c,) = [c for c in t["candidates"] if c["name"] == "regional-block"]
+    assert c["flags"] == ["--regional", "Block"] and c["patch"] == "o/trials/regional-block.patch"
+    assert "--patch o/trials/regional-block.patch --calls-of compiled " in c["command"]
+    assert "--regional" not in c["command"]
+    assert (d / c["patch"]).read_text() == patch.diff
+    run, first = c["runs"][0], t["baseline"]["runs"][0]
+    assert run["calls"] == first["calls"] == 3  # the model's calls, not the blocks' (12)
+    got = load(d / "o" / run["receipt"])
+    note = got["decision"]["note"]
+    assert "--patch: ran patched in memory: blocks.py (sha256 " in note
+    flag = load(tmp_path / "f" / "receipt.json")
+
+    def compiled_frames(r):
+        return sorted((x["frame_name"], x["line"]) for x in r["ledger"]["compilations"])
+
+    whole = load(d / "o" / first["receipt"])
+    assert compiled_frames(got) == compiled_frames(flag) != compiled_frames(whole)  # Block.forward, not Net's
+    assert (got["summary"]["compile_count"], got["summary"]["recompile_count"]) == flags[:2]
+    assert c["outputs"]["status"] == "equal" and c["outputs"]["calls_compared"] == 3
+
+
+def test_calls_of_keeps_the_patched_files_lines_and_counts_the_named_objects_calls(tmp_path, monkeypatch,
+                                                                                 dynamo_reset):
+    """``--calls-of NAME`` adds one statement after NAME's binding on that statement's line: a
+    break site and the script's frame in its stack name the patched file's lines; a name the
+    script does not bind is refused before anything runs."""
+    from seamscope.errors import UnusableInput
+    from seamscope.experiments.remedy_plan import prepare
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.unified_diff import make
+
+    text = ("import torch\n\n\ndef f(x):\n    return x + 1\n\n\ncompiled = torch.compile(f, backend='eager')\n\n\n"
+            "def g(x):\n    print('a break')\n    return x * 2\n\n\nh = torch.compile(g, backend='eager')\n"
+            "for _ in range(2):\n    compiled(torch.ones(2))\n    h(torch.ones(2))\n")
+    (tmp_path / "lines.py").write_text(text)
+    patched = text.replace("import torch\n", "import torch\n# one line more\n", 1)
+    (tmp_path / "l.patch").write_text(make(text, patched, "lines.py"))
+    monkeypatch.chdir(tmp_path)
+    _run("lines.py", ["--patch", "l.patch", "--calls-of", "compiled"], tmp_path / "p")
+    got = load(tmp_path / "p" / "receipt.json")
+    lines = patched.splitlines()
+    assert got["summary"]["call_count"] == 4  # compiled's two and h's two, each once
+    (site,) = got["ledger"]["break_sites"]
+    assert site["line"] == lines.index("    print('a break')") + 1 and site["statement"] == "print('a break')"
+    frames = [f["line"] for f in site["user_stack"] if f["file"].endswith("lines.py") and f["function"] == "<module>"]
+    assert frames == [lines.index("    h(torch.ones(2))") + 1]
+    with pytest.raises(UnusableInput, match="--calls-of model: the script binds no model"):
+        prepare(spec_from_words(["--patch", "l.patch", "--calls-of", "model"]), "lines.py")
 
 
 def test_a_patch_of_an_imported_module_of_the_user_is_served_as_imported(tmp_path, monkeypatch, dynamo_reset):

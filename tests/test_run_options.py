@@ -45,10 +45,13 @@ VALUES = {
     "metrics_port": "9464",
     "fail_after_warmup": "log",
     "patch": "given.patch",
+    "calls_of": "f",
 }
 """A valid value for an option whose type does not give one (others: from their click type)."""
 TARGETS = {"plain": "w.py:f", "warm": "w.py:f", "nproc": "w.py"}
-"""A workload (every remedy flag, --pad too, applies to it); torchrun's ranks run a script."""
+"""A workload (every remedy flag but --calls-of, --pad too, applies to it); torchrun's ranks run a script."""
+SCRIPT_ONLY = ("calls_of",)
+"""Options that name the script's own code (a workload is refused, see below): given a script."""
 WORKLOAD = "import helper\n\n\ndef f(n):\n    return helper.f(n)\n\n\nclass Block:\n    pass\n"
 
 
@@ -159,12 +162,13 @@ def test_each_option_is_honoured_or_refused_on_each_route(route, name, tmp_path,
     needed = next((o for o in _options() if o.name == NEEDS.get(name)), None)
     base = [*ROUTES[route], *(_words(needed) if needed is not None else [])]
     where = str(tmp_path / "w")
+    target = "w.py" if name in SCRIPT_ONLY else TARGETS[route]
     # WHEN the command runs without it and with it
-    code0, _, without = _invoke(base, TARGETS[route], where, monkeypatch, capsys)
+    code0, _, without = _invoke(base, target, where, monkeypatch, capsys)
     if code0 == 2 and needed is not None:  # the route refuses what the option needs: the option alone
         base = ROUTES[route]
-        code0, _, without = _invoke(base, TARGETS[route], where, monkeypatch, capsys)
-    code, err, with_it = _invoke([*base, *_words(opt)], TARGETS[route], where, monkeypatch, capsys)
+        code0, _, without = _invoke(base, target, where, monkeypatch, capsys)
+    code, err, with_it = _invoke([*base, *_words(opt)], target, where, monkeypatch, capsys)
     # THEN it is refused in one line naming it, exit 2, or what the route did differs
     refused = code == 2 and err.count("\n") == 1 and opt.opts[0] in err and err.startswith("seamscope: ")
     if route == "plain" and name not in SELECTORS:
@@ -180,3 +184,10 @@ def test_an_option_without_the_one_it_needs_is_one_line_and_exit_2(name, tmp_pat
     code, err, _ = _invoke(_words(opt), TARGETS["plain"], str(tmp_path / "w"), monkeypatch, capsys)
     needed = next(o for o in _options() if o.name == NEEDS[name])
     assert code == 2 and err == f"seamscope: {opt.opts[0]} needs {needed.opts[0]}\n"
+
+
+@pytest.mark.parametrize("name", SCRIPT_ONLY)
+def test_an_option_naming_the_scripts_code_refuses_a_workload_in_one_line(name, tmp_path, monkeypatch, capsys):
+    opt = next(o for o in _options() if o.name == name)
+    code, err, _ = _invoke(_words(opt), TARGETS["plain"], str(tmp_path / "w"), monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"seamscope: {opt.opts[0]} ")

@@ -335,3 +335,31 @@ def test_two_statements_scheme_1_merged_both_match_its_one_site(tmp_path: Path) 
     assert {c.site_id for c in cmp.sites} == {s.site_id for s in sites}
     assert any("site-id scheme 1" in n for n in cmp.notes)
     assert check(new, Limits(), old).ok
+
+
+def test_the_frames_that_started_the_script_are_not_the_users_stack():
+    """Under ``seamscope run`` Dynamo's user traceback begins in runpy, seamscope's command and
+    click; the stack shown starts at the script, and frames of the user's own between are kept."""
+    import os
+
+    import seamscope
+    from seamscope.ingest.compile_events import parse_break_reason
+
+    pkg = os.path.dirname(os.path.abspath(seamscope.__file__))
+    frames = [
+        ("<frozen runpy>", 198, "_run_module_as_main"),
+        (os.path.join(pkg, "__main__.py"), 3, "<module>"),
+        ("/venv/lib/python3.11/site-packages/click/core.py", 911, "invoke"),
+        (os.path.join(pkg, "commands", "run.py"), 151, "command"),
+        (os.path.join(pkg, "capture", "runner.py"), 175, "run_target"),
+        ("<frozen runpy>", 291, "run_path"),
+        ("/home/u/proj/train.py", 8, "<module>"),
+        ("<frozen runpy>", 88, "_run_code"),  # the user's own runpy call: kept
+        ("/home/u/proj/model.py", 4, "forward"),
+    ]
+    text = "Graph break in user code at /home/u/proj/model.py:4\nGraph Break Reason: print\nUser code traceback:\n"
+    text += "".join(f'  File "{f}", line {n}, in {fn}\n    x\n' for f, n, fn in frames)
+    got = parse_break_reason(text, cwd="/home/u/proj").site.user_stack
+    assert [(f.file, f.line) for f in got] == [("train.py", 8), ("<frozen runpy>", 88), ("model.py", 4)]
+    alone = parse_break_reason(text.replace(pkg, "/elsewhere"), cwd="/home/u/proj").site.user_stack
+    assert alone[0].file == "<frozen runpy>" and len(alone) == len(frames)  # not started by seamscope: all kept

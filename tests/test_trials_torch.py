@@ -558,11 +558,12 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     by = {c["name"]: c for c in t["candidates"]}
     reg = by["regional-llamadecoderlayer"]
     assert reg["flags"] == ["--regional", "LlamaDecoderLayer"]
-    # its patch: a loop over the layers at the path the finding saw; its runs keep the flag
+    # its patch: a loop over the layers at the path the finding saw; its runs apply it, the model's
+    # calls still the run's calls
     assert "+for block in model.layers:" in reg["diff"] and "+compiled = model" in reg["diff"]
     assert (
-        "--regional LlamaDecoderLayer" in reg["command"]
-        and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
+        "--patch o/trials/regional-llamadecoderlayer.patch --calls-of compiled " in reg["command"]
+        and "--regional" not in reg["command"] and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
     )
     assert reg["outputs"]["status"] == "equal" and reg["outputs"]["calls_compared"] == 3
     base = load(out / "trials" / "baseline" / "rep-1" / "receipt.json")

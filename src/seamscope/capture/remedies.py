@@ -15,6 +15,12 @@ What each one changes, and how it is undone when the script ends:
 - ``--patch``: the script's source patched in memory (``transform`` compiles the patched text, and
   ``linecache`` serves it, so tracebacks and break sites show the patched lines); another file the
   patch names is served patched as it is imported (a finder first on ``sys.meta_path``);
+- ``--calls-of NAME`` (observation only): one statement ``NAME = __seamscope_calls_of__(NAME)``
+  compiled right after the script's first statement binding NAME, with that statement's line
+  number (no line of the script moves), hands the object to the session's ``track`` (and to the
+  trials' output fingerprints) as ``torch.compile``'s result is: its calls are the run's calls,
+  the compiled calls made inside them (a regional patch's blocks) nested in them, as under
+  ``--regional``;
 - the seed: ``random``, ``numpy`` and ``torch`` seeded once.
 
 An undo that raises does not stop the others; what it raised is printed as a warning.
@@ -62,6 +68,8 @@ class Remedies:
     """The script's patched text (``--patch``); None: the file as it is."""
     module_sources: dict[str, str] = field(default_factory=dict)
     """Other files' patched texts, by absolute path."""
+    calls_of: str | None = None
+    """The script's name whose object's calls are the run's calls (``--calls-of``)."""
 
     def transform(self, tree: ast.Module) -> ast.Module:
         """The patched source instead of the file's; then the script's own ``--disable`` targets
@@ -72,10 +80,13 @@ class Remedies:
             _serve_lines(path, self.source)
             if path != self.target:
                 _serve_lines(self.target, self.source)
-        return disable_in_tree(tree, self.script_disables, self.target)
+        tree = disable_in_tree(tree, self.script_disables, self.target)
+        if self.calls_of is not None:
+            tree = calls_of_in_tree(tree, self.calls_of)
+        return tree
 
     def needs_transform(self) -> bool:
-        return bool(self.script_disables) or self.source is not None
+        return bool(self.script_disables) or self.source is not None or self.calls_of is not None
 
     def apply(self, session: Any, track: Callable[[Any], Any] | None = None) -> Callable[[], None]:
         """Apply everything; returns the undo. ``track``: wraps each callable ``torch.compile``
@@ -124,6 +135,61 @@ def disable_in_tree(tree: ast.Module, quals: list[str], target: str) -> ast.Modu
             raise UnusableInput(f"--disable {qual}: the script defines no function {qual}")
         node.decorator_list.insert(0, ast.Name(id=DISABLE_NAME, ctx=ast.Load()))
     ast.fix_missing_locations(tree)
+    return tree
+
+
+CALLS_OF_NAME = "__seamscope_calls_of__"
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def binding_of(tree: ast.Module, name: str) -> tuple[list[ast.stmt], int] | None:
+    """The first statement, in source order, that binds ``name`` in the module's own scope
+    (``NAME = ...``, ``NAME: T = ...``, ``def NAME``, ``class NAME``; inside ``if``/``for``/``with``/
+    ``try`` blocks too, not in a function or class body): (its block, its index); None if none."""
+
+    def binds(s: ast.stmt) -> bool:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return s.name == name
+        if isinstance(s, ast.Assign):
+            return any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+        if isinstance(s, ast.AnnAssign):
+            return s.value is not None and isinstance(s.target, ast.Name) and s.target.id == name
+        return False
+
+    def search(body: list[ast.stmt]) -> tuple[list[ast.stmt], int] | None:
+        for i, s in enumerate(body):
+            if binds(s):
+                return body, i
+            if isinstance(s, _SCOPES):
+                continue
+            blocks = [getattr(s, f, None) for f in ("body", "orelse", "finalbody")]
+            blocks += [h.body for h in getattr(s, "handlers", [])] + [c.body for c in getattr(s, "cases", [])]
+            for b in blocks:
+                if isinstance(b, list) and b and isinstance(b[0], ast.stmt):
+                    found = search(b)
+                    if found is not None:
+                        return found
+        return None
+
+    return search(tree.body)
+
+
+def calls_of_in_tree(tree: ast.Module, name: str) -> ast.Module:
+    """``NAME = __seamscope_calls_of__(NAME)`` right after the statement binding ``name``, every
+    node of it at that statement's position (tracebacks, break sites, findings: the file's lines)."""
+    found = binding_of(tree, name)
+    if found is None:
+        raise UnusableInput(f"--calls-of {name}: the script binds no {name} outside its functions")
+    body, i = found
+    at = body[i]
+    stmt = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                      value=ast.Call(func=ast.Name(id=CALLS_OF_NAME, ctx=ast.Load()),
+                                     args=[ast.Name(id=name, ctx=ast.Load())], keywords=[]))
+    for n in ast.walk(stmt):
+        if "lineno" in n._attributes:
+            ast.copy_location(n, at)
+    body.insert(i + 1, stmt)
     return tree
 
 
@@ -270,6 +336,15 @@ def _apply(rem: Remedies, session: Any, track: Callable[[Any], Any] | None) -> C
 
         setattr(builtins, DISABLE_NAME, torch.compiler.disable)
         undo.append(lambda: delattr(builtins, DISABLE_NAME) if hasattr(builtins, DISABLE_NAME) else None)
+    if rem.calls_of is not None:
+        import builtins
+
+        def calls_of(obj: Any) -> Any:
+            obj = session.track(obj) if getattr(session, "active", False) else obj
+            return obj if track is None else track(obj)
+
+        setattr(builtins, CALLS_OF_NAME, calls_of)
+        undo.append(lambda: delattr(builtins, CALLS_OF_NAME) if hasattr(builtins, CALLS_OF_NAME) else None)
     if rem.regional:  # under _wrap_compile: its overrides and output fingerprints still apply
         from .regional import install_regional
 

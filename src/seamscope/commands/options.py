@@ -113,5 +113,6 @@ def remedy_options(f: F) -> F:
     ``remedy_spec.spec_from_words``), from their one description, ``remedy_spec.FLAGS``."""
     for flag in reversed(FLAGS):
         f = click.option(flag.opt, flag.dest, multiple=flag.multiple, type=int if flag.kind == "int" else None,
-                         default=() if flag.multiple else None, metavar=flag.metavar, help=flag.help)(f)
+                         default=() if flag.multiple else None, metavar=flag.metavar, help=flag.help,
+                         hidden=flag.hidden)(f)
     return f

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..capture.remedies import Remedies, find_def
+from ..capture.remedies import Remedies, binding_of, find_def
 from ..errors import UnusableInput
 from .remedy_spec import (
     CALLABLE_SETS,
@@ -102,7 +102,7 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
     from ..capture import adapter
 
     rem = Remedies(target=target, mark_dynamic=spec.mark_dynamic, stance=spec.stance, seed=spec.seed,
-                   regional=spec.regional)
+                   regional=spec.regional, calls_of=spec.calls_of)
     plan = Plan(spec=spec, remedies=rem, record_out=record_out, fingerprint=fingerprint and record_out is not None)
     for item in spec.dynamo_config:
         name, op, raw = parse_assignment("--dynamo-config", item)
@@ -150,6 +150,8 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
         pad_policy(spec.pad)
     if spec.patch:
         _patch_sources(spec.patch, target, module, rem)
+    if spec.calls_of is not None:
+        _check_calls_of(spec.calls_of, target, module, rem)
     if spec.stance is not None and spec.stance not in adapter.stance_names():
         raise UnusableInput(f"--stance {spec.stance!r}: expected one of {', '.join(adapter.stance_names())}")
     stem = os.path.splitext(os.path.basename(target))[0]
@@ -215,6 +217,19 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
             rem.source = text
         else:
             rem.module_sources[path] = text
+
+
+def _check_calls_of(name: str, target: str, module: bool, rem: Remedies) -> None:
+    """``--calls-of NAME``: a script's own name, bound outside its functions (in the patched text
+    where ``--patch`` patches the script)."""
+    if module or ".py:" in target:
+        raise UnusableInput(f"--calls-of {name}: names a script's own variable (not one of a workload FILE.py:FUNC "
+                            "or a -m module)")
+    if not name.isidentifier():
+        raise UnusableInput(f"--calls-of {name!r}: expected a name the script binds")
+    tree = ast.parse(rem.source, filename=target) if rem.source is not None else _parse_script(target)
+    if binding_of(tree, name) is None:
+        raise UnusableInput(f"--calls-of {name}: the script binds no {name} outside its functions")
 
 
 def _parse_script(target: str) -> ast.Module:

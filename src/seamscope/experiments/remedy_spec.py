@@ -4,8 +4,9 @@
 ``--compile-option NAME=VALUE`` (overrides an argument of every ``torch.compile``),
 ``--mark-dynamic SOURCE`` (``torch.compiler.config.dynamic_sources``), ``--stance NAME``,
 ``--disable MODULE:QUALNAME`` (wraps one function in ``torch.compiler.disable``), ``--regional CLASS``,
-``--patch FILE`` (a unified diff of the script, applied to its source in memory), ``--seed N``
-and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
+``--patch FILE`` (a unified diff of the script, applied to its source in memory), ``--seed N``,
+``--calls-of NAME`` (plumbing: what the script binds to NAME is observed as a compiled model, its
+calls the run's calls) and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
 
 A :class:`RemedySpec` is the flags as given (what ``try`` passes to each candidate); :data:`FLAGS`
 describes each flag once, for the command line's options (``commands/options.py``) and for
@@ -51,6 +52,9 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
     """Classes whose instances are compiled one by one instead of the whole module (``regional.py``)."""
     patch: tuple[str, ...] = ()
     """Unified diffs of the script, applied to its source as it is loaded (the file is not touched)."""
+    calls_of: str | None = None
+    """The script's name whose calls are the run's calls (observation only: a regional patch's
+    model, whose blocks are what ``torch.compile`` gets; ``capture/remedies.py``)."""
 
     def flags(self) -> list[str]:
         out: list[str] = []
@@ -72,6 +76,8 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
             out += ["--regional", v]
         for v in self.patch:
             out += ["--patch", v]
+        if self.calls_of is not None:
+            out += ["--calls-of", self.calls_of]
         return out
 
     def is_empty(self) -> bool:
@@ -89,6 +95,8 @@ class Flag:
     multiple: bool = False
     metavar: str | None = None
     help: str | None = None
+    hidden: bool = False
+    """Plumbing ``try`` passes to its runs, left out of ``--help``."""
 
 
 FLAGS = (
@@ -109,6 +117,9 @@ FLAGS = (
     Flag("--patch", "patch", multiple=True, metavar="FILE",
          help="Run the script with this unified diff applied to its source in memory (the file is not "
          "touched); the diff is made from the project root, as git apply takes it (repeatable)."),
+    Flag("--calls-of", "calls_of", metavar="NAME", hidden=True,
+         help="Plumbing (what try's runs of a regional patch pass): the object the script binds to NAME is "
+         "tracked as torch.compile's result would be, its calls the run's calls (observation only)."),
     Flag("--seed", "seed", kind="int", help="Seed random, numpy and torch before the script runs."),
     Flag("--pad", "pad", metavar="POLICY",
          help="A workload FILE.py:FUNC only: pad each call's length (pow2, buckets:64,128,...)."),
@@ -311,7 +322,8 @@ def source_local(src: str) -> str | None:
 def spec_from_options(dynamo_config: tuple[str, ...] = (), compile_option: tuple[str, ...] = (),
                       mark_dynamic: tuple[str, ...] = (), stance: str | None = None,
                       disable: tuple[str, ...] = (), seed: int | None = None, pad: str | None = None,
-                      regional: tuple[str, ...] = (), patch: tuple[str, ...] = (), **_: Any) -> RemedySpec:
+                      regional: tuple[str, ...] = (), patch: tuple[str, ...] = (), calls_of: str | None = None,
+                      **_: Any) -> RemedySpec:
     return RemedySpec(dynamo_config=tuple(dynamo_config), compile_option=tuple(compile_option),
                       mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad,
-                      regional=tuple(regional), patch=tuple(patch))
+                      regional=tuple(regional), patch=tuple(patch), calls_of=calls_of)

@@ -40,7 +40,14 @@ CONTEXT_KEYS = frozenset(
 )
 
 # seamscope's own frames (the call wrapper) are not the user's.
-_OWN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture") + os.sep
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_DIR = os.path.join(_PACKAGE, "capture") + os.sep
+# seamscope's launchers (`seamscope run`, the fork server, the magic, the gates): the frames up to
+# the last of them, and the runpy frames that follow it, are how the script was started.
+_LAUNCHERS = tuple(os.path.join(_PACKAGE, p) for p in ("__main__.py", "cli.py", "magics.py")) + tuple(
+    os.path.join(_PACKAGE, p) + os.sep for p in ("commands", "experiments", "gates")
+)
+_RUNPY = ("<frozen runpy>", "runpy.py")
 _GB_CODE = re.compile(r"/gb/gb(\d{4})\.html")
 _SITE_LINE = re.compile(r"Graph break in user code at (.*):(\d+)\s*$")
 _TB_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in (.+?)\s*$')
@@ -256,12 +263,19 @@ def parse_break_reason(text: str, cwd: str | None = None, hints: HintTable | Non
     stack: list[Frame] = []
     code = ""
     inner_raw = ""
+    after_launcher = False
     k = text.find("User code traceback:")
     if k >= 0:
         tb = text[k:].split("\n\nTraceback (most recent call last):", 1)[0].splitlines()[1:]
         for idx, ln in enumerate(tb):
             fm = _TB_FRAME.match(ln)
-            if fm and not fm.group(1).startswith(_OWN_DIR):
+            if fm and fm.group(1).startswith(_LAUNCHERS):
+                stack, after_launcher, inner_raw, code = [], True, "", ""  # how the script was started
+                continue
+            if fm and (fm.group(1).startswith(_OWN_DIR) or after_launcher and fm.group(1).endswith(_RUNPY)):
+                continue
+            if fm:
+                after_launcher = False
                 stack.append(
                     Frame(
                         file=normalize_path(fm.group(1), cwd),

@@ -46,12 +46,15 @@ class Draft:
     """The code change in words, where no flag says it (a code-change candidate)."""
     review: str | None = None
     """Why its patch is to be read before it is applied."""
-    applied: bool = True
-    """Whether its runs apply the patch (a regional draft's runs keep its flag)."""
+    calls_of: str | None = None
+    """With its patch: the script's name whose calls are the run's calls (``--calls-of``: a regional
+    patch's model, which no longer goes to ``torch.compile`` whole)."""
 
     def run_flags(self) -> list[str]:
         """What its runs get: the patch where it has one (measured as applied), else its flags."""
-        return ["--patch", self.patch] if self.patch and self.applied else self.spec.flags()
+        if not self.patch:
+            return self.spec.flags()
+        return ["--patch", self.patch, *(["--calls-of", self.calls_of] if self.calls_of else [])]
 
 
 _GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
@@ -276,7 +279,8 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             elif r.action == "reorder_logging":
                 for key, val in r.config.items():
                     fn = val.removeprefix("add ").strip()
-                    target = f"builtins:{fn}" if "." not in fn and ":" not in fn else fn.replace(".", ":", 1)
+                    # findings name the callable as MODULE:QUALNAME (logging:Logger.info); a bare name is a builtin
+                    target = fn if ":" in fn else f"builtins:{fn}" if "." not in fn else fn.replace(".", ":", 1)
                     if ":" in target:
                         mine.append(
                             draft(

@@ -20,9 +20,11 @@ What becomes what:
 Regional compilation (``--regional CLASS``) becomes a loop over the block instances, at the
 attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` or
 ``L['args'][0].layers.0`` → ``for block in model.layers: block.compile(...)``), the compiled name
-then bound to the model itself. Its trial still runs the flag: ``--regional`` makes the same
-compilations (``Module.compile`` on each instance) and keeps counting the model's calls, which the
-patched script no longer hands to ``torch.compile``.
+then bound to the model itself. Its trial runs the patch too, with ``--calls-of NAME`` (the compiled
+name): the patched script hands no whole model to ``torch.compile``, so without it the run's calls
+would be the blocks' (one per block per call); with it the model's calls are the run's calls, the
+blocks' compiled calls nested in them, as under ``--regional`` (observation only: the compilations
+are the patch's, ``Module.compile`` on each instance, the ones the flag makes).
 
 A spec with anything else (a workload's padding, a function of a module elsewhere, a backend given as
 ``MODULE:QUALNAME``), or a script whose ``torch.compile`` is reached otherwise than by a call or
@@ -40,7 +42,6 @@ from typing import Any
 from ..remedy_spec import (
     SCRIPT_MODULES,
     RemedySpec,
-    code_change,
     compile_override,
     parse_assignment,
     parse_target,
@@ -58,6 +59,9 @@ class Patch:
     """The patched file, relative to the project root."""
     review: str | None = None
     """Why to read it before applying (a rewrite that changes what the code does beyond compiling)."""
+    calls_of: str | None = None
+    """The patched script's name whose calls are the run's calls (``run --calls-of``), where the
+    patch hands ``torch.compile`` something else (a regional patch's blocks)."""
 
 
 def rel_path(script: str) -> str:
@@ -379,7 +383,7 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
     except SyntaxError:
         return None
     diff = make(src.text, new, rel_path(script))
-    return Patch(diff=diff, path=rel_path(script)) if diff else None
+    return Patch(diff=diff, path=rel_path(script), calls_of=name) if diff else None
 
 
 def write_patch(out: str, name: str, patch: Patch) -> str:
@@ -393,16 +397,17 @@ def write_patch(out: str, name: str, patch: Patch) -> str:
 
 def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> None:
     """Give each catalogue draft that can be a patch of the script its patch, written to
-    ``OUT/trials/NAME.patch``: its runs apply it instead of its flags (a regional draft's runs keep
-    its flag, see above). A user's ``--candidate`` and a process-start candidate (a warm cache,
+    ``OUT/trials/NAME.patch``: its runs apply it instead of its flags (a regional draft's with
+    ``--calls-of``, see above). A user's ``--candidate`` and a process-start candidate (a warm cache,
     compile threads) keep their flags (one that is a single ``--patch`` is shown with its diff); a
     code-change draft comes with its diff."""
     for d in drafts:
-        if d.origin == "user" and len(d.spec.patch) == 1 and d.spec.flags() == ["--patch", d.spec.patch[0]]:
+        if d.origin == "user" and len(d.spec.patch) == 1 and d.spec.flags() == [
+                "--patch", d.spec.patch[0], *(["--calls-of", d.spec.calls_of] if d.spec.calls_of else [])]:
             try:  # the user's own patch: shown and written as the catalogue's are
                 with open(d.spec.patch[0], encoding="utf-8", newline="") as f:
                     d.diff = f.read()
-                d.patch = d.spec.patch[0]
+                d.patch, d.calls_of = d.spec.patch[0], d.spec.calls_of
             except (OSError, UnicodeDecodeError):
                 pass
             continue
@@ -411,10 +416,8 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> Non
         if d.spec.regional:
             p = regional_patch(d.spec, script, receipt)
             if p is not None:
-                d.diff, d.applied = p.diff, False
+                d.diff, d.calls_of = p.diff, p.calls_of
                 d.patch = write_patch(out, d.name, p)
-                d.change = (f"{code_change(d.spec)}: the patch loops over the instances; measured with "
-                            "--regional, which makes the same compilations and still counts the model's calls")
             continue
         p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff else spec_patch(d.spec, script)
         if p is None:

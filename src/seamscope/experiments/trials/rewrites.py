@@ -9,10 +9,12 @@ every other candidate, its runs applying the diff (``--patch``).
   patch is marked "review before applying".
 - ``always-pass-NAME``: an optional argument passed as ``None`` on some calls and a tensor on others
   (a recompile on ``NAME is None``) always passed: the compiled callable
-  ``f = torch.compile(fn, ...)`` becomes ``_f_compiled`` behind a plain function ``f`` with ``fn``'s
-  signature that passes a neutral tensor for ``None``: zeros for a value added or subtracted,
+  ``f = torch.compile(fn, ...)`` (at module level or inside a block such as ``def main():``)
+  becomes ``_f_compiled`` behind a plain function ``f`` beside it with ``fn``'s signature that passes a neutral tensor for ``None``: zeros for a value added or subtracted,
   ones for one multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
-  first argument. One graph then serves every call. The neutral value's shape is a guess the
+  first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
+  ``None`` means "attend to every position"), long ones of the (batch, sequence) of the model
+  call's input. One graph then serves every call. The neutral value's shape is a guess the
   output check tests, so this patch too is marked "review before applying".
 - ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
   condition) that broke the graph, whose two branches each assign one name, becomes
@@ -23,6 +25,9 @@ every other candidate, its runs applying the diff (``--patch``).
   no side effects, both binding the same names, as two nested functions and
   ``names = torch.cond(condition, _then_N, _else_N, operands)`` (:mod:`.rewrite_cond`): "review
   before applying" (both branches are traced and must return the same shapes and dtypes).
+- ``tensor-scalar-NAME``: a Python number argument whose value the baseline recompiled on, used
+  only in arithmetic with tensors, passed to the compiled function as a 0-d tensor
+  (:mod:`.rewrite_scalar`): "review before applying" (a tensor instead of a number).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Iterator
 
 from ...model.receipt import Receipt
 from ..remedy_spec import RemedySpec
@@ -38,6 +44,7 @@ from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
 from .rewrite_common import _one_assign, _own, _Untensor
 from .rewrite_cond import tensor_cond
+from .rewrite_scalar import scalar_drafts
 
 LOGGING_CALLS = {"print", "warn"}
 LOGGERS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
@@ -132,6 +139,7 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
                    "every call (review before applying: the neutral value's shape is a guess)",
             review=f"the neutral {name} passed for None is shaped like the first argument: check it is what "
                    "the code means"))
+    out += scalar_drafts(receipt, script, text)
     return out
 
 
@@ -155,7 +163,19 @@ def _neutral(fn: ast.FunctionDef, name: str, like: str) -> str | None:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "masked_fill" \
                 and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == name:
             return f"torch.zeros_like({like}, dtype=torch.bool)"
+        if isinstance(n, ast.Call) and any(k.arg == "attention_mask" and isinstance(k.value, ast.Name)
+                                           and k.value.id == name for k in n.keywords):
+            ids = _model_input(n, fn, name) or like
+            return f"torch.ones({ids}.shape[:2], dtype=torch.long, device={ids}.device)"
     return None
+
+
+def _model_input(call: ast.Call, fn: ast.FunctionDef, name: str) -> str | None:
+    """The argument of ``fn`` a model call takes as its input (``input_ids=``, ``inputs_embeds=``, or
+    its first positional argument), whose (batch, sequence) an attention mask has."""
+    params = {x.arg for x in fn.args.args} - {name}
+    given = [k.value for k in call.keywords if k.arg in ("input_ids", "inputs_embeds")] + call.args[:1]
+    return next((v.id for v in given if isinstance(v, ast.Name) and v.id in params), None)
 
 
 def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str, str]]:
@@ -169,7 +189,7 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
         if ch is None or not _own(ch.file, script):
             continue
         names = {m.group(1) or m.group(2) for g in ch.guards if (m := _NONE_GUARD.match(g.strip()))}
-        for stmt in src.tree.body:
+        for stmt in _statements(src.tree.body):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                     and isinstance(stmt.value, ast.Call) and _is_compile(stmt.value.func) and stmt.value.args
                     and isinstance(stmt.value.args[0], ast.Name)):
@@ -189,13 +209,31 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
                 new = Source(text)
                 new.replace(stmt.targets[0], inner)
                 call = ", ".join(f"{neutral} if {p} is None else {p}" if p == name else p for p in params)
+                pad = src.lines[stmt.lineno - 1][: src.col(stmt.lineno, stmt.col_offset)]
+                if pad.strip():
+                    continue  # another statement shares the line
                 shim = (f"\n\ndef {alias}({ast.unparse(a)}):\n"
                         f"    # always pass {name}: one graph serves the calls with and without it\n"
                         f"    return {inner}({call})\n")
+                if pad:  # inside a function or a block (``def main():``, ``if __name__ == "__main__":``)
+                    shim = "".join(pad + ln if ln.strip() else ln for ln in shim.splitlines(keepends=True)[1:])
                 end = stmt.end_lineno or stmt.lineno
                 new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
                 out.append((name, alias, new.result()))
     return out
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a block and of the blocks inside it (a ``main()``, an ``if __name__ ==
+    "__main__":``), a class body's left out (a function put there would be a method)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.ClassDef):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(stmt, field, []) or [])
+        for h in getattr(stmt, "handlers", []) or []:
+            yield from _statements(h.body)
 
 
 def _is_compile(node: ast.AST) -> bool:
