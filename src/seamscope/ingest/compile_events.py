@@ -44,9 +44,8 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OWN_DIR = os.path.join(_PACKAGE, "capture") + os.sep
 # seamscope's launchers (`seamscope run`, the fork server, the magic, the gates): the frames up to
 # the last of them, and the runpy frames that follow it, are how the script was started.
-_LAUNCHERS = tuple(os.path.join(_PACKAGE, p) for p in ("__main__.py", "cli.py", "magics.py")) + tuple(
-    os.path.join(_PACKAGE, p) + os.sep for p in ("commands", "experiments", "gates")
-)
+_LAUNCHERS = tuple(os.path.join(_PACKAGE, p) for p in
+                    "__main__.py cli.py magics.py commands/ experiments/ gates/".split())
 _RUNPY = ("<frozen runpy>", "runpy.py")
 _GB_CODE = re.compile(r"/gb/gb(\d{4})\.html")
 _SITE_LINE = re.compile(r"Graph break in user code at (.*):(\d+)\s*$")

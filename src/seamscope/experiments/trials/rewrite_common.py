@@ -6,11 +6,17 @@ from __future__ import annotations
 import ast
 import os
 
+from ...model.normalize import project_root
+
 
 def _own(file: str, script: str) -> bool:
-    """Whether a break site's file is the script (sites name files relative to its folder, or in full)."""
-    path = file if os.path.isabs(file) else os.path.join(os.path.dirname(os.path.abspath(script)), file)
-    return os.path.abspath(path) == os.path.abspath(script)
+    """Whether a receipt's file is the script (named relative to the project root or the
+    script's folder, or in full): a script in a subfolder of a repository is still found."""
+    mine = os.path.abspath(script)
+    if os.path.isabs(file):
+        return os.path.abspath(file) == mine
+    here = os.path.dirname(mine)
+    return mine in (os.path.abspath(os.path.join(project_root(here), file)), os.path.abspath(os.path.join(here, file)))
 
 
 class _Untensor(ast.NodeTransformer):

@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-import os
 import re
 
-from ...model.normalize import project_root
 from ...model.receipt import Receipt
 from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, rel_path
+from .rewrite_common import _own
 
 _VALUE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) == (-?(?:inf|\d[\d.]*(?:e[-+]?\d+)?))(?=\s|$)")
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
@@ -171,15 +170,6 @@ def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = 
     if not uses:
         return None
     return next((p for p in params if p in found and p != name), "")
-
-
-def _own(file: str, script: str) -> bool:
-    """Whether a receipt's file is the script (named relative to the project root, or in full)."""
-    mine = os.path.abspath(script)
-    if os.path.isabs(file):
-        return os.path.abspath(file) == mine
-    here = os.path.dirname(mine)
-    return mine in (os.path.abspath(os.path.join(project_root(here), file)), os.path.abspath(os.path.join(here, file)))
 
 
 def _value_guards(guards: list[str]) -> dict[str, str]:

@@ -10,8 +10,9 @@ every other candidate, its runs applying the diff (``--patch``).
 - ``always-pass-NAME``: an optional argument passed as ``None`` on some calls and a tensor on others
   (a recompile on ``NAME is None``) always passed: the compiled callable
   ``f = torch.compile(fn, ...)`` (at module level or inside a block such as ``def main():``)
-  becomes ``_f_compiled`` behind a plain function ``f`` beside it with ``fn``'s signature that passes a neutral tensor for ``None``: zeros for a value added or subtracted,
-  ones for one multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
+  becomes ``_f_compiled`` behind a plain function ``f`` beside it with ``fn``'s signature that
+  passes a neutral tensor for ``None``: zeros for a value added or subtracted, ones for one
+  multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
   first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
   ``None`` means "attend to every position"), long ones of the (batch, sequence) of the model
   call's input. One graph then serves every call. The neutral value's shape is a guess the
