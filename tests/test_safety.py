@@ -18,6 +18,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from fakes import fake_ledger, plant
 
 from seamscope.analyze.causes import cause_sentence
@@ -76,6 +78,34 @@ def test_control_characters_become_visible_escapes() -> None:
     buf = io.StringIO()
     Console(file=buf, color_system=None, emoji=False, width=200).print(f"[bold]{markup(HOSTILE)}[/bold]")
     assert buf.getvalue().startswith("[/][bold]x[/bold]\\x1b[2J")
+
+
+def _printed(text: str) -> str:
+    buf = io.StringIO()
+    from rich.console import Console
+
+    Console(file=buf, color_system=None, emoji=False, highlight=False, width=400).print(text)
+    return buf.getvalue()[:-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="\\[]/ab x", max_size=12), st.sampled_from(["", "[/dim]", "[/dim] z"]))
+def test_a_user_string_prints_as_written_whatever_markup_follows_it(text: str, after: str) -> None:
+    # GIVEN backslashes and brackets (a path ending in \, a regex L\['x'\], a tag-like [x])
+    # WHEN inside markup, at its end or before the caller's own tag  THEN exactly the string
+    assert _printed(f"[dim]{markup(text)}{after}") == text + after.replace("[/dim]", "")
+
+
+def test_a_string_ending_in_a_backslash_prints_as_written_in_every_command(tmp_path: Path) -> None:
+    reason, file = "bad [x] reason ends C:\\tmp\\", "C:\\src\\[x]\\"
+    led = plant(fake_ledger(), reason, file)
+    path = write_receipt_files(make_receipt(led), tmp_path / "r")
+    for args, want in ((["summary", path], 0), (["check", path, "--max-recompiles", "0"], 1),
+                       (["diff", path, path], 0)):
+        code, out = cli(*args)
+        assert code == want, (args, out)
+        assert reason in out and "\\\\" not in out, (args, out)
+    assert file in cli("summary", path)[1]
 
 
 def test_hostile_names_and_reasons_print_as_text_in_every_command(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ passes such strings through :func:`shown` (plain text) or :func:`markup` (inside
   characters become visible escapes (``\\x1b``, ``\\u202e``); an escape sequence is then inert text;
 - strings longer than a limit are cut, with a marker saying how much was left out (the receipt
   keeps them whole);
-- :func:`markup` also escapes rich markup, so ``[bold]`` and ``[/]`` print as written.
+- :func:`markup` also escapes rich markup, so ``[bold]`` and ``[/]`` print as written, and so do
+  backslashes (``L\\['x'\\]``, a path ending in ``\\``), whatever markup the caller puts after it.
 """
 
 from __future__ import annotations
@@ -69,9 +70,18 @@ def markup(text: object, limit: int | None = TERMINAL_LIMIT) -> str:
     # imported here: a command that prints no markup (``seamscope import``) never loads rich
     from rich.markup import escape
 
-    # rich reads any backslash before "[" as an escape; its escape() doubles those only before a
-    # tag-like "[x...]", so a regex such as L\['x'\] would lose its backslashes
-    return escape(_LONE_BACKSLASHES.sub(lambda m: m.group(1) * 2, shown(text, limit)))
+    # rich drops the backslash just before a "[" that opens no tag, and its escape() escapes only
+    # those before a tag-like "[x...]": one more keeps a regex such as L\['x'\] as written
+    t = shown(text, limit)
+    body = t.rstrip("\\")
+    out = escape(_LONE_BACKSLASHES.sub(lambda m: m.group(1) + "\\", body))
+    if len(body) == len(t):
+        return out
+    # trailing backslashes (C:\tmp\): whether they escape what follows depends on what the caller
+    # writes next, a tag ("[/dim]") or nothing, and escape() doubles one (printed doubled where
+    # nothing follows) but not two or three (eating the caller's tag). Doubled and closed by an
+    # empty span they print as written either way.
+    return out + "\\" * (2 * (len(t) - len(body))) + "[none][/none]"
 
 
 _LONE_BACKSLASHES = re.compile(r"(\\+)(?=\[(?![a-z#/@][^\[]*?\]))")
