@@ -18,9 +18,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from fakes import fake_ledger, plant
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from fakes import fake_ledger, plant
 
 from seamscope.analyze.causes import cause_sentence
 from seamscope.analyze.display import cut, markup, shown, visible
