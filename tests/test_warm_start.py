@@ -6,9 +6,11 @@ in ``test_compile_time_torch.py``."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
+from seamscope.commands import run as run_cmd
 from seamscope.commands.run import _run_warm
 from seamscope.experiments import warm_start
 from seamscope.experiments.fresh import Ended, Job
@@ -185,3 +187,21 @@ def test_the_comparison_is_written_by_the_command_atomically_as_canonical_json(m
     assert str(out / "warm-start.json") in written
     assert returned[0].comparison is not None
     assert (out / "warm-start.json").read_bytes() == pretty_bytes(returned[0].comparison)
+
+
+def test_the_help_of_warm_names_every_run_it_makes(monkeypatch, tmp_path, capsys):
+    # GIVEN a cold run that saved cache artifacts and a warm run that succeeded
+    class Saving(FakeService):
+        def run(self, job: Job, timeout: float | None = None, **kw: object) -> Ended:
+            if "--save-cache-artifacts" in job.arg:
+                with open(job.arg[job.arg.index("--save-cache-artifacts") + 1], "wb") as f:
+                    f.write(b"x")
+            return super().run(job, timeout, **kw)  # type: ignore[arg-type]
+
+    fake = Saving(Ended(exit_code=0), Ended(exit_code=0), Ended(exit_code=1))
+    # WHEN --warm runs  THEN its --help names each run it made, as OUT/NAME
+    assert _warm(monkeypatch, tmp_path, fake) == 1
+    made = [os.path.basename(job.arg[job.arg.index("--out") + 1]) for job, _ in fake.jobs]
+    text = next(p.help for p in run_cmd.command.params if p.name == "warm") or ""
+    assert made == ["cold", "warm", "warm-artifacts"]
+    assert set(made) <= set(re.findall(r"OUT/([a-z-]+)", text)) and "twice" not in text, text

@@ -46,9 +46,11 @@ RUN_OPTIONS: dict[str, Callable[[Any], Any]] = {
                                  default=DEFAULT_MAX_EVENTS, show_default=True, metavar="N",
                                  help="With --trace-out: at most this many events per call in the trace."),
     "warm": click.option("--warm", is_flag=True,
-                         help="Run TARGET twice in fresh processes sharing one persistent compile cache "
-                         "(OUT/compile-cache): OUT/cold fills it, OUT/warm reads it; compare what a restarted "
-                         "worker pays (OUT/warm-start.json). Each run's output goes to OUT/NAME.log."),
+                         help="Run TARGET in fresh processes against a persistent compile cache "
+                         "(OUT/compile-cache): OUT/cold fills it and saves its cache artifacts, OUT/warm reads "
+                         "it (a restarted worker), then, where artifacts were saved, OUT/warm-artifacts loads "
+                         "them into an empty cache (a fresh machine); OUT/warm-start.json compares them. Each "
+                         "run's output goes to OUT/NAME.log."),
     "save_artifacts": click.option("--save-cache-artifacts", "save_artifacts", type=click.Path(dir_okay=False),
                                    default=None, metavar="FILE",
                                    help="After the script, write torch.compiler.save_cache_artifacts() to FILE "

@@ -145,9 +145,10 @@ class ArtifactsStart(Struct, frozen=True):
 
 
 class WarmStart(Struct, frozen=True):
-    """What a restarted worker pays: the same target run twice against one persistent cache
-    directory, the first run filling it (cold), the second reading it (warm). Not a receipt
-    section: ``seamscope run --warm`` writes it beside the two runs' receipts."""
+    """What a restarted worker pays: the same target run against one persistent cache directory,
+    the first run filling it (cold), the second reading it (warm), and, where the cold run saved
+    cache artifacts, a third loading them into an empty one (:attr:`artifacts`). Not a receipt
+    section: ``seamscope run --warm`` writes it beside the runs' receipts."""
 
     cache_dir: str
     cold_receipt: str
