@@ -60,3 +60,11 @@ def test_every_flag_is_an_option_and_a_spec_field():
     assert {f.opt for f in FLAGS} == opts
     fields = set(RemedySpec.__struct_fields__)
     assert {f.dest for f in FLAGS} == fields
+
+
+def test_a_keyword_that_is_no_flag_is_a_type_error_for_the_programmer():
+    # GIVEN a misspelt flag name (or one of run's other options)  WHEN made a spec  THEN TypeError
+    for kw in ({"stanse": "force_eager"}, {"watch": True}):
+        with pytest.raises(TypeError, match=next(iter(kw))):
+            spec_from_options(**kw)  # type: ignore[arg-type]
+    assert spec_from_options(stance="force_eager") == RemedySpec(stance="force_eager")

@@ -319,11 +319,14 @@ def source_local(src: str) -> str | None:
     return f"{m.group(1)}, {m.group(2)}"
 
 
-def spec_from_options(dynamo_config: tuple[str, ...] = (), compile_option: tuple[str, ...] = (),
+def spec_from_options(*, dynamo_config: tuple[str, ...] = (), compile_option: tuple[str, ...] = (),
                       mark_dynamic: tuple[str, ...] = (), stance: str | None = None,
                       disable: tuple[str, ...] = (), seed: int | None = None, pad: str | None = None,
                       regional: tuple[str, ...] = (), patch: tuple[str, ...] = (), calls_of: str | None = None,
-                      **_: Any) -> RemedySpec:
+                      ) -> RemedySpec:
+    """The spec of the remedy flags' values, by :data:`FLAGS`' ``dest``. Any other keyword is a
+    TypeError: a misspelt name, or a flag added to :data:`FLAGS` and not here, would otherwise be
+    a flag that silently does nothing."""
     return RemedySpec(dynamo_config=tuple(dynamo_config), compile_option=tuple(compile_option),
                       mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad,
                       regional=tuple(regional), patch=tuple(patch), calls_of=calls_of)
