@@ -191,3 +191,13 @@ def test_an_option_naming_the_scripts_code_refuses_a_workload_in_one_line(name, 
     opt = next(o for o in _options() if o.name == name)
     code, err, _ = _invoke(_words(opt), TARGETS["plain"], str(tmp_path / "w"), monkeypatch, capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"seamscope: {opt.opts[0]} ")
+
+
+def test_nproc_refuses_a_workload_in_one_line_before_torchrun_starts(tmp_path, monkeypatch, capsys):
+    # GIVEN a workload target (FILE.py:FUNC; torchrun's ranks run a script)  WHEN --nproc runs it
+    code, err, (_, _, _, handed, _) = _invoke(ROUTES["nproc"], TARGETS["plain"], str(tmp_path / "w"), monkeypatch,
+                                              capsys)
+    # THEN one line naming both, exit 2, and nothing started
+    assert code == 2 and handed == [], err
+    assert err == ("seamscope: --nproc runs a script under torchrun; w.py:f is a workload (FILE.py:FUNC), which "
+                   "runs in one process: run it without --nproc\n")

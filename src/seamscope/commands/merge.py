@@ -162,7 +162,11 @@ def run_ranks(
 
     from ..analyze.ranks import gather, merge
     from ..errors import UnusableInput
+    from ..experiments.workload import is_workload_spec
 
+    if not module and is_workload_spec(target):  # its ranks would each run it alone: no collective to see
+        raise UnusableInput(f"--nproc runs a script under torchrun; {target} is a workload (FILE.py:FUNC), "
+                            "which runs in one process: run it without --nproc")
     if not module and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
     cmd = [sys.executable, "-m", "seamscope.experiments.torchrun", "--standalone", "--nproc-per-node", str(nproc),
