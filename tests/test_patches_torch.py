@@ -267,6 +267,39 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
     assert c["outputs"]["status"] == "equal" and c["outputs"]["calls_compared"] == 3
 
 
+def test_a_stacked_specs_composed_patch_compiles_as_its_flags_do(tmp_path, monkeypatch, dynamo_reset):
+    """``--regional Block --compile-option dynamic=true --dynamo-config ...`` as one patch, run as
+    ``try`` runs it (``--patch P --calls-of compiled``), on the blocks called on three batch sizes:
+    the flags' calls, compilations and recompiles (none: each block compiled once, dynamic), where
+    the whole model recompiles on the size."""
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.trials.patches import spec_patch, write_patch
+    from seamscope.ingest.receipt import load_receipt
+
+    text = Path(W, "blocks.py").read_text()
+    churn = text.replace("for _ in range(3):\n        compiled(torch.randn(2, 16))",
+                         "for n in (2, 3, 4):\n        compiled(torch.randn(n, 16))")
+    assert churn != text
+    (tmp_path / "blocks.py").write_text(churn)
+    monkeypatch.chdir(tmp_path)
+    base = _run("blocks.py", [], tmp_path / "b")
+    words = ["--regional", "Block", "--compile-option", "dynamic=true", "--dynamo-config", "recompile_limit=4"]
+    patch = spec_patch(spec_from_words(words), "blocks.py", load_receipt(str(tmp_path / "b" / "receipt.json")))
+    assert patch is not None and patch.calls_of == "compiled"
+    assert '+    block.compile(backend="eager", dynamic=True)' in patch.diff
+    assert "+torch._dynamo.config.recompile_limit = 4" in patch.diff
+    path = write_patch(str(tmp_path), "p", patch)
+    flags = _run("blocks.py", words, tmp_path / "f")
+    patched = _run("blocks.py", ["--patch", path, "--calls-of", "compiled"], tmp_path / "p")
+    assert patched == flags  # (compilations, recompiles, break sites, PyTorch's unique graphs)
+    assert base[1] >= 1 and flags[:2] == (1, 0)
+    got, flag = (load(tmp_path / o / "receipt.json") for o in ("p", "f"))
+    assert got["summary"]["call_count"] == flag["summary"]["call_count"] == 3  # the model's calls
+    # Block.forward, one line lower in the patched file (the settings line above it)
+    assert [(x["frame_name"], x["line"] - 1) for x in got["ledger"]["compilations"]] == [
+        (x["frame_name"], x["line"]) for x in flag["ledger"]["compilations"]]
+
+
 def test_calls_of_keeps_the_patched_files_lines_and_counts_the_named_objects_calls(tmp_path, monkeypatch,
                                                                                  dynamo_reset):
     """``--calls-of NAME`` adds one statement after NAME's binding on that statement's line: a

@@ -26,9 +26,15 @@ would be the blocks' (one per block per call); with it the model's calls are the
 blocks' compiled calls nested in them, as under ``--regional`` (observation only: the compilations
 are the patch's, ``Module.compile`` on each instance, the ones the flag makes).
 
-A spec with anything else (a workload's padding, a function of a module elsewhere, a backend given as
-``MODULE:QUALNAME``), or a script whose ``torch.compile`` is reached otherwise than by a call or
-decorator the patch can edit, gets no patch: its trial runs the flags.
+A stacked spec (``try``'s ``combined`` candidate, an ``X+Y`` retry) is one patch of all its parts,
+one diff per file: with ``--regional``, the loop's ``block.compile(...)`` gets the script's keywords
+with the ``--compile-option`` values set over them (as the flags override them), beside the other
+parts' lines (settings, ``dynamic_sources``, ``@torch.compiler.disable``).
+
+A spec with any part that is no edit of the user's files (a workload's padding, a function of a
+module elsewhere, a backend given as ``MODULE:QUALNAME``, a user's own ``--patch``), or a script
+whose ``torch.compile`` is reached otherwise than by a call or decorator the patch can edit, gets no
+patch: its trial runs the flags.
 """
 
 from __future__ import annotations
@@ -243,14 +249,20 @@ def _source_of(script: str) -> Source | None:
         return None
 
 
-def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
-    """The patch of the script that does what ``spec``'s flags do; None where it cannot be one."""
-    if ".py:" in script or spec.pad is not None or spec.regional or spec.seed is not None or spec.is_empty():
+def spec_patch(spec: RemedySpec, script: str, receipt: Any = None) -> Patch | None:
+    """The patch of the script that does what ``spec``'s flags do, all of them in one diff per file
+    (a stacked spec, ``--regional CLASS --compile-option dynamic=True --dynamo-config ...``, too:
+    the regional loop, its ``block.compile(...)`` given the compile options, and the other parts'
+    lines); None where one part cannot be a patch (its runs then use the flags). ``--regional``
+    needs the baseline's ``receipt`` (the attribute path its compile-time finding saw)."""
+    if ".py:" in script or spec.pad is not None or spec.seed is not None or spec.is_empty() or spec.patch \
+            or spec.calls_of is not None or len(spec.regional) > 1 or spec.regional and receipt is None:
         return None
     src = _source_of(script)
     if src is None:
         return None
     where, torch_seen = insertion_line(src)
+    calls_of = None
     lines: list[str] = []
     stem = os.path.splitext(os.path.basename(script))[0]
     for item in spec.dynamo_config:
@@ -277,12 +289,15 @@ def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
         lines.append(f"torch.compiler.config.dynamic_sources = {_literal(','.join(spec.mark_dynamic))}")
     if spec.stance is not None:
         lines.append(f"torch.compiler.set_stance({_literal(spec.stance)})")
-    if spec.compile_option:
-        opts = [compile_override(o) for o in spec.compile_option]
-        if any(k == "backend" and isinstance(v, str) and ":" in v for k, v in opts):
+    opts = [compile_override(o) for o in spec.compile_option]
+    if any(k == "backend" and isinstance(v, str) and ":" in v for k, v in opts):
+        return None
+    if spec.regional:  # the loop's block.compile(...) takes the compile options
+        calls_of = _regional_edits(src, spec.regional[0], receipt, opts)
+        if calls_of is None:
             return None
-        if not _compile_edits(src, opts):
-            return None
+    elif opts and not _compile_edits(src, opts):
+        return None
     others: dict[str, Source] = {}  # a module of the user's beside the script, by path
     script_disable = False
     for d in spec.disable:
@@ -324,7 +339,7 @@ def spec_patch(spec: RemedySpec, script: str) -> Patch | None:
             return None
         diffs.append(make(s0.text, new, rel_path(path)))
     diff = "".join(diffs)
-    return Patch(diff=diff, path=rel_path(script)) if diff else None
+    return Patch(diff=diff, path=rel_path(script), calls_of=calls_of) if diff else None
 
 
 def own_module_file(mod: str, script: str) -> str | None:
@@ -339,22 +354,27 @@ def own_module_file(mod: str, script: str) -> str | None:
 
 
 def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
-    """The loop over the block instances that ``--regional CLASS`` compiles, in place of the
-    script's one ``NAME = torch.compile(MODEL, ...)``; None when the path or the call is not that plain."""
+    """The patch of ``--regional CLASS`` alone (see :func:`spec_patch`, which composes it with the rest)."""
+    if len(spec.regional) != 1 or spec.flags() != ["--regional", spec.regional[0]]:
+        return None
+    return spec_patch(spec, script, receipt)
+
+
+def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]]) -> str | None:
+    """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` by the loop over the instances of
+    ``cls`` that ``--regional CLASS`` compiles, each ``block.compile(...)`` given the script's keywords
+    with ``opts`` set over them (as ``--compile-option`` overrides them under ``--regional``); returns
+    NAME (the run's ``--calls-of``), None when the path or the call is not that plain."""
     import re
 
     findings = getattr(receipt, "findings", None)
-    if len(spec.regional) != 1 or spec.flags() != ["--regional", spec.regional[0]] or findings is None \
-            or findings.compile_time is None:
+    if findings is None or findings.compile_time is None:
         return None
     block = next((ct.block for ct in findings.compile_time.findings
-                  if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == spec.regional[0]), None)
+                  if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == cls), None)
     # the model as the compiled frame names it: L['self'], or L['args'][0] for a module's _call_impl
     m = re.fullmatch(r"L\['\w+'\](?:\[0\])?((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
     if m is None:
-        return None
-    src = _source_of(script)
-    if src is None:
         return None
     compiles = [n for n in ast.walk(src.tree) if _is_torch_compile(n)]
     assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
@@ -372,18 +392,19 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
     after = src.lines[last - 1][src.col(last, assign.end_col_offset or 0):].strip()
     if indent.strip() or (after and not after.startswith("#")):
         return None
-    kwargs = ", ".join(ast.get_source_segment(src.text, k) or "" for k in call.keywords)
-    name = assign.targets[0].id  # type: ignore[attr-defined]
+    given = dict(opts)
+    kwargs = [f"{k.arg}={_literal(given.pop(k.arg))}" if k.arg in given else ast.get_source_segment(src.text, k) or ""
+              for k in call.keywords]
+    kwargs += [f"{k}={_literal(v)}" for k, v in given.items()]
+    name: str = assign.targets[0].id  # type: ignore[attr-defined]
     loop = (f"{indent}for block in {model}{m.group(1)}:  # each {block.cls if block else 'block'} compiled once, "
-            f"one compilation serving them all\n{indent}    block.compile({kwargs})\n{indent}{name} = {model}\n")
-    src.edits.append((first, 0, last + 1, 0, loop))
-    new = src.result()
-    try:
-        ast.parse(new)
-    except SyntaxError:
-        return None
-    diff = make(src.text, new, rel_path(script))
-    return Patch(diff=diff, path=rel_path(script), calls_of=name) if diff else None
+            f"one compilation serving them all\n{indent}    block.compile({', '.join(kwargs)})\n"
+            f"{indent}{name} = {model}\n")
+    if last == len(src.lines) and not src.lines[-1].endswith("\n"):  # the last line, without a newline
+        src.edits.append((first, 0, last, len(src.lines[-1]), loop[:-1]))
+    else:
+        src.edits.append((first, 0, last + 1, 0, loop))
+    return name
 
 
 def write_patch(out: str, name: str, patch: Patch) -> str:
@@ -413,14 +434,10 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> Non
             continue
         if d.origin == "user" or d.start or d.env or d.patch:
             continue
-        if d.spec.regional:
-            p = regional_patch(d.spec, script, receipt)
-            if p is not None:
-                d.diff, d.calls_of = p.diff, p.calls_of
-                d.patch = write_patch(out, d.name, p)
-            continue
-        p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff else spec_patch(d.spec, script)
+        p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff \
+            else spec_patch(d.spec, script, receipt)
         if p is None:
             continue
         d.patch = write_patch(out, d.name, p)
         d.diff, d.review = p.diff, p.review
+        d.calls_of = p.calls_of or d.calls_of

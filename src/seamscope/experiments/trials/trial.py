@@ -414,7 +414,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         # repetition 1 of the baseline is the run above; the others run interleaved
         _timed(st, order[1:], [1], total_runs, done)
         for d in more_dims(drafts, st.runs):  # a mark that left other dimensions changing
-            attach_patches([d], setup.out, setup.script)
+            attach_patches([d], setup.out, setup.script, first.receipt)
             drafts.append(d)
             order.append((d.name, d.run_flags()))
             total_runs += setup.repeat + 1
@@ -479,7 +479,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second)) > room:
             second.pop()  # the combined candidate first, then the retries in order
     if second:
-        attach_patches(second, setup.out, setup.script)
+        attach_patches(second, setup.out, setup.script, first.receipt)  # stacked: one composed patch
         st.drafts += second
         try:
             pair: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in second]
