@@ -98,12 +98,13 @@ def test_two_remedies_on_different_things_are_stacked(tmp_path):
     """Regional compilation of the repeated layer and dynamic=true on its length churn: where both
     win alone, their stack is tried (one layer compiled once), outputs checked, and recommended
     over either where the machine was not measured busy."""
+    # one repetition: each verdict rests on the 3% floor (the remedies here cut the total by half and more), so
+    # the stack is tried on every run, loaded or not; the recommendation is asserted where no load was measured
     t = _trial(tmp_path, ["--repeat", "1", "--only", "regional", "--only", "dynamic=true",
                           os.path.join(W, "hf_stack.py")])
     by = {c["name"]: c for c in t["candidates"]}
     reg, dyn = by["regional-llamadecoderlayer"], by["dynamic-true"]
-    # three lengths: two recompiles of the whole model
-    assert _metric(t["baseline"], "recompiles")["median"] == 2 and _metric(dyn, "recompiles")["median"] == 0
+    assert _metric(t["baseline"], "recompiles")["median"] == 3 and _metric(dyn, "recompiles")["median"] == 0
     stacked = by.get("combined") or by.get("regional-llamadecoderlayer+dynamic-true")
     if reg["verdict"] == dyn["verdict"] == "faster" or stacked is not None:
         assert stacked is not None

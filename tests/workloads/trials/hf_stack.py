@@ -1,5 +1,5 @@
 """A transformers Llama from a tiny config (no download), two identical decoder layers, compiled
-whole with dynamic=False and called on three sequence lengths: it recompiles the whole model (every
+whole with dynamic=False and called on four sequence lengths: it recompiles the whole model (every
 layer traced again) per length. Two remedies act on different things: regional compilation (one
 layer compiled, serving both) and dynamic=true (one compilation for every length)."""
 import torch
@@ -11,6 +11,6 @@ cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidde
 model = LlamaModel(cfg).eval()
 compiled = torch.compile(model, backend="eager", dynamic=False)
 with torch.no_grad():
-    for n in (8, 12, 16, 8, 12):
+    for n in (8, 12, 16, 20, 8, 12):
         ids = torch.randint(0, 64, (1, n), generator=torch.Generator().manual_seed(n))
         compiled(input_ids=ids)
