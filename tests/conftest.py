@@ -158,14 +158,27 @@ def _skip_passed(config: pytest.Config, items: list[pytest.Item]) -> None:
 # a trial, a job run once for the assertions about it) go to one worker as one unit, or each worker
 # would build the fixture again: they get an ``xdist_group`` mark here, one per set of tests linked
 # by the module fixtures they use (and the tests that compile with inductor, one group). Then the
-# tests that declare a longer timeout (or compile with inductor) are queued first, so no long test
-# starts last while the other worker idles.
+# tests that declare a longer timeout (or compile with inductor), then those of SLOW_MODULES, are
+# queued first, so no long test starts last while the other worker idles. (pytest-xdist then puts
+# the groups of several tests before the single tests, keeping this order among the single tests.)
 
 
 INDUCTOR_GROUP = ("", "inductor")
 """The tests that compile with inductor share one worker: the first inductor compilation in a
 process checks the C++ toolchain and the CPU's vector instructions (about 20 s of compiler runs,
 then cached in the process), once for the lane instead of once per worker."""
+
+
+SLOW_MODULES = frozenset({
+    "test_adapter.py", "test_capture_transformers.py", "test_causes_transformers.py", "test_compile_time_torch.py",
+    "test_findings_torch.py", "test_import_torch_trace.py", "test_imports.py", "test_mutations_torch.py",
+    "test_native.py", "test_notebook_kernel.py", "test_probe.py", "test_progress_line.py", "test_report_browser.py",
+    "test_run_cli.py", "test_shapes.py", "test_shapes_torch.py", "test_trace_filter.py", "test_watch_serving.py",
+})
+"""Modules with single tests of seconds each (they start processes, compile a transformers model, drive
+a browser) that declare no longer timeout: queued after those that do, before the rest, so that the
+last tests a worker gets are the sub-second ones. A module belongs here when one of its tests is
+among the slowest of ``make test``'s ``--durations`` and is neither grouped nor marked with a timeout."""
 
 
 def _module_fixtures(item: pytest.Item) -> list[str]:
@@ -199,10 +212,11 @@ def _group_by_module_fixtures(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(f"{path}::{name}" if path else name))
 
 
-def _declared_length(item: pytest.Item) -> tuple[float, bool]:
+def _declared_length(item: pytest.Item) -> tuple[float, bool, bool]:
     mark = item.get_closest_marker("timeout")
     timeout = float(mark.args[0]) if mark is not None and mark.args else 0.0
-    return timeout, item.get_closest_marker("inductor") is not None
+    slow = os.path.basename(item.nodeid.split("::", 1)[0]) in SLOW_MODULES
+    return timeout, item.get_closest_marker("inductor") is not None, slow
 
 
 def _group_of(item: pytest.Item) -> str | None:
@@ -215,7 +229,7 @@ def _group_of(item: pytest.Item) -> str | None:
 def _longest_first(items: list[pytest.Item]) -> None:
     """Stable: a group's tests share one key (its longest member's) and keep their order."""
     key = {item: _declared_length(item) for item in items}
-    groups: dict[str, tuple[float, bool]] = {}
+    groups: dict[str, tuple[float, bool, bool]] = {}
     for item in items:
         g = _group_of(item)
         if g is not None:
@@ -224,7 +238,7 @@ def _longest_first(items: list[pytest.Item]) -> None:
         g = _group_of(item)
         if g is not None:
             key[item] = groups[g]
-    items.sort(key=lambda it: (-key[it][0], not key[it][1]))
+    items.sort(key=lambda it: (-key[it][0], not key[it][1], not key[it][2]))
 
 
 class _GroupSuffix:

@@ -92,10 +92,11 @@ def test_a_signal_ends_a_try_like_a_run(fresh_server, tmp_path, sig, code, hang_
 
 @pytest.mark.timeout(600)
 def test_the_budget_bounds_a_run_that_hangs(fresh_server, tmp_path):
-    proc = _start(fresh_server, tmp_path, ["--budget", "10s"], 1)
+    # the budget is all this test waits for: short, but long enough for the run to start and write its pid
+    proc = _start(fresh_server, tmp_path, ["--budget", "5s"], 1)
     pid = _hung_run(proc, tmp_path, 1)
     rc = proc.wait(300)  # the run hangs for good: only the budget ends it
     err = (tmp_path / "stderr").read_text()
     assert rc == 1, err  # the baseline could not be measured, as for a baseline that hangs past --timeout
-    assert "the budget ended during trials/baseline/rep-1" in err and "--budget 10s" in err, err
+    assert "the budget ended during trials/baseline/rep-1" in err and "--budget 5s" in err, err
     assert _gone(pid)

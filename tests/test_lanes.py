@@ -113,6 +113,16 @@ def test_compiles_with_inductor(n):
 """
 
 
+SLOW = """
+import os
+
+
+def test_slow():
+    with open(os.path.join(os.path.dirname(__file__), "log.txt"), "a") as f:
+        f.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " ran slow\\n")
+"""
+
+
 def _log(pytester: pytest.Pytester) -> list[tuple[str, str]]:
     lines = (pytester.path / "log.txt").read_text().splitlines()
     return [(w, text) for w, text in (ln.split(" ", 1) for ln in lines)]
@@ -121,11 +131,12 @@ def _log(pytester: pytest.Pytester) -> list[tuple[str, str]]:
 def test_tests_sharing_a_module_fixture_run_on_one_worker_the_rest_spread(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     shutil.copy(CONFTEST, pytester.path / "conftest.py")
-    pytester.makepyfile(test_shared=SHARED)
+    # a module named in the conftest's SLOW_MODULES (collected after test_shared.py)
+    pytester.makepyfile(test_shared=SHARED, test_watch_serving=SLOW)
     record = pytester.path / "passed.txt"
     res = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
                                         "--record-passed", str(record))
-    res.assert_outcomes(passed=23)
+    res.assert_outcomes(passed=24)
     log = _log(pytester)
     # the study (and the trial built on it) once, on the worker that ran every test using them
     (builder,) = [w for w, text in log if text == "built study"]
@@ -137,7 +148,11 @@ def test_tests_sharing_a_module_fixture_run_on_one_worker_the_rest_spread(pytest
     (long_on,) = [w for w, text in log if text == "ran long"]
     mine = [text for w, text in log if w == long_on]
     assert "ran alone" not in mine[:mine.index("ran long")], log
+    # then the single tests of the slow modules, before the other single tests
+    (slow_on,) = [w for w, text in log if text == "ran slow"]
+    mine = [text for w, text in log if w == slow_on]
+    assert "ran alone" not in mine[:mine.index("ran slow")], log
     # the lane's record names tests as pytest does, without pytest-xdist's group suffix
     ids = record.read_text().splitlines()
-    assert len(ids) == 23 and not [i for i in ids if "@" in i]
+    assert len(ids) == 24 and not [i for i in ids if "@" in i]
     assert "test_shared.py::test_uses_the_trial[0]" in ids

@@ -121,7 +121,7 @@ def long_sum():
 def gpt2(dtype=None):
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=6, n_embd=64, n_head=4, vocab_size=256, n_positions=64)
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=256, n_positions=64)
     m = GPT2LMHeadModel(cfg).eval()
     ids = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
     return Workload(m, inputs={"steady": [{"input_ids": ids}]}, backend="inductor", dtype=dtype,

@@ -87,7 +87,7 @@ def test_a_kv_cache_under_generate_gets_one_mark_for_every_layer(tmp_path):
     (mark,) = [c for c in t["candidates"] if any(f == "--mark-dynamic" for f in c["flags"])]
     family = [v for f, v in zip(mark["flags"][::2], mark["flags"][1::2], strict=True) if "layers" in v]
     assert family and family[0].endswith(r"\.(keys|values)\Z:2") and r"layers\[\d+\]" in family[0]
-    assert _metric(t["baseline"], "recompiles")["median"] >= 4
+    assert _metric(t["baseline"], "recompiles")["median"] >= 3  # four tokens: one recompile per cache length
     assert _metric(mark, "recompiles")["median"] <= 1
     assert not any("cache" in g for r in mark["runs"] for g in r["size_guards"])
     assert mark["code_change"].count("dynamic_sources =") == 1 and mark["outputs"]["status"] == "equal"
@@ -98,7 +98,9 @@ def test_two_remedies_on_different_things_are_stacked(tmp_path):
     """Regional compilation of the repeated layer and dynamic=true on its length churn: where both
     win alone, their stack is tried (one layer compiled once), outputs checked, and recommended
     over either where the machine was not measured busy."""
-    t = _trial(tmp_path, ["--repeat", "2", "--max-repeat", "2", "--only", "regional", "--only", "dynamic=true",
+    # one repetition: each verdict rests on the 3% floor (the remedies here cut the total by half and more), so
+    # the stack is tried on every run, loaded or not; the recommendation is asserted where no load was measured
+    t = _trial(tmp_path, ["--repeat", "1", "--only", "regional", "--only", "dynamic=true",
                           os.path.join(W, "hf_stack.py")])
     by = {c["name"]: c for c in t["candidates"]}
     reg, dyn = by["regional-llamadecoderlayer"], by["dynamic-true"]

@@ -1,6 +1,7 @@
 """A transformers GPT-2 from a tiny config (no download) under ``generate`` with its KV cache
 (DynamicCache), forward compiled with dynamic=False: every new token lengthens each layer's
-cached keys and values, and the forward recompiles on the cache length."""
+cached keys and values, and the forward recompiles on the cache length (four tokens: the prompt's
+compilation, then three recompiles)."""
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -10,5 +11,5 @@ model = GPT2LMHeadModel(cfg).eval()
 model.forward = torch.compile(model.forward, backend="eager", dynamic=False)
 ids = torch.randint(1, 64, (1, 6), generator=torch.Generator().manual_seed(1))
 with torch.no_grad():
-    model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, min_new_tokens=6, do_sample=False,
+    model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, min_new_tokens=4, do_sample=False,
                    pad_token_id=0)
