@@ -17,9 +17,10 @@ import sys
 import tempfile
 import time
 
-# the trial models of docs/try.md's table; the test suite's versions in tests/workloads/trials/ are
-# smaller (fewer layers, lengths and tokens), to fit the suite's time budget
-W = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trial_models")
+# the test suite's trial models, at the sizes of docs/try.md's table: the suite runs them smaller
+# (two layers, four generated tokens) to fit its time budget
+W = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "workloads", "trials")
+SIZES = {"TRIAL_LAYERS": "4", "TRIAL_TOKENS": "6"}
 
 CASES = {
     # the baseline against itself (recompile_limit=8 is the default) and a planted 40% slowdown
@@ -53,7 +54,7 @@ def trial(name: str, words: list[str], repeat: int, max_repeat: int, loaded: boo
             cmd = [sys.executable, "-m", "seamscope", "try", "--quiet", "--repeat", str(repeat), "--max-repeat",
                    str(max_repeat), "--out", out, *words, os.path.join(W, name + ".py")]
             t0 = time.perf_counter()
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **SIZES})
             if p.returncode != 0:
                 sys.exit(f"{name}: {p.stderr[-2000:]}")
             with open(os.path.join(out, "trials.json")) as f:

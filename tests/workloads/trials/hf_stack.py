@@ -1,13 +1,16 @@
-"""A transformers Llama from a tiny config (no download), two identical decoder layers, compiled
-whole with dynamic=False and called on four sequence lengths: it recompiles the whole model (every
-layer traced again) per length. Two remedies act on different things: regional compilation (one
-layer compiled, serving both) and dynamic=true (one compilation for every length)."""
+"""A transformers Llama from a tiny config (no download), two identical decoder layers (four in
+``benchmarks/try_decides.py``: ``TRIAL_LAYERS``), compiled whole with dynamic=False and called on
+four sequence lengths: it recompiles the whole model (every layer traced again) per length. Two
+remedies act on different things: regional compilation (one layer compiled, serving both) and
+dynamic=true (one compilation for every length)."""
+import os
+
 import torch
 from transformers import LlamaConfig, LlamaModel
 
 torch.manual_seed(0)
-cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                  num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
+cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                  num_hidden_layers=int(os.environ.get("TRIAL_LAYERS", "2")), num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
 model = LlamaModel(cfg).eval()
 compiled = torch.compile(model, backend="eager", dynamic=False)
 with torch.no_grad():
