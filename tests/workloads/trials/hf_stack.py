@@ -9,9 +9,9 @@ import torch
 from transformers import LlamaConfig, LlamaModel
 
 torch.manual_seed(0)
-cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                  num_hidden_layers=int(os.environ.get("TRIAL_LAYERS", "2")), num_attention_heads=2, num_key_value_heads=2,
-                  max_position_embeddings=64, use_cache=False)
+LAYERS = int(os.environ.get("TRIAL_LAYERS", "2"))
+cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=LAYERS, num_attention_heads=2,
+                  num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
 model = LlamaModel(cfg).eval()
 compiled = torch.compile(model, backend="eager", dynamic=False)
 with torch.no_grad():
