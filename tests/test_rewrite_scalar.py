@@ -78,9 +78,9 @@ def test_a_guarded_float_used_in_arithmetic_is_passed_as_a_0d_tensor_of_the_oper
     assert "Python float" in (dr.change or "") and "review before applying" in (dr.change or "")
     patched = apply(text, parse(dr.diff or "")[0])
     ast.parse(patched)
-    assert "_f_compiled = torch.compile(step, backend=\"eager\")\n" in patched
-    assert "def f(x, scale):\n" in patched
-    assert f"    return _f_compiled(x, {value})\n" in patched
+    assert "_step_compiled = torch.compile(step, backend=\"eager\")\n" in patched
+    assert f"def f(x, scale):\n    # scale as a 0-d tensor: one graph serves every value\n    scale = {value}\n" \
+        "    return _step_compiled(x, scale)\n" in patched
     if GIT is not None:
         subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
         (tmp_path / "p.patch").write_text(dr.diff or "", encoding="utf-8")
@@ -98,7 +98,8 @@ def test_an_int_guard_of_either_form_names_the_number_and_the_operand_follows_it
     assert dr.name == "tensor-scalar-n" and "Python int" in (dr.change or "")
     patched = apply(text, parse(dr.diff or "")[0])
     assert "def f(n, x, bias=0.5):\n" in patched
-    assert "_f_compiled(torch.as_tensor(n, dtype=torch.result_type(x, n), device=x.device), x, bias)" in patched
+    assert "    n = torch.as_tensor(n, dtype=torch.result_type(x, n), device=x.device)\n" in patched
+    assert "    return _step_compiled(n, x, bias)\n" in patched
     # a parameter with a number for default is no tensor: without another operand, no dtype to follow
     (dr,) = _drafts(tmp_path, _script(["return x + n * bias"], sig="n, x, bias=0.5"), guards=["n == 1"])
     assert "torch.result_type(x, n)" in (dr.diff or "")
@@ -159,7 +160,7 @@ def test_a_candidate_iff_every_use_is_arithmetic_and_its_patch_round_trips(tmp_p
     for dr in drafts:
         patched = apply(text, parse(dr.diff or "")[0])
         ast.parse(patched)
-        assert patched.count("def f(x, scale):") == 1 and "_f_compiled = torch.compile(" in patched
+        assert patched.count("def f(x, scale):") == 1 and "_step_compiled = torch.compile(" in patched
         subprocess.run(["git", "init", "-q"], cwd=d, check=True)
         (d / "p.patch").write_text(dr.diff or "", encoding="utf-8")
         subprocess.run(["git", "apply", "--check", "p.patch"], cwd=d, check=True)
