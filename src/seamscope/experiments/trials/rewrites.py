@@ -11,9 +11,9 @@ every other candidate, its runs applying the diff (``--patch``).
   (a recompile on ``NAME is None``) always passed: the compiled callable
   ``f = torch.compile(fn, ...)`` (at module level or inside a block such as ``def main():``)
   becomes ``_fn_compiled`` (after the compiled function, a name the script does not use) behind a
-  plain function ``f`` beside it with ``fn``'s signature that passes a neutral tensor for ``None``: zeros for a value added or subtracted, ones for one
-  multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
-  first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
+  plain function ``f`` beside it with ``fn``'s signature that passes a neutral tensor for ``None``:
+  zeros for a value added or subtracted, ones for one multiplied or divided, all-false for a
+  ``masked_fill`` mask, shaped like ``fn``'s first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
   ``None`` means "attend to every position"), long ones of the (batch, sequence) of the model
   call's input. One graph then serves every call. The neutral value's shape is a guess the
   output check tests, so this patch too is marked "review before applying".
