@@ -13,10 +13,11 @@ every other candidate, its runs applying the diff (``--patch``).
   becomes ``_fn_compiled`` (after the compiled function, a name the script does not use) behind a
   plain function ``f`` beside it with ``fn``'s signature that passes a neutral tensor for ``None``:
   zeros for a value added or subtracted, ones for one multiplied or divided, all-false for a
-  ``masked_fill`` mask, shaped like ``fn``'s first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
-  ``None`` means "attend to every position"), long ones of the (batch, sequence) of the model
-  call's input. One graph then serves every call. The neutral value's shape is a guess the
-  output check tests, so this patch too is marked "review before applying".
+  ``masked_fill`` mask, shaped like ``fn``'s first argument; for one passed on as
+  ``attention_mask=`` (the ``transformers`` convention, where ``None`` means "attend to every
+  position"), long ones of the (batch, sequence) of the model call's input. One graph then
+  serves every call. The neutral value's shape is a guess the output check tests, so this patch
+  too is marked "review before applying".
 - ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
   condition) that broke the graph, whose two branches each assign one name, becomes
   ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
