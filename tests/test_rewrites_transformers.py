@@ -136,6 +136,22 @@ def test_the_plain_function_fits_in_100_columns_and_uses_no_name_of_the_script(n
     assert [ast.unparse(x) for x in call.args] == [first, mask, *rest]
 
 
+def test_a_mask_given_first_and_left_out_later_is_always_passed_too():
+    """The first call passed the tensor, a later one None: PyTorch names the tensor guard that met
+    None (``expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>``), the
+    mirror of ``mask is None``."""
+    from seamscope.experiments.trials.rewrites import always_pass
+
+    text = ("import torch\n\n\ndef step(x, mask=None):\n    if mask is not None:\n        x = x * mask\n"
+            "    return x\n\n\nf = torch.compile(step)\nf(x, x)\nf(x, None)\n")
+    churn = SimpleNamespace(file="s.py", frame_name="step", guards=[
+        "expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>"])
+    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
+    ((name, alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
+    assert (name, alias) == ("mask", "f")
+    assert "    if mask is None:\n        mask = torch.ones_like(x)\n    return _step_compiled(x, mask)\n" in new
+
+
 def test_a_logger_breaks_candidate_names_the_callable_as_the_finding_does():
     """The finding's ``logging:Logger.info`` reaches ``--dynamo-config ignore_logging_functions+=``
     as is (a flag ``try`` checks before anything runs: a mangled target made it exit 2)."""

@@ -145,7 +145,9 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
     return out
 
 
-_NONE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) is (?:not )?None\b")
+# ``mask is None`` (None before, a tensor now), ``mask is not None``, or a tensor before and None now
+_NONE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) is (?:not )?None\b"
+                         r"|^expected type of '([A-Za-z_]\w*)' to be a tensor type, '? ?but found <class 'NoneType'>")
 
 
 def _neutral(fn: ast.FunctionDef, name: str, like: str) -> str | None:
@@ -191,7 +193,7 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
         ch = f.churn
         if ch is None or not _own(ch.file, script):
             continue
-        names = {m.group(1) or m.group(2) for g in ch.guards if (m := _NONE_GUARD.match(g.strip()))}
+        names = {m.group(1) or m.group(2) or m.group(3) for g in ch.guards if (m := _NONE_GUARD.match(g.strip()))}
         for stmt in _statements(src.tree.body):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                     and isinstance(stmt.value, ast.Call) and _is_compile(stmt.value.func) and stmt.value.args
