@@ -122,8 +122,8 @@ def test_guard_changes_in_the_users_words():
     assert describe(parse_change(["0/0: global_attention_mask is None  # if ..."])) == (
         "global_attention_mask was None, now given")
     assert describe(parse_change(["0/0: attention_mask is not None  # ..."])) == "attention_mask was given, now None"
-    assert describe(parse_change(["0/0: expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>"])) \
-        == "mask was given, now None"
+    met_none = "0/0: expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>"
+    assert describe(parse_change([met_none])) == "mask was given, now None"
     assert describe(parse_change(["0/0: training == True  # ..."])) == "training: True → False"
     assert describe(parse_change(["0/0: ___stack0 == -115.92  # if x.sum().item() > 0:"])) == (
         "___stack0: -115.92 → another value")
