@@ -122,6 +122,8 @@ def test_guard_changes_in_the_users_words():
     assert describe(parse_change(["0/0: global_attention_mask is None  # if ..."])) == (
         "global_attention_mask was None, now given")
     assert describe(parse_change(["0/0: attention_mask is not None  # ..."])) == "attention_mask was given, now None"
+    met_none = "0/0: expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>"
+    assert describe(parse_change([met_none])) == "mask was given, now None"
     assert describe(parse_change(["0/0: training == True  # ..."])) == "training: True → False"
     assert describe(parse_change(["0/0: ___stack0 == -115.92  # if x.sum().item() > 0:"])) == (
         "___stack0: -115.92 → another value")
@@ -184,6 +186,20 @@ def test_another_property_of_the_same_frame_is_another_cause():
     causes = recompile_causes(msgspec.structs.replace(led, compilations=comps))
     assert sorted(c.change for c in causes) == [
         "global_attention_mask was None, now given", "input_ids dim 0: 1 → 2", "input_ids dim 1: 20 → 28"]
+
+
+def test_an_optional_argument_given_then_left_out_is_one_cause_naming_both_ways():
+    """Given in call 1, left out again in call 3 (PyTorch's tensor guard meets None): one cause,
+    the mask's, whose change names both ways, not the first occurrence's alone."""
+    led = sweep_ledger()
+    met_none = "0/1: expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>"
+    comps = [comp("0/0", "f", 0, 100), comp("0/1", "f", 1, 50, ("0/0: mask is None  # if mask is None:",)),
+             comp("0/2", "f", 3, 50, (met_none,))]
+    (cause,) = recompile_causes(msgspec.structs.replace(led, compilations=comps))
+    assert cause.family == "flag" and cause.calls == [1, 3] and cause.recompiles == 2
+    assert [o.change for o in cause.occurrences] == ["mask was None, now given", "mask was given, now None"]
+    assert cause.change == "mask was None, now given; mask was given, now None"
+    assert cause.change in cause.sentence
 
 
 def test_a_value_that_changes_every_call_is_one_cause_with_its_count():

@@ -7,6 +7,8 @@ import io
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from seamscope.analyze.findings import analyze_findings, guard_pattern
@@ -230,12 +232,32 @@ REAL_GUARDS = {
         "s",
         "1.5",
     ),
+    # a tensor on the first call, None now (an optional argument left out), or a float now
+    "0/0: expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>": ("flag", "mask", "is not None"),
+    "0/0: expected type of 'mask' to be a tensor type, ' but found <class 'float'>": ("type", "mask", "Tensor"),
 }
 
 
 @pytest.mark.parametrize("guard", list(REAL_GUARDS))
 def test_guard_patterns_from_real_guard_texts(guard):
     assert guard_pattern(guard) == REAL_GUARDS[guard]
+
+
+_SOURCES = st.one_of(st.from_regex(r"[A-Za-z_][A-Za-z_0-9]{0,20}", fullmatch=True),
+                     st.from_regex(r"kwargs\['[a-z_]{1,12}'\]", fullmatch=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(source=_SOURCES, entry=st.one_of(st.none(), st.tuples(st.integers(0, 99), st.integers(0, 99))),
+       found=st.sampled_from(["NoneType", "float", "int", "list", "str"]),
+       tail=st.sampled_from(["", "\nUser stack trace:\n  File \"s.py\", line 3, in f"]))
+def test_a_tensor_guard_that_met_no_tensor_is_a_flag_on_none_or_a_type_change(source, entry, found, tail):
+    """PyTorch's ``expected type of 'X' to be a tensor type, ' but found <class 'T'>`` (a tensor's
+    guard met a T), under any cache-entry prefix and with a stack below: None is the optional
+    argument left out (a flag, the mirror of ``X is None``), another class a type change."""
+    prefix = f"{entry[0]}/{entry[1]}: " if entry else ""
+    g = f"{prefix}expected type of '{source}' to be a tensor type, ' but found <class '{found}'>{tail}"
+    assert guard_pattern(g) == (("flag", source, "is not None") if found == "NoneType" else ("type", source, "Tensor"))
 
 
 def _churn_ledger(guards: list[str], *, frame: str = "f", fallback: bool = False, durations: int = 1000):

@@ -140,9 +140,16 @@ def _shaped(x):
     return x.sin()
 
 
+def _optional(x, mask=None):
+    return x * mask if mask is not None else x
+
+
 def test_planted_churn_patterns_are_named(dynamo_reset):
     a = torch.randn(4, 4)
     with session() as s:
+        op = torch.compile(_optional, backend="eager")
+        op(a, a)  # a tensor first, then None: PyTorch's tensor guard meets None
+        op(a)
         fl = torch.compile(_churn, backend="eager")
         st = torch.compile(_strided, backend="eager")
         sh = torch.compile(_shaped, backend="eager", dynamic=False)
@@ -155,6 +162,10 @@ def test_planted_churn_patterns_are_named(dynamo_reset):
     sec = analyze_findings(s.ledger)
     churn = {(f.churn.frame_name, f.churn.pattern): f for f in sec.findings if f.axis == "churn"}
     assert ("_churn", "flag") in churn and churn[("_churn", "flag")].churn.subjects == ["flag"]
+    (optional,) = [c for c in s.ledger.compilations if c.frame_name == "_optional" and c.is_recompile]
+    assert "expected type of 'mask' to be a tensor type" in optional.failed_guards[0]  # PyTorch's own text
+    assert churn[("_optional", "flag")].churn.subjects == ["mask"]
+    assert churn[("_optional", "flag")].churn.values_seen == ["is not None"]
     assert ("_strided", "stride") in churn
     assert ("_shaped", "shape") in churn and churn[("_shaped", "shape")].churn.subjects == ["x[0]"]
     value = churn[("p_item", "value")]

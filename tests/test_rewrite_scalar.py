@@ -4,7 +4,10 @@ the guarded number is arithmetic with a tensor; its patch applies with ``git app
 from __future__ import annotations
 
 import ast
+import builtins
+import keyword
 import os
+import re
 import shutil
 import subprocess
 from types import SimpleNamespace
@@ -78,9 +81,9 @@ def test_a_guarded_float_used_in_arithmetic_is_passed_as_a_0d_tensor_of_the_oper
     assert "Python float" in (dr.change or "") and "review before applying" in (dr.change or "")
     patched = apply(text, parse(dr.diff or "")[0])
     ast.parse(patched)
-    assert "_f_compiled = torch.compile(step, backend=\"eager\")\n" in patched
-    assert "def f(x, scale):\n" in patched
-    assert f"    return _f_compiled(x, {value})\n" in patched
+    assert "_step_compiled = torch.compile(step, backend=\"eager\")\n" in patched
+    assert f"def f(x, scale):\n    # scale as a 0-d tensor: one graph serves every value\n    scale = {value}\n" \
+        "    return _step_compiled(x, scale)\n" in patched
     if GIT is not None:
         subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
         (tmp_path / "p.patch").write_text(dr.diff or "", encoding="utf-8")
@@ -98,7 +101,8 @@ def test_an_int_guard_of_either_form_names_the_number_and_the_operand_follows_it
     assert dr.name == "tensor-scalar-n" and "Python int" in (dr.change or "")
     patched = apply(text, parse(dr.diff or "")[0])
     assert "def f(n, x, bias=0.5):\n" in patched
-    assert "_f_compiled(torch.as_tensor(n, dtype=torch.result_type(x, n), device=x.device), x, bias)" in patched
+    assert "    n = torch.as_tensor(n, dtype=torch.result_type(x, n), device=x.device)\n" in patched
+    assert "    return _step_compiled(n, x, bias)\n" in patched
     # a parameter with a number for default is no tensor: without another operand, no dtype to follow
     (dr,) = _drafts(tmp_path, _script(["return x + n * bias"], sig="n, x, bias=0.5"), guards=["n == 1"])
     assert "torch.result_type(x, n)" in (dr.diff or "")
@@ -113,6 +117,33 @@ def test_other_guards_files_frames_and_compile_forms_get_no_candidate(tmp_path):
     text = "import torch\n\n\n@torch.compile\ndef step(x, scale):\n    return x * scale\n"
     assert _drafts(tmp_path, text) == []  # no compiled name to put a function in front of
     assert _drafts(tmp_path, _script(body, sig="x, *rest, scale")) == []
+
+
+_IDENT = st.from_regex(r"[a-z][a-z_]{0,23}", fullmatch=True).filter(
+    lambda n: not keyword.iskeyword(n) and not hasattr(builtins, n) and n not in ("torch", "f", "step"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(_IDENT, min_size=3, max_size=6, unique=True), taken=st.booleans())
+def test_the_plain_function_fits_in_100_columns_and_uses_no_name_of_the_script(tmp_path, names, taken):
+    """However long the names, the lines the patch adds are at most 100 columns, and the compiled
+    callable moves to a name after the compiled function's that the script does not use."""
+    x, scale, *rest = names
+    sig = ", ".join([x, scale, *rest])
+    text = _script([f"return {x} * {scale} + 1"], sig=sig)
+    if taken:
+        text = text.replace("import torch\n", "import torch\n_step_compiled = None\n", 1)
+    (dr,) = _drafts(tmp_path, text, guards=[f"{scale} == 0.5  # return {x} * {scale} + 1  # s.py:5 in step"])
+    added = [ln[1:] for ln in (dr.diff or "").splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert added and max(map(len, added)) <= 100, added
+    inner = "_step_compiled_2" if taken else "_step_compiled"
+    patched = apply(text, parse(dr.diff or "")[0])
+    assert re.search(rf"\b{inner}\b", text) is None and f"{inner} = torch.compile(step" in patched
+    (plain,) = [n for n in ast.walk(ast.parse(patched)) if isinstance(n, ast.FunctionDef) and n.name == "f"]
+    (call,) = [n for n in ast.walk(plain) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+               and n.func.id == inner]
+    assert [ast.unparse(a) for a in call.args] == [x, scale, *rest]
+    assert f"torch.result_type({x}, {scale})" in ast.unparse(plain)
 
 
 def test_a_script_below_the_project_root_is_found_by_the_receipts_path(tmp_path):
@@ -159,7 +190,7 @@ def test_a_candidate_iff_every_use_is_arithmetic_and_its_patch_round_trips(tmp_p
     for dr in drafts:
         patched = apply(text, parse(dr.diff or "")[0])
         ast.parse(patched)
-        assert patched.count("def f(x, scale):") == 1 and "_f_compiled = torch.compile(" in patched
+        assert patched.count("def f(x, scale):") == 1 and "_step_compiled = torch.compile(" in patched
         subprocess.run(["git", "init", "-q"], cwd=d, check=True)
         (d / "p.patch").write_text(dr.diff or "", encoding="utf-8")
         subprocess.run(["git", "apply", "--check", "p.patch"], cwd=d, check=True)

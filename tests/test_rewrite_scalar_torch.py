@@ -47,8 +47,8 @@ def test_a_float_that_changes_every_call_is_passed_as_a_tensor_with_fewer_recomp
     d, t = scalar_trial
     (c,) = t["candidates"]
     assert c["name"] == "tensor-scalar-scale" and c["flags"] == [] and "0-d tensor" in c["review"]
-    assert "+    return _f_compiled(x, torch.as_tensor(scale, dtype=torch.result_type(x, scale), " \
-           "device=x.device))" in c["diff"]
+    assert "+    scale = torch.as_tensor(scale, dtype=torch.result_type(x, scale), device=x.device)\n" \
+           "+    return _step_compiled(x, scale)\n" in c["diff"]
     assert f"--patch {c['patch']}" in c["command"]  # its runs applied the diff
     assert _metric(t["baseline"], "recompiles") >= 1 and _metric(c, "recompiles") == 0
     assert c["outputs"]["status"] == "equal"

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import ast
 import copy
+import difflib
 import json
+import keyword
 import os
+import re
 import shutil
 import subprocess
 from types import SimpleNamespace
 
 import pytest
 from fakes import seamscope_here
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = "hf_encode_mask.py"
@@ -60,7 +65,9 @@ def test_a_mask_passed_on_as_attention_mask_gets_the_transformers_neutral():
     finally:
         os.chdir(here)
     assert (name, alias) == ("mask", "compiled")
-    assert f"return _compiled_compiled(ids, {ONES} if mask is None else mask)" in new
+    assert ("def compiled(ids, mask=None):\n"
+            "    # always pass mask: one graph serves the calls with and without it\n"
+            f"    if mask is None:\n        mask = {ONES}\n    return _encode_compiled(ids, mask)\n") in new
     ast.parse(new)
 
 
@@ -79,12 +86,70 @@ def test_a_wrapper_compiled_inside_main_is_always_passed_there():
     receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
     ((name, alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
     assert (name, alias) == ("mask", "compiled")
-    assert ("def main():\n    _compiled_compiled = torch.compile(encode)\n\n    def compiled(ids, mask=None):\n"
+    assert ("def main():\n    _encode_compiled = torch.compile(encode)\n\n    def compiled(ids, mask=None):\n"
             "        # always pass mask: one graph serves the calls with and without it\n"
-            f"        return _compiled_compiled(ids, {ONES} if mask is None else mask)\n\n"
+            f"        if mask is None:\n            mask = {ONES}\n"
+            "        return _encode_compiled(ids, mask)\n\n"
             "    for i in range(4):\n") in new
     assert "    run = torch.compile(encode)\n" in new
     ast.parse(new)
+
+
+_IDENT = st.from_regex(r"[a-z][a-z_]{0,23}", fullmatch=True).filter(
+    lambda n: not keyword.iskeyword(n) and n not in ("torch", "model", "main", "i"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(names=st.lists(_IDENT, min_size=4, max_size=7, unique=True), nested=st.booleans(),
+       taken=st.integers(0, 2))
+def test_the_plain_function_fits_in_100_columns_and_uses_no_name_of_the_script(names, nested, taken):
+    """However long the script's names, the lines the rewrite adds are at most 100 columns (a long
+    signature, neutral value or call one item a line), the plain function keeps the compiled
+    one's name, and the compiled callable moves to a name the script does not use (after the
+    compiled function's, not doubling "compiled")."""
+    from seamscope.experiments.trials.rewrites import always_pass
+
+    fn, alias, first, mask, *rest = names
+    sig = ", ".join([first, f"{mask}=None", *(f"{r}=None" for r in rest)])
+    used = "".join(f"_{fn}_compiled{'' if k == 0 else f'_{k + 1}'} = {k}\n" for k in range(taken))
+    compile_line = f"{alias} = torch.compile({fn}, backend=\"eager\")\n"
+    calls = f"{alias}({first}, {first} if i % 2 else None)\n"
+    text = (f"import torch\n{used}\n\ndef {fn}({sig}):\n"
+            f"    return model({first}, attention_mask={mask}).last_hidden_state\n\n\n"
+            + (f"def main():\n    {compile_line}    for i in range(4):\n        {calls}\n\n"
+               "if __name__ == \"__main__\":\n    main()\n" if nested
+               else f"{compile_line}for i in range(4):\n    {calls}"))
+    churn = SimpleNamespace(file="s.py", frame_name=fn, guards=[f"{mask} is None  # return model(  # s.py:7 in {fn}"])
+    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
+    ((name, got_alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
+    assert (name, got_alias) == (mask, alias)
+    tree = ast.parse(new)
+    added = [ln[1:] for ln in difflib.unified_diff(text.splitlines(), new.splitlines(), lineterm="", n=0)
+             if ln.startswith("+") and not ln.startswith("+++")]
+    assert added and max(map(len, added)) <= 100, added
+    inner = f"_{fn}_compiled" + ("" if taken == 0 else f"_{taken + 1}")
+    assert re.search(rf"\b{inner}\b", text) is None and "compiled_compiled" not in new
+    assert any(ln.strip() == f"{inner} = torch.compile({fn}, backend=\"eager\")" for ln in added)
+    (plain,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == alias]
+    (call,) = [n for n in ast.walk(plain) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+               and n.func.id == inner]
+    assert [ast.unparse(x) for x in call.args] == [first, mask, *rest]
+
+
+def test_a_mask_given_first_and_left_out_later_is_always_passed_too():
+    """The first call passed the tensor, a later one None: PyTorch names the tensor guard that met
+    None (``expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>``), the
+    mirror of ``mask is None``."""
+    from seamscope.experiments.trials.rewrites import always_pass
+
+    text = ("import torch\n\n\ndef step(x, mask=None):\n    if mask is not None:\n        x = x * mask\n"
+            "    return x\n\n\nf = torch.compile(step)\nf(x, x)\nf(x, None)\n")
+    churn = SimpleNamespace(file="s.py", frame_name="step", guards=[
+        "expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>"])
+    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
+    ((name, alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
+    assert (name, alias) == ("mask", "f")
+    assert "    if mask is None:\n        mask = torch.ones_like(x)\n    return _step_compiled(x, mask)\n" in new
 
 
 def test_a_logger_breaks_candidate_names_the_callable_as_the_finding_does():
@@ -160,7 +225,7 @@ def test_try_on_a_tiny_bert_wrapper_always_passes_the_mask_and_guards_the_logger
     by = {c["name"]: c for c in t["candidates"]}
     assert set(by) == {"always-pass-mask", "guard-logging"}
     mask, log = by["always-pass-mask"], by["guard-logging"]
-    assert f"{ONES} if mask is None else mask" in mask["diff"]
+    assert f"+    if mask is None:\n+        mask = {ONES}\n+    return _encode_compiled(ids, mask)\n" in mask["diff"]
     assert "+    if not torch.compiler.is_compiling():\n+        log.info(" in log["diff"]
     assert _metric(t["baseline"], "recompiles") == 1 and _metric(t["baseline"], "breaks") == 1
     assert (_metric(mask, "recompiles"), _metric(mask, "breaks")) == (0, 1)

@@ -289,6 +289,9 @@ def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list
             for g in cause.groups
         ]
         compile_ns = sum(o.compile_ns for o in occurrences)
+        change = describe(cause.change)
+        if cause.family == "flag":  # a flag that flips both ways (given, then None again): each way named
+            change = "; ".join(dict.fromkeys([change, *(o.change for o in occurrences)]))
         new_ns = sum(c.duration_ns or 0 for c in cause.new_frames)
         missing = []
         if any(c.duration_ns is None for c in members):
@@ -300,7 +303,7 @@ def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list
             family=cause.family,
             subject=cause.change.subject,
             dim=cause.change.dim,
-            change=describe(cause.change),
+            change=change,
             root_frame=cause.root.frame_name,
             root_file=cause.root.file,
             root_line=cause.root.line,

@@ -38,6 +38,9 @@ _VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
 # a type check (an int passed before, a tensor now): ``___check_type_id(t, 1398...), type=<class 'int'>``
 _TYPE = re.compile(r"___check_type_id\((.+?), \d+\)(?:, type=<class '([^']+)'>)?")
+# a tensor guard that met no tensor: ``expected type of 'mask' to be a tensor type, ' but found
+# <class 'NoneType'>`` (a tensor before, None now: an optional argument left out) or another class
+_NOT_A_TENSOR = re.compile(r"^expected type of '(.+?)' to be a tensor type, '? ?but found (?:<class '([^']+)'>)?")
 
 
 # A frame's recompile reasons repeat every earlier entry's reason (see ingest.compile_events): the
@@ -61,6 +64,11 @@ def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
     m = _TYPE.search(first)
     if m:
         return "type", m.group(1).strip(), m.group(2)
+    m = _NOT_A_TENSOR.match(first)
+    if m:
+        if m.group(2) == "NoneType":
+            return "flag", m.group(1), "is not None"
+        return "type", m.group(1), "Tensor"
     m = _FLAG.match(first)
     if m:
         return "flag", m.group(1).strip(), f"{m.group(2)} {m.group(3)}"

@@ -9,7 +9,7 @@ shape only, so one graph serves every value from the first call on.
 
 The rewrite is made only where the baseline recompiled a frame of the script on such a value
 guard and the script compiles that function as ``f = torch.compile(fn, ...)``; ``f`` becomes
-``_f_compiled`` behind a plain ``f`` with ``fn``'s signature that passes
+``_fn_compiled`` behind a plain ``f`` with ``fn``'s signature that sets ``NAME`` to
 ``torch.as_tensor(NAME, dtype=torch.result_type(x, NAME), device=x.device)``, ``x`` being the
 argument ``NAME`` meets in arithmetic: the dtype ``x op NAME`` gives, so the result's dtype is as
 before and, for a float32 or float64 ``x``, its values too (a float16 or bfloat16 ``x`` rounds the
@@ -33,7 +33,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, rel_path
-from .rewrite_common import _own
+from .rewrite_common import _own, bound_names, compiled_name, shim
 
 _VALUE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) == (-?(?:inf|\d[\d.]*(?:e[-+]?\d+)?))(?=\s|$)")
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
@@ -195,6 +195,7 @@ def scalar_as_tensor(receipt: Receipt, script: str, text: str) -> list[tuple[str
     for each number a frame of the script recompiled on the value of."""
     src = Source(text)
     defs = {n.name: n for n in src.tree.body if isinstance(n, ast.FunctionDef)}
+    taken = bound_names(src.tree)
     out = []
     done: set[tuple[str, str]] = set()
     for f in receipt.findings.findings if receipt.findings else []:
@@ -223,15 +224,13 @@ def scalar_as_tensor(receipt: Receipt, script: str, text: str) -> list[tuple[str
                     value = f"torch.as_tensor({name}, dtype=torch.result_type({like}, {name}), device={like}.device)"
                 else:
                     value = f"torch.as_tensor({name})"
-                inner = f"_{alias}_compiled"
+                inner = compiled_name(fn.name, taken)
                 new = Source(text)
                 new.replace(stmt.targets[0], inner)
-                call = ", ".join(value if p == name else p for p in params)
-                shim = (f"\n\ndef {alias}({ast.unparse(a)}):\n"
-                        f"    # {name} as a 0-d tensor: one graph serves every value\n"
-                        f"    return {inner}({call})\n")
+                plain = shim("", alias, a, f"{name} as a 0-d tensor: one graph serves every value",
+                             [(name, value, None)], inner)
                 end = stmt.end_lineno or stmt.lineno
-                new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
+                new.insert_lines(end + 1, "\n\n" + plain + ("" if end >= len(new.lines) else "\n\n"))
                 out.append((name, kinds[name], alias, like, new.result()))
     return out
 

@@ -10,13 +10,14 @@ every other candidate, its runs applying the diff (``--patch``).
 - ``always-pass-NAME``: an optional argument passed as ``None`` on some calls and a tensor on others
   (a recompile on ``NAME is None``) always passed: the compiled callable
   ``f = torch.compile(fn, ...)`` (at module level or inside a block such as ``def main():``)
-  becomes ``_f_compiled`` behind a plain function ``f`` beside it with ``fn``'s signature that
-  passes a neutral tensor for ``None``: zeros for a value added or subtracted, ones for one
-  multiplied or divided, all-false for a ``masked_fill`` mask, shaped like ``fn``'s
-  first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
-  ``None`` means "attend to every position"), long ones of the (batch, sequence) of the model
-  call's input. One graph then serves every call. The neutral value's shape is a guess the
-  output check tests, so this patch too is marked "review before applying".
+  becomes ``_fn_compiled`` (after the compiled function, a name the script does not use) behind a
+  plain function ``f`` beside it with ``fn``'s signature that passes a neutral tensor for ``None``:
+  zeros for a value added or subtracted, ones for one multiplied or divided, all-false for a
+  ``masked_fill`` mask, shaped like ``fn``'s first argument; for one passed on as
+  ``attention_mask=`` (the ``transformers`` convention, where ``None`` means "attend to every
+  position"), long ones of the (batch, sequence) of the model call's input. One graph then
+  serves every call. The neutral value's shape is a guess the output check tests, so this patch
+  too is marked "review before applying".
 - ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
   condition) that broke the graph, whose two branches each assign one name, becomes
   ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
@@ -43,7 +44,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
-from .rewrite_common import _one_assign, _own, _Untensor
+from .rewrite_common import _one_assign, _own, _Untensor, bound_names, compiled_name, shim
 from .rewrite_cond import tensor_cond
 from .rewrite_scalar import scalar_drafts
 
@@ -144,7 +145,9 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
     return out
 
 
-_NONE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) is (?:not )?None\b")
+# ``mask is None`` (None before, a tensor now), ``mask is not None``, or a tensor before and None now
+_NONE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) is (?:not )?None\b"
+                         r"|^expected type of '([A-Za-z_]\w*)' to be a tensor type, '? ?but found <class 'NoneType'>")
 
 
 def _neutral(fn: ast.FunctionDef, name: str, like: str) -> str | None:
@@ -184,12 +187,13 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
     frame of the script recompiled on being ``None``."""
     src = Source(text)
     defs = {n.name: n for n in src.tree.body if isinstance(n, ast.FunctionDef)}
+    taken = bound_names(src.tree)
     out = []
     for f in receipt.findings.findings if receipt.findings else []:
         ch = f.churn
         if ch is None or not _own(ch.file, script):
             continue
-        names = {m.group(1) or m.group(2) for g in ch.guards if (m := _NONE_GUARD.match(g.strip()))}
+        names = {m.group(1) or m.group(2) or m.group(3) for g in ch.guards if (m := _NONE_GUARD.match(g.strip()))}
         for stmt in _statements(src.tree.body):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                     and isinstance(stmt.value, ast.Call) and _is_compile(stmt.value.func) and stmt.value.args
@@ -206,20 +210,18 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
                 if neutral is None:
                     continue
                 alias = stmt.targets[0].id
-                inner = f"_{alias}_compiled"
-                new = Source(text)
-                new.replace(stmt.targets[0], inner)
-                call = ", ".join(f"{neutral} if {p} is None else {p}" if p == name else p for p in params)
                 pad = src.lines[stmt.lineno - 1][: src.col(stmt.lineno, stmt.col_offset)]
                 if pad.strip():
                     continue  # another statement shares the line
-                shim = (f"\n\ndef {alias}({ast.unparse(a)}):\n"
-                        f"    # always pass {name}: one graph serves the calls with and without it\n"
-                        f"    return {inner}({call})\n")
-                if pad:  # inside a function or a block (``def main():``, ``if __name__ == "__main__":``)
-                    shim = "".join(pad + ln if ln.strip() else ln for ln in shim.splitlines(keepends=True)[1:])
+                inner = compiled_name(fn.name, taken)
+                new = Source(text)
+                new.replace(stmt.targets[0], inner)
+                # inside a function or a block (``def main():``, ``if __name__ == "__main__":``): indented there
+                gap = "\n" if pad else "\n\n"
+                plain = shim(pad, alias, a, f"always pass {name}: one graph serves the calls with and without it",
+                             [(name, neutral, f"{name} is None")], inner)
                 end = stmt.end_lineno or stmt.lineno
-                new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
+                new.insert_lines(end + 1, gap + plain + ("" if end >= len(new.lines) else gap))
                 out.append((name, alias, new.result()))
     return out
 
