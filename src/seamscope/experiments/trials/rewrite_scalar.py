@@ -33,7 +33,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, rel_path
-from .rewrite_common import _own
+from .rewrite_common import _own, compiled_defs, decorated_shim, plain_params
 
 _VALUE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) == (-?(?:inf|\d[\d.]*(?:e[-+]?\d+)?))(?=\s|$)")
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
@@ -233,7 +233,28 @@ def scalar_as_tensor(receipt: Receipt, script: str, text: str) -> list[tuple[str
                 end = stmt.end_lineno or stmt.lineno
                 new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
                 out.append((name, kinds[name], alias, like, new.result()))
+        for fn in compiled_defs(src.tree.body):  # ``@torch.compile`` on ``def NAME``: the shim takes NAME
+            params = plain_params(fn)
+            if params is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
+                continue
+            for name in sorted(set(kinds) & set(params)):
+                like = arithmetic_operand(fn, name, frozenset(kinds))
+                if like is None or (fn.name, name) in done:
+                    continue
+                value = _as_tensor(name, like)
+                patched = decorated_shim(text, fn, f"{name} as a 0-d tensor: one graph serves every value",
+                                         ", ".join(value if p == name else p for p in params))
+                if patched is not None:
+                    done.add((fn.name, name))
+                    out.append((name, kinds[name], fn.name, like, patched))
     return out
+
+
+def _as_tensor(name: str, like: str) -> str:
+    """``name`` as a 0-d tensor of the dtype ``like op name`` has, on ``like``'s device."""
+    if like:
+        return f"torch.as_tensor({name}, dtype=torch.result_type({like}, {name}), device={like}.device)"
+    return f"torch.as_tensor({name})"
 
 
 def scalar_drafts(receipt: Receipt, script: str, text: str) -> list[Draft]:

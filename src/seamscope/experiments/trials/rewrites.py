@@ -43,7 +43,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
-from .rewrite_common import _one_assign, _own, _Untensor
+from .rewrite_common import _one_assign, _own, _Untensor, compiled_defs, decorated_shim, plain_params
 from .rewrite_cond import tensor_cond
 from .rewrite_scalar import scalar_drafts
 
@@ -221,6 +221,17 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
                 end = stmt.end_lineno or stmt.lineno
                 new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
                 out.append((name, alias, new.result()))
+        for fn in compiled_defs(src.tree.body):  # ``@torch.compile`` on ``def NAME``: the shim takes NAME
+            params = plain_params(fn)
+            if params is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
+                continue
+            for name in sorted(names & set(params[1:])):
+                neutral = _neutral(fn, name, params[0])
+                call = ", ".join(f"{neutral} if {p} is None else {p}" if p == name else p for p in params)
+                patched = None if neutral is None else decorated_shim(
+                    text, fn, f"always pass {name}: one graph serves the calls with and without it", call)
+                if patched is not None:
+                    out.append((name, fn.name, patched))
     return out
 
 
