@@ -129,7 +129,8 @@ def test_both_rewrites_keep_the_decorated_function_and_put_a_plain_one_of_its_na
 @pytest.mark.skipif(GIT is None, reason="git is not installed")
 def test_inside_a_block_the_shim_is_indented_with_it_and_a_name_the_script_uses_is_not_taken(tmp_path):
     text = ("import torch\n\n_step_compiled = None\n\n\ndef main():\n    @torch.compile\n    def step(x, mask=None):\n"
-            "        if mask is not None:\n            x = x + mask\n        return x\n    return step(1)")  # no newline
+            "        if mask is not None:\n            x = x + mask\n        return x\n"
+            "    return step(1)")  # no newline at the end
     (dr,) = _drafts(tmp_path, text, guards=[NONE_GUARD], frame="main.<locals>.step").values()
     patched = apply(text, parse(dr.diff or "")[0])
     assert _git_apply(tmp_path, text, dr.diff or "") == patched

@@ -8,8 +8,10 @@ value is a new graph, up to the recompile limit. A 0-d tensor is guarded on its 
 shape only, so one graph serves every value from the first call on.
 
 The rewrite is made only where the baseline recompiled a frame of the script on such a value
-guard and the script compiles that function as ``f = torch.compile(fn, ...)``; ``f`` becomes
-``_f_compiled`` behind a plain ``f`` with ``fn``'s signature that passes
+guard and the script compiles that function as ``f = torch.compile(fn, ...)`` (``f`` becomes
+``_f_compiled`` behind a plain ``f`` with ``fn``'s signature) or with the decorator
+``@torch.compile`` alone on ``def fn`` (``fn`` keeps its body and decorator as ``_fn_compiled``, a
+plain ``def fn`` after it, as ``always-pass`` does); the plain function passes
 ``torch.as_tensor(NAME, dtype=torch.result_type(x, NAME), device=x.device)``, ``x`` being the
 argument ``NAME`` meets in arithmetic: the dtype ``x op NAME`` gives, so the result's dtype is as
 before and, for a float32 or float64 ``x``, its values too (a float16 or bfloat16 ``x`` rounds the
@@ -234,16 +236,16 @@ def scalar_as_tensor(receipt: Receipt, script: str, text: str) -> list[tuple[str
                 new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
                 out.append((name, kinds[name], alias, like, new.result()))
         for fn in compiled_defs(src.tree.body):  # ``@torch.compile`` on ``def NAME``: the shim takes NAME
-            params = plain_params(fn)
-            if params is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
+            args = plain_params(fn)
+            if args is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
                 continue
-            for name in sorted(set(kinds) & set(params)):
+            for name in sorted(set(kinds) & set(args)):
                 like = arithmetic_operand(fn, name, frozenset(kinds))
                 if like is None or (fn.name, name) in done:
                     continue
                 value = _as_tensor(name, like)
                 patched = decorated_shim(text, fn, f"{name} as a 0-d tensor: one graph serves every value",
-                                         ", ".join(value if p == name else p for p in params))
+                                         ", ".join(value if p == name else p for p in args))
                 if patched is not None:
                     done.add((fn.name, name))
                     out.append((name, kinds[name], fn.name, like, patched))

@@ -16,7 +16,13 @@ every other candidate, its runs applying the diff (``--patch``).
   first argument; for one passed on as ``attention_mask=`` (the ``transformers`` convention, where
   ``None`` means "attend to every position"), long ones of the (batch, sequence) of the model
   call's input. One graph then serves every call. The neutral value's shape is a guess the
-  output check tests, so this patch too is marked "review before applying".
+  output check tests, so this patch too is marked "review before applying". A function compiled
+  by the decorator (``@torch.compile`` or ``@torch.compile(...)`` on ``def fn``, its only one)
+  keeps its decorator and body as ``_fn_compiled`` (a name the script does not use), and a plain
+  ``def fn`` with the same signature and docstring after it passes the neutral tensor
+  (:func:`.rewrite_common.decorated_shim`, which ``tensor-scalar`` shares): every caller of
+  ``fn`` is unchanged. Beside other decorators there is no candidate (which wraps which is the
+  user's).
 - ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
   condition) that broke the graph, whose two branches each assign one name, becomes
   ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
@@ -28,7 +34,8 @@ every other candidate, its runs applying the diff (``--patch``).
   before applying" (both branches are traced and must return the same shapes and dtypes).
 - ``tensor-scalar-NAME``: a Python number argument whose value the baseline recompiled on, used
   only in arithmetic with tensors, passed to the compiled function as a 0-d tensor
-  (:mod:`.rewrite_scalar`): "review before applying" (a tensor instead of a number).
+  (:mod:`.rewrite_scalar`; ``f = torch.compile(fn, ...)`` or the decorator, as above): "review
+  before applying" (a tensor instead of a number).
 """
 
 from __future__ import annotations
@@ -222,12 +229,12 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
                 new.insert_lines(end + 1, shim.lstrip("\n") if end >= len(new.lines) else shim + "\n")
                 out.append((name, alias, new.result()))
         for fn in compiled_defs(src.tree.body):  # ``@torch.compile`` on ``def NAME``: the shim takes NAME
-            params = plain_params(fn)
-            if params is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
+            args = plain_params(fn)
+            if args is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
                 continue
-            for name in sorted(names & set(params[1:])):
-                neutral = _neutral(fn, name, params[0])
-                call = ", ".join(f"{neutral} if {p} is None else {p}" if p == name else p for p in params)
+            for name in sorted(names & set(args[1:])):
+                neutral = _neutral(fn, name, args[0])
+                call = ", ".join(f"{neutral} if {p} is None else {p}" if p == name else p for p in args)
                 patched = None if neutral is None else decorated_shim(
                     text, fn, f"always pass {name}: one graph serves the calls with and without it", call)
                 if patched is not None:
