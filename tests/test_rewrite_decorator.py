@@ -61,7 +61,7 @@ def _fn(tree, name):
 
 
 def _git_apply(d, text, diff):
-    """The diff applies to a copy of the script with ``git apply`` and gives ``text``."""
+    """A copy of ``text`` with the diff applied by ``git apply`` (``--check`` first), as it is then."""
     copy = d / "copy"
     copy.mkdir(parents=True)
     (copy / "s.py").write_text(text, encoding="utf-8")
