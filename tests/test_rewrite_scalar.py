@@ -114,8 +114,8 @@ def test_other_guards_files_frames_and_compile_forms_get_no_candidate(tmp_path):
     assert _drafts(tmp_path, _script(body), guards=["scale is None", "___check_obj_id(scale, 1)"]) == []
     assert _drafts(tmp_path, _script(body), file="other.py") == []
     assert _drafts(tmp_path, _script(body), frame="forward") == []
-    text = "import torch\n\n\n@torch.compile\ndef step(x, scale):\n    return x * scale\n"
-    assert _drafts(tmp_path, text) == []  # no compiled name to put a function in front of
+    text = "import torch\n\n\n@torch.no_grad()\n@torch.compile\ndef step(x, scale):\n    return x * scale\n"
+    assert _drafts(tmp_path, text) == []  # another decorator beside the compile: which wraps which is the user's
     assert _drafts(tmp_path, _script(body, sig="x, *rest, scale")) == []
 
 

@@ -1,12 +1,17 @@
 """What the code-change rewrites share (torch-free): whether a break site is the script's, an
-``if``'s condition kept a tensor, a branch that is one assignment."""
+``if``'s condition kept a tensor, a branch that is one assignment, and the shim a function
+compiled by the decorator ``@torch.compile`` gets (the ``always-pass`` and ``tensor-scalar``
+rewrites' decorator form)."""
 
 from __future__ import annotations
 
 import ast
 import os
+import re
+from collections.abc import Iterator
 
 from ...model.normalize import project_root
+from .patches import Source
 
 
 def _own(file: str, script: str) -> bool:
@@ -43,6 +48,43 @@ def _one_assign(body: list[ast.stmt]) -> ast.Assign | None:
     return None
 
 
+def _is_torch_compile(node: ast.AST) -> bool:
+    """``torch.compile`` or ``torch.compile(...)`` given no function (a decorator's two spellings)."""
+    if isinstance(node, ast.Call):
+        if node.args:
+            return False
+        node = node.func
+    return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
+            and node.value.id == "torch")
+
+
+def compiled_defs(body: list[ast.stmt]) -> Iterator[ast.FunctionDef]:
+    """The functions of a block and of the blocks inside it (a ``main()``, an ``if __name__ ==
+    "__main__":``) whose one decorator is ``@torch.compile`` or ``@torch.compile(...)``. A function
+    with other decorators too is left out: which of them wraps the compiled function and which the
+    function compiled is theirs to say, and a shim would change it. A class body is left out too
+    (a function put there would be a method)."""
+    for stmt in body:
+        if isinstance(stmt, ast.ClassDef):
+            continue
+        if isinstance(stmt, ast.FunctionDef) and len(stmt.decorator_list) == 1 \
+                and _is_torch_compile(stmt.decorator_list[0]):
+            yield stmt
+        for field in ("body", "orelse", "finalbody"):
+            yield from compiled_defs(getattr(stmt, field, []) or [])
+        for h in getattr(stmt, "handlers", []) or []:
+            yield from compiled_defs(h.body)
+
+
+def plain_params(fn: ast.FunctionDef) -> list[str] | None:
+    """``fn``'s parameters where they are plain positional-or-keyword ones (a shim passes them on
+    by position), at least one; None otherwise."""
+    a = fn.args
+    if a.vararg or a.kwarg or a.posonlyargs or a.kwonlyargs or not a.args:
+        return None
+    return [x.arg for x in a.args]
+
+
 #: The widest line a shim is written in where its names allow (a user's formatter may want less).
 SHIM_WIDTH = 100
 
@@ -64,6 +106,8 @@ def bound_names(tree: ast.AST) -> set[str]:
             out.update(n.names)
         elif isinstance(n, ast.ExceptHandler) and n.name:
             out.add(n.name)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)  # ``self._step_compiled``: not proof of a clash, but a name to avoid
     return out
 
 
@@ -107,12 +151,15 @@ def _params(a: ast.arguments) -> list[str]:
 
 
 def shim(indent: str, alias: str, a: ast.arguments, comment: str, prepare: list[tuple[str, str, str | None]],
-         inner: str) -> str:
-    """The plain function ``alias`` with the signature ``a`` that sets each ``(name, value, only_if)``
-    of ``prepare`` (``if only_if:`` around it where given) and calls ``inner`` with its arguments.
-    Lines at ``indent``, none wider than :data:`SHIM_WIDTH` where the names allow."""
+         inner: str, docstring: str | None = None) -> str:
+    """The plain function ``alias`` with the signature ``a`` (and ``docstring``, its source text)
+    that sets each ``(name, value, only_if)`` of ``prepare`` (``if only_if:`` around it where
+    given) and calls ``inner`` with its arguments. Lines at ``indent``, none wider than
+    :data:`SHIM_WIDTH` where the names allow."""
     body = indent + "    "
     lines = fit(indent, f"def {alias}", _params(a), ":")
+    if docstring:
+        lines.append(body + docstring)
     lines.append(f"{body}# {comment}")
     for name, value, only_if in prepare:
         if only_if:
@@ -122,3 +169,32 @@ def shim(indent: str, alias: str, a: ast.arguments, comment: str, prepare: list[
             lines += fit_value(body, name, value)
     lines += fit(body, f"return {inner}", [p.arg for p in a.args])
     return "".join(ln + "\n" for ln in lines)
+
+
+def decorated_shim(text: str, fn: ast.FunctionDef, comment: str,
+                   prepare: list[tuple[str, str, str | None]]) -> str | None:
+    """The script's text with the ``@torch.compile`` function ``fn`` renamed ``_NAME_compiled``
+    (:func:`compiled_name`), its decorator, defaults and body kept, and after it a plain ``def NAME``
+    with ``fn``'s signature and docstring, made by :func:`shim` from ``comment`` and ``prepare``:
+    every caller of ``NAME`` is unchanged and the compiled function sees what the shim passes.
+    None where the edit cannot be made safely (something else on the ``def`` line or the
+    decorator's before them)."""
+    src = Source(text)
+    deco = fn.decorator_list[0]
+    line = src.lines[fn.lineno - 1]
+    start = src.col(fn.lineno, fn.col_offset)
+    pad = line[:start]
+    m = re.compile(r"def\s+" + re.escape(fn.name) + r"\b").match(line, start)
+    at = src.lines[deco.lineno - 1][: src.col(deco.lineno, deco.col_offset)].rstrip()
+    if m is None or pad.strip() or not at.endswith("@") or at[:-1].strip():
+        return None
+    inner = compiled_name(fn.name, bound_names(src.tree))
+    src.edits.append((fn.lineno, m.start(), fn.lineno, m.end(), f"def {inner}"))
+    doc = fn.body[0] if ast.get_docstring(fn, clean=False) is not None else None
+    docstring = ast.get_source_segment(text, doc) if isinstance(doc, ast.Expr) else None
+    text_of = shim(pad, fn.name, fn.args, comment, prepare, inner, docstring)
+    end = fn.end_lineno or fn.lineno
+    gap = "\n" if pad else "\n\n"
+    follows = end < len(src.lines) and src.lines[end].strip()
+    src.insert_lines(end + 1, gap + text_of + (gap if follows and not pad else ""))
+    return src.result()

@@ -8,8 +8,10 @@ value is a new graph, up to the recompile limit. A 0-d tensor is guarded on its 
 shape only, so one graph serves every value from the first call on.
 
 The rewrite is made only where the baseline recompiled a frame of the script on such a value
-guard and the script compiles that function as ``f = torch.compile(fn, ...)``; ``f`` becomes
-``_fn_compiled`` behind a plain ``f`` with ``fn``'s signature that sets ``NAME`` to
+guard and the script compiles that function as ``f = torch.compile(fn, ...)`` (``f`` becomes
+``_fn_compiled`` behind a plain ``f`` with ``fn``'s signature) or with the decorator
+``@torch.compile`` alone on ``def fn`` (``fn`` keeps its body and decorator as ``_fn_compiled``, a
+plain ``def fn`` after it, as ``always-pass`` does); the plain function sets ``NAME`` to
 ``torch.as_tensor(NAME, dtype=torch.result_type(x, NAME), device=x.device)``, ``x`` being the
 argument ``NAME`` meets in arithmetic: the dtype ``x op NAME`` gives, so the result's dtype is as
 before and, for a float32 or float64 ``x``, its values too (a float16 or bfloat16 ``x`` rounds the
@@ -33,7 +35,7 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, rel_path
-from .rewrite_common import _own, bound_names, compiled_name, shim
+from .rewrite_common import _own, bound_names, compiled_defs, compiled_name, decorated_shim, plain_params, shim
 
 _VALUE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) == (-?(?:inf|\d[\d.]*(?:e[-+]?\d+)?))(?=\s|$)")
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
@@ -220,10 +222,7 @@ def scalar_as_tensor(receipt: Receipt, script: str, text: str) -> list[tuple[str
                 if like is None or (alias, name) in done:
                     continue
                 done.add((alias, name))
-                if like:
-                    value = f"torch.as_tensor({name}, dtype=torch.result_type({like}, {name}), device={like}.device)"
-                else:
-                    value = f"torch.as_tensor({name})"
+                value = _as_tensor(name, like)
                 inner = compiled_name(fn.name, taken)
                 new = Source(text)
                 new.replace(stmt.targets[0], inner)
@@ -232,7 +231,28 @@ def scalar_as_tensor(receipt: Receipt, script: str, text: str) -> list[tuple[str
                 end = stmt.end_lineno or stmt.lineno
                 new.insert_lines(end + 1, "\n\n" + plain + ("" if end >= len(new.lines) else "\n\n"))
                 out.append((name, kinds[name], alias, like, new.result()))
+        for fn in compiled_defs(src.tree.body):  # ``@torch.compile`` on ``def NAME``: the shim takes NAME
+            args = plain_params(fn)
+            if args is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
+                continue
+            for name in sorted(set(kinds) & set(args)):
+                like = arithmetic_operand(fn, name, frozenset(kinds))
+                if like is None or (fn.name, name) in done:
+                    continue
+                value = _as_tensor(name, like)
+                patched = decorated_shim(text, fn, f"{name} as a 0-d tensor: one graph serves every value",
+                                         [(name, value, None)])
+                if patched is not None:
+                    done.add((fn.name, name))
+                    out.append((name, kinds[name], fn.name, like, patched))
     return out
+
+
+def _as_tensor(name: str, like: str) -> str:
+    """``name`` as a 0-d tensor of the dtype ``like op name`` has, on ``like``'s device."""
+    if like:
+        return f"torch.as_tensor({name}, dtype=torch.result_type({like}, {name}), device={like}.device)"
+    return f"torch.as_tensor({name})"
 
 
 def scalar_drafts(receipt: Receipt, script: str, text: str) -> list[Draft]:

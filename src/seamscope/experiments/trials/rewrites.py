@@ -18,6 +18,11 @@ every other candidate, its runs applying the diff (``--patch``).
   position"), long ones of the (batch, sequence) of the model call's input. One graph then
   serves every call. The neutral value's shape is a guess the output check tests, so this patch
   too is marked "review before applying".
+  A function compiled by the decorator (``@torch.compile`` or ``@torch.compile(...)`` on ``def fn``,
+  its only one) keeps its decorator and body as ``_fn_compiled`` (a name the script does not use),
+  and a plain ``def fn`` with the same signature and docstring after it passes the neutral tensor
+  (:func:`.rewrite_common.decorated_shim`, which ``tensor-scalar`` shares): every caller of ``fn``
+  is unchanged. Beside other decorators there is no candidate (which wraps which is the user's).
 - ``tensor-where``: a Python ``if`` on a tensor's value (``.item()``, ``bool(t)``, or a tensor
   condition) that broke the graph, whose two branches each assign one name, becomes
   ``name = torch.where(condition, then, else)`` with the condition kept a tensor. Both branches
@@ -29,7 +34,8 @@ every other candidate, its runs applying the diff (``--patch``).
   before applying" (both branches are traced and must return the same shapes and dtypes).
 - ``tensor-scalar-NAME``: a Python number argument whose value the baseline recompiled on, used
   only in arithmetic with tensors, passed to the compiled function as a 0-d tensor
-  (:mod:`.rewrite_scalar`): "review before applying" (a tensor instead of a number).
+  (:mod:`.rewrite_scalar`; ``f = torch.compile(fn, ...)`` or the decorator, as above): "review
+  before applying" (a tensor instead of a number).
 """
 
 from __future__ import annotations
@@ -44,7 +50,17 @@ from ..remedy_spec import RemedySpec
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
-from .rewrite_common import _one_assign, _own, _Untensor, bound_names, compiled_name, shim
+from .rewrite_common import (
+    _one_assign,
+    _own,
+    _Untensor,
+    bound_names,
+    compiled_defs,
+    compiled_name,
+    decorated_shim,
+    plain_params,
+    shim,
+)
 from .rewrite_cond import tensor_cond
 from .rewrite_scalar import scalar_drafts
 
@@ -223,6 +239,17 @@ def always_pass(receipt: Receipt, script: str, text: str) -> list[tuple[str, str
                 end = stmt.end_lineno or stmt.lineno
                 new.insert_lines(end + 1, gap + plain + ("" if end >= len(new.lines) else gap))
                 out.append((name, alias, new.result()))
+        for fn in compiled_defs(src.tree.body):  # ``@torch.compile`` on ``def NAME``: the shim takes NAME
+            args = plain_params(fn)
+            if args is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
+                continue
+            for name in sorted(names & set(args[1:])):
+                neutral = _neutral(fn, name, args[0])
+                patched = None if neutral is None else decorated_shim(
+                    text, fn, f"always pass {name}: one graph serves the calls with and without it",
+                    [(name, neutral, f"{name} is None")])
+                if patched is not None:
+                    out.append((name, fn.name, patched))
     return out
 
 
