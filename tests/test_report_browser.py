@@ -51,9 +51,11 @@ def start_chromium(profile_dir: str):
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def live_receipt():
-    """A real run of the bundled example under live capture (backend eager)."""
+    """A real run of the bundled example under live capture (backend eager), once for both tests
+    (each plants its markup in a copy); not made where the tests would skip for want of selenium."""
+    pytest.importorskip("selenium", reason="selenium (a dev extra) is not installed: the browser test needs it")
     import torch
 
     from seamscope.capture.session import session
