@@ -478,7 +478,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
                                 f"{x.name} hit alone"))
     if second and setup.budget_s is not None:
         room = setup.budget_s - (setup.clock() - st.started)
-        while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second)) > room:
+        again = int(st.second is None)  # the baseline's second check, where a stacked candidate differs
+        while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second) + again) > room:
             second.pop()  # the combined candidate first, then the retries in order
     if second:
         attach_patches(second, setup.out, setup.script, first.receipt)  # stacked: one composed patch
