@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import shlex
 
@@ -305,6 +306,10 @@ class _FakeRuns:
     def clock(self):
         return self.now
 
+    def scale(self, key, rel_dir):
+        """How much this run scales its outputs (1.0: as the baseline's)."""
+        return 1.01 if "scaled" in key else 1.0
+
     def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
         from seamscope.experiments.trials.runs import Outcome
 
@@ -316,8 +321,8 @@ class _FakeRuns:
         if steady is None:
             return Outcome(RunFigures(label=label, ok=False, exit_code=-11, error="crashed: killed by signal SIGSEGV"),
                            None, "")
-        fig = _run(label, steady, steady * 100)
-        leaf = _leaf(s=10.0 * (1.01 if "scaled" in key else 1.0))
+        fig = msgspec.structs.replace(_run(label, steady, steady * 100), process_ns=len(self.log) * 1000)
+        leaf = _leaf(s=10.0 * self.scale(key, rel_dir))
         fps = _prints(leaf) if fingerprint else None
         return Outcome(fig, object(), "", fps)
 
@@ -333,7 +338,7 @@ def _drafts():
                   targets="t", cost_ns=100)]
 
 
-def _trial(monkeypatch, tmp_path, steady, budget=None, extra=(), starts=(), fake=None):
+def _trial(monkeypatch, tmp_path, steady, budget=None, extra=(), starts=(), fake=None, progress=None):
     from seamscope.experiments.trials import runs as trial_runs
     from seamscope.experiments.trials import trial as tr
 
@@ -341,7 +346,8 @@ def _trial(monkeypatch, tmp_path, steady, budget=None, extra=(), starts=(), fake
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: _drafts())
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: list(starts))
-    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock)
+    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock,
+                             progress=progress)
     t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
     return t, fake.log
 
@@ -356,9 +362,10 @@ def test_repetitions_interleave_then_outputs_then_the_combined_candidate(monkeyp
         "trials/baseline/rep-1", "trials/cso/rep-1", "trials/dyn/rep-1", "trials/limit/rep-1", "trials/user-1/rep-1",
         "trials/baseline/rep-2", "trials/cso/rep-2", "trials/dyn/rep-2", "trials/user-1/rep-2",
     ]
-    assert log[9:14] == ["trials/baseline/check-1", "trials/baseline/check-2", "trials/eager/check",
-                         "trials/cso/check", "trials/dyn/check"]
-    assert log[14:] == ["trials/user-1/check", "trials/baseline/rep-3", "trials/combined/rep-3",
+    # the baseline's second check only after user-1's outputs differed from its first
+    assert log[9:15] == ["trials/baseline/check-1", "trials/eager/check", "trials/cso/check", "trials/dyn/check",
+                         "trials/user-1/check", "trials/baseline/check-2"]
+    assert log[15:] == ["trials/baseline/rep-3", "trials/combined/rep-3",
                         "trials/baseline/rep-4", "trials/combined/rep-4", "trials/combined/check"]
     by = {c.name: c for c in t.candidates}
     assert by["cso"].verdict == "faster" and by["dyn"].verdict == "faster"
@@ -369,6 +376,92 @@ def test_repetitions_interleave_then_outputs_then_the_combined_candidate(monkeyp
     assert [c.name for c in t.candidates][:2] == ["cso", "dyn"] or t.candidates[0].name == "combined"
     assert t.chosen == t.candidates[0].name and t.deterministic is True
     assert "roll back" in (t.rollback_trigger or "")
+    assert log.count("trials/baseline/check-2") == 1 and t.baseline.outputs.status == "equal"
+    assert t.overhead.check_process_ns == _check_ns(log)
+
+
+def _check_ns(log):
+    """The process time of the output runs in ``log`` (a fake run's is 1000 ns × its position)."""
+    return sum((i + 1) * 1000 for i, rel in enumerate(log) if "/check" in rel)
+
+
+class _Scaled(_FakeRuns):
+    """Outputs scaled where ``scale(flags, folder)`` says; a KeyboardInterrupt at ``stop_at``."""
+
+    def __init__(self, steady, scale, stop_at=None):
+        super().__init__(steady)
+        self.scale = scale
+        self.stop_at = stop_at
+
+    def __call__(self, setup, flags, rel_dir, label, fingerprint=False, extra=None):
+        if rel_dir == self.stop_at:
+            raise KeyboardInterrupt
+        return super().__call__(setup, flags, rel_dir, label, fingerprint, extra)
+
+
+FAST = {"--dynamo-config capture_scalar_outputs=True": 50, "--compile-option dynamic=true": 70}
+
+
+def test_no_second_baseline_check_where_every_candidates_outputs_equal_its_first(monkeypatch, tmp_path):
+    said = []
+    t, log = _trial(monkeypatch, tmp_path, FAST, progress=said.append)
+    assert "trials/baseline/check-2" not in log and t.deterministic is None
+    by = {c.name: c for c in t.candidates}
+    assert "combined" in by and "trials/combined/check" in log  # the second round's check too
+    assert all(c.outputs.status == "equal" for c in t.candidates) and t.chosen is not None
+    out = t.baseline.outputs
+    assert out.status == "not checked" and out.vs_eager == "equal"
+    assert out.detail == "its second run was not needed: every checked candidate's outputs equal its first run's"
+    assert f"- baseline outputs: {out.detail}" in TrialsMarkdownRenderer().render(t)
+    assert f"<li>baseline outputs: {html.escape(out.detail)}</li>" in TrialsHtmlRenderer().render_section(t)
+    assert t.overhead.check_process_ns == _check_ns(log)
+    # the runs planned are the runs made: the last timed run says so
+    last = [m for m in said if "· run " in m][-1]
+    k, n = last.split("· run ")[1].split(" ")[0].split("/")
+    assert (int(k), int(n)) == (log.index("trials/combined/rep-4") + 1, len(log))
+
+
+def test_a_differing_candidate_against_a_baseline_whose_second_run_disagrees_could_not_decide(monkeypatch, tmp_path):
+    fake = _Scaled({}, lambda key, rel: 1.01 if "scaled" in key else 1.02 if rel.endswith("check-2") else 1.0)
+    t, log = _trial(monkeypatch, tmp_path, FAST, extra=["--compile-option backend=m:scaled"], fake=fake)
+    assert log.count("trials/baseline/check-2") == 1
+    assert log.index("trials/baseline/check-2") == log.index("trials/user-1/check") + 1
+    by = {c.name: c for c in t.candidates}
+    assert t.deterministic is False
+    assert by["user-1"].outputs.status == "could not decide" and "not deterministic" in (by["user-1"].outputs.detail
+                                                                                         or "")
+    # equal to a baseline run within the tolerance: equal, whatever the second run showed
+    assert by["cso"].outputs.status == "equal" and by["dyn"].outputs.status == "equal"
+    assert t.baseline.outputs.status == "could not decide"
+    assert t.overhead.check_process_ns == _check_ns(log)
+
+
+def test_a_stacked_candidate_that_differs_makes_the_second_baseline_check(monkeypatch, tmp_path):
+    def scale(key, rel):
+        return 1.01 if "capture_scalar_outputs" in key and "dynamic=true" in key else 1.0
+
+    t, log = _trial(monkeypatch, tmp_path, FAST, fake=_Scaled(FAST, scale))
+    assert log[-2:] == ["trials/combined/check", "trials/baseline/check-2"]
+    assert log.count("trials/baseline/check-2") == 1
+    by = {c.name: c for c in t.candidates}
+    assert t.deterministic is True and t.baseline.outputs.status == "equal"
+    assert by["combined"].outputs.status == "changes outputs" and by["combined"].verdict == "changes outputs"
+    assert by["cso"].outputs.status == "equal" and t.chosen == "cso"
+    assert t.overhead.check_process_ns == _check_ns(log)
+
+
+def test_interrupted_before_the_second_baseline_check_keeps_the_checks_made(monkeypatch, tmp_path):
+    fake = _Scaled({}, lambda key, rel: 1.01 if "scaled" in key else 1.0, stop_at="trials/baseline/check-2")
+    t, log = _trial(monkeypatch, tmp_path, FAST, extra=["--compile-option backend=m:scaled"], fake=fake)
+    assert t.interrupted and t.deterministic is None and "trials/baseline/check-2" not in log
+    by = {c.name: c for c in t.candidates}
+    assert "combined" not in by
+    assert by["cso"].outputs.status == "equal" and by["dyn"].outputs.status == "equal"
+    user = by["user-1"].outputs
+    assert user.status == "changes outputs" and "did not run (interrupted)" in (user.detail or "")
+    assert t.baseline.outputs.status == "not checked" and "did not run (interrupted)" in (t.baseline.outputs.detail
+                                                                                         or "")
+    assert t.overhead.check_process_ns == _check_ns(log)
 
 
 def test_a_budget_leaves_the_cheapest_findings_not_tried(monkeypatch, tmp_path):
@@ -395,6 +488,8 @@ def test_output_check_statuses():
     assert changed.status == "changes outputs" and changed.vs_eager != "equal"
     undecided = output_check(Outcome(ok, object(), "", other), base, same, False)
     assert undecided.status == "could not decide" and "not deterministic" in (undecided.detail or "")
+    # equal to the baseline's run: equal, whatever a second run of the baseline shows
+    assert output_check(cand, base, same, False).status == "equal"
     crashed = Outcome(RunFigures(label="check", ok=False, exit_code=-11, error="crashed"), None, "", None)
     assert output_check(crashed, base, same, True).status == "failed"
     assert output_check(None, base, same, True).status == "not checked"

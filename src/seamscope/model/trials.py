@@ -232,7 +232,9 @@ class Trials(Struct, frozen=True, kw_only=True):
     repeat: int
     tolerance: str
     deterministic: bool | None
-    """The baseline's two output runs agreed (None: not checked)."""
+    """The baseline's two output runs agreed. None: not known, the baseline's row says why (its
+    second run is made only when a candidate's outputs differ from its first, so None is the
+    usual value where none does)."""
     baseline: Candidate
     candidates: list[Candidate]
     """Ranked: recommended first."""

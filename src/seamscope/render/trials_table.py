@@ -85,7 +85,8 @@ def verdict_cell(c: Candidate) -> str:
 
 
 def notes(t: Trials) -> list[str]:
-    """What the table's cells cannot hold: what a candidate broke, unpaired calls, noise, folds."""
+    """What the table's cells cannot hold: what a candidate broke, unpaired calls, noise, why the
+    baseline's outputs were not checked against a second run of it, folds."""
     out = []
     p = t.baseline.paired
     if p is not None and p.noise is not None and p.worst_noise is not None:
@@ -107,6 +108,8 @@ def notes(t: Trials) -> list[str]:
             out.append(f"{c.name}: no effect: {c.reason}")
         if c.trade:
             out.append(f"{c.name}: the trade: {c.trade}")
+    if t.deterministic is None and t.baseline.outputs.detail:
+        out.append(f"baseline outputs: {t.baseline.outputs.detail}")
     out += [f"folded: {f}" for f in t.folded]
     return out
 

@@ -2,9 +2,10 @@
 
 The order of work: a baseline run (its findings choose the candidates), then the timed
 repetitions interleaved (baseline, A, B, baseline, A, B...) so that the machine's drift hits all
-alike, then the output checks (baseline twice, an eager run, each candidate once), each in a run
-of its own outside the timed repetitions, then a combined candidate of the best remedies that do
-not conflict, measured against a baseline interleaved with it.
+alike, then the output checks (the baseline, an eager run, each candidate once, and the baseline
+again only where a candidate's outputs differ from its first: :mod:`.outputs`), each in a run of
+its own outside the timed repetitions, then a combined candidate of the best remedies that do not
+conflict, measured against a baseline interleaved with it.
 
 A mark candidate whose first run still recompiles on another dimension of a source it marks gets
 a follow-up candidate that marks them all. Under ``--budget`` a candidate starts only when its
@@ -58,6 +59,7 @@ from .catalogue import (
     source_of_guard,
     unique_names,
 )
+from .outputs import baseline_check, differing, output_check, unknown_text
 from .patches import attach as attach_patches
 from .rewrites import rewrites
 from .runs import BudgetSpent, Outcome, Setup, run_command, run_once, shell_join
@@ -101,6 +103,9 @@ class _State:
     interrupted: bool = False
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
+    second: Outcome | None = None
+    """The baseline's second check run, made only when a candidate's outputs differ from its first."""
+    deterministic: bool | None = None
     extras: dict[str, RunExtra] = field(default_factory=dict)
     """How a candidate's processes start, where that is the remedy (:mod:`.cache`)."""
     short: dict[str, float] = field(default_factory=dict)
@@ -189,7 +194,8 @@ def _adaptive(st: _State, drafts: list[Draft], base_key: str, total_runs: int, d
 
 def seconds_needed(st: _State, admitting: str) -> float:
     """Seconds of runs the trial still owes if ``admitting`` starts now, from the measured run
-    times: the baseline's missing repetitions and its three output runs, each started
+    times: the baseline's missing repetitions and its three output runs (the second check counted
+    though it runs only where a candidate's outputs differ), each started
     candidate's missing repetitions and output run (at its own median), and the new candidate's
     repetitions and output run (at the baseline's median, its own being unknown). The first run
     is left out of the medians once there are others (it also started the fork server)."""
@@ -227,27 +233,25 @@ def _check(st: _State, name: str, flags: list[str], rel: str) -> Outcome:
     return oc
 
 
-def output_check(cand: Outcome | None, base: fpmod.Fingerprints | None, eager: fpmod.Fingerprints | None,
-                 deterministic: bool | None) -> OutputCheck:
-    if cand is None:
-        return OutputCheck(status="not checked")
-    if cand.fingerprints is None:
-        return OutputCheck(status="failed", detail=cand.figures.error or "no fingerprints written")
-    if base is None:
-        return OutputCheck(status="could not decide", detail="the baseline's outputs were not recorded")
-    vb = fpmod.compare(base, cand.fingerprints)
-    ve = fpmod.compare(eager, cand.fingerprints) if eager is not None else None
-    text_b = "equal" if vb.equal else vb.first_difference
-    text_e = None if ve is None else ("equal" if ve.equal else ve.first_difference)
-    if deterministic is False:
-        return OutputCheck(status="could not decide", vs_baseline=text_b, vs_eager=text_e,
-                           calls_compared=vb.calls_compared, max_deviation=vb.max_deviation,
-                           detail="the baseline is not deterministic: its two runs disagree")
-    if vb.calls_compared == 0 and vb.equal:
-        return OutputCheck(status="could not decide", vs_baseline=text_b, vs_eager=text_e,
-                           detail="no observed call returned before the first parameter update")
-    return OutputCheck(status="equal" if vb.equal else "changes outputs", vs_baseline=text_b, vs_eager=text_e,
-                       calls_compared=vb.calls_compared, max_deviation=vb.max_deviation)
+def _second_check(st: _State, total_runs: int, done: list[int]) -> int:
+    """The baseline's second check run, once, when a candidate's outputs differ from its first
+    (whether the baseline is deterministic decides only then). Returns the runs planned."""
+    tc = time.perf_counter_ns()
+    differ = st.second is None and differing(st.checks.get("baseline"), st.checks)
+    st.compare_ns += time.perf_counter_ns() - tc
+    if not differ:
+        return total_runs
+    total_runs += 1
+    _progress(st, "outputs · baseline again (a candidate's outputs differ from its first run)", total_runs - done[0])
+    st.second = run_once(st.setup, [], os.path.join("trials", "baseline", "check-2"), "check-2", fingerprint=True)
+    st.baseline_check_runs.append(st.second.figures)
+    done[0] += 1
+    tc = time.perf_counter_ns()
+    b1, b2 = st.checks["baseline"].fingerprints, st.second.fingerprints
+    if b1 is not None and b2 is not None:
+        st.deterministic = fpmod.compare(b1, b2).equal
+    st.compare_ns += time.perf_counter_ns() - tc
+    return total_runs
 
 
 def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputCheck) -> Candidate:
@@ -405,10 +409,9 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
         drop_warm(setup.out)  # no candidate reads it
     baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
     order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in drafts]
-    total_runs = len(order) * setup.repeat - 1 + 3 + len(drafts)
+    total_runs = len(order) * setup.repeat + 2 + len(drafts)  # the baseline's second check added where needed
     done = [1]
     trials_interrupted = budget_ended = False
-    deterministic: bool | None = None
     eager: Outcome | None = None
     try:
         # repetition 1 of the baseline is the run above; the others run interleaved
@@ -423,31 +426,30 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             _timed(st, order, list(range(2, setup.repeat + 1)), total_runs, done)
         total_runs = _adaptive(st, drafts, "baseline", total_runs, done)
         # outputs, outside the timed repetitions
-        _progress(st, "outputs · baseline (twice) and eager", total_runs - done[0])
-        b1 = _check(st, "baseline", [], "baseline/check-1")
-        b2 = run_once(setup, [], os.path.join("trials", "baseline", "check-2"), "check-2", fingerprint=True)
+        _progress(st, "outputs · baseline and eager", total_runs - done[0])
+        _check(st, "baseline", [], "baseline/check-1")
         eager = run_once(setup, ["--stance", "force_eager"], os.path.join("trials", "eager", "check"), "check",
                          fingerprint=True)
-        st.baseline_check_runs = [b2.figures, eager.figures]  # type: ignore[union-attr]
-        done[0] += 3
-        tc = time.perf_counter_ns()
-        if b1.fingerprints is not None and b2.fingerprints is not None:
-            deterministic = fpmod.compare(b1.fingerprints, b2.fingerprints).equal
-        st.compare_ns += time.perf_counter_ns() - tc
+        st.baseline_check_runs = [eager.figures]
+        done[0] += 2
         for d in drafts:
             if d.name in st.failed or d.name in st.not_tried:
                 continue
             _progress(st, f"outputs · {d.name}", total_runs - done[0])
             _check(st, d.name, d.run_flags(), f"{d.name}/check")
             done[0] += 1
+        total_runs = _second_check(st, total_runs, done)
     except KeyboardInterrupt:
         trials_interrupted = True
     except BudgetSpent:  # a run outlasted the budget (a hang): the trial ends with what it measured
         budget_ended = True
     base_fp = st.checks["baseline"].fingerprints if "baseline" in st.checks else None
     eager_fp = eager.fingerprints if eager is not None else None
+    stopped = "interrupted" if trials_interrupted else "the budget ended before it"
     tc = time.perf_counter_ns()
-    checks = {d.name: output_check(st.checks.get(d.name), base_fp, eager_fp, deterministic) for d in drafts}
+    unknown = unknown_text(st.second, stopped)
+    checks = {d.name: output_check(st.checks.get(d.name), base_fp, eager_fp, st.deterministic, unknown)
+              for d in drafts}
     st.compare_ns += time.perf_counter_ns() - tc
     for d in drafts:
         if d.name not in st.runs and d.name not in st.not_tried and d.name not in st.failed:
@@ -476,7 +478,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
                                 f"{x.name} hit alone"))
     if second and setup.budget_s is not None:
         room = setup.budget_s - (setup.clock() - st.started)
-        while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second)) > room:
+        again = int(st.second is None)  # the baseline's second check, where a stacked candidate differs
+        while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second) + again) > room:
             second.pop()  # the combined candidate first, then the retries in order
     if second:
         attach_patches(second, setup.out, setup.script, first.receipt)  # stacked: one composed patch
@@ -488,32 +491,31 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
             total_runs += (1 + len(second)) * setup.repeat + len(second)
             _timed(st, pair, reps, total_runs, done, keys={"baseline": "baseline-2"})
             _adaptive(st, second, "baseline-2", total_runs, done, first_rep + setup.repeat)
-            extra_cands = []
-            for d in second:
-                if d.name in st.failed or not st.runs.get(d.name):
-                    extra_cands.append(
-                        _candidate(st, d, st.runs.get("baseline-2", []), OutputCheck(status="not checked"))
-                    )
-                    continue
-                oc = _check(st, d.name, d.run_flags(), f"{d.name}/check")
-                tc = time.perf_counter_ns()
-                chk = output_check(oc, base_fp, eager_fp, deterministic)
-                st.compare_ns += time.perf_counter_ns() - tc
-                extra_cands.append(_candidate(st, d, st.runs.get("baseline-2", []), chk))
+            to_check = [d for d in second if d.name not in st.failed and st.runs.get(d.name)]
+            for d in to_check:
+                _progress(st, f"outputs · {d.name}", total_runs - done[0])
+                _check(st, d.name, d.run_flags(), f"{d.name}/check")
+                done[0] += 1
+            total_runs = _second_check(st, total_runs, done)  # where only a stacked candidate differs
+            names = {d.name for d in to_check}
+            tc = time.perf_counter_ns()
+            extra_cands = [_candidate(st, d, st.runs.get("baseline-2", []),
+                                      output_check(st.checks[d.name], base_fp, eager_fp, st.deterministic,
+                                                   unknown_text(st.second, stopped))
+                                      if d.name in names else OutputCheck(status="not checked")) for d in second]
+            st.compare_ns += time.perf_counter_ns() - tc
             ranked = rank(ranked + extra_cands)
         except KeyboardInterrupt:
             trials_interrupted = True
         except BudgetSpent:
             pass  # the combined candidate is left without its runs, as one the budget left out
-    base_cand = _candidate(st, baseline, base_runs, OutputCheck(
-        status="equal" if deterministic else ("could not decide" if deterministic is False else "not checked"),
-        vs_baseline="equal" if deterministic else (None if deterministic is None else "the two runs disagree"),
-        vs_eager=_eager_text(base_fp, eager_fp),
-        detail=None if deterministic is not False else "not deterministic: the baseline's two runs disagree"))
+    stopped = "interrupted" if trials_interrupted else "the budget ended before it"
+    base_cand = _candidate(st, baseline, base_runs, baseline_check(st.checks.get("baseline"), st.second, eager_fp,
+                                                                   st.deterministic, st.checks, stopped))
     base_cand = msgspec.structs.replace(base_cand, verdict="no measurable change", rank=0)
     ranked = [msgspec.structs.replace(c, trade=trade_text(c, base_cand)) if c.runs else c for c in ranked]
     chosen = choose_best(ranked)
-    decision, trigger = _decision(chosen, ranked, base_cand, deterministic)
+    decision, trigger = _decision(chosen, ranked, base_cand, st.deterministic)
     timed = [r for rs in st.runs.values() for r in rs]
     checked = [oc.figures for oc in st.checks.values()] + st.baseline_check_runs
     script_ns = sum(r.script_ns or 0 for r in timed)
@@ -525,7 +527,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
                         fingerprint_ns=fp_ns, compare_ns=st.compare_ns,
                         own_share=own / script_ns if script_ns else None)
     trials = Trials(script=setup.script, args=list(setup.args), seed=setup.seed, repeat=setup.repeat,
-                    tolerance=fpmod.tolerance_text(), deterministic=deterministic, baseline=base_cand,
+                    tolerance=fpmod.tolerance_text(), deterministic=st.deterministic, baseline=base_cand,
                     candidates=ranked, chosen=chosen.name if chosen else None, decision=decision,
                     rollback_trigger=trigger, interrupted=trials_interrupted, overhead=overhead,
                     max_repeat=max(setup.repeat, setup.max_repeat or setup.repeat),
@@ -556,13 +558,6 @@ def top_receipt(trials: Trials, out: str) -> Receipt | None:
         tolerance=trials.tolerance,
     )
     return rehash(msgspec.structs.replace(receipt, decision=decision))
-
-
-def _eager_text(base: fpmod.Fingerprints | None, eager: fpmod.Fingerprints | None) -> str | None:
-    if base is None or eager is None:
-        return None
-    c = fpmod.compare(eager, base)
-    return "equal" if c.equal else c.first_difference
 
 
 def _ratio_text(c: Candidate, name: str) -> str:
