@@ -395,7 +395,11 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     st.sites = compile_sites(setup.script)
     folded: list[str] = []
     found = catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded)
-    found += rewrites(first.receipt, setup.script)  # code changes no flag makes (:mod:`.rewrites`)
+    changes = rewrites(first.receipt, setup.script)  # code changes no flag makes (:mod:`.rewrites`)
+    for d in changes:  # a cause no flag removes may have a code change that does: say so where it is folded
+        folded[:] = [f"{ln}; the code change {d.name} is tried for it" if ln.startswith(f"none: {d.origin} ")
+                     else ln for ln in folded]
+    found += changes
     found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
                           env={**os.environ, **setup.env})
     drafts = schedule(choose(found, only, skip))
