@@ -6,6 +6,7 @@ Nothing here imports torch, so the torch-free tests that use it run without it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -596,3 +597,22 @@ def without(raw: Any, paths: list[tuple[Any, ...]]) -> Any:
             if isinstance(node, dict):
                 node.pop(path[-1], None)
     return raw
+
+
+@contextlib.contextmanager
+def dynamo_settings_kept() -> Any:
+    """Dynamo's and ``torch.compiler``'s settings put back after the block: a patch is the script's
+    own code, and a script run in this process (``run_target``) keeps the settings it made."""
+    import copy
+
+    import torch
+
+    configs = (torch._dynamo.config, torch.compiler.config)
+    saved = [{k: copy.copy(v) for k, v in c.get_config_copy().items()} for c in configs]
+    try:
+        yield
+    finally:
+        for c, before in zip(configs, saved, strict=True):
+            for k, v in c.get_config_copy().items():
+                if before.get(k, v) != v:
+                    setattr(c, k, before[k])

@@ -8,7 +8,6 @@ patches that ``git apply`` takes, and a copy with the patch applied runs with th
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fakes import seamscope_forked, seamscope_here
+from fakes import dynamo_settings_kept, seamscope_forked, seamscope_here
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch]
@@ -45,16 +44,8 @@ def _run(script, words, out):
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    # a patch is the script's own code: the settings it makes stay in this process unless put back
-    configs = (torch._dynamo.config, torch.compiler.config)
-    saved = [{k: copy.copy(v) for k, v in c.get_config_copy().items()} for c in configs]
-    try:
+    with dynamo_settings_kept():
         result = run_target(str(script), [], out=str(out), setup=prepare(spec_from_words(words), str(script)))
-    finally:
-        for c, before in zip(configs, saved, strict=True):
-            for k, v in c.get_config_copy().items():
-                if before.get(k, v) != v:
-                    setattr(c, k, before[k])
     assert result.exit_code == 0, result.message
     r = load(os.path.join(out, "receipt.json"))["summary"]
     return (r["compile_count"], r["recompile_count"], r["break_site_count"],

@@ -9,7 +9,6 @@ receipt and by PyTorch's own counters, has lost the recompile or the break it ta
 from __future__ import annotations
 
 import ast
-import copy
 import difflib
 import json
 import keyword
@@ -20,7 +19,7 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
-from fakes import seamscope_here
+from fakes import dynamo_settings_kept, seamscope_here
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -187,15 +186,8 @@ def _run(script, out):
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    configs = (torch._dynamo.config, torch.compiler.config)
-    saved = [{k: copy.copy(v) for k, v in c.get_config_copy().items()} for c in configs]
-    try:
+    with dynamo_settings_kept():
         result = run_target(str(script), [], out=str(out))
-    finally:
-        for c, before in zip(configs, saved, strict=True):
-            for k, v in c.get_config_copy().items():
-                if before.get(k, v) != v:
-                    setattr(c, k, before[k])
     assert result.exit_code == 0, result.message
     with open(os.path.join(out, "receipt.json"), encoding="utf-8") as f:
         summary = json.load(f)["summary"]

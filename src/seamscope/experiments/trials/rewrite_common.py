@@ -9,9 +9,13 @@ import ast
 import os
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from ...model.normalize import project_root
-from .patches import Source
+from ..remedy_spec import RemedySpec
+from ..unified_diff import make
+from .catalogue import Draft
+from .patches import Source, rel_path
 
 
 def _own(file: str, script: str) -> bool:
@@ -198,3 +202,13 @@ def decorated_shim(text: str, fn: ast.FunctionDef, comment: str,
     follows = end < len(src.lines) and src.lines[end].strip()
     src.insert_lines(end + 1, gap + text_of + (gap if follows and not pad else ""))
     return src.result()
+
+
+def churn_draft(name: str, cause: Any, targets: str, script: str, text: str, new: str, change: str,
+                review: str) -> Draft:
+    """The draft of a shim rewrite (``always-pass``, ``tensor-scalar``) for the recompile ``cause``
+    (a churn finding, or None: ``targets`` then says what it targets), its cost the cause's."""
+    return Draft(name=name[:48], spec=RemedySpec(), origin=cause.finding_id if cause else "code change",
+                 targets=cause.sentence if cause else targets,
+                 cost_ns=(cause.churn.compile_ns if cause and cause.churn else 0) or 0,
+                 diff=make(text, new, rel_path(script)), change=change, review=review)

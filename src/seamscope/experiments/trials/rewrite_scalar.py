@@ -31,11 +31,18 @@ import builtins
 import re
 
 from ...model.receipt import Receipt
-from ..remedy_spec import RemedySpec
-from ..unified_diff import make
 from .catalogue import Draft
-from .patches import Source, rel_path
-from .rewrite_common import _own, bound_names, compiled_defs, compiled_name, decorated_shim, plain_params, shim
+from .patches import Source
+from .rewrite_common import (
+    _own,
+    bound_names,
+    churn_draft,
+    compiled_defs,
+    compiled_name,
+    decorated_shim,
+    plain_params,
+    shim,
+)
 
 _VALUE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) == (-?(?:inf|\d[\d.]*(?:e[-+]?\d+)?))(?=\s|$)")
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
@@ -261,12 +268,8 @@ def scalar_drafts(receipt: Receipt, script: str, text: str) -> list[Draft]:
     for name, kind, alias, _, new in scalar_as_tensor(receipt, script, text):
         cause = next((f for f in (receipt.findings.findings if receipt.findings else []) if f.churn is not None
                       and name in _value_guards(list(f.churn.guards))), None)
-        out.append(Draft(
-            name=f"tensor-scalar-{name}"[:48], spec=RemedySpec(),
-            origin=cause.finding_id if cause else "code change",
-            targets=cause.sentence if cause else f"recompiles on the value of {name}",
-            cost_ns=(cause.churn.compile_ns if cause and cause.churn else 0) or 0,
-            diff=make(text, new, rel_path(script)),
+        out.append(churn_draft(
+            f"tensor-scalar-{name}", cause, f"recompiles on the value of {name}", script, text, new,
             change=f"pass {name} to {alias} as a 0-d tensor (a Python {kind} the guards held to each value), so "
                    "one graph serves every value (review before applying: a tensor instead of a number)",
             review=f"{name} becomes a 0-d tensor: code that branches on it, uses it as a size or an index, or "

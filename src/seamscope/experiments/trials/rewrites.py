@@ -55,6 +55,7 @@ from .rewrite_common import (
     _own,
     _Untensor,
     bound_names,
+    churn_draft,
     compiled_defs,
     compiled_name,
     decorated_shim,
@@ -148,11 +149,8 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
     for name, alias, new in always_pass(receipt, script, text):
         cause = next((f for f in (receipt.findings.findings if receipt.findings else []) if f.churn is not None
                       and any(name in g for g in f.churn.guards)), None)
-        out.append(Draft(
-            name=f"always-pass-{name}"[:48], spec=RemedySpec(), origin=cause.finding_id if cause else "code change",
-            targets=cause.sentence if cause else f"recompiles on {name} being None",
-            cost_ns=(cause.churn.compile_ns if cause and cause.churn else 0) or 0,
-            diff=make(text, new, rel_path(script)),
+        out.append(churn_draft(
+            f"always-pass-{name}", cause, f"recompiles on {name} being None", script, text, new,
             change=f"always pass {name} to {alias} (a neutral tensor where it was None), so one graph serves "
                    "every call (review before applying: the neutral value's shape is a guess)",
             review=f"the neutral {name} passed for None is shaped like the first argument: check it is what "
