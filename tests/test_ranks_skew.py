@@ -72,6 +72,17 @@ def test_one_rank_compiling_alone_is_named_with_the_call_and_the_wait(tmp_path):
     assert [i.rank for i in receipt.findings.ranked] == list(range(1, len(costs) + 1))
 
 
+def test_a_skew_that_costs_more_than_anything_else_leads_the_headline(tmp_path):
+    # rank 1 alone compiles for 400 ms at call 2, far more than any finding of the primary rank's own
+    write_ranks(tmp_path, [[30 * MS, 0, 0, 0], [30 * MS, 0, 400 * MS, 0]])
+    receipt = merge(gather(str(tmp_path)))
+    (k,) = receipt.ranks.skews
+    f = receipt.findings
+    assert f.ranked[0].item_id == k.skew_id and f.headline.top_item_id == k.skew_id
+    assert f.headline.top_axis == "compile_skew" and f.headline.top_cost_ns == k.wait_ns
+    assert "Costliest: " + f.ranked[0].sentence in f.headline.sentence
+
+
 def test_equal_compile_work_timed_with_noise_is_not_a_skew(tmp_path):
     # Both ranks compile at calls 0 and 2, 20 % apart; a 0.5 ms difference at call 1 is below the floor.
     write_ranks(tmp_path, [[50 * MS, MS // 2, 40 * MS], [60 * MS, 0, 33 * MS]])

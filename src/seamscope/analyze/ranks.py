@@ -649,7 +649,15 @@ def merge(gathered: Gathered, world_size: int | None = None) -> Receipt:
     findings = sections.get("findings")
     if findings is not None and skews:
         wall = sum(c.wall_ns for c in primary.ledger.calls) if primary.ledger.run.has_runtime else None
-        sections["findings"] = msgspec.structs.replace(findings, ranked=rank_with_skews(findings.ranked, skews, wall))
+        from .compile_time import with_stage_sentence
+        from .headline import build_headline
+
+        ranked_items = rank_with_skews(findings.ranked, skews, wall)
+        # the headline's "Costliest" from the ranking the skews are in (a skew's wait can be the top)
+        headline = build_headline(primary.ledger, ranked_items, list(findings.causes))
+        if findings.compile_time is not None:
+            headline = with_stage_sentence(headline, findings.compile_time, primary.ledger.environment.backend)
+        sections["findings"] = msgspec.structs.replace(findings, ranked=ranked_items, headline=headline)
     return make_receipt(primary.ledger, primary.decision, ranks=section, **sections)
 
 
