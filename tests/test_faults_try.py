@@ -21,7 +21,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -121,7 +120,7 @@ SCRIPT = ('import torch\n\n\ndef step(x):\n    return x.sum()\n\n\n'
 @pytest.fixture
 def holder():
     """A live process other than this one, named by a lock as ``run`` writes it."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    proc = subprocess.Popen(["sleep", "120"])
     yield proc.pid
     proc.kill()
     proc.wait()

@@ -196,7 +196,7 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
         except OSError as e:
             raise UnusableInput(f"--patch {p}: cannot read it ({e.strerror or e})") from None
         for d in diffs:
-            name = d.path.encode("latin-1").decode("utf-8", errors="replace")
+            name = d.path = d.path.encode("latin-1").decode("utf-8", errors="replace")  # a path is UTF-8
             roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near), project_root(os.path.abspath(target)),
                                       os.path.dirname(os.path.abspath(target))] if near else [])
             found = [os.path.realpath(c) for r in roots if os.path.isfile(c := os.path.join(r, name))]
