@@ -408,3 +408,16 @@ def test_a_frame_dynamo_crashed_on_leads_the_headline():
     hl = analyze_findings(b.build()).headline
     assert hl.sentence.startswith("Dynamo crashed compiling log (lightning/core/module.py:400)")
     assert "InternalTorchDynamoError: AttributeError: 'NoneType' has no x." in hl.sentence  # its first line
+
+
+def test_a_crash_outside_any_call_does_not_claim_where_the_run_went():
+    from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
+    from seamscope.model.ledger import Compilation
+
+    b = play(FakeProgram(calls=[FakeCall(steps=[FakeStep("compile", 1_000_000, "0/0"), FakeStep("region", 1000, "0/0")])]))
+    b.set_compilation(Compilation(compile_id="1/0", frame_name="step", file="train.py", line=7, status="failed",
+                                  fail_type="BackendCompilerFailed", fail_reason="backend='x' raised:\nKeyError: 3"))
+    hl = analyze_findings(b.build()).headline
+    assert hl.sentence.startswith("Dynamo raised compiling step (train.py:7): BackendCompilerFailed: "
+                                  "backend='x' raised: KeyError: 3; whether the run ended there is not recorded.")
+    assert "runs eagerly instead" not in hl.sentence and "`seamscope probe`" in hl.sentence

@@ -82,20 +82,58 @@ def _pct(part: int, whole: int) -> str:
     return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
 
 
-def _crash_sentence(comps: list[Compilation]) -> str:
-    """The headline's first sentence when Dynamo crashed compiling a frame: the frame then runs
-    eagerly on every call, which matters more than what the compilations cost."""
+def _crash_sentence(ledger: Ledger) -> str:
+    """The headline's first sentence when Dynamo crashed compiling a frame: either the run ended
+    there (the call raised the compiler's exception) or the frame runs eagerly on every call; both
+    matter more than what the compilations cost."""
     # ``Unsupported``: Dynamo refused what it cannot trace (a break it could not resume from, a
     # fullgraph break): a finding of its own, not a crash; a failure with no type recorded is not named one
+    comps = ledger.compilations
     failed = [c for c in comps if c.status == "failed" and c.fail_type and not c.fail_type.startswith("Unsupported")]
     if not failed:
         return ""
     first = failed[0]
     name, file, line = shown_frame(first)
-    why = (first.fail_reason or "").strip().splitlines()
-    what = f"{first.fail_type or 'an error'}" + (f": {why[0][:200]}" if why else "")
+    why = _fail_detail(first.fail_reason or "")
+    what = f"{first.fail_type or 'an error'}" + (f": {why}" if why else "")
     more = f" (and {len(failed) - 1} more frame{'s' if len(failed) != 2 else ''})" if len(failed) > 1 else ""
-    return (f"Dynamo crashed compiling {name} ({_short(file)}:{line}){more}, which runs eagerly instead: {what}.")
+    where = f"{name} ({_short(file)}:{line}){more}"
+    ended = _run_ended_in(ledger, first)
+    if ended is False:
+        return f"Dynamo crashed compiling {where}, which runs eagerly instead: {what}."
+    tell = (" An error in the program's own code (a bad config, a wrong shape) is raised this way too: run it "
+            "eagerly to tell them apart (`seamscope probe` does): failing eagerly too, it is the program's; "
+            "only compiled, the compiler's.")
+    if ended:
+        return f"The run ended in the compilation of {where}: Dynamo raised {what}.{tell}"
+    return f"Dynamo raised compiling {where}: {what}; whether the run ended there is not recorded.{tell}"
+
+
+def _fail_detail(reason: str) -> str:
+    """The failure's first line, with what it names next: the line after a first line that ends in
+    a colon (a backend's own error), or the error a fake-tensor run ``got`` (the op's own message)."""
+    lines = [ln.strip() for ln in reason.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    text = lines[0]
+    got = next((ln.split(": got ", 1)[1] for ln in lines[1:3] if ": got " in ln), None)
+    if got:
+        text += f" ({got})"
+    elif text.endswith(":") and len(lines) > 1:
+        text += f" {lines[1]}"
+    return text[:200]
+
+
+def _run_ended_in(ledger: Ledger, comp: Compilation) -> bool | None:
+    """True when the call that compiled ``comp`` raised the compiler's exception (the run stopped there),
+    False when that call returned (the frame ran eagerly), None when no call is known."""
+    if not ledger.run.has_runtime or comp.call_index is None:
+        return None
+    call = next((c for c in ledger.calls if c.index == comp.call_index), None)
+    if call is None:
+        return None
+    kind = (comp.fail_type or "").rsplit(".", 1)[-1].strip("'>")
+    return bool(call.error) and call.error.startswith(kind)
 
 
 def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[RecompileCause]) -> Headline:
@@ -153,7 +191,7 @@ def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[Recomp
                          "ran too, their breaks and recompiles are not in it.")
         else:
             sentence += " Nothing to rank: no break sites and no recompiles."
-    crash = _crash_sentence(comps)
+    crash = _crash_sentence(ledger)
     if crash:
         sentence = crash + " " + sentence
     if no_steady:
