@@ -71,3 +71,15 @@ def test_merge_scale_prints_time_and_memory_per_rank_count():
     lines = [ln for ln in out.splitlines() if " ranks: merge " in ln]
     assert [ln.split()[0] for ln in lines] == ["4", "8"]
     assert all("KiB a rank" in ln and "peak" in ln and "1 skew(s)" in ln for ln in lines), out
+
+
+@pytest.mark.torch
+def test_census_sweep_compares_one_model_and_prints_the_summary(tmp_path):
+    pytest.importorskip("transformers")
+    out = run("census_sweep.py", "--only", "gpt2", "--timeout", "300", "--json", str(tmp_path / "c.json"))
+    assert "[1/1] GPT2Model: compiled" in out and "models tried 1; compiled 1" in out
+    assert "all compared counts equal on 1/1" in out and "transformers " in out
+    import json
+
+    (res,) = json.loads((tmp_path / "c.json").read_text())["results"]
+    assert res["equal"]["compile_ids"] and res["theirs"]["trace"]["ids"] == res["ours"]["compiles"]

@@ -133,7 +133,7 @@ def _run_ended_in(ledger: Ledger, comp: Compilation) -> bool | None:
     if call is None:
         return None
     kind = (comp.fail_type or "").rsplit(".", 1)[-1].strip("'>")
-    return bool(call.error) and call.error.startswith(kind)
+    return call.error is not None and call.error.startswith(kind)
 
 
 def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[RecompileCause]) -> Headline:

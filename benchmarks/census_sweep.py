@@ -1,0 +1,319 @@
+"""Census sweep: seamscope's counts against PyTorch's on transformers' model zoo (not in `make test`).
+
+Every base model class of ``transformers`` (``MODEL_MAPPING_NAMES``) is built from its config class
+with reduced sizes (layers, hidden size, heads, vocabulary, image size), given inputs by a small
+recipe for its modality (token ids, pixel values, audio values or features, encoder-decoder ids),
+run eagerly, then compiled with ``backend="eager"`` and called three times (the second input the
+first's shape, the third a new one) inside a seamscope session, each model in a fresh process of its
+own. Per model it compares seamscope's counts with PyTorch's (``counters``, the compile ids of the
+compilation metrics in a ``TORCH_TRACE`` of the same run, ``explain`` with ``--explain``) and sorts
+each break site into a root-cause class. Models that cannot be built or that fail eagerly are listed
+as such and not counted.
+
+    OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/census_sweep.py --sample 60 --json census.json
+    .venv/bin/python benchmarks/census_sweep.py --only switch_transformers --explain
+
+The rules compared (docs/capture.md, "Counts agree with PyTorch"):
+  compiles+fallbacks = compile ids in the trace; recompiles = ids x/y with y > 0;
+  fallbacks = frames total - ok - frames declined as generators (gb0003); graphs = unique_graphs;
+  with --explain, explain's break sites (innermost file:line) are among seamscope's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+# --- the child: one model in a process of its own -----------------------------------------------
+
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+              "num_decoder_layers", "num_encoder_layers", "num_blocks")
+HIDDEN_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "projection_dim")
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+             "decoder_attention_heads")
+FF_KEYS = ("intermediate_size", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner")
+VOCAB = 128
+
+
+def reduce_config(cfg: Any, depth: int = 0) -> Any:
+    """Small sizes for every size field the config has (sub-configs too); token ids kept in range."""
+    from transformers import PretrainedConfig
+
+    d = cfg.__dict__
+    small = {**dict.fromkeys(LAYER_KEYS, 2), **dict.fromkeys(HIDDEN_KEYS, 32), **dict.fromkeys(HEAD_KEYS, 2),
+             **dict.fromkeys(FF_KEYS, 64), "vocab_size": VOCAB, "num_key_value_heads": 1, "head_dim": 16,
+             "image_size": 32, "num_experts": 2, "num_local_experts": 2, "n_routed_experts": 2}
+    for key, value in small.items():
+        if isinstance(d.get(key), int) and not isinstance(d.get(key), bool) and d[key] > value:
+            setattr(cfg, key, value)
+    for key in ("depths",):
+        if isinstance(d.get(key), list):
+            setattr(cfg, key, [1] * len(d[key]))
+    for key, value in list(d.items()):
+        if key.endswith("token_id") and isinstance(value, int) and value >= VOCAB:
+            setattr(cfg, key, VOCAB - 1)
+        elif isinstance(value, PretrainedConfig) and depth < 2:
+            reduce_config(value, depth + 1)
+    return cfg
+
+
+def make_inputs(model: Any, torch: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The modality and three calls' inputs: the first two alike, the third of another shape."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    cfg = model.config
+    main = getattr(model, "main_input_name", "input_ids")
+    gen = torch.Generator().manual_seed(0)
+
+    def sub(name: str, default: int) -> int:
+        for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "audio_config", None)):
+            v = getattr(c, name, None) if c is not None else None
+            if isinstance(v, int):
+                return v
+        return default
+
+    if main == "pixel_values":
+        ch, size = sub("num_channels", 3), sub("image_size", 32)
+        return "image", [{"pixel_values": torch.randn(b, ch, size, size, generator=gen)} for b in (1, 1, 2)]
+    if main == "input_values":
+        return "audio", [{"input_values": torch.randn(1, n, generator=gen)} for n in (4000, 4000, 4800)]
+    if main == "input_features":
+        mel = sub("num_mel_bins", sub("feature_size", 80))
+        frames = 2 * sub("max_source_positions", 50)
+        calls = [{"input_features": torch.randn(b, mel, frames, generator=gen)} for b in (1, 1, 2)]
+        if "decoder_input_ids" in params:
+            for c in calls:
+                c["decoder_input_ids"] = torch.randint(3, VOCAB, (c["input_features"].shape[0], 4), generator=gen)
+        return "audio features", calls
+    calls = [{"input_ids": torch.randint(3, VOCAB, (1, n), generator=gen)} for n in (8, 8, 12)]
+    if "decoder_input_ids" in params and getattr(cfg, "is_encoder_decoder", False):
+        for c in calls:
+            c["decoder_input_ids"] = c["input_ids"].clone()
+        return "encoder-decoder ids", calls
+    return "token ids", calls
+
+
+CLASSES = (  # (root-cause class, pattern on gb code, gb type and reason), first match wins
+    ("nonzero / data-dependent shape", r"GB0036|Dynamic shape operator|data-dependent output shape|nonzero"),
+    (".item()", r"GB0124|Tensor\.item\(\)"),
+    ("data-dependent branching", r"Data-dependent branching|generic_jump|data dependent"),
+    ("copy.deepcopy", r"deepcopy"),
+    ("requires_grad mutation", r"requires_grad"),
+    ("logging / print", r"logging|\bprint\b|warnings\.warn|Logger"),
+    ("skipped call", r"marked as skipped|skip_files|Attempted to call function marked|GB0007|GB0098|disable"),
+    ("generator / iterator", r"generator|tp_iternext|GB4347"),
+    ("exception in traced code", r"GB0088|Observed exception"),
+)
+
+
+def root_cause(gb_code: str | None, gb_type: str | None, reason: str) -> str:
+    text = f"{gb_code or ''} {gb_type or ''} {reason}"
+    return next((name for name, pat in CLASSES if re.search(pat, text, re.IGNORECASE)), "other")
+
+
+def trace_ids(trace_dir: str) -> dict[str, Any]:
+    """Compile ids of the compilation metrics in the TORCH_TRACE log (read here, not by seamscope)."""
+    ids: dict[str, bool] = {}
+    for path in glob.glob(os.path.join(trace_dir, "*.log")):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if '"compilation_metrics"' not in line or line.startswith("\t"):
+                    continue
+                rec = json.loads(line[line.index("{"):])
+                cid = f"{rec.get('frame_id')}/{rec.get('frame_compile_id')}"
+                ids[cid] = ids.get(cid, False) or bool(rec["compilation_metrics"].get("fail_type"))
+    return {"ids": len(ids), "failed": sum(ids.values()),
+            "recompiles": sum(1 for c in ids if not c.endswith("/0"))}
+
+
+def child(model_type: str, class_name: str, explain: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"model_type": model_type, "class": class_name}
+    import torch
+    import transformers
+    from transformers import AutoConfig
+
+    torch.manual_seed(0)
+    try:
+        cfg = reduce_config(AutoConfig.for_model(model_type))
+        model = getattr(transformers, class_name)(cfg).eval()
+        out["modality"], calls = make_inputs(model, torch)
+    except Exception as e:  # noqa: BLE001 - any failure to build is the result
+        return {**out, "status": "not built", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+    try:
+        with torch.no_grad():
+            for kw in calls:
+                model(**kw)
+    except Exception as e:  # noqa: BLE001
+        return {**out, "status": "fails eagerly", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+    return {**out, **compiled_run(model, calls, explain, torch)}
+
+
+def compiled_run(model: Any, calls: list[dict[str, Any]], explain: bool, torch: Any) -> dict[str, Any]:
+    from torch._dynamo.utils import counters
+
+    from seamscope.capture.session import session
+
+    counters.clear()
+    out: dict[str, Any] = {"status": "compiled"}
+    cm = torch.compile(model, backend="eager")
+    t0 = time.perf_counter()
+    with session() as s, torch.no_grad():
+        try:
+            for kw in calls:
+                cm(**kw)
+        except Exception as e:  # noqa: BLE001 - works eagerly, fails compiled: the compiler's
+            out.update(status="raised compiled", error=f"{type(e).__name__}: {e}".splitlines()[0][:300])
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    sm = s.receipt().summary
+    frames, unimpl = dict(counters["frames"]), dict(counters["unimplemented"])
+    declined = sum(n for r, n in unimpl.items() if re.search(r"\bgb0003\b", r))
+    ours = {"compiles": sm.compile_count, "recompiles": sm.recompile_count, "fallbacks": sm.fallback_count,
+            "graphs": sm.graph_count, "break_sites": sm.break_site_count}
+    theirs = {"frames_total": frames.get("total", 0), "frames_ok": frames.get("ok", 0), "declined": declined,
+              "unique_graphs": counters["stats"]["unique_graphs"],
+              "graph_break_reasons": len(counters["graph_break"])}
+    tr = trace_ids(os.environ["TORCH_TRACE"]) if os.environ.get("TORCH_TRACE") else None
+    equal = {"fallbacks": ours["fallbacks"] == theirs["frames_total"] - theirs["frames_ok"] - declined,
+             "fallbacks_raw": ours["fallbacks"] == theirs["frames_total"] - theirs["frames_ok"],
+             "graphs": ours["graphs"] == theirs["unique_graphs"]}
+    if tr is not None:
+        theirs["trace"] = tr
+        equal["compile_ids"] = ours["compiles"] + ours["fallbacks"] == tr["ids"]
+        equal["recompiles"] = ours["recompiles"] == tr["recompiles"]
+        equal["failed_ids"] = ours["fallbacks"] == tr["failed"]
+    sites = [{"file": os.path.basename(b.file), "line": b.line, "gb_code": b.gb_code, "gb_type": b.gb_type,
+              "skipped": b.frame_skipped, "class": root_cause(b.gb_code, b.gb_type, b.reason),
+              "reason": b.reason[:300]}
+             for b in sm.break_sites]
+    if explain and out["status"] == "compiled":
+        torch._dynamo.reset()
+        ex = torch._dynamo.explain(model)(**calls[0])
+        ex_sites = {(os.path.basename(r.user_stack[-1].filename), r.user_stack[-1].lineno)
+                    for r in ex.break_reasons if r.user_stack}
+        theirs["explain_sites"] = len(ex_sites)
+        equal["explain_sites"] = ex_sites <= {(x["file"], x["line"]) for x in sites}
+    return {**out, "ours": ours, "theirs": theirs, "equal": equal, "sites": sites}
+
+
+# --- the parent: sample, run each in a fresh process, summarise -------------------------------
+
+
+def models() -> list[tuple[str, str]]:
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return sorted((t, c) for t, c in MODEL_MAPPING_NAMES.items() if isinstance(c, str) and hasattr(transformers, c))
+
+
+def run_one(model_type: str, class_name: str, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="census-") as tmp:
+        env = {**os.environ, "TORCH_TRACE": os.path.join(tmp, "trace"), "TRANSFORMERS_VERBOSITY": "error"}
+        res_path = os.path.join(tmp, "result.json")
+        cmd = [sys.executable, __file__, "--child", model_type, class_name, res_path]
+        if args.explain:
+            cmd.append("--explain")
+        try:
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            return {"model_type": model_type, "class": class_name, "status": "timed out"}
+        if os.path.exists(res_path):
+            with open(res_path, encoding="utf-8") as f:
+                result: dict[str, Any] = json.load(f)
+                return result
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {"model_type": model_type, "class": class_name, "status": "crashed", "error": tail}
+
+
+def summary(results: list[dict[str, Any]], versions: str) -> str:
+    by: dict[str, int] = {}
+    for r in results:
+        by[r["status"]] = by.get(r["status"], 0) + 1
+    counted = [r for r in results if "equal" in r]
+    keys = sorted({k for r in counted for k in r["equal"]})
+    lines = [f"census sweep: {versions}",
+             f"models tried {len(results)}; " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())),
+             f"counts compared on {len(counted)} models (built, run eagerly, compiled)"]
+    for k in keys:
+        have = [r for r in counted if k in r["equal"]]
+        ok = sum(1 for r in have if r["equal"][k])
+        lines.append(f"  {k:<14} equal on {ok}/{len(have)}"
+                     + ("" if ok == len(have) else ": differ on " + ", ".join(
+                         r["model_type"] for r in have if not r["equal"][k])))
+    rule = [r for r in counted if all(v for k, v in r["equal"].items() if k != "fallbacks_raw")]
+    lines.append(f"  all compared counts equal on {len(rule)}/{len(counted)}")
+    broke = [r for r in counted if r["sites"]]
+    lines.append(f"models with break sites: {len(broke)}/{len(counted)}")
+    classes: dict[str, list[int]] = {}
+    for r in broke:
+        seen = {s["class"] for s in r["sites"]}
+        for s in r["sites"]:
+            classes.setdefault(s["class"], [0, 0])[0] += 1
+        for c in seen:
+            classes[c][1] += 1
+    for c, (n_sites, n_models) in sorted(classes.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"  {c:<32} {n_sites:>4} sites in {n_models} models")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=0, help="this many model types, drawn with --seed (0: all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", action="append", default=[], help="a model type (repeatable)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per model")
+    ap.add_argument("--explain", action="store_true", help="also compare break sites with explain's")
+    ap.add_argument("--json", help="write every model's result here")
+    ap.add_argument("--summarize", metavar="JSON", help="print the summary of a --json file and stop")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.summarize:
+        with open(args.summarize, encoding="utf-8") as f:
+            saved = json.load(f)
+        for r in saved["results"]:  # classes as this version sorts them
+            for site in r.get("sites", []):
+                site["class"] = root_cause(site["gb_code"], site["gb_type"], site.get("reason", ""))
+        print(summary(saved["results"], saved["versions"]))
+        return 0
+    if args.child:
+        model_type, class_name, res_path = args.child
+        res = child(model_type, class_name, args.explain)
+        with open(res_path, "w", encoding="utf-8") as f:
+            json.dump(res, f)
+        return 0
+    import torch
+    import transformers
+
+    versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
+    todo = models()
+    if args.only:
+        todo = [m for m in todo if m[0] in args.only or m[1] in args.only]
+    elif args.sample:
+        todo = sorted(random.Random(args.seed).sample(todo, min(args.sample, len(todo))))
+    results = []
+    for i, (model_type, class_name) in enumerate(todo, 1):
+        t0 = time.perf_counter()
+        r = run_one(model_type, class_name, args)
+        results.append(r)
+        diff = [k for k, v in r.get("equal", {}).items() if not v and k != "fallbacks_raw"]
+        print(f"[{i}/{len(todo)}] {class_name}: {r['status']}" + (f" ({r['error'][:90]})" if "error" in r else "")
+              + (f", {len(r['sites'])} break sites" if "sites" in r else "")
+              + (f", DIFFER {diff}" if diff else "") + f" [{time.perf_counter() - t0:.0f} s]", flush=True)
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump({"versions": versions, "results": results}, f, indent=1)
+    print(summary(results, versions))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
