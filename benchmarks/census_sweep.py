@@ -4,11 +4,11 @@ Every base model class of ``transformers`` (``MODEL_MAPPING_NAMES``) is built fr
 with reduced sizes (layers, hidden size, heads, vocabulary, image size), given inputs by a small
 recipe for its modality (token ids, pixel values, audio values or features, encoder-decoder ids),
 run eagerly, then compiled with ``backend="eager"`` and called three times (the second input the
-first's shape, the third a new one) inside a seamscope session, each model in a fresh process of its
-own. Per model it compares seamscope's counts with PyTorch's (``counters``, the compile ids of the
-compilation metrics in a ``TORCH_TRACE`` of the same run, ``explain`` with ``--explain``) and sorts
-each break site into a root-cause class. Models that cannot be built or that fail eagerly are listed
-as such and not counted.
+first's shape, the third a new one) inside a seamscope session, each model in a fresh process of
+its own (forked; a new interpreter with ``--trace``). Per model it compares seamscope's counts with
+PyTorch's (``counters``; the compile ids of the compilation metrics, or with ``--trace`` of a
+``TORCH_TRACE`` of the same run; ``explain`` with ``--explain``) and sorts each break site into a
+root-cause class. Models that cannot be built or that fail eagerly are listed as such and not counted.
 
     OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/census_sweep.py --sample 60 --json census.json
     .venv/bin/python benchmarks/census_sweep.py --only switch_transformers --explain
@@ -136,6 +136,18 @@ def trace_ids(trace_dir: str) -> dict[str, Any]:
             "recompiles": sum(1 for c in ids if not c.endswith("/0"))}
 
 
+def metric_ids() -> dict[str, Any]:
+    """The same figures from ``get_compilation_metrics()`` (its limit raised before the run)."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    ids: dict[str, bool] = {}
+    for m in get_compilation_metrics():
+        cid = str(m.compile_id).split("_")[0]
+        ids[cid] = ids.get(cid, False) or bool(m.fail_type)
+    return {"ids": len(ids), "failed": sum(ids.values()),
+            "recompiles": sum(1 for c in ids if not c.endswith("/0"))}
+
+
 def child(model_type: str, class_name: str, explain: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"model_type": model_type, "class": class_name}
     import torch
@@ -163,6 +175,8 @@ def compiled_run(model: Any, calls: list[dict[str, Any]], explain: bool, torch: 
 
     from seamscope.capture.session import session
 
+    torch._dynamo.utils.set_compilation_metrics_limit(1 << 20)
+    torch._dynamo.utils.clear_compilation_metrics()
     counters.clear()
     out: dict[str, Any] = {"status": "compiled"}
     cm = torch.compile(model, backend="eager")
@@ -179,10 +193,10 @@ def compiled_run(model: Any, calls: list[dict[str, Any]], explain: bool, torch: 
     declined = sum(n for r, n in unimpl.items() if re.search(r"\bgb0003\b", r))
     ours = {"compiles": sm.compile_count, "recompiles": sm.recompile_count, "fallbacks": sm.fallback_count,
             "graphs": sm.graph_count, "break_sites": sm.break_site_count}
-    theirs = {"frames_total": frames.get("total", 0), "frames_ok": frames.get("ok", 0), "declined": declined,
-              "unique_graphs": counters["stats"]["unique_graphs"],
-              "graph_break_reasons": len(counters["graph_break"])}
-    tr = trace_ids(os.environ["TORCH_TRACE"]) if os.environ.get("TORCH_TRACE") else None
+    theirs: dict[str, Any] = {"frames_total": frames.get("total", 0), "frames_ok": frames.get("ok", 0),
+                              "declined": declined, "unique_graphs": counters["stats"]["unique_graphs"],
+                              "graph_break_reasons": len(counters["graph_break"])}
+    tr = trace_ids(os.environ["TORCH_TRACE"]) if os.environ.get("TORCH_TRACE") else metric_ids()
     equal = {"fallbacks": ours["fallbacks"] == theirs["frames_total"] - theirs["frames_ok"] - declined,
              "fallbacks_raw": ours["fallbacks"] == theirs["frames_total"] - theirs["frames_ok"],
              "graphs": ours["graphs"] == theirs["unique_graphs"]}
@@ -216,22 +230,65 @@ def models() -> list[tuple[str, str]]:
 
 
 def run_one(model_type: str, class_name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One model in a fresh process: forked from this one (torch and transformers imported once), or
+    with ``--trace`` a new interpreter that writes a ``TORCH_TRACE`` whose compile ids are counted."""
     with tempfile.TemporaryDirectory(prefix="census-") as tmp:
-        env = {**os.environ, "TORCH_TRACE": os.path.join(tmp, "trace"), "TRANSFORMERS_VERBOSITY": "error"}
         res_path = os.path.join(tmp, "result.json")
-        cmd = [sys.executable, __file__, "--child", model_type, class_name, res_path]
-        if args.explain:
-            cmd.append("--explain")
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
+        spawn = args.trace or _FORK_DEATHS[0] >= 3
+        status = _forked(model_type, class_name, res_path, args) if not spawn else _spawned(
+            model_type, class_name, res_path, tmp, args)
+        if not spawn and status is not None and status.startswith("killed by"):
+            # a forked child killed by a signal: once more in a new interpreter (a library file
+            # replaced on disk under this process kills every fork after it; three in a row: spawn)
+            _FORK_DEATHS[0] += 1
+            status = _spawned(model_type, class_name, res_path, tmp, args)
+        elif not spawn:
+            _FORK_DEATHS[0] = 0
+        if status is None:
             return {"model_type": model_type, "class": class_name, "status": "timed out"}
         if os.path.exists(res_path):
             with open(res_path, encoding="utf-8") as f:
                 result: dict[str, Any] = json.load(f)
                 return result
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1][:300]
-        return {"model_type": model_type, "class": class_name, "status": "crashed", "error": tail}
+        return {"model_type": model_type, "class": class_name, "status": "crashed", "error": status}
+
+
+_FORK_DEATHS = [0]  # forked children killed by a signal in a row
+
+
+def _forked(model_type: str, class_name: str, res_path: str, args: argparse.Namespace) -> str | None:
+    pid = os.fork()
+    if pid == 0:  # the child: write the result, leave without running the parent's cleanup
+        code = 0
+        try:
+            res = child(model_type, class_name, args.explain)
+            with open(res_path, "w", encoding="utf-8") as f:
+                json.dump(res, f)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        done, wstatus = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(wstatus)
+            return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        time.sleep(0.2)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return None
+
+
+def _spawned(model_type: str, class_name: str, res_path: str, tmp: str, args: argparse.Namespace) -> str | None:
+    env = {**os.environ, "TORCH_TRACE": os.path.join(tmp, "trace"), "TRANSFORMERS_VERBOSITY": "error"}
+    cmd = [sys.executable, __file__, "--child", model_type, class_name, res_path]
+    if args.explain:
+        cmd.append("--explain")
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return (p.stderr.strip().splitlines() or ["no output"])[-1][:300]
 
 
 def summary(results: list[dict[str, Any]], versions: str) -> str:
@@ -272,13 +329,21 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="a model type (repeatable)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per model")
     ap.add_argument("--explain", action="store_true", help="also compare break sites with explain's")
+    ap.add_argument("--trace", action="store_true",
+                    help="each model in a new interpreter with TORCH_TRACE; its compile ids are compared")
     ap.add_argument("--json", help="write every model's result here")
-    ap.add_argument("--summarize", metavar="JSON", help="print the summary of a --json file and stop")
+    ap.add_argument("--skip", metavar="JSON", action="append", default=[],
+                    help="leave out the models a --json file of an earlier sweep holds (repeatable)")
+    ap.add_argument("--summarize", metavar="JSON", help="print the summary of --json files (comma-separated) and stop")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.summarize:
-        with open(args.summarize, encoding="utf-8") as f:
-            saved = json.load(f)
+        saved: dict[str, Any] = {"results": [], "versions": ""}
+        for path in args.summarize.split(","):
+            with open(path, encoding="utf-8") as f:
+                one = json.load(f)
+            saved["results"] += one["results"]
+            saved["versions"] = one["versions"]
         for r in saved["results"]:  # classes as this version sorts them
             for site in r.get("sites", []):
                 site["class"] = root_cause(site["gb_code"], site["gb_type"], site.get("reason", ""))
@@ -290,11 +355,18 @@ def main() -> int:
         with open(res_path, "w", encoding="utf-8") as f:
             json.dump(res, f)
         return 0
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch
     import transformers
 
+    import seamscope.capture.session  # noqa: F401 - imported once, before the forks
+
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
     todo = models()
+    for path in args.skip:
+        with open(path, encoding="utf-8") as f:
+            done = {r["model_type"] for r in json.load(f)["results"]}
+        todo = [m for m in todo if m[0] not in done]
     if args.only:
         todo = [m for m in todo if m[0] in args.only or m[1] in args.only]
     elif args.sample:
