@@ -51,7 +51,8 @@ def reduce_config(cfg: Any, depth: int = 0) -> Any:
     d = cfg.__dict__
     small = {**dict.fromkeys(LAYER_KEYS, 2), **dict.fromkeys(HIDDEN_KEYS, 32), **dict.fromkeys(HEAD_KEYS, 2),
              **dict.fromkeys(FF_KEYS, 64), "vocab_size": VOCAB, "num_key_value_heads": 1, "head_dim": 16,
-             "image_size": 32, "num_experts": 2, "num_local_experts": 2, "n_routed_experts": 2}
+             "image_size": 32, "num_experts": 2, "num_local_experts": 2, "n_routed_experts": 2,
+             "num_experts_per_tok": 2, "top_k": 2, "moe_topk": 2, "n_group": 1, "topk_group": 1}
     for key, value in small.items():
         if isinstance(d.get(key), int) and not isinstance(d.get(key), bool) and d[key] > value:
             setattr(cfg, key, value)
