@@ -202,7 +202,7 @@ def compiled_run(model: Any, calls: list[dict[str, Any]], explain: bool, torch: 
              "fallbacks_raw": ours["fallbacks"] == theirs["frames_total"] - theirs["frames_ok"],
              "graphs": ours["graphs"] == theirs["unique_graphs"]}
     if tr is not None:
-        theirs["trace"] = tr
+        theirs["compile_ids"] = tr  # from the TORCH_TRACE log with --trace, else the compilation metrics
         equal["compile_ids"] = ours["compiles"] + ours["fallbacks"] == tr["ids"]
         equal["recompiles"] = ours["recompiles"] == tr["recompiles"]
         equal["failed_ids"] = ours["fallbacks"] == tr["failed"]
@@ -223,11 +223,15 @@ def compiled_run(model: Any, calls: list[dict[str, Any]], explain: bool, torch: 
 # --- the parent: sample, run each in a fresh process, summarise -------------------------------
 
 
-def models() -> list[tuple[str, str]]:
+def models(only: list[str]) -> list[tuple[str, str]]:
+    """(model type, class name) of every base model class (of those ``only`` names, when given)."""
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-    return sorted((t, c) for t, c in MODEL_MAPPING_NAMES.items() if isinstance(c, str) and hasattr(transformers, c))
+    pairs = [(t, c) for t, c in MODEL_MAPPING_NAMES.items() if isinstance(c, str)]
+    if only:
+        pairs = [(t, c) for t, c in pairs if t in only or c in only]
+    return sorted((t, c) for t, c in pairs if hasattr(transformers, c))
 
 
 def run_one(model_type: str, class_name: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -363,14 +367,12 @@ def main() -> int:
     import seamscope.capture.session  # noqa: F401 - imported once, before the forks
 
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
-    todo = models()
+    todo = models(args.only)
     for path in args.skip:
         with open(path, encoding="utf-8") as f:
             done = {r["model_type"] for r in json.load(f)["results"]}
         todo = [m for m in todo if m[0] not in done]
-    if args.only:
-        todo = [m for m in todo if m[0] in args.only or m[1] in args.only]
-    elif args.sample:
+    if args.sample and not args.only:
         todo = sorted(random.Random(args.seed).sample(todo, min(args.sample, len(todo))))
     results = []
     for i, (model_type, class_name) in enumerate(todo, 1):

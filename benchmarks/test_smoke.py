@@ -82,4 +82,4 @@ def test_census_sweep_compares_one_model_and_prints_the_summary(tmp_path):
     import json
 
     (res,) = json.loads((tmp_path / "c.json").read_text())["results"]
-    assert res["equal"]["compile_ids"] and res["theirs"]["trace"]["ids"] == res["ours"]["compiles"]
+    assert res["equal"]["compile_ids"] and res["theirs"]["compile_ids"]["ids"] == res["ours"]["compiles"]
