@@ -246,3 +246,19 @@ def _site(file, stack):
 )
 def test_site_origin(file, stack, origin):
     assert site_origin(_site(file, stack)) == origin
+
+
+@pytest.mark.parametrize("file", ["/usr/lib/python3.11/contextlib.py", "<frozen importlib._bootstrap>",
+                                  "site-packages/transformers/x.py"])
+def test_the_ranks_view_and_the_findings_agree_on_library_code(file):
+    """One rule (``model.normalize.is_library``): a frame of the standard library is library code for the
+    ranks view (not the user's break) and for the findings (a package, the user's frame found below it)."""
+    from seamscope.analyze.findings import _where
+
+    site = _site(file, ["train.py", file])
+    where = _where(site)
+    assert site_origin(site) == "framework"
+    assert where.package is not None and where.package in file.replace("/", ".")
+    assert where.user_frame is not None and where.user_frame.file == "train.py"
+    user = _site("train.py", ["train.py"])
+    assert site_origin(user) == "user" and _where(user).package is None

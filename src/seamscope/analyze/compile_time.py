@@ -32,8 +32,9 @@ from ..model.compile_time import (
 )
 from ..model.headline import Headline, RankedItem, RecompileCause
 from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compile_frame_index
+from ..model.normalize import short_path
 from ..model.remedy import Remedy
-from .findings_common import _hash_id, _short, compilation_label, frame_label
+from .findings_common import _hash_id, compilation_label, frame_label
 from .units import counted, fmt_ns
 
 STAGE_WORDS: dict[str, str] = {
@@ -331,7 +332,7 @@ def _repeated_graph_blocks(
         per = "each" if first.nodes_min == first.nodes_max else f"{first.nodes_min}–{first.nodes_max}"
         stage = dominant(split_of(c for c, _ in rows))
         sentence = (
-            f"{cls}.forward ({_short(file)}:{line}) was traced {first.instances} times in compilation "
+            f"{cls}.forward ({short_path(file)}:{line}) was traced {first.instances} times in compilation "
             f"{', '.join(ids[:4])}{', …' if len(ids) > 4 else ''}, once per instance ({first.nodes_max} graph nodes "
             f"{per}, {_pct(first.nodes, first.graph_nodes)} of the graph): about {fmt_ns(est)} of "
             f"{fmt_ns(total)} compile time went to tracing the same block again"

@@ -40,10 +40,10 @@ from ..model.ledger import (
     RegionEvent,
     SiteTotal,
 )
-from ..model.normalize import normalize_text
+from ..model.normalize import normalize_text, package_of, short_path
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
 from .findings_churn import _churn_axis, _churn_findings, guard_pattern
-from .findings_common import PROBE, _bytes, _short, _with, config_remedy, retarget
+from .findings_common import PROBE, _bytes, _with, config_remedy, retarget
 from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
 from .units import counted, fmt_ns
@@ -168,26 +168,15 @@ def _crossings(call: Call) -> dict[str, _Crossings]:
     return out
 
 
-def _library_package(file: str) -> str | None:
-    i = file.find("site-packages/")
-    if i < 0:
-        i = file.find("dist-packages/")
-    if i < 0:
-        return None
-    rest = file[i + len("site-packages/") :]
-    head = rest.split("/", 1)[0]
-    return head.removesuffix(".py") or None
-
-
 def _where(site: BreakSite) -> Where:
-    user = next((f for f in reversed(site.user_stack) if _library_package(f.file) is None), None)
-    if user is None and _library_package(site.file) is None:
+    user = next((f for f in reversed(site.user_stack) if package_of(f.file) is None), None)
+    if user is None and package_of(site.file) is None:
         user = Frame(file=site.file, line=site.line, function=site.function)
     return Where(
         file=site.file,
         line=site.line,
         function=site.function,
-        package=_library_package(site.file),
+        package=package_of(site.file),
         user_frame=user,
         frame_skipped=site.frame_skipped,
     )
@@ -485,7 +474,7 @@ def _logging_callable(label: str) -> tuple[str, str] | None:
 def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) -> str:
     w, c, cost = f.where, f.cause, f.cost
     assert w is not None and c is not None
-    loc = f"{_short(w.file)}:{w.line}"
+    loc = f"{short_path(w.file)}:{w.line}"
     what = f"{c.label}, {c.break_class.replace('_', ' ')}"
     if c.host_read:
         what += ", reads a tensor value on the host"
@@ -493,7 +482,7 @@ def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) 
     if w.package:
         what += f"; in {w.package}"
         if w.user_frame is not None:
-            what += f", reached from {_short(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
+            what += f", reached from {short_path(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
     if w.frame_skipped:
         what += "; Dynamo could not resume after it and runs the whole frame eagerly"
     head = f"break {f.finding_id} at {loc} ({what})"

@@ -11,7 +11,7 @@ import msgspec
 
 from ..model.findings import Finding
 from ..model.ledger import Compilation, Frame, RunInfo
-from ..model.normalize import normalize_text
+from ..model.normalize import normalize_text, short_path
 from ..model.remedy import Remedy, RemedyAction
 
 PROBE = "seamscope probe FILE.py:FUNC"
@@ -80,17 +80,12 @@ def _with(f: Finding, **changes: object) -> Finding:
     return msgspec.structs.replace(f, **changes)
 
 
-def _short(path: str) -> str:
-    i = path.find("site-packages/")
-    return path[i + len("site-packages/") :] if i >= 0 else path
-
-
 def frame_label(name: str, file: str, line: int, user_frame: Frame | None = None) -> str:
     """``forward (transformers/models/x.py:12)``: a frame as findings and causes name it; the
     user's frame instead when the compiled one is a wrapper (``Compilation.user_frame``)."""
     if user_frame is not None:
         name, file, line = user_frame.function, user_frame.file, user_frame.line
-    return f"{name} ({_short(file)}:{line})"
+    return f"{name} ({short_path(file)}:{line})"
 
 
 def compilation_label(c: Compilation) -> str:

@@ -11,7 +11,7 @@ from ..model.canonical import round_float
 from ..model.findings import Finding
 from ..model.headline import Headline, RankedItem, RecompileCause, TimeSplit
 from ..model.ledger import Compilation, Ledger, shown_frame
-from .findings_common import _short
+from ..model.normalize import short_path
 from .units import fmt_ns
 
 NO_STEADY_NOTE = (
@@ -95,7 +95,7 @@ def _crash_sentence(comps: list[Compilation]) -> str:
     why = (first.fail_reason or "").strip().splitlines()
     what = f"{first.fail_type or 'an error'}" + (f": {why[0][:200]}" if why else "")
     more = f" (and {len(failed) - 1} more frame{'s' if len(failed) != 2 else ''})" if len(failed) > 1 else ""
-    return (f"Dynamo crashed compiling {name} ({_short(file)}:{line}){more}, which runs eagerly instead: {what}.")
+    return (f"Dynamo crashed compiling {name} ({short_path(file)}:{line}){more}, which runs eagerly instead: {what}.")
 
 
 def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[RecompileCause]) -> Headline:

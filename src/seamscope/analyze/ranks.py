@@ -33,6 +33,7 @@ from ..model.ledger import (
     RunInfo,
     status_text,
 )
+from ..model.normalize import is_library
 from ..model.ranks import (
     DdpSplit,
     Divergence,
@@ -205,12 +206,12 @@ def site_origin(site: BreakSite) -> SiteOrigin:
     ``fully_shard``: ``torch/distributed/fsdp/``, ``torch/distributed/_composable/fsdp/``), ``ddp``
     (``torch/nn/parallel/``, ``replicate``, DDP's comm hooks); else ``framework`` (other library
     code, other parts of torch.distributed)."""
-    if not _is_library(site.file):
+    if not is_library(site.file):
         return "user"
     # Frames after the innermost user frame are the library code the break happened in.
     tail: list[str] = []
     for f in reversed(site.user_stack):
-        if not _is_library(f.file):
+        if not is_library(f.file):
             break
         tail.append(f.file)
     scope = [site.file, *(tail or [f.file for f in reversed(site.user_stack)])]
@@ -221,17 +222,6 @@ def site_origin(site: BreakSite) -> SiteOrigin:
         if any(w in p for w in _DDP_PATHS):
             return "ddp"
     return "framework"
-
-
-def _is_library(path: str) -> bool:
-    p = path.replace(os.sep, "/")
-    return (
-        p.startswith("site-packages/")
-        or "/site-packages/" in p
-        or "/dist-packages/" in p
-        or p.startswith("<")
-        or bool(re.search(r"/lib/python3\.\d+/", p))
-    )
 
 
 def _call_view(c: Any) -> RankCall:

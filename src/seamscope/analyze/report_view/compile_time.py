@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 from ...model.compile_time import StageSplit
 from ...model.ledger import Frame
+from ...model.normalize import short_path
 from ...model.receipt import Receipt
 from ..compile_time import stage_word
-from ..findings_common import _short, frame_label
+from ..findings_common import frame_label
 from ..units import counted, fmt_ns
 
 MAX_FRAME_ROWS = 20
@@ -62,7 +63,7 @@ def _share(x: float | None) -> str:
 def _located(name: str, file: str, line: int, user_frame: Frame | None) -> dict[str, str]:
     if user_frame is not None:
         name, file, line = user_frame.function, user_frame.file, user_frame.line
-    return {"location": f"{_short(file)}:{line}", "name": name}
+    return {"location": f"{short_path(file)}:{line}", "name": name}
 
 
 def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
