@@ -35,7 +35,7 @@ from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compi
 from ..model.normalize import short_path
 from ..model.remedy import Remedy
 from .findings_common import _hash_id, compilation_label, frame_label
-from .units import counted, fmt_ns
+from .units import counted, fmt_ns, fmt_pct, percent
 
 STAGE_WORDS: dict[str, str] = {
     "dynamo": "Dynamo tracing",
@@ -134,17 +134,10 @@ def stage_word(stage: str, backend: str | None) -> str:
 def split_words(s: StageSplit, backend: str | None) -> str:
     """``Dynamo tracing 2.1 s (68%), AOTAutograd 980 ms (32%)``."""
     vals = stage_values(s)
-    parts = [f"{stage_word(k, backend)} {fmt_ns(v)} ({_pct(v, s.total_ns)})" for k, v in vals.items()]
+    parts = [f"{stage_word(k, backend)} {fmt_ns(v)} ({fmt_pct(percent(v, s.total_ns))})" for k, v in vals.items()]
     if s.unsplit_ns:
         parts.append(f"not split by stage {fmt_ns(s.unsplit_ns)}")
     return ", ".join(parts) if parts else "no stage recorded"
-
-
-def _pct(part: int, whole: int) -> str:
-    if not whole:
-        return "–"
-    x = part * 100 / whole
-    return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
 
 
 # --- caches --------------------------------------------------------------------------------------
@@ -334,7 +327,7 @@ def _repeated_graph_blocks(
         sentence = (
             f"{cls}.forward ({short_path(file)}:{line}) was traced {first.instances} times in compilation "
             f"{', '.join(ids[:4])}{', …' if len(ids) > 4 else ''}, once per instance ({first.nodes_max} graph nodes "
-            f"{per}, {_pct(first.nodes, first.graph_nodes)} of the graph): about {fmt_ns(est)} of "
+            f"{per}, {fmt_pct(percent(first.nodes, first.graph_nodes))} of the graph): about {fmt_ns(est)} of "
             f"{fmt_ns(total)} compile time went to tracing the same block again"
         )
         if stage is not None:
@@ -621,12 +614,13 @@ def with_stage_sentence(headline: Headline, section: CompileTimeSection, backend
     vals = stage_values(section.split)
     v = vals[st]
     rest = [
-        f"{stage_word(k, backend)} {fmt_ns(x)} ({_pct(x, section.split.total_ns)})" for k, x in vals.items() if k != st
+        f"{stage_word(k, backend)} {fmt_ns(x)} ({fmt_pct(percent(x, section.split.total_ns))})"
+        for k, x in vals.items() if k != st
     ]
     if section.split.unsplit_ns:
         rest.append(f"not split by stage {fmt_ns(section.split.unsplit_ns)}")
     extra = (  # each figure once: the dominant stage, then the others
-        f" {stage_word(st, backend)} dominates compile time ({fmt_ns(v)}, {_pct(v, section.compile_ns)})"
+        f" {stage_word(st, backend)} dominates compile time ({fmt_ns(v)}, {fmt_pct(percent(v, section.compile_ns))})"
         + (f"; then {', '.join(rest)}." if rest else ".")
     )
     return msgspec.structs.replace(headline, sentence=headline.sentence + extra)

@@ -18,16 +18,11 @@ from ..ingest.compile_events import SKIPPED_FRAME_TYPE, legacy_site_id
 from ..model.diff import CauseChange, Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
 from ..model.receipt import PhaseStats, Receipt, SiteSummary
 from .receipt import rehash
+from .units import fmt_change, percent_change
 
 PHASE_ORDER = ("cold", "steady", "fallback")
 _NUM = re.compile(r"\d+")
 _WS = re.compile(r"\s+")
-
-
-def _pct(before: int | None, after: int | None) -> float | None:
-    if before is None or after is None or before == 0:
-        return None
-    return (after - before) * 100.0 / before
 
 
 def _mean(total: int, n: int) -> int | None:
@@ -110,13 +105,6 @@ def refusals(before: Receipt, after: Receipt) -> list[str]:
     return why
 
 
-def _fmt_pct(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    sign = "+" if x > 0 else ("−" if x < 0 else "±")
-    return f"{sign}{abs(x):.0f}%"
-
-
 def _verdict(
     rows: dict[str, PhaseDelta], cold_extra: int | None, saving: int | None, n: int | None
 ) -> list[str]:
@@ -125,8 +113,9 @@ def _verdict(
     if steady is None or steady.before.calls == 0 or steady.after.calls == 0:
         out.append("no steady calls on one side or both: the per-call cost cannot be compared")
         return out
-    cold_pct = _pct(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
-    head = f"steady {_fmt_pct(steady.median_pct)} (median), cold {_fmt_pct(cold_pct)} (total)"
+    cold_pct = percent_change(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
+    steady_text, cold_text = fmt_change(steady.median_pct, 0, "n/a"), fmt_change(cold_pct, 0, "n/a")
+    head = f"steady {steady_text} (median), cold {cold_text} (total)"
     if saving is None or cold_extra is None:
         out.append(head)
     elif saving > 0 and cold_extra <= 0:
@@ -209,9 +198,9 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
             phase=name,
             before=b_side,
             after=a_side,
-            median_pct=_pct(b_side.median_ns, a_side.median_ns),
-            p90_pct=_pct(b_side.p90_ns, a_side.p90_ns),
-            mean_pct=_pct(b_side.mean_ns, a_side.mean_ns),
+            median_pct=percent_change(b_side.median_ns, a_side.median_ns),
+            p90_pct=percent_change(b_side.p90_ns, a_side.p90_ns),
+            mean_pct=percent_change(b_side.mean_ns, a_side.mean_ns),
         )
     cold, steady = rows.get("cold"), rows.get("steady")
     cold_extra = (cold.after.wall_ns - cold.before.wall_ns) if cold is not None else 0

@@ -1,4 +1,5 @@
-"""One way to write a duration for people (terminal, findings, reports agree to the digit)."""
+"""One way to write a duration, a count and a percentage for people (terminal, findings, reports
+agree to the digit), and to read a duration a user typed (``90s``, ``10m``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,35 @@ def fmt_ns(ns: float | None, missing: str = "–") -> str:
     if ns >= 1_000:
         return f"{ns / 1e3:.3g} µs"
     return f"{round(ns)} ns"
+
+
+def percent(part: float, whole: float) -> float | None:
+    """``part`` as a percentage of ``whole``; None when there is no whole (0 or less)."""
+    return 100.0 * part / whole if whole > 0 else None
+
+
+def percent_change(before: float | None, after: float | None) -> float | None:
+    """How far ``after`` is from ``before``, in percent of ``before`` (-25.0 from 200 to 150); None
+    when either is missing or ``before`` is 0."""
+    if before is None or after is None or before == 0:
+        return None
+    return (after - before) * 100.0 / before
+
+
+def fmt_pct(x: float | None, missing: str = "–") -> str:
+    """A share of a whole (:func:`percent`): two significant digits under 10% (``0.52%``, ``3.1%``),
+    whole percents from there (``42%``); ``missing`` for None."""
+    if x is None:
+        return missing
+    return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
+
+
+def fmt_change(x: float | None, digits: int = 1, missing: str = "–") -> str:
+    """A change (:func:`percent_change`) with its sign, ``digits`` after the point: ``+12.4%``,
+    ``−3.0%`` (a minus sign, not a hyphen), ``±0.0%``; ``missing`` for None."""
+    if x is None:
+        return missing
+    return f"{'+' if x > 0 else ('−' if x < 0 else '±')}{abs(x):.{digits}f}%"
 
 
 def noun(n: int, singular: str, plural: str | None = None) -> str:

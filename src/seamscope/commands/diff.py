@@ -11,17 +11,12 @@ from rich.table import Table
 
 from ..analyze.diff import attach_comparison, compare
 from ..analyze.display import json_safe, markup, shown
+from ..analyze.units import fmt_change
 from ..gates.trusted import load_trusted_receipt
 from ..model.canonical import pretty_bytes
 from ..model.diff import Comparison
 from ..render.receipt_json import write_receipt_files
 from ..render.terminal import SENTENCE, fmt_ns
-
-
-def _pct(x: float | None) -> str:
-    if x is None:
-        return "–"
-    return f"{'+' if x > 0 else ('−' if x < 0 else '±')}{abs(x):.1f}%"
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
@@ -41,9 +36,9 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
             markup(r.phase),
             f"{r.before.calls} → {r.after.calls}",
             f"{fmt_ns(r.before.median_ns)} → {fmt_ns(r.after.median_ns)}",
-            _pct(r.median_pct),
+            fmt_change(r.median_pct),
             f"{fmt_ns(r.before.p90_ns)} → {fmt_ns(r.after.p90_ns)}",
-            _pct(r.p90_pct),
+            fmt_change(r.p90_pct),
         )
     c.print(t)
     changed = [s for s in cmp.sites if s.change != "kept"]

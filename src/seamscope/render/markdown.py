@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..analyze.display import visible
 from ..analyze.report_view import Comparison, ReportView, build_view, first_line
+from ..analyze.units import fmt_change
 from ..model.receipt import Receipt
 from .compile_time_table import markdown_lines
 from .terminal import fmt_ns
@@ -26,10 +27,6 @@ def esc(text: str | None, limit: int = 200) -> str:
         t = t[: limit - 1] + "…"
     t = t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in t)
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:+.1f}%"
 
 
 class MarkdownRenderer:
@@ -65,7 +62,7 @@ class MarkdownRenderer:
             for d in comparison.phases:
                 lines.append(
                     f"| {esc(d.phase)} | {d.before_calls} | {d.after_calls} | {fmt_ns(d.before_median_ns)} | "
-                    f"{fmt_ns(d.after_median_ns)} | {_pct(d.change_pct)} |"
+                    f"{fmt_ns(d.after_median_ns)} | {fmt_change(d.change_pct)} |"
                 )
             changed = [(n, b, a) for n, b, a in comparison.counts if b != a]
             if changed:

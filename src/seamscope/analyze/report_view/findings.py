@@ -11,7 +11,7 @@ from ...model.headline import RecompileCause
 from ...model.normalize import local_file
 from ...model.receipt import Receipt
 from ..units import fmt_ns
-from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
+from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, bar_pct
 
 # --- findings ------------------------------------------------------------------------------------
 
@@ -224,7 +224,7 @@ def headline_parts(receipt: Receipt, root: str) -> dict[str, Any]:
             calls=t.calls,
             wall_ns=t.wall_ns,
             parts=[
-                (name, ns, _pct(ns, t.wall_ns))
+                (name, ns, bar_pct(ns, t.wall_ns))
                 for name, ns in (
                     ("compilation", t.compile_ns),
                     ("compiled regions", t.region_ns),

@@ -48,7 +48,7 @@ from .base import (
     TimelineRow,
     VariantsChart,
     _bar,
-    _pct,
+    bar_pct,
     guard_lines,
     pick_timeline_calls,
 )
@@ -228,15 +228,15 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                 if site is not None:
                     tip += f" at {site.file}:{site.line}: {site.reason}"
                 if e.site_id != last_site:
-                    marks.append(Mark("break", _pct(e.at_ns, wall), tip))
+                    marks.append(Mark("break", bar_pct(e.at_ns, wall), tip))
                 last_site = e.site_id
             elif isinstance(e, GuardMissEvent):
                 comp = comps.get(e.compile_id)
                 guards = comp.failed_guards if comp is not None else []
                 tip = f"guard miss → {e.compile_id}" + guard_lines(guards)
-                marks.append(Mark("guard_miss", _pct(e.at_ns, wall), tip))
+                marks.append(Mark("guard_miss", bar_pct(e.at_ns, wall), tip))
             elif isinstance(e, FallbackEvent):
-                marks.append(Mark("fallback", _pct(e.at_ns, wall), f"fallback {e.compile_id}: {e.reason}"))
+                marks.append(Mark("fallback", bar_pct(e.at_ns, wall), f"fallback {e.compile_id}: {e.reason}"))
         rows.append(
             TimelineRow(
                 call_index=call.index,
@@ -292,7 +292,7 @@ def build_calls_chart(calls: list[Call], limit: int = MAX_CHART_COLUMNS) -> Call
             ("compile", c, COMPILE_COLOUR),
             ("overhead", o, OVERHEAD_COLOUR),
         ):
-            h = _pct(v, top)
+            h = bar_pct(v, top)
             if h > 0:
                 y = round(y - h, 3)
                 segs.append(Segment(kind, y, h, colour))
@@ -315,13 +315,13 @@ def build_variants(receipt: Receipt) -> VariantsChart:
     pts: list[tuple[float, float]] = []
     n = unplaced
     total = len(comps)
-    pts.append((0.0, _pct(n, total)))
+    pts.append((0.0, bar_pct(n, total)))
     for idx in placed:
-        x = _pct(idx, max_call)
-        pts.append((x, _pct(n, total)))
+        x = bar_pct(idx, max_call)
+        pts.append((x, bar_pct(n, total)))
         n += 1
-        pts.append((x, _pct(n, total)))
-    pts.append((100.0, _pct(n, total)))
+        pts.append((x, bar_pct(n, total)))
+    pts.append((100.0, bar_pct(n, total)))
     points = " ".join(f"{x:g},{round(100.0 - y, 3):g}" for x, y in pts)
     note = f"{counted(total, 'compilation')} over {counted(total_calls, 'call')}"
     if unplaced:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...model.ranks import RankEntry
 from ...model.receipt import Receipt
-from ..units import fmt_ns, number_ranges
+from ..units import fmt_ns, fmt_pct, number_ranges
 from .base import MAX_SECTION_ROWS
 
 # --- many ranks: the rank × call view of a merged receipt ------------------------------------------
@@ -288,7 +288,7 @@ def build_ranks(receipt: Receipt) -> RanksView:
                                    number_ranges(d.ranks), number_ranges(d.reference_ranks)) for d in divs],
         skews=[
             SkewRow(k.call_index, number_ranges(k.slow_ranks), number_ranges(k.fast_ranks), k.max_ns, k.min_ns,
-                    k.wait_ns, f"{k.timeout_share:.1%}" if k.timeout_share is not None else "–", k.sentence,
+                    k.wait_ns, fmt_pct(None if k.timeout_share is None else k.timeout_share * 100), k.sentence,
                     k.warning or "", k.remedy)
             for k in sec.skews
         ][:MAX_SECTION_ROWS],
