@@ -41,3 +41,11 @@ def test_one_way_to_write_a_share_and_a_change() -> None:
     assert [fmt_pct(x) for x in (0.523, 3.14, 42.4, None)] == ["0.52%", "3.1%", "42%", "–"]
     assert [fmt_change(x) for x in (12.44, -3.0, 0.0, None)] == ["+12.4%", "−3.0%", "±0.0%", "–"]
     assert (fmt_change(-12.6, 0, "n/a"), fmt_change(None, 0, "n/a")) == ("−13%", "n/a")
+
+
+def test_one_way_to_read_a_duration() -> None:
+    from seamscope.analyze.units import parse_duration
+
+    assert [parse_duration(t) for t in ("90", "90s", " 2.5m ", "1h", "10 m")] == [90, 90, 150, 3600, 600]
+    assert [parse_duration(t) for t in ("", "s", "-1s", "1d", "1.s", "ten")] == [None] * 6
+    assert (parse_duration("30", unit_required=True), parse_duration("30s", unit_required=True)) == (None, 30)

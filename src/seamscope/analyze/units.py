@@ -3,6 +3,11 @@ agree to the digit), and to read a duration a user typed (``90s``, ``10m``)."""
 
 from __future__ import annotations
 
+import re
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
+SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600}
+
 
 def fmt_ns(ns: float | None, missing: str = "–") -> str:
     """Three significant digits in the largest unit that keeps the number at or above 1 (a
@@ -17,6 +22,15 @@ def fmt_ns(ns: float | None, missing: str = "–") -> str:
     if ns >= 1_000:
         return f"{ns / 1e3:.3g} µs"
     return f"{round(ns)} ns"
+
+
+def parse_duration(text: str, unit_required: bool = False) -> float | None:
+    """A duration a user typed, in seconds: ``90``, ``90s``, ``2.5m``, ``1h`` (a bare number is
+    seconds unless ``unit_required``); None when the text is no such duration."""
+    m = _DURATION.fullmatch(text)
+    if m is None or (unit_required and not m.group(2)):
+        return None
+    return float(m.group(1)) * SECONDS_PER_UNIT[m.group(2) or "s"]
 
 
 def percent(part: float, whole: float) -> float | None:
