@@ -178,9 +178,9 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
     """``--patch``: each diff read and applied to the files it names, in memory: the script's text
     becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported;
     for a workload target, every file but the workload's own, which it loads by path).
-    A path is taken from the current folder, else from the project root (the script's git work
+    A path is taken from the current folder, else from the patch root (the script's git work
     tree), else from the script's folder."""
-    from .unified_diff import apply, parse, project_root
+    from .unified_diff import apply, parse, patch_root
 
     workload = os.path.abspath(target.rpartition(":")[0]) if ".py:" in target else None
     script = None if module or workload else os.path.abspath(target)
@@ -193,7 +193,7 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
         except (OSError, UnicodeDecodeError) as e:
             raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
         for d in diffs:
-            roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near)] if near else [])
+            roots = [os.getcwd()] + ([patch_root(near), os.path.dirname(near)] if near else [])
             found = [c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))]
             path = script if script in found else next(iter(found), None)  # the script first, where it is named
             if path is None:

@@ -53,7 +53,7 @@ from ..remedy_spec import (
     parse_target,
     parse_value,
 )
-from ..unified_diff import make, project_root
+from ..unified_diff import make, patch_root
 
 PATCH_DIR = "trials"
 
@@ -71,7 +71,7 @@ class Patch:
 
 
 def rel_path(script: str) -> str:
-    return os.path.relpath(os.path.abspath(script), project_root(script)).replace(os.sep, "/")
+    return os.path.relpath(os.path.abspath(script), patch_root(script)).replace(os.sep, "/")
 
 
 class Source:
