@@ -94,7 +94,7 @@ def run_target(
     args: list[str],
     *,
     module: bool = False,
-    out: str = "seamscope-out",
+    out: str,
     decision: Decision | None = None,
     on_call_end: Callable[[Any], None] | None = None,
     first_calls: int | None = None,

@@ -6,6 +6,7 @@ import click
 
 from ..errors import AnswerIsNo, UnusableInput
 from ._common import need_torch
+from .options import DEFAULT_OUT
 
 
 def parse_settings(items: tuple[str, ...]) -> dict[str, object]:
@@ -44,7 +45,7 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
 
 @click.command()
 @click.argument("workload")
-@click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, type=click.Path(),
               help="Folder for receipt.json and calls.csv.")
 @click.option("--isolate", is_flag=True, help="Run each ladder layer in a child process (a crash is a result).")
 @click.option("--timeout", type=float, default=None, help="Seconds per isolated layer before it counts as hung.")

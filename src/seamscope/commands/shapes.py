@@ -9,6 +9,7 @@ import click
 
 from ..errors import UnusableInput
 from ._common import need_torch
+from .options import DEFAULT_OUT
 
 
 @click.command()
@@ -23,7 +24,7 @@ from ._common import need_torch
                    "(comma- or space-separated; default: static auto dynamic mark_dynamic pow2).")
 @click.option("--recompile-limit", type=int, default=None,
               help="torch._dynamo.config.recompile_limit in every policy's process (default: PyTorch's).")
-@click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(file_okay=False),
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
               help="Folder for receipt.json, calls.csv, shapes.png and each policy's own receipt.")
 @click.option("--no-plot", is_flag=True, help="Skip the PNG plot.")
 def command(workload: str, lengths: str | None, lengths_file: str | None, repeat: int, dim: int | None,

@@ -16,6 +16,7 @@ import click
 
 from ..analyze.units import parse_duration
 from ..errors import RunSignalled, UnusableInput, UserCodeFailed
+from .options import DEFAULT_OUT
 
 
 def parse_budget(text: str | None) -> float | None:
@@ -29,7 +30,7 @@ def parse_budget(text: str | None) -> float | None:
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, help="Output folder.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed repetitions per candidate (interleaved with the baseline).")
 @click.option("--max-repeat", "max_repeat", type=click.IntRange(min=1), default=None,
