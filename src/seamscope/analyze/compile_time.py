@@ -34,7 +34,7 @@ from ..model.headline import Headline, RankedItem, RecompileCause
 from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compile_frame_index
 from ..model.normalize import short_path
 from ..model.remedy import Remedy
-from .findings_common import _hash_id, compilation_label, frame_label
+from .findings_common import compilation_label, frame_label, hash_id
 from .units import counted, fmt_ns, fmt_pct, percent
 
 STAGE_WORDS: dict[str, str] = {
@@ -336,7 +336,7 @@ def _repeated_graph_blocks(
             sentence += ("; its instances update the KV cache, so compiled one by one each would recompile on its "
                          "layer's cache state")
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "repeated_block", first.module, cls), kind="repeated_block", rank=0,
+            finding_id=hash_id("CT", "repeated_block", first.module, cls), kind="repeated_block", rank=0,
             sentence=sentence, cost_ns=cost, total_ns=est, compile_ids=ids,
             basis="estimated: the compile time of the compilation(s) times the share of their graph nodes in the "
             "block's instances after the first",
@@ -412,7 +412,7 @@ def _repeated_frames(
             )
         rem = [Remedy(action="regional_compile", text=text)]
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "repeated_frame", file, name), kind="repeated_block", rank=0,
+            finding_id=hash_id("CT", "repeated_frame", file, name), kind="repeated_block", rank=0,
             sentence=sentence, cost_ns=cost, total_ns=total, compile_ids=[c.compile_id for c in cs], remedies=rem,
             basis="the compile time of the frame's compilations after the first, less what recompile causes claim",
             frame_name=name, file=file, line=line, stage=dominant(split_of(cs[1:])),
@@ -494,7 +494,7 @@ def _cache_findings(
             ))
         ids = [c.compile_id for c in rows]
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "cache_miss", layer), kind="cache_miss", rank=0, sentence=sentence,
+            finding_id=hash_id("CT", "cache_miss", layer), kind="cache_miss", rank=0, sentence=sentence,
             cost_ns=cost, total_ns=total, compile_ids=ids, remedies=rem,
             basis="the backend stages (AOTAutograd, Inductor, autotuning) of the compilations that did not hit",
             stage=dominant(split_of(rows)), missing=missing,
@@ -532,7 +532,7 @@ def _cold_once(
             f"{counted(n_after, 'later call')} needed it (a branch taken once)"
         )
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "cold_once", c.file, c.frame_name), kind="cold_once", rank=0, sentence=sentence,
+            finding_id=hash_id("CT", "cold_once", c.file, c.frame_name), kind="cold_once", rank=0, sentence=sentence,
             cost_ns=cost, total_ns=c.duration_ns or 0, compile_ids=[c.compile_id],
             basis="the compile time of a first compilation whose code served one call",
             remedies=[Remedy(
@@ -581,7 +581,7 @@ def _cold_start(
     rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",
                   text=_STAGE_REMEDY.get(stage or "", "compile less code, or keep the caches warm"))]
     return [CompileTimeFinding(
-        finding_id=_hash_id("CT", "cold_start"), kind="cold_start", rank=0, sentence=sentence, cost_ns=cost,
+        finding_id=hash_id("CT", "cold_start"), kind="cold_start", rank=0, sentence=sentence, cost_ns=cost,
         total_ns=cost, compile_ids=[c.compile_id for c in left][:64],
         basis="first compilations' compile time not claimed by a recompile cause or another compile-time finding",
         remedies=rem, stage=stage,

@@ -42,11 +42,11 @@ from ..model.ledger import (
 )
 from ..model.normalize import normalize_text, package_of, short_path
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
-from .findings_churn import _churn_axis, _churn_findings, guard_pattern
-from .findings_common import PROBE, _bytes, _with, config_remedy, retarget
+from .findings_churn import churn_axis, churn_findings, guard_pattern
+from .findings_common import PROBE, config_remedy, replaced, retarget
 from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
-from .units import counted, fmt_ns
+from .units import counted, fmt_bytes, fmt_ns
 
 __all__ = ["OUTSIDE_CALLS", "PROBE", "analyze_findings", "guard_pattern"]
 
@@ -82,9 +82,9 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
 
     run = ledger.run
     breaks = [
-        _with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)
+        replaced(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)
     ]
-    churn = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _churn_findings(ledger)]
+    churn = [replaced(f, remedies=[retarget(r, run) for r in f.remedies]) for f in churn_findings(ledger)]
     from .causes import recompile_causes
     from .headline import build_headline, rank_across
 
@@ -110,7 +110,7 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
         ranked_by = _device_ranked_by(ranked_by)
     return FindingsSection(
         fragmentation=_fragmentation(ledger, basis_name, basis),
-        churn=_churn_axis(ledger),
+        churn=churn_axis(ledger),
         findings=breaks + churn,
         ranked_by=ranked_by,
         missing=missing,
@@ -281,9 +281,9 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         dcost = _device_break_cost(ledger, site.site_id, basis_name) if cost is not None else None
         if cost is not None and dcost is not None:  # on a device: ranked by what the device lost
             cost = _with_device(cost, dcost)
-            f = _with(f, cost=cost)
+            f = replaced(f, cost=cost)
         cost_ns, cost_basis = _site_cost(site, ledger, cost, site_totals, durations)
-        f = _with(f, cost_ns=cost_ns, basis=cost_basis)
+        f = replaced(f, cost_ns=cost_ns, basis=cost_basis)
         if cost is not None and dcost is not None:
             key: tuple[object, ...] = (-dcost.estimated_ns, -cost.crossings, f.finding_id)
         elif cost is not None:
@@ -305,11 +305,11 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
     clauses = {s.site_id: class_clause(s) for s in ledger.break_sites}
     outside = {s.site_id: _outside_runs(s, ledger) for s in ledger.break_sites}
     for rank, (_, f) in enumerate(rows, 1):
-        f = _with(f, rank=rank)
+        f = replaced(f, rank=rank)
         n_out = outside.get(f.finding_id, 0)
         if f.cost is not None and f.cost.crossings == 0 and n_out:
-            f = _with(f, missing=[*f.missing, OUTSIDE_CALLS])
-        out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""), n_out)))
+            f = replaced(f, missing=[*f.missing, OUTSIDE_CALLS])
+        out.append(replaced(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""), n_out)))
     return out
 
 
@@ -514,7 +514,7 @@ def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) 
         n = cost.out_tensors_median
         traffic = f", {n} tensor{'' if n == 1 else 's'}"
         if cost.out_bytes_median is not None:
-            traffic += f" ({_bytes(cost.out_bytes_median)})"
+            traffic += f" ({fmt_bytes(cost.out_bytes_median)})"
         traffic += " cross the seam" if n != 1 else " crosses the seam"
     return f"{head} {freq}, {island}, {stab}, {share}{traffic}{_device_clause(cost)}".replace("  ", " ")
 

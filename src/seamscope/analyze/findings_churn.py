@@ -15,12 +15,12 @@ from ..model.findings import ChurnAxis, ChurnEvidence, ChurnPattern, Finding, Re
 from ..model.ledger import Compilation, Ledger, compile_frame_index
 from .findings_common import (
     RESUME_FRAME,
-    _hash_id,
-    _stable_text,
-    _with,
     config_remedy,
     frame_label,
+    hash_id,
+    replaced,
     stable_frame,
+    stable_text,
 )
 from .units import fmt_ns
 
@@ -75,7 +75,7 @@ def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
     m = _VALUE.match(first)
     if m:
         return "value", m.group(1).strip(), m.group(3)
-    return "other", _stable_text(first.split("#", 1)[0]).strip()[:80], None
+    return "other", stable_text(first.split("#", 1)[0]).strip()[:80], None
 
 
 _Parsed = tuple[ChurnPattern, str, str | None]
@@ -85,7 +85,7 @@ def _frame_key(c: Compilation) -> tuple[int, str]:
     return compile_frame_index(c.compile_id)[0], c.frame_name
 
 
-def _churn_findings(ledger: Ledger) -> list[Finding]:
+def churn_findings(ledger: Ledger) -> list[Finding]:
     frames: dict[tuple[int, str], list[Compilation]] = defaultdict(list)
     for c in ledger.compilations:
         frames[_frame_key(c)].append(c)
@@ -108,7 +108,7 @@ def _churn_findings(ledger: Ledger) -> list[Finding]:
     found.sort(
         key=lambda f: (-(f.churn.compile_ns if f.churn else 0), -(f.churn.recompiles if f.churn else 0), f.finding_id)
     )
-    return [_with(f, rank=i) for i, f in enumerate(found, 1)]
+    return [replaced(f, rank=i) for i, f in enumerate(found, 1)]
 
 
 def _churn_finding(
@@ -162,7 +162,7 @@ def _churn_finding(
         fed_by=fed_by,
         user_frame=first.user_frame,
     )
-    fid = _hash_id("FR", first.file, stable, fed_by or "", pattern, ",".join(subjects))
+    fid = hash_id("FR", first.file, stable, fed_by or "", pattern, ",".join(subjects))
     missing: list[str] = []
     if any(c.duration_ns is None for c, _ in members):
         missing.append("compile time: not recorded for some compilations")
@@ -177,7 +177,7 @@ def _churn_finding(
         cost_ns=ev.compile_ns,
         basis="compile time of these recompiles of the frame",
     )
-    return _with(f, sentence=_churn_sentence(fid, ev))
+    return replaced(f, sentence=_churn_sentence(fid, ev))
 
 
 _PATTERN_WORDS = {
@@ -318,7 +318,7 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
 # --- axes ----------------------------------------------------------------------------------------
 
 
-def _churn_axis(ledger: Ledger) -> ChurnAxis:
+def churn_axis(ledger: Ledger) -> ChurnAxis:
     comps = ledger.compilations
     per_frame: dict[tuple[int, str], int] = defaultdict(int)
     for c in comps:

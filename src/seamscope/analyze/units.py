@@ -33,6 +33,14 @@ def parse_duration(text: str, unit_required: bool = False) -> float | None:
     return float(m.group(1)) * SECONDS_PER_UNIT[m.group(2) or "s"]
 
 
+def fmt_bytes(n: int) -> str:
+    """Three significant digits in the largest binary unit at or above 1: ``1.5 MB``, ``512 B``."""
+    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= k:
+            return f"{n / k:.3g} {unit}"
+    return f"{n} B"
+
+
 def percent(part: float, whole: float) -> float | None:
     """``part`` as a percentage of ``whole``; None when there is no whole (0 or less)."""
     return 100.0 * part / whole if whole > 0 else None

@@ -43,7 +43,7 @@ from ..model.ledger import (
 from ..model.normalize import normalize_path
 from ..model.receipt import Receipt
 from . import adapter
-from .calls import CallHooks, _error_text
+from .calls import CallHooks, error_text
 from .naming import recognisable_frame
 from .regions import RegionHooks
 
@@ -119,7 +119,7 @@ class Session(CallHooks, RegionHooks):
             self._lane.tensor_type = torch.Tensor  # seam traffic, in the calls kept in detail
             self._lane.owner = self
             self._lane.callbacks = self.on_call_end
-            self._lane.error_text = _error_text
+            self._lane.error_text = error_text
             self._lane.outside_run = self._foreign_run
             self._lane.label_nodes = True  # until the builder lists no more backward runs
             self.builder.attach_lane(self._lane, self.native.PlanSums)

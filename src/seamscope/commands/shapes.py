@@ -78,9 +78,9 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     receipt = study_receipt(study, cmd)
     path = write_receipt_files(receipt, out)
     for name, r in policy_receipts(study).items():
-        from ..experiments.shapes import _slug
+        from ..experiments.shapes import policy_slug
 
-        write_receipt_files(r, os.path.join(out, "policies", _slug(name)))
+        write_receipt_files(r, os.path.join(out, "policies", policy_slug(name)))
     plot = None if no_plot else write_plot(receipt.shapes, out)
     print_study(receipt.shapes, Console(highlight=False, emoji=False))
     click.echo(f"seamscope: wrote {shown(path, None)}" + (f", {shown(plot, None)}" if plot else ""), err=True)

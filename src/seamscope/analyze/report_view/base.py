@@ -320,7 +320,7 @@ def pick_timeline_calls(calls: list[Call], limit: int = MAX_TIMELINE_ROWS) -> li
     return sorted(special + chosen, key=lambda c: c.index)
 
 
-def _bar(kind: str, start: int, dur: int, wall: int, colour: str, cid: str, tip: str) -> Bar:
+def make_bar(kind: str, start: int, dur: int, wall: int, colour: str, cid: str, tip: str) -> Bar:
     x = bar_pct(start, wall)
     w = max(bar_pct(dur, wall), MIN_BAR_PCT)
     w = min(w, max(0.0, 100.0 - x)) if x < 100.0 else MIN_BAR_PCT

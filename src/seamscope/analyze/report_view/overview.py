@@ -47,9 +47,9 @@ from .base import (
     Timeline,
     TimelineRow,
     VariantsChart,
-    _bar,
     bar_pct,
     guard_lines,
+    make_bar,
     pick_timeline_calls,
 )
 from .compile_time import build_compile_time
@@ -198,7 +198,7 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                     if own is not None:
                         tip += f"\nends at break {own.site_id} {own.file}:{own.line}: {own.reason}"
                 bars.append(
-                    _bar(
+                    make_bar(
                         "region",
                         e.start_ns,
                         e.duration_ns,
@@ -214,14 +214,14 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                 if site is not None:
                     tip += f"\nafter break {site.site_id} at {site.file}:{site.line} ({site.function})"
                     tip += f"\nreason: {site.reason}"
-                bars.append(_bar("island", e.start_ns, e.duration_ns, wall, ISLAND_COLOUR, "", tip))
+                bars.append(make_bar("island", e.start_ns, e.duration_ns, wall, ISLAND_COLOUR, "", tip))
             elif isinstance(e, CompileEvent):
                 comp = comps.get(e.compile_id)
                 tip = f"compile {e.compile_id}: {fmt_ns(e.duration_ns)}"
                 if comp is not None:
                     tip += "\n{} ({}:{}), status ".format(*comp.shown_frame) + comp.status
                     tip += guard_lines(comp.failed_guards)
-                bars.append(_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
+                bars.append(make_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
             elif isinstance(e, BreakEvent):
                 site = sites.get(e.site_id)
                 tip = f"break {e.site_id} crossed"
