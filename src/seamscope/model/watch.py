@@ -11,7 +11,6 @@ from typing import Literal
 from msgspec import Struct
 
 EventKind = Literal["recompile", "fallback", "graph", "break"]
-EVENT_KINDS: tuple[EventKind, ...] = ("recompile", "fallback", "graph", "break")
 STEADY_BUCKETS_S: tuple[float, ...] = (
     5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS_S: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)

@@ -65,7 +65,6 @@ from .rewrite_common import (
 from .rewrite_cond import tensor_cond
 from .rewrite_scalar import scalar_drafts
 
-LOGGING_CALLS = {"print", "warn"}
 LOGGERS = {"debug", "info", "warning", "error", "exception", "critical", "log"}
 
 
