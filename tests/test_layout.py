@@ -362,3 +362,29 @@ def test_the_rule_check_finds_a_planted_copy(monkeypatch) -> None:
     assert defs["is_library"] == ["seamscope.analyze.ranks", "seamscope.model.normalize"]
     assert defs["_pct"] == ["seamscope.analyze.ranks"]
     assert retyped_rules() == ["seamscope.analyze.ranks: site-packages"]
+
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def modules_importing_test_modules(folder: str = TESTS) -> list[str]:
+    """``importer imports imported`` for each test module that imports another test module."""
+    out = []
+    for f in sorted(os.listdir(folder)):
+        if not (f.startswith("test_") and f.endswith(".py")):
+            continue
+        with open(os.path.join(folder, f), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for n in ast.walk(tree):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else (
+                [n.module or ""] if isinstance(n, ast.ImportFrom) else [])
+            out += [f"{f[:-3]} imports {m}" for m in names if m.split(".")[-1].startswith("test_")]
+    return out
+
+
+def test_no_test_module_imports_another(tmp_path) -> None:
+    assert modules_importing_test_modules() == []
+    (tmp_path / "test_a.py").write_text("from test_b import helper\nimport fakes\n")
+    (tmp_path / "test_b.py").write_text("def f():\n    import test_a\n")
+    (tmp_path / "helpers.py").write_text("from test_a import x\n")  # a helper module is not a test module
+    assert modules_importing_test_modules(str(tmp_path)) == ["test_a imports test_b", "test_b imports test_a"]
