@@ -14,7 +14,7 @@ from collections import Counter
 import msgspec
 
 from ..errors import UnusableInput
-from ..ingest.compile_events import SKIPPED_FRAME_TYPE, legacy_site_id
+from ..ingest.break_reasons import SKIPPED_FRAME_TYPE, legacy_site_id
 from ..model.diff import CauseChange, Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
 from ..model.receipt import PhaseStats, Receipt, SiteSummary
 from .receipt import rehash

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..ingest.compile_events import user_function
+from ..ingest.break_reasons import user_function
 from ..ingest.source_scope import enclosing_def
 from ..model.ledger import Frame
 from ..model.normalize import is_library, local_file, normalize_path
