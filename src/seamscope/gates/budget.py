@@ -274,19 +274,7 @@ def evaluate(
     scope = scope_of(calls, budget.phase)
     result = BudgetResult(budget=budget, calls=len(calls), scope_calls=[c.index for c in scope])
     if not calls:
-        why = (
-            "no compiled call was observed inside the budget, so nothing was checked. Calls of "
-            "callables compiled with torch.compile are observed wherever they were compiled; "
-            "code that calls none inside the budget (or only through torch._dynamo.optimize, or "
-            "a torch.compile reference taken before the budget began and used inside it) leaves "
-            "nothing to judge."
-        )
-        if unattributed_compiles:
-            why += (f" ({unattributed_compiles} compilation(s) did happen inside the budget, outside "
-                    "any observed call.)")
-        if outside_graph_runs:
-            why += " " + _outside_note(outside_graph_runs)
-        result.problems.append(why)
+        result.problems.append(_nothing_observed(unattributed_compiles, outside_graph_runs))
         return result
     if outside_graph_runs:
         result.notes.append(_outside_note(outside_graph_runs))
@@ -302,20 +290,54 @@ def evaluate(
                 "compiled, and judged, inside it."
             )
     if not scope:
-        if budget.phase == "steady":
-            result.problems.append(
-                f"no steady call (cache hits only) was observed inside the budget: all {len(calls)} "
-                "call(s) compiled something, so the steady phase was never reached. Call the "
-                "compiled code again with the same inputs after the warm-up, or use phase=None."
-            )
-        else:
-            result.problems.append(
-                "no cold call was observed inside the budget: the first call already only hit the "
-                "cache (the warm-up happened before the budget began). Use phase=\"steady\" or None."
-            )
+        result.problems.append(_phase_not_reached(budget.phase, len(calls)))
         return result
-
     in_scope = {c.index for c in scope}
+    _judge_breaks(result, budget, ledger, scope, in_scope)
+    _judge_compilations(result, ledger, scope, in_scope)
+    checks: list[tuple[str, int | None, int, str]] = [
+        ("breaks", budget.breaks, len(result.breaks), "break site(s) crossed"),
+        ("recompiles", budget.recompiles, len(result.recompiles), "recompile(s)"),
+        ("fallbacks", budget.fallbacks, len(result.fallbacks), "eager fallback(s)"),
+    ]
+    for name, limit, n, what in checks:
+        if limit is not None and n > limit:
+            result.problems.append(f"{n} {what}, over the budget {name}={limit}")
+    return result
+
+
+def _nothing_observed(unattributed_compiles: int, outside_graph_runs: int) -> str:
+    why = (
+        "no compiled call was observed inside the budget, so nothing was checked. Calls of "
+        "callables compiled with torch.compile are observed wherever they were compiled; "
+        "code that calls none inside the budget (or only through torch._dynamo.optimize, or "
+        "a torch.compile reference taken before the budget began and used inside it) leaves "
+        "nothing to judge."
+    )
+    if unattributed_compiles:
+        why += (f" ({unattributed_compiles} compilation(s) did happen inside the budget, outside "
+                "any observed call.)")
+    if outside_graph_runs:
+        why += " " + _outside_note(outside_graph_runs)
+    return why
+
+
+def _phase_not_reached(phase: BudgetPhase | None, calls: int) -> str:
+    if phase == "steady":
+        return (
+            f"no steady call (cache hits only) was observed inside the budget: all {calls} "
+            "call(s) compiled something, so the steady phase was never reached. Call the "
+            "compiled code again with the same inputs after the warm-up, or use phase=None."
+        )
+    return (
+        "no cold call was observed inside the budget: the first call already only hit the "
+        "cache (the warm-up happened before the budget began). Use phase=\"steady\" or None."
+    )
+
+
+def _judge_breaks(result: BudgetResult, budget: Budget, ledger: Ledger, scope: list[Call], in_scope: set[int]) -> None:
+    """The break sites the calls in scope crossed or compiled, each allowed or not; the allowances
+    no site used."""
     comp_call: dict[str, int | None] = {c.compile_id: c.call_index for c in ledger.compilations}
     crossings: dict[str, int] = {}
     for c in scope:
@@ -351,6 +373,9 @@ def evaluate(
                 used_allow.add(allowed_by)
     result.unused_allow = [a for a in budget.allow if a not in used_allow]
 
+
+def _judge_compilations(result: BudgetResult, ledger: Ledger, scope: list[Call], in_scope: set[int]) -> None:
+    """The recompiles and eager fallbacks of the calls in scope."""
     fallback_ids: set[str] = set()
     for comp in ledger.compilations:
         if comp.call_index not in in_scope:
@@ -367,16 +392,6 @@ def evaluate(
             if isinstance(e, FallbackEvent) and e.compile_id not in fallback_ids:
                 fallback_ids.add(e.compile_id)
                 result.fallbacks.append(FallbackItem(e.compile_id, "?", c.index, e.reason))
-
-    checks: list[tuple[str, int | None, int, str]] = [
-        ("breaks", budget.breaks, len(result.breaks), "break site(s) crossed"),
-        ("recompiles", budget.recompiles, len(result.recompiles), "recompile(s)"),
-        ("fallbacks", budget.fallbacks, len(result.fallbacks), "eager fallback(s)"),
-    ]
-    for name, limit, n, what in checks:
-        if limit is not None and n > limit:
-            result.problems.append(f"{n} {what}, over the budget {name}={limit}")
-    return result
 
 
 def _outside_note(runs: int) -> str:
