@@ -100,54 +100,11 @@ def parse_break_reason(text: str, cwd: str | None = None, hints: HintTable | Non
         m = _SITE_LINE.match(lines[0].strip())
         if m:
             raw_file, line = m.group(1), int(m.group(2))
-    # The reason body: after "Graph Break Reason:", up to the user traceback.
-    body = text
-    i = body.find("Graph Break Reason:")
-    if i >= 0:
-        body = body[i + len("Graph Break Reason:") :]
-    for stop in ("\nUser code traceback:", "\nTraceback (most recent call last):"):
-        j = body.find(stop)
-        if j >= 0:
-            body = body[:j]
-    body = body.strip()
-    skipped = False
-    if body.startswith(SKIPPED_FRAME_PREFIX):
-        skipped = True
-        j = body.find(_SKIPPED_INNER)
-        body = body[j + len(_SKIPPED_INNER) :].strip() if j >= 0 else ""
-    if body.startswith("Encountered graph break when attempting to trace"):
-        parts = body.split("\n\n", 1)
-        body = parts[1].strip() if len(parts) > 1 else body
+    body, skipped = _reason_body(text)
     gb_type = body.splitlines()[0].strip() if body else None
     mcode = _GB_CODE.search(text)
     gb_code = f"GB{mcode.group(1)}" if mcode else None
-    # User stack: frames of the "User code traceback" section, innermost last.
-    stack: list[Frame] = []
-    code = ""
-    inner_raw = ""
-    after_launcher = False
-    k = text.find("User code traceback:")
-    if k >= 0:
-        tb = text[k:].split("\n\nTraceback (most recent call last):", 1)[0].splitlines()[1:]
-        for idx, ln in enumerate(tb):
-            fm = _TB_FRAME.match(ln)
-            if fm and fm.group(1).startswith(_LAUNCHERS):
-                stack, after_launcher, inner_raw, code = [], True, "", ""  # how the script was started
-                continue
-            if fm and (fm.group(1).startswith(_OWN_DIR) or after_launcher and fm.group(1).endswith(_RUNPY)):
-                continue
-            if fm:
-                after_launcher = False
-                stack.append(
-                    Frame(
-                        file=normalize_path(fm.group(1), cwd),
-                        line=int(fm.group(2)),
-                        function=user_function(fm.group(3)),
-                    )
-                )
-                inner_raw = fm.group(1)
-                nxt = tb[idx + 1] if idx + 1 < len(tb) else ""
-                code = "" if _TB_FRAME.match(nxt) else nxt.strip()
+    stack, inner_raw, code = _user_stack(text, cwd)
     function = ""
     if stack:
         inner = stack[-1]
@@ -188,6 +145,63 @@ def parse_break_reason(text: str, cwd: str | None = None, hints: HintTable | Non
         chained=[ChainedBreak(gb_code=b.gb_code, gb_type=b.gb_type, hint_classes=list(b.classes)) for b in chain[1:]],
     )
     return ParsedBreak(site, missing)
+
+
+def _reason_body(text: str) -> tuple[str, bool]:
+    """The reason (after "Graph Break Reason:", up to the user traceback), and whether Dynamo
+    skipped the frame (the original reason unwrapped then)."""
+    body = text
+    i = body.find("Graph Break Reason:")
+    if i >= 0:
+        body = body[i + len("Graph Break Reason:") :]
+    for stop in ("\nUser code traceback:", "\nTraceback (most recent call last):"):
+        j = body.find(stop)
+        if j >= 0:
+            body = body[:j]
+    body = body.strip()
+    skipped = False
+    if body.startswith(SKIPPED_FRAME_PREFIX):
+        skipped = True
+        j = body.find(_SKIPPED_INNER)
+        body = body[j + len(_SKIPPED_INNER) :].strip() if j >= 0 else ""
+    if body.startswith("Encountered graph break when attempting to trace"):
+        parts = body.split("\n\n", 1)
+        body = parts[1].strip() if len(parts) > 1 else body
+    return body, skipped
+
+
+def _user_stack(text: str, cwd: str | None) -> tuple[list[Frame], str, str]:
+    """The frames of the "User code traceback" section, innermost last, without seamscope's own
+    and those that started the script; the innermost frame's file as written, and its line of
+    code when the traceback shows it."""
+    stack: list[Frame] = []
+    code = ""
+    inner_raw = ""
+    after_launcher = False
+    k = text.find("User code traceback:")
+    if k < 0:
+        return stack, inner_raw, code
+    tb = text[k:].split("\n\nTraceback (most recent call last):", 1)[0].splitlines()[1:]
+    for idx, ln in enumerate(tb):
+        fm = _TB_FRAME.match(ln)
+        if fm and fm.group(1).startswith(_LAUNCHERS):
+            stack, after_launcher, inner_raw, code = [], True, "", ""  # how the script was started
+            continue
+        if fm and (fm.group(1).startswith(_OWN_DIR) or after_launcher and fm.group(1).endswith(_RUNPY)):
+            continue
+        if fm:
+            after_launcher = False
+            stack.append(
+                Frame(
+                    file=normalize_path(fm.group(1), cwd),
+                    line=int(fm.group(2)),
+                    function=user_function(fm.group(3)),
+                )
+            )
+            inner_raw = fm.group(1)
+            nxt = tb[idx + 1] if idx + 1 < len(tb) else ""
+            code = "" if _TB_FRAME.match(nxt) else nxt.strip()
+    return stack, inner_raw, code
 
 
 def _resolve(path: str, cwd: str | None) -> str:
