@@ -10,14 +10,26 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from ..errors import UnusableInput
 from ..ingest.break_reasons import SKIPPED_FRAME_TYPE, legacy_site_id
-from ..model.diff import CauseChange, Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
+from ..model.diff import (
+    CauseChange,
+    Comparison,
+    PhaseDelta,
+    PhaseSide,
+    RecompileChange,
+    SiteChange,
+    TimingVerdict,
+)
 from ..model.receipt import PhaseStats, Receipt, SiteSummary
+from .diff_runs import ONE_RUN, judged, timing_verdicts, verdict_text
+from .diff_setting import frame_changes, known_change_notes, setting_changes, totals
 from .receipt import rehash
+from .stats import median
 from .units import fmt_change, percent_change
 
 PHASE_ORDER = ("cold", "steady", "fallback")
@@ -106,31 +118,43 @@ def refusals(before: Receipt, after: Receipt) -> list[str]:
 
 
 def _verdict(
-    rows: dict[str, PhaseDelta], cold_extra: int | None, saving: int | None, n: int | None
+    rows: dict[str, PhaseDelta], cold_extra: int | None, saving: int | None, n: int | None,
+    timing: Sequence[TimingVerdict], one_each: bool,
 ) -> list[str]:
+    """The verdict lines. One run a side is no verdict: its figures are shown, not judged. With
+    several, each timing figure carries the test's verdict, and the worth-it sentence and its
+    break-even are drawn only from a steady median the runs decide (``faster`` or ``slower``)."""
     steady, cold = rows.get("steady"), rows.get("cold")
-    out: list[str] = []
     if steady is None or steady.before.calls == 0 or steady.after.calls == 0:
-        out.append("no steady calls on one side or both: the per-call cost cannot be compared")
-        return out
+        return ["no steady calls on one side or both: the per-call cost cannot be compared"]
     cold_pct = percent_change(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
     steady_text, cold_text = fmt_change(steady.median_pct, 0, "n/a"), fmt_change(cold_pct, 0, "n/a")
     head = f"steady {steady_text} (median), cold {cold_text} (total)"
-    if saving is None or cold_extra is None:
-        out.append(head)
-    elif saving > 0 and cold_extra <= 0:
-        out.append(f"{head}: better from the first call")
-    elif saving > 0:
-        out.append(f"{head}: worth it for workers that live longer than {n} call{'s' if n != 1 else ''}")
-    elif saving < 0 and cold_extra < 0:
-        out.append(f"{head}: worth it only for workers that live fewer than {n} calls")
-    elif saving == 0 and cold_extra < 0:
-        out.append(f"{head}: cheaper warmup, same steady cost")
-    elif saving == 0 and cold_extra == 0:
-        out.append(f"{head}: no measured difference")
+    if one_each:
+        return [f"{head}: {ONE_RUN} (give several runs a side: diff A1 A2 A3 -- B1 B2 B3)"]
+    out = [verdict_text(t) for t in timing]
+    if judged(timing, "steady median") is None:
+        out.append(f"{head}: the runs do not decide the steady calls, so no break-even")
     else:
-        out.append(f"{head}: not worth it (no cheaper in steady calls nor in warmup)")
+        out.append(worth_it(head, cold_extra, saving, n))
     return out
+
+
+def worth_it(head: str, cold_extra: int | None, saving: int | None, n: int | None) -> str:
+    """The head line with what the steady saving and the cold extra mean for a worker's life."""
+    if saving is None or cold_extra is None:
+        return head
+    if saving > 0 and cold_extra <= 0:
+        return f"{head}: better from the first call"
+    if saving > 0:
+        return f"{head}: worth it for workers that live longer than {n} call{'s' if n != 1 else ''}"
+    if saving < 0 and cold_extra < 0:
+        return f"{head}: worth it only for workers that live fewer than {n} calls"
+    if saving == 0 and cold_extra < 0:
+        return f"{head}: cheaper warmup, same steady cost"
+    if saving == 0 and cold_extra == 0:
+        return f"{head}: no measured difference"
+    return f"{head}: not worth it (no cheaper in steady calls nor in warmup)"
 
 
 def break_even(cold_extra: int | None, saving: int | None) -> int | None:
@@ -180,24 +204,119 @@ def site_keys(before: Receipt, after: Receipt) -> tuple[dict[str, SiteSummary], 
     return (old_ids, new_keyed, note) if old is before else (new_keyed, old_ids, note)
 
 
-def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparison:
+def compare(
+    before: Receipt, after: Receipt, *, force: bool = False,
+    runs: tuple[Sequence[Receipt], Sequence[Receipt]] | None = None,
+) -> Comparison:
     """Diff two receipts; raise :class:`UnusableInput` naming why they are not comparable,
-    unless ``force`` (then the reasons are recorded in ``forced_over``)."""
+    unless ``force`` (then the reasons are recorded in ``forced_over``). ``runs``: every run of
+    each side (``before`` and ``after`` their first), whose timings are judged by the stated test;
+    counts, sites and causes come from the first run of each side."""
+    befores, afters = runs if runs is not None else ([before], [after])
+    one_each = len(befores) < 2 or len(afters) < 2
     why = refusals(before, after)
     if why and not force:
         raise UnusableInput("will not compare: " + "; ".join(why) + " (--force compares anyway)")
-    rows = _phase_rows(before, after)
+    bp, ap = _phase_table(before), _phase_table(after)
+    rows: dict[str, PhaseDelta] = {}
+    for name in PHASE_ORDER:
+        b, a = bp.get(name), ap.get(name)
+        if (b is None or b.calls == 0) and (a is None or a.calls == 0):
+            continue
+        b_side = _side(b, n=b.calls if b else 0)
+        a_side = _side(a, n=a.calls if a else 0)
+        rows[name] = PhaseDelta(
+            phase=name,
+            before=b_side,
+            after=a_side,
+            median_pct=percent_change(b_side.median_ns, a_side.median_ns),
+            p90_pct=percent_change(b_side.p90_ns, a_side.p90_ns),
+            mean_pct=percent_change(b_side.mean_ns, a_side.mean_ns),
+        )
     cold, steady = rows.get("cold"), rows.get("steady")
     cold_extra = (cold.after.wall_ns - cold.before.wall_ns) if cold is not None else 0
     saving: int | None = None
     if steady is not None and steady.before.median_ns is not None and steady.after.median_ns is not None:
         saving = steady.before.median_ns - steady.after.median_ns
-    n = break_even(cold_extra, saving)
-    sites, site_note = _site_changes(before, after)
-    recompiles = _recompile_changes(before, after)
+    if not one_each:  # the medians over the runs of each side
+        cold_extra = _median_of(afters, _cold_total) - _median_of(befores, _cold_total)
+        sb, sa = _median_of(befores, _steady_median), _median_of(afters, _steady_median)
+        saving = sb - sa if steady is not None else None
+    timing = timing_verdicts(befores, afters)
+    decided = not one_each and judged(timing, "steady median") is not None
+    n = break_even(cold_extra, saving) if decided else None
+
+    sites: list[SiteChange] = []
+    bsites, asites, site_note = site_keys(before, after)
+    for sid in sorted(set(bsites) | set(asites)):
+        s = asites.get(sid) or bsites[sid]
+        change = "kept" if sid in bsites and sid in asites else ("added" if sid in asites else "removed")
+        sites.append(
+            SiteChange(
+                site_id=s.site_id,
+                change=change,  # type: ignore[arg-type]
+                file=s.file,
+                line=s.line,
+                function=s.function,
+                gb_code=s.gb_code,
+                reason=s.reason.splitlines()[0] if s.reason else "",
+                crossings_before=bsites[sid].crossings if sid in bsites else None,
+                crossings_after=asites[sid].crossings if sid in asites else None,
+            )
+        )
+
+    def recompile_groups(r: Receipt) -> dict[str, tuple[str, list[str], int]]:
+        groups: dict[str, tuple[str, list[str], int]] = {}
+        for rc in r.summary.recompiles:
+            k = recompile_key(rc.frame_name, rc.failed_guards)
+            prev = groups.get(k)
+            groups[k] = (rc.frame_name, rc.failed_guards, (prev[2] if prev else 0) + 1)
+        return groups
+
+    brc, arc = recompile_groups(before), recompile_groups(after)
+    recompiles = []
+    for k in sorted(set(brc) | set(arc)):
+        frame, guards, _ = arc.get(k) or brc[k]
+        recompiles.append(
+            RecompileChange(
+                key=k,
+                change="kept" if k in brc and k in arc else ("added" if k in arc else "removed"),
+                frame_name=frame,
+                failed_guards=guards,
+                count_before=brc[k][2] if k in brc else 0,
+                count_after=arc[k][2] if k in arc else 0,
+            )
+        )
+
     causes = cause_changes(before, after)
-    verdict = _verdict(rows, cold_extra, saving, n) + _change_lines(sites, recompiles, causes)
-    notes = ([site_note] if site_note else []) + _notes(before, after)
+    verdict = _verdict(rows, cold_extra, saving, n, timing, one_each)
+    added = sum(1 for s in sites if s.change == "added")
+    removed = sum(1 for s in sites if s.change == "removed")
+    if added or removed:
+        verdict.append(f"break sites: {removed} removed, {added} added")
+    rb = sum(r.count_before for r in recompiles)
+    ra = sum(r.count_after for r in recompiles)
+    if rb or ra:
+        verdict.append(f"recompiles: {rb} before, {ra} after")
+    gone = [c for c in causes if c.change == "removed"]
+    new = [c for c in causes if c.change == "added"]
+    if gone or new:
+        verdict.append(
+            f"recompile causes: {len(gone)} removed, {len(new)} added"
+            + "".join(f"; − {c.cause_id} {c.description}" for c in gone)
+            + "".join(f"; + {c.cause_id} {c.description}" for c in new)
+        )
+    notes = [site_note] if site_note else []
+    setting = setting_changes(before, after)
+    notes += known_change_notes(setting)
+    notes += _side_notes("before", befores) + _side_notes("after", afters)
+    if before.ledger.run.input_trace_sha256 is None or after.ledger.run.input_trace_sha256 is None:
+        notes.append("no input trace hash on one side: same inputs not confirmed")
+    unknown = [side for side, r in (("before", before), ("after", after)) if not families_known(r)]
+    if unknown:
+        notes.append(
+            f"calls per input family not checked: call detail was sampled ({' and '.join(unknown)})"
+        )
     return Comparison(
         before_receipt_sha256=without_comparison_sha256(before),
         after_receipt_sha256=without_comparison_sha256(after),
@@ -222,119 +341,35 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
         forced_over=why,
         notes=notes,
         causes=causes,
+        setting=setting,
+        totals=totals(before, after),
+        frames=frame_changes(before, after),
+        runs_before=len(befores),
+        runs_after=len(afters),
+        timing=timing,
     )
 
 
-def _phase_rows(before: Receipt, after: Receipt) -> dict[str, PhaseDelta]:
-    """Each phase with calls on either side, its two sides and their changes."""
-    bp, ap = _phase_table(before), _phase_table(after)
-    rows: dict[str, PhaseDelta] = {}
-    for name in PHASE_ORDER:
-        b, a = bp.get(name), ap.get(name)
-        if (b is None or b.calls == 0) and (a is None or a.calls == 0):
-            continue
-        b_side = _side(b, n=b.calls if b else 0)
-        a_side = _side(a, n=a.calls if a else 0)
-        rows[name] = PhaseDelta(
-            phase=name,
-            before=b_side,
-            after=a_side,
-            median_pct=percent_change(b_side.median_ns, a_side.median_ns),
-            p90_pct=percent_change(b_side.p90_ns, a_side.p90_ns),
-            mean_pct=percent_change(b_side.mean_ns, a_side.mean_ns),
-        )
-    return rows
+def _cold_total(r: Receipt) -> int:
+    return sum(p.wall_ns for p in r.summary.phases if p.phase == "cold")
 
 
-def _site_changes(before: Receipt, after: Receipt) -> tuple[list[SiteChange], str | None]:
-    """Every break site of either side, kept, added or removed; how sites were matched when one
-    side used the older id scheme."""
-    sites: list[SiteChange] = []
-    bsites, asites, site_note = site_keys(before, after)
-    for sid in sorted(set(bsites) | set(asites)):
-        s = asites.get(sid) or bsites[sid]
-        change = "kept" if sid in bsites and sid in asites else ("added" if sid in asites else "removed")
-        sites.append(
-            SiteChange(
-                site_id=s.site_id,
-                change=change,  # type: ignore[arg-type]
-                file=s.file,
-                line=s.line,
-                function=s.function,
-                gb_code=s.gb_code,
-                reason=s.reason.splitlines()[0] if s.reason else "",
-                crossings_before=bsites[sid].crossings if sid in bsites else None,
-                crossings_after=asites[sid].crossings if sid in asites else None,
-            )
-        )
-    return sites, site_note
+def _steady_median(r: Receipt) -> int:
+    return next((p.median_ns for p in r.summary.phases if p.phase == "steady" and p.median_ns is not None), 0)
 
 
-def _recompile_groups(r: Receipt) -> dict[str, tuple[str, list[str], int]]:
-    groups: dict[str, tuple[str, list[str], int]] = {}
-    for rc in r.summary.recompiles:
-        k = recompile_key(rc.frame_name, rc.failed_guards)
-        prev = groups.get(k)
-        groups[k] = (rc.frame_name, rc.failed_guards, (prev[2] if prev else 0) + 1)
-    return groups
+def _median_of(receipts: Sequence[Receipt], figure: Callable[[Receipt], int]) -> int:
+    return median([figure(r) for r in receipts]) or 0
 
 
-def _recompile_changes(before: Receipt, after: Receipt) -> list[RecompileChange]:
-    """Recompiles grouped by frame and failed guards, with their counts on each side."""
-    brc, arc = _recompile_groups(before), _recompile_groups(after)
-    recompiles = []
-    for k in sorted(set(brc) | set(arc)):
-        frame, guards, _ = arc.get(k) or brc[k]
-        recompiles.append(
-            RecompileChange(
-                key=k,
-                change="kept" if k in brc and k in arc else ("added" if k in arc else "removed"),
-                frame_name=frame,
-                failed_guards=guards,
-                count_before=brc[k][2] if k in brc else 0,
-                count_after=arc[k][2] if k in arc else 0,
-            )
-        )
-    return recompiles
-
-
-def _change_lines(sites: list[SiteChange], recompiles: list[RecompileChange], causes: list[CauseChange]) -> list[str]:
-    """The verdict's lines on what changed: break sites, recompiles, recompile causes."""
-    out = []
-    added = sum(1 for s in sites if s.change == "added")
-    removed = sum(1 for s in sites if s.change == "removed")
-    if added or removed:
-        out.append(f"break sites: {removed} removed, {added} added")
-    rb = sum(r.count_before for r in recompiles)
-    ra = sum(r.count_after for r in recompiles)
-    if rb or ra:
-        out.append(f"recompiles: {rb} before, {ra} after")
-    gone = [c for c in causes if c.change == "removed"]
-    new = [c for c in causes if c.change == "added"]
-    if gone or new:
-        out.append(
-            f"recompile causes: {len(gone)} removed, {len(new)} added"
-            + "".join(f"; − {c.cause_id} {c.description}" for c in gone)
-            + "".join(f"; + {c.cause_id} {c.description}" for c in new)
-        )
-    return out
-
-
-def _notes(before: Receipt, after: Receipt) -> list[str]:
-    """What makes the two runs less comparable than they look: environments, inputs, sampling."""
+def _side_notes(side: str, receipts: Sequence[Receipt]) -> list[str]:
+    """A side whose runs did not compile the same way (their structure hashes differ) or were not
+    fed the same inputs: its timings still compare, but say so."""
     notes = []
-    eb, ea = before.ledger.environment, after.ledger.environment
-    for field in ("torch_version", "backend", "device", "python_version"):
-        vb, va = getattr(eb, field), getattr(ea, field)
-        if vb != va:
-            notes.append(f"{field} differs: {vb} before, {va} after")
-    if before.ledger.run.input_trace_sha256 is None or after.ledger.run.input_trace_sha256 is None:
-        notes.append("no input trace hash on one side: same inputs not confirmed")
-    unknown = [side for side, r in (("before", before), ("after", after)) if not families_known(r)]
-    if unknown:
-        notes.append(
-            f"calls per input family not checked: call detail was sampled ({' and '.join(unknown)})"
-        )
+    if len({r.structure_sha256 for r in receipts}) > 1:
+        notes.append(f"the {side} runs differ in structure (counts, sites or compile ids): counts are the first run's")
+    if len({r.ledger.run.input_trace_sha256 for r in receipts}) > 1:
+        notes.append(f"the {side} runs were fed different inputs")
     return notes
 
 
