@@ -352,110 +352,137 @@ def _site_cost(
 
 
 def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
+    """What to try for a break, by its class (best first); PyTorch's hints ride on the first."""
     hints = torch_hints(normalize_text(reason))
-    cls = cause.break_class
+    by_class = {
+        "data_dependent_control_flow": _data_dependent_remedies,
+        "host_side_effect": _side_effect_remedies,
+        "unsupported_op": _unsupported_op_remedies,
+        "python_state_mutation": _state_mutation_remedies,
+        "explicit_boundary": _boundary_remedies,
+    }
+    remedies = by_class.get(cause.break_class or "")
+    if remedies is None:
+        return [Remedy(action="read_hints", text="see PyTorch's hints for this break", torch_hints=hints)]
+    return remedies(cause, where, hints)
+
+
+def _data_dependent_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
     code = cause.gb_code
     rs: list[Remedy] = []
-    lib = where.package
-    if cls == "data_dependent_control_flow":
-        if code == "GB0124" or cause.label == "Tensor.item()":
-            rs.append(
-                config_remedy(
-                    "capture_scalar_outputs",
-                    "let Dynamo trace Tensor.item() into the graph (the value becomes a symbolic scalar); "
-                    "measure it, since a later Python branch on that value may still break",
-                    "capture_scalar_outputs", "True", hints=hints,
-                )
-            )
-        elif code in ("GB0036", "GB0037", "GB0033"):
-            rs.append(
-                config_remedy(
-                    "capture_dynamic_output_shape_ops",
-                    "let Dynamo trace operators whose output shape depends on data",
-                    "capture_dynamic_output_shape_ops", "True", hints=hints,
-                )
-            )
-        if cause.label == HOST_VALUE_BRANCH:
-            rs.append(
-                Remedy(
-                    action="host_value_as_python",
-                    text="the branch tests a NumPy (or Python) value computed from sizes or settings, not a "
-                    "tensor: Dynamo traces NumPy calls as tensors. Compute it with plain Python (math.lcm, "
-                    "int(...)) or once outside the compiled function, so the branch sees a constant",
-                    torch_hints=[],
-                )
-            )
-        else:
-            rs.append(
-                Remedy(
-                    action="tensor_ops_or_cond",
-                    text="keep the decision on the device: rewrite the branch with tensor ops (torch.where, "
-                    "masking) or torch.cond, so no value is read back to Python",
-                    torch_hints=[] if rs else hints,
-                )
-            )
-    elif cls == "host_side_effect":
-        logged = _logging_callable(cause.label)
-        if logged is not None:
-            key, target = logged
-            what = ("so Dynamo moves it after the graph instead of breaking" if key == "reorderable_logging_functions"
-                    else "so Dynamo drops the call from compiled code instead of breaking (it no longer logs there)")
-            rs.append(
-                config_remedy(
-                    "reorder_logging", f"add {target.replace(':', '.')} to torch._dynamo.config.{key} {what}",
-                    key, target, add=True, hints=hints,
-                )
-            )
+    if code == "GB0124" or cause.label == "Tensor.item()":
         rs.append(
-            Remedy(
-                action="move_out_of_hot_path",
-                text="move the side effect out of the compiled call (log after it returns, or only every N steps)",
-                torch_hints=[] if rs else hints,
+            config_remedy(
+                "capture_scalar_outputs",
+                "let Dynamo trace Tensor.item() into the graph (the value becomes a symbolic scalar); "
+                "measure it, since a later Python branch on that value may still break",
+                "capture_scalar_outputs", "True", hints=hints,
             )
         )
-    elif cls == "unsupported_op":
-        if lib is None or lib not in ("torch",):
-            rs.append(
-                Remedy(
-                    action="custom_op",
-                    text="register the call as a custom operator (torch.library.custom_op with a fake "
-                    "implementation) so Dynamo records it as one node instead of breaking",
-                    torch_hints=hints,
-                )
-            )
+    elif code in ("GB0036", "GB0037", "GB0033"):
         rs.append(
-            Remedy(
-                action="report_upstream" if lib else "move_out_of_hot_path",
-                text=(f"the break is inside {lib}: try a newer version or report it; meanwhile call it outside "
-                      "the compiled function" if lib else "move the call out of the compiled hot path"),
-                torch_hints=[] if rs else hints,
+            config_remedy(
+                "capture_dynamic_output_shape_ops",
+                "let Dynamo trace operators whose output shape depends on data",
+                "capture_dynamic_output_shape_ops", "True", hints=hints,
             )
         )
-    elif cls == "python_state_mutation":
+    if cause.label == HOST_VALUE_BRANCH:
         rs.append(
             Remedy(
-                action="move_state_out",
-                text="keep the mutated state in tensors or buffers, or move the assignment outside the compiled call",
-                torch_hints=hints,
-            )
-        )
-    elif cls == "explicit_boundary":
-        rs.append(
-            Remedy(
-                action="keep_boundary",
-                text="an eager boundary someone asked for: keep it if the callee cannot be traced; its measured "
-                "cost is what the boundary costs",
-                torch_hints=hints,
-            )
-        )
-        rs.append(
-            Remedy(
-                action="remove_boundary",
-                text="if the callee is traceable, remove the torch.compiler.disable/graph_break and measure again",
+                action="host_value_as_python",
+                text="the branch tests a NumPy (or Python) value computed from sizes or settings, not a "
+                "tensor: Dynamo traces NumPy calls as tensors. Compute it with plain Python (math.lcm, "
+                "int(...)) or once outside the compiled function, so the branch sees a constant",
+                torch_hints=[],
             )
         )
     else:
-        rs.append(Remedy(action="read_hints", text="see PyTorch's hints for this break", torch_hints=hints))
+        rs.append(
+            Remedy(
+                action="tensor_ops_or_cond",
+                text="keep the decision on the device: rewrite the branch with tensor ops (torch.where, "
+                "masking) or torch.cond, so no value is read back to Python",
+                torch_hints=[] if rs else hints,
+            )
+        )
+    return rs
+
+
+def _side_effect_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    rs: list[Remedy] = []
+    logged = _logging_callable(cause.label)
+    if logged is not None:
+        key, target = logged
+        what = ("so Dynamo moves it after the graph instead of breaking" if key == "reorderable_logging_functions"
+                else "so Dynamo drops the call from compiled code instead of breaking (it no longer logs there)")
+        rs.append(
+            config_remedy(
+                "reorder_logging", f"add {target.replace(':', '.')} to torch._dynamo.config.{key} {what}",
+                key, target, add=True, hints=hints,
+            )
+        )
+    rs.append(
+        Remedy(
+            action="move_out_of_hot_path",
+            text="move the side effect out of the compiled call (log after it returns, or only every N steps)",
+            torch_hints=[] if rs else hints,
+        )
+    )
+    return rs
+
+
+def _unsupported_op_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    lib = where.package
+    rs: list[Remedy] = []
+    if lib is None or lib not in ("torch",):
+        rs.append(
+            Remedy(
+                action="custom_op",
+                text="register the call as a custom operator (torch.library.custom_op with a fake "
+                "implementation) so Dynamo records it as one node instead of breaking",
+                torch_hints=hints,
+            )
+        )
+    rs.append(
+        Remedy(
+            action="report_upstream" if lib else "move_out_of_hot_path",
+            text=(f"the break is inside {lib}: try a newer version or report it; meanwhile call it outside "
+                  "the compiled function" if lib else "move the call out of the compiled hot path"),
+            torch_hints=[] if rs else hints,
+        )
+    )
+    return rs
+
+
+def _state_mutation_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    rs: list[Remedy] = []
+    rs.append(
+        Remedy(
+            action="move_state_out",
+            text="keep the mutated state in tensors or buffers, or move the assignment outside the compiled call",
+            torch_hints=hints,
+        )
+    )
+    return rs
+
+
+def _boundary_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    rs: list[Remedy] = []
+    rs.append(
+        Remedy(
+            action="keep_boundary",
+            text="an eager boundary someone asked for: keep it if the callee cannot be traced; its measured "
+            "cost is what the boundary costs",
+            torch_hints=hints,
+        )
+    )
+    rs.append(
+        Remedy(
+            action="remove_boundary",
+            text="if the callee is traceable, remove the torch.compiler.disable/graph_break and measure again",
+        )
+    )
     return rs
 
 
