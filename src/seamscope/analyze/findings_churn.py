@@ -224,31 +224,59 @@ def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
 _ARG_COUNT = re.compile(r"^len\((?:L\[')?(args|kwargs)(?:'\])?\)$")
 
 
+def _shape_remedies(ev: ChurnEvidence, dynamic_false: bool) -> list[Remedy]:
+    """Sizes that change between calls: mark the dim dynamic or pad to buckets (drop dynamic=False first)."""
+    dims = ", ".join(user_subject(x) for x in ev.subjects[:3])
+    first = []
+    if dynamic_false:  # the receipt records the option: it forbids what would fix the churn
+        first.append(
+            Remedy(
+                action="drop_dynamic_false",
+                text=f"sizes of {dims} change between calls and the frame was compiled with dynamic=False, "
+                "which keeps every size static: drop dynamic=False so that automatic dynamic shapes "
+                "can compile one variant for all sizes",
+            )
+        )
+    if ev.subjects and all(_STACK.match(x) for x in ev.subjects):
+        text = ("a value carried across a graph break changes size between calls: mark dynamic the input it is "
+                "computed from (its recompile cause names it), or pad that input to a few buckets")
+    else:
+        text = (f"sizes of {dims} change between calls: mark the dim dynamic "
+                "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
+                "static, automatic, dynamic and bucketed policies on your length distribution")
+    return first + [
+        Remedy(action="mark_dynamic_or_bucket", text=text,
+               try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS")
+    ]
+
+
+def _value_remedies(ev: ChurnEvidence) -> list[Remedy]:
+    """A value guard's churn (not an argument count): a scalar specialised as a constant."""
+    resume = ev.fed_by is not None or any(s.startswith("___stack") for s in ev.subjects)
+    rs = []
+    if resume:
+        rs.append(
+            config_remedy(
+                "capture_scalar_outputs",
+                "a value read with .item() is passed into the resume function and guarded by value: "
+                "keep it a tensor (no .item()) or let Dynamo capture it symbolically",
+                "capture_scalar_outputs", "True",
+            )
+        )
+    rs.append(
+        Remedy(
+            action="pass_as_tensor",
+            text="a Python scalar that changes every call is specialised as a constant: pass it as a 0-d "
+            "tensor, or hoist it out of the compiled function",
+        )
+    )
+    return rs
+
+
 def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Remedy]:
     p = ev.pattern
     if p == "shape":
-        dims = ", ".join(user_subject(x) for x in ev.subjects[:3])
-        first = []
-        if dynamic_false:  # the receipt records the option: it forbids what would fix the churn
-            first.append(
-                Remedy(
-                    action="drop_dynamic_false",
-                    text=f"sizes of {dims} change between calls and the frame was compiled with dynamic=False, "
-                    "which keeps every size static: drop dynamic=False so that automatic dynamic shapes "
-                    "can compile one variant for all sizes",
-                )
-            )
-        if ev.subjects and all(_STACK.match(x) for x in ev.subjects):
-            text = ("a value carried across a graph break changes size between calls: mark dynamic the input it is "
-                    "computed from (its recompile cause names it), or pad that input to a few buckets")
-        else:
-            text = (f"sizes of {dims} change between calls: mark the dim dynamic "
-                    "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
-                    "static, automatic, dynamic and bucketed policies on your length distribution")
-        return first + [
-            Remedy(action="mark_dynamic_or_bucket", text=text,
-                   try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS")
-        ]
+        return _shape_remedies(ev, dynamic_false)
     if p == "value" and ev.subjects and all(_ARG_COUNT.match(x) for x in ev.subjects):
         which = sorted({m.group(1) for x in ev.subjects if (m := _ARG_COUNT.match(x))})
         return [
@@ -260,25 +288,7 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
             )
         ]
     if p == "value":
-        resume = ev.fed_by is not None or any(s.startswith("___stack") for s in ev.subjects)
-        rs = []
-        if resume:
-            rs.append(
-                config_remedy(
-                    "capture_scalar_outputs",
-                    "a value read with .item() is passed into the resume function and guarded by value: "
-                    "keep it a tensor (no .item()) or let Dynamo capture it symbolically",
-                    "capture_scalar_outputs", "True",
-                )
-            )
-        rs.append(
-            Remedy(
-                action="pass_as_tensor",
-                text="a Python scalar that changes every call is specialised as a constant: pass it as a 0-d "
-                "tensor, or hoist it out of the compiled function",
-            )
-        )
-        return rs
+        return _value_remedies(ev)
     if p == "type":
         was = f" (it was {', '.join(ev.values_seen[:2])})" if ev.values_seen else ""
         return [
