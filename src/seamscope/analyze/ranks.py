@@ -312,8 +312,17 @@ def check_inputs(
 ) -> tuple[list[tuple[int, RankInput]], list[RankProblem], int | None]:
     """Decide each input's rank, drop what cannot be merged, name every problem."""
     problems = list(gathered.problems)
+    ranked = _ranked(gathered.inputs, problems)
+    ranked = _one_run(ranked, problems)
+    ranked = _unique_ranks(ranked, problems)
+    world_size = _world_size(ranked, world_size, problems)
+    return ranked, problems, world_size
+
+
+def _ranked(inputs: list[RankInput], problems: list[RankProblem]) -> list[tuple[int, RankInput]]:
+    """Each input with its rank (the ledger's, else the folder's); one without is left out."""
     ranked: list[tuple[int, RankInput]] = []
-    for inp in gathered.inputs:
+    for inp in inputs:
         recorded = inp.run.rank
         rank = recorded if recorded is not None else inp.rank
         if rank is None:
@@ -328,7 +337,13 @@ def check_inputs(
                 ranks=[recorded], paths=[inp.source]))
         ranked.append((rank, inp))
 
-    # One run: the same program and arguments (live), or the same kind of source.
+    return ranked
+
+
+def _one_run(ranked: list[tuple[int, RankInput]], problems: list[RankProblem]) -> list[tuple[int, RankInput]]:
+    """The inputs of one run (the majority's): the same program and arguments (live), or the same
+    kind of source; the others are named and left out."""
+
     def run_key(inp: RankInput) -> Hashable:
         run = inp.run
         return (run.source, run.input_trace_sha256 if run.source == "live" else None)
@@ -347,7 +362,11 @@ def check_inputs(
             message=f"receipts of different runs in one folder: {desc} differ from the run of "
             f"rank(s) {', '.join(map(str, sorted(r for r, _ in ranked)))} ({kept_desc}); left out",
             ranks=sorted(r for r, _ in dropped), paths=[i.source for _, i in dropped]))
+    return ranked
 
+
+def _unique_ranks(ranked: list[tuple[int, RankInput]], problems: list[RankProblem]) -> list[tuple[int, RankInput]]:
+    """One input per rank, the first by source; a second is named and left out."""
     seen: dict[int, RankInput] = {}
     for rank, inp in sorted(ranked, key=lambda t: (t[0], t[1].source)):
         if rank in seen:
@@ -359,6 +378,11 @@ def check_inputs(
         seen[rank] = inp
     ranked = sorted(seen.items())
 
+    return ranked
+
+
+def _world_size(ranked: list[tuple[int, RankInput]], world_size: int | None, problems: list[RankProblem]) -> int | None:
+    """The world size (given, else the largest recorded); ranks beyond it and ranks missing named."""
     recorded_ws = sorted({i.run.world_size for _, i in ranked if i.run.world_size})
     if world_size is None and recorded_ws:
         world_size = max(recorded_ws)
@@ -389,7 +413,7 @@ def check_inputs(
                 message=f"world size is {world_size} but no ledger for rank(s) "
                 + ", ".join(map(str, missing)) + ": crashed, or never wrote one",
                 ranks=missing))
-    return ranked, problems, world_size
+    return world_size
 
 
 def _run_desc(inp: RankInput) -> str:
