@@ -336,7 +336,6 @@ def _ranked(inputs: list[RankInput], problems: list[RankProblem]) -> list[tuple[
                 "taken as rank " + str(recorded),
                 ranks=[recorded], paths=[inp.source]))
         ranked.append((rank, inp))
-
     return ranked
 
 
@@ -377,7 +376,6 @@ def _unique_ranks(ranked: list[tuple[int, RankInput]], problems: list[RankProble
             continue
         seen[rank] = inp
     ranked = sorted(seen.items())
-
     return ranked
 
 
