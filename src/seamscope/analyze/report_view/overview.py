@@ -68,25 +68,6 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
     s = receipt.summary
     root = source_root if source_root is not None else os.getcwd()
     colours = compile_colours(receipt)
-    env = led.environment
-    env_rows = [
-        ("seamscope", env.seamscope_version),
-        ("python", env.python_version),
-        ("torch", env.torch_version or "–"),
-        ("platform", env.platform or "–"),
-        ("device", env.device),
-        ("backend", env.backend or "–"),
-    ]
-    env_rows += [(f"option {k}", v) for k, v in sorted(env.compile_options.items())]
-    env_rows += [(f"dynamo {k}", v) for k, v in sorted(env.dynamo_config.items())]
-    counts = [
-        Stat(noun(s.call_count, "call"), s.call_count),
-        Stat(noun(s.compile_count, "compile"), s.compile_count),
-        Stat(noun(s.recompile_count, "recompile"), s.recompile_count),
-        Stat(noun(s.graph_count, "graph"), s.graph_count),
-        Stat(noun(s.break_site_count, "break site"), s.break_site_count),
-        Stat(noun(s.fallback_count, "fallback"), s.fallback_count),
-    ]
     ret = led.retention
     retention_note = ""
     if ret.dropped:
@@ -103,11 +84,11 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         command=" ".join(led.run.command),
         structure_sha256=receipt.structure_sha256,
         receipt_sha256=receipt.receipt_sha256,
-        environment=env_rows,
+        environment=_environment_rows(led.environment),
         has_runtime=s.has_runtime,
         absent=list(led.run.absent),
         warnings=list(led.run.warnings),
-        counts=counts,
+        counts=_counts(s),
         calls_by_phase=[Stat(k, v) for k, v in s.calls_by_phase.items()],
         phases=[
             carry(PhaseRow, p, regions_per_call=p.regions_per_call_median)
@@ -145,6 +126,33 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         **run_status_parts(led.run.status),
         **hl_parts,
     )
+
+
+def _environment_rows(env: Any) -> list[tuple[str, str]]:
+    """Versions, platform, device and backend, then the compile options and Dynamo settings."""
+    rows = [
+        ("seamscope", env.seamscope_version),
+        ("python", env.python_version),
+        ("torch", env.torch_version or "–"),
+        ("platform", env.platform or "–"),
+        ("device", env.device),
+        ("backend", env.backend or "–"),
+    ]
+    rows += [(f"option {k}", v) for k, v in sorted(env.compile_options.items())]
+    rows += [(f"dynamo {k}", v) for k, v in sorted(env.dynamo_config.items())]
+    return rows
+
+
+def _counts(s: Any) -> list[Stat]:
+    """The summary's six counts, each with its noun."""
+    return [
+        Stat(noun(s.call_count, "call"), s.call_count),
+        Stat(noun(s.compile_count, "compile"), s.compile_count),
+        Stat(noun(s.recompile_count, "recompile"), s.recompile_count),
+        Stat(noun(s.graph_count, "graph"), s.graph_count),
+        Stat(noun(s.break_site_count, "break site"), s.break_site_count),
+        Stat(noun(s.fallback_count, "fallback"), s.fallback_count),
+    ]
 
 
 def run_status_parts(status: Any) -> dict[str, Any]:
