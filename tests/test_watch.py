@@ -388,10 +388,12 @@ def _held(x):
     return x
 
 
-def test_fail_after_warmup_raises_only_in_the_thread_whose_call_compiled() -> None:
+@pytest.mark.parametrize("compiled", ["inside", "before"])
+def test_fail_after_warmup_raises_only_in_the_thread_whose_call_compiled(compiled) -> None:
     """Thread A's steady call is open (held in an eager function) while thread B's call of another
     function recompiles (a new size, after warm-up): B's call raises once it returned, A's returns;
-    then both go on, and nothing is left to raise in a later call."""
+    then both go on, and nothing is left to raise in a later call. The functions compiled inside
+    the watch (its ``torch.compile``) or before it began (its hook on their compile contexts)."""
     import threading
 
     import seamscope
@@ -421,9 +423,14 @@ def test_fail_after_warmup_raises_only_in_the_thread_whose_call_compiled() -> No
         except RecompileAfterWarmup as e:
             got[name].append(e)
 
+    def both() -> tuple:
+        return torch.compile(steady, backend="eager", dynamic=False), torch.compile(other, backend="eager",
+                                                                                   dynamic=False)
+
+    a, b = both() if compiled == "before" else (None, None)
     with seamscope.watch(warmup=4, fail_after_warmup="raise", sync_every=0) as w:
-        a = torch.compile(steady, backend="eager", dynamic=False)
-        b = torch.compile(other, backend="eager", dynamic=False)
+        if compiled == "inside":
+            a, b = both()
         for fn in (a, a, b, b):  # warm-up
             fn(torch.ones(4))
         holding.append(True)
