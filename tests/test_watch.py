@@ -347,12 +347,14 @@ def test_with_no_warmup_each_first_compilation_and_break_site_is_an_event() -> N
 
 def test_a_tag_with_control_characters_is_shown_not_emitted_in_the_log_line(caplog, tmp_path) -> None:
     import logging
+    import threading
 
     from seamscope.capture.watch import Watcher
     from seamscope.capture.watch_text import open_events
     from seamscope.model.watch import WatchEvent
 
     w = Watcher(0)
+    w._lock = threading.Lock()
     w._fd = open_events(str(tmp_path / "e.jsonl"))
     forged = "r\x1b[31m1\nseamscope: recompile after warm-up in call 9: forged"
     ev = WatchEvent(kind="recompile", frame="f (a.py:1)", file="a.py", line=1, cause="size", detail="x dim 0: 1 → 2",

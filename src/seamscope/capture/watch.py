@@ -147,7 +147,8 @@ class Watcher:
         self.metrics_url: str | None = None
         """``http://ADDR:PORT/metrics`` once served (the port bound, where 0 was asked for)."""
         self._fd: int | None = None
-        self._lock = threading.Lock()
+        self._lock: Any = None
+        """Made in ``attach``, as the stop event: nothing but plain values before."""
         self._t0 = time.monotonic()
         self._compiles: Counter[tuple[str, str]] = Counter()
         self._recompiles: Counter[tuple[str, str, str]] = Counter()
@@ -166,7 +167,7 @@ class Watcher:
         self._pending: dict[int, WatchEvent] = {}
         """Thread → the first event to raise at the end of its call (``fail_after_warmup="raise"``)."""
         self._armed = False
-        self._stopped = threading.Event()
+        self._stopped: Any = None
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._taken = 0.0
@@ -177,6 +178,7 @@ class Watcher:
     def attach(self, session: Any) -> None:
         if session.builder is None or session.assembler is None:
             raise RuntimeError("watch: attach to a session that has started")
+        self._lock = threading.Lock()
         self._stopped = threading.Event()
         if self.events_path is not None:
             self._fd = open_events(self.events_path)
