@@ -17,8 +17,9 @@ builder's ``phase_sink`` for the others) are read when a metrics reader asks (``
 Prometheus scrape, an OpenTelemetry collection), while no call is open; during a call, at its end.
 
 The counts the builder keeps are read only while this thread holds the session's open-call slot
-(``Session._claim``): no call is open then, and none can open (a call that starts in those few
-microseconds runs unobserved, counted as a call on another thread).
+(``Session._claim``): no call is open then, and none can open (a call that starts in those tens
+of microseconds runs unobserved, counted as a call on another thread). Only that read
+(``_read``) holds it; the snapshot is made from it afterwards.
 """
 
 from __future__ import annotations
@@ -396,9 +397,12 @@ class Watcher:
     def snapshot(self) -> Snapshot:
         """The counts so far: between calls, or inside a call the builder holds (``current`` reads
         them from any thread)."""
+        return self._compose(*self._read())
+
+    def _read(self) -> tuple[dict[str, int], dict[str, int], list[int], float]:
+        """What the builder and the lane counted (the part read while the call slot is held)."""
         s = self.session
-        b = s.builder
-        phases, crossings_by_site = b.running_counts()
+        phases, crossings_by_site = s.builder.running_counts()
         counts, total = list(self._steady.counts), self._steady.total
         lane = s._lane
         if lane is not None and hasattr(lane, "wall_histogram"):
@@ -406,6 +410,10 @@ class Watcher:
             if len(in_c) == len(counts):
                 counts = [a + c for a, c in zip(counts, in_c, strict=True)]
                 total += total_ns / 1e9
+        return phases, crossings_by_site, counts, total
+
+    def _compose(self, phases: dict[str, int], crossings_by_site: dict[str, int], counts: list[int],
+                 total: float) -> Snapshot:
         steady = Histogram(STEADY_BUCKETS_S, tuple(counts), total)
         crossings: Counter[tuple[str, str]] = Counter()
         for sid, n in crossings_by_site.items():
@@ -455,9 +463,10 @@ class Watcher:
             self._arm()
             return self.last
         try:
-            snap = self.snapshot()
+            read = self._read()
         finally:
             s._release()
+        snap = self._compose(*read)
         for sink in self.sinks:
             if getattr(sink, "pushed", False):
                 try:
