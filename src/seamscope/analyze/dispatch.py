@@ -173,7 +173,8 @@ def analyze_dispatch(ledger: Ledger) -> DispatchSection | None:
                        "their lookups count as 0")
     if any(c.graph_count == 0 for c in entries.values()):
         missing.append("frames compiled without a graph run no region: their lookups are not seen")
-    per_call = round(est / n) if n else None
+    timed = any(c.guard_latency_ns is not None for c in entries.values())
+    per_call = round(est / n) if n and timed else None
     kind = "steady" if basis_rows and basis_rows[0].phase == "steady" else "kept"
     with_lookups = sum(1 for f in frames if f.lookups) if rows else len(frames)
     if per_call is not None:
@@ -181,13 +182,13 @@ def analyze_dispatch(ledger: Ledger) -> DispatchSection | None:
                     f"{round(100 * est / w) if w else 0}%, in {counted(with_lookups, 'frame')} (estimated)")
     else:
         sentence = (f"dispatch: {counted(len(entries), 'cache entry', 'cache entries')} "
-                    f"in {counted(len(frames), 'frame')}")
+                    f"in {counted(len(frames), 'frame')}" + ("" if timed else ", no guard latency recorded"))
     sentence += _checks_sentence(guards, checks)
     ident = _hash_id("DP", *sorted((f.file, f.frame_name) for f in frames))
     return DispatchSection(
         sentence=sentence + ".", measured=list(MEASURED), estimated=list(ESTIMATED), basis=BASIS, frames=frames,
         calls=rows, guard_count=guards, guard_checks=checks, steady_calls=n, per_call_ns=per_call,
-        wall_per_call_ns=round(w / n) if n else None, share=round_float(est / w) if w else None,
+        wall_per_call_ns=round(w / n) if n else None, share=round_float(est / w) if w and timed else None,
         estimate_ns=_scaled(ledger, rows), capped_calls=sum(1 for r in rows if r.raw_ns > r.estimate_ns),
         finding_id=ident, remedies=_remedies(frames, checks), missing=missing,
     )
@@ -195,7 +196,7 @@ def analyze_dispatch(ledger: Ledger) -> DispatchSection | None:
 
 def rank_dispatch(ranked: list[RankedItem], section: DispatchSection | None, wall_ns: int) -> list[RankedItem]:
     """The list ranked across axes with dispatch in it (by its estimate over every call), renumbered."""
-    if section is None or not section.calls:
+    if section is None or not section.calls or not section.estimate_ns:
         return ranked
     item = RankedItem(rank=0, item_id=section.finding_id, axis="dispatch", cost_ns=section.estimate_ns,
                       basis="estimated guard evaluation over every call (taken out of the islands)",
