@@ -11,11 +11,13 @@ nothing more per call):
    (a hit moves its entry to the front, a new one is put there), so the lookup checked every entry
    before the hit, then the hit: replayed over the retained calls in order. A compilation's own
    lookup checked every entry the frame had (all failed).
-3. **Time.** A lookup is estimated at the guard latencies of the entries it checked (a failing
-   entry stops at its first failed check: the figure is an upper bound for those). PyTorch times one
-   evaluation of an entry's guards once, at compile time, after flushing the CPU caches: warm calls
-   can pay less. A call's estimate is at most its island time: dispatch runs between regions, so it
-   is taken out of the islands, never added to the call.
+3. **Time.** A lookup is estimated at the guard latency of the entry it ended on. The entries it
+   checked before failed, each at its first failed check (Dynamo moves a guard that failed to the
+   front of its entry's checks): counted, not timed; the profiler's lookups barely grow with them
+   (``benchmarks/dispatch_cost.py``). PyTorch times one evaluation of an entry's guards once, at
+   compile time, after flushing the CPU caches: one sample, which a loaded machine can inflate, and
+   warm calls can pay less. A call's estimate is at most its island time: dispatch runs between
+   regions, so it is taken out of the islands, never added to the call.
 
 ``seamscope verify`` recomputes every figure with its own code (``analyze.verify_dispatch``).
 """
@@ -30,16 +32,16 @@ from ..model.dispatch import CallDispatch, DispatchEntry, DispatchFrame, Dispatc
 from ..model.headline import RankedItem
 from ..model.ledger import Compilation, CompileEvent, IslandEvent, Ledger, RegionEvent, compile_frame_index
 from ..model.remedy import Remedy
-from .findings_common import _hash_id, frame_label
+from .findings_common import _hash_id
 from .units import counted, fmt_ns
 
 MEASURED = ["frames[].entries[].guard_count", "frames[].entries[].guard_latency_ns", "guard_count"]
 ESTIMATED = ["frames[].estimate_ns", "calls[].raw_ns", "calls[].estimate_ns", "per_call_ns", "share", "estimate_ns"]
 BASIS = (
-    "each lookup costs the guard latencies PyTorch measured for the cache entries it checked, most "
-    "recently used first up to the hit (one evaluation per entry, timed once at compile time after a "
-    "cache flush: an upper bound for warm calls and for entries that fail early); a call's estimate is "
-    "at most its island time, taken out of the islands"
+    "each lookup costs the guard latency PyTorch measured for the cache entry it ended on (one evaluation, "
+    "timed once at compile time after a cache flush); the entries checked before it, most recently used "
+    "first, fail at their first check and are counted, not timed; a call's estimate is at most its island "
+    "time, taken out of the islands"
 )
 
 
@@ -64,10 +66,9 @@ def _lookups(ledger: Ledger, entries: dict[str, Compilation]) -> tuple[list[Call
             elif isinstance(ev, CompileEvent) and ev.compile_id in entries:
                 x = compile_frame_index(ev.compile_id)[0]
                 known = order.setdefault(x, [])
-                cost = sum(latency(c) for c in known)
                 f = frames.setdefault(x, [0, 0, 0, 0])
-                f[0], f[1], f[2], f[3] = f[0] + 1, f[1] + len(known), max(f[2], len(known)), f[3] + cost
-                lookups, walked, raw = lookups + 1, walked + len(known), raw + cost
+                f[0], f[1], f[2] = f[0] + 1, f[1] + len(known), max(f[2], len(known))
+                lookups, walked = lookups + 1, walked + len(known)
                 known.insert(0, ev.compile_id)
                 fresh.add(ev.compile_id)
             elif isinstance(ev, RegionEvent) and ev.graph_index == 0 and ev.compile_id in entries:
@@ -80,7 +81,7 @@ def _lookups(ledger: Ledger, entries: dict[str, Compilation]) -> tuple[list[Call
                 if cid not in known:
                     known.append(cid)  # compiled before the calls kept: its place is unknown, put last
                 n = known.index(cid) + 1
-                cost = sum(latency(c) for c in known[:n])
+                cost = latency(cid)  # the entries before it failed, each at its first check
                 known.insert(0, known.pop(n - 1))
                 hits[cid] = hits.get(cid, 0) + 1
                 f = frames.setdefault(x, [0, 0, 0, 0])
@@ -158,6 +159,7 @@ def analyze_dispatch(ledger: Ledger) -> DispatchSection | None:
     guards = sum(c.guard_count or 0 for c in entries.values())
     basis_rows = [r for r in rows if r.phase == "steady"] or rows
     wall = {c.index: c.wall_ns for c in ledger.calls}
+    regions = {c.index: sum(e.duration_ns for e in c.events if isinstance(e, RegionEvent)) for c in ledger.calls}
     n = len(basis_rows)
     est = sum(r.estimate_ns for r in basis_rows)
     w = sum(wall[r.index] for r in basis_rows)
@@ -187,9 +189,13 @@ def analyze_dispatch(ledger: Ledger) -> DispatchSection | None:
     ident = _hash_id("DP", *sorted((f.file, f.frame_name) for f in frames))
     return DispatchSection(
         sentence=sentence + ".", measured=list(MEASURED), estimated=list(ESTIMATED), basis=BASIS, frames=frames,
-        calls=rows, guard_count=guards, guard_checks=checks, steady_calls=n, per_call_ns=per_call,
-        wall_per_call_ns=round(w / n) if n else None, share=round_float(est / w) if w and timed else None,
-        estimate_ns=_scaled(ledger, rows), capped_calls=sum(1 for r in rows if r.raw_ns > r.estimate_ns),
+        calls=rows, guard_count=guards, guard_checks=checks, steady_calls=n, basis_phase=kind, per_call_ns=per_call,
+        wall_per_call_ns=round(w / n) if n else None,
+        region_per_call_ns=round(sum(regions[r.index] for r in basis_rows) / n) if n else None,
+        island_per_call_ns=round(sum(r.island_ns for r in basis_rows) / n) if n else None,
+        share=round_float(est / w) if w and timed else None,
+        estimate_ns=_scaled(ledger, rows),
+        capped_calls=sum(1 for r in rows if r.raw_ns > r.estimate_ns),
         finding_id=ident, remedies=_remedies(frames, checks), missing=missing,
     )
 
@@ -206,15 +212,3 @@ def rank_dispatch(ranked: list[RankedItem], section: DispatchSection | None, wal
     items.sort(key=lambda it: (-(it.cost_ns if it.cost_ns is not None else -1), order.get(it.axis, 5), it.item_id))
     return [msgspec.structs.replace(it, rank=k) for k, it in enumerate(items, 1)]
 
-
-def frame_rows(section: DispatchSection) -> list[str]:
-    """One line per frame: its entries, guards and estimate (for renderers that list them)."""
-    out = []
-    for f in section.frames:
-        lat = [e.guard_latency_ns for e in f.entries if e.guard_latency_ns is not None]
-        out.append(f"{frame_label(f.frame_name, f.file, f.line, f.user_frame)}: "
-                   f"{counted(len(f.entries), 'cache entry', 'cache entries')}, "
-                   f"{sum(e.guard_count or 0 for e in f.entries):,} guards, PyTorch's latency "
-                   f"{', '.join(fmt_ns(x) for x in lat) or '–'}; {f.lookups:,} lookups checked {f.walked:,} entries "
-                   f"(up to {f.walked_max}), {fmt_ns(f.estimate_ns)} estimated")
-    return out

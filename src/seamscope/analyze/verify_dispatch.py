@@ -53,7 +53,7 @@ def replay(led: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[int, list[in
                 checked = lst[: lst.index(cid) + 1]
                 lst.remove(cid)
                 lst.insert(0, cid)
-            cost = sum(ok[c]["guard_latency_ns"] or 0 for c in checked)
+            cost = (ok[cid]["guard_latency_ns"] or 0) if kind == "region" else 0  # the hit's own guards
             st = frames.setdefault(_frame(cid), [0, 0, 0, 0])
             st[0] += 1
             st[1] += len(checked)
@@ -105,7 +105,8 @@ def check_dispatch(raw: dict[str, Any], fail: Any) -> int:
     steady = [c for c in led["calls"] if c["phase"] == "steady"] or led["calls"]
     if calls:
         est = sum(mine[c["index"]]["estimate_ns"] for c in steady)
-        per = round(est / len(steady)) if steady else None
+        timed = any(c["guard_latency_ns"] is not None for c in ok.values())
+        per = round(est / len(steady)) if steady and timed else None
         checked += 1
         if sec["per_call_ns"] != per or sec["steady_calls"] != len(steady):
             fail(f"dispatch per call {sec['per_call_ns']} over {sec['steady_calls']} calls; "

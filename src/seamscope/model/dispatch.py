@@ -85,6 +85,8 @@ class DispatchSection(Struct, frozen=True):
     """The guard trees' checks by group, summed over every cache entry."""
     steady_calls: int
     """Retained steady calls the per-call figures cover (all retained calls when none is steady)."""
+    basis_phase: str
+    """``steady``, or ``kept`` when no retained call was steady."""
     per_call_ns: int | None
     """Mean estimate per call over those calls."""
     wall_per_call_ns: int | None
@@ -95,6 +97,9 @@ class DispatchSection(Struct, frozen=True):
     """The estimate over every call: each phase's retained calls scaled to the phase's calls."""
     capped_calls: int
     """Retained calls whose estimate was cut to their island time."""
+    region_per_call_ns: int | None = None
+    island_per_call_ns: int | None = None
+    """Mean compiled-region and island time of the same calls: the estimate is part of the islands."""
     finding_id: str = "DP"
     remedies: list[Remedy] = []
     missing: list[str] = []
