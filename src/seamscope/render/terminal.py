@@ -103,7 +103,6 @@ class TerminalRenderer:
                 )
             c.print(t)
             self._device_phases(receipt)
-            self.print_dispatch(receipt)
         if s.break_sites:
             outside = {f.finding_id for f in receipt.findings.findings if OUTSIDE_CALLS in f.missing} \
                 if receipt.findings is not None else set()
@@ -126,6 +125,7 @@ class TerminalRenderer:
             print_located(c, "recompiles", ("compile id", "frame", "call", "failed guard"), rows)
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
+        self.print_dispatch(receipt)
         self.print_watch(receipt)
         if receipt.findings is not None:
             print_compile_time(c, receipt, self.max_rows)
