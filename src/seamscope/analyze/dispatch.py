@@ -30,7 +30,15 @@ from ..ingest.guard_groups import GROUP_WORDS
 from ..model.canonical import round_float
 from ..model.dispatch import CallDispatch, DispatchEntry, DispatchFrame, DispatchSection
 from ..model.headline import RankedItem
-from ..model.ledger import Compilation, CompileEvent, IslandEvent, Ledger, RegionEvent, compile_frame_index
+from ..model.ledger import (
+    Compilation,
+    CompileEvent,
+    IslandEvent,
+    Ledger,
+    RegionEvent,
+    compile_frame_index,
+    shown_frame,
+)
 from ..model.remedy import Remedy
 from .findings_common import _hash_id
 from .units import counted, fmt_ns
@@ -118,7 +126,7 @@ def _remedies(section_frames: list[DispatchFrame], checks: dict[str, int]) -> li
     if many:
         worst = max(many, key=lambda f: (f.walked_max, f.frame))
         rem.append(Remedy(action="fewer_cache_entries", text=(
-            f"fewer cache entries: {worst.frame_name} has {len(worst.entries)}, and a lookup checked up to "
+            f"fewer cache entries: {shown_frame(worst)[0]} has {len(worst.entries)}, and a lookup checked up to "
             f"{worst.walked_max}; remove the recompile causes that made them (the ranked recompile causes), "
             "or mark the changing dimension dynamic")))
     if checks.get("module", 0) * 2 >= sum(checks.values()) > 0:
