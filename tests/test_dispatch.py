@@ -124,3 +124,11 @@ def test_dispatch_is_ranked_with_the_other_findings() -> None:
     ranked = make_receipt(_ledger()).findings.ranked
     assert [r.axis for r in ranked].count("dispatch") == 1
     assert [r.rank for r in ranked] == list(range(1, len(ranked) + 1))
+
+
+def test_reports_name_the_dispatch_item_and_its_frames() -> None:
+    from seamscope.analyze.report_view.findings import ranked_rows
+
+    (row,) = [r for r in ranked_rows(make_receipt(_ledger()), ".") if r.item_id.startswith("DP")]
+    assert row.kind == "dispatch" and row.where == "f.py:1"
+    assert row.beneath[0].startswith("f (f.py:1): 2 cache entries, 20 guards") and "up to 2" in row.beneath[0]
