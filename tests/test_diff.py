@@ -698,7 +698,8 @@ def test_guards_and_dispatch_totals_where_the_findings_have_them() -> None:
     from seamscope.model.dispatch import DispatchSection
 
     def with_dispatch(r: Receipt, guards: int | None, per_call: int = 0) -> Receipt:
-        d = None if guards is None else DispatchSection(sentence="", measured=[], estimated=[], basis="", frames=[], calls=[], guard_count=guards,
+        d = None if guards is None else DispatchSection(
+            sentence="", measured=[], estimated=[], basis="", frames=[], calls=[], guard_count=guards,
                             guard_checks={}, steady_calls=1, basis_phase="steady", per_call_ns=per_call,
                             wall_per_call_ns=None, share=None, estimate_ns=0, capped_calls=0)
         assert r.findings is not None
