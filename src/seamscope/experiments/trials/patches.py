@@ -53,7 +53,9 @@ from ..remedy_spec import (
     parse_target,
     parse_value,
 )
-from ..unified_diff import make, project_root
+from ..unified_diff import make
+from .rewrites.base import rel_path
+from .rewrites.syntax import Source, dotted, insertion_line, is_torch_compile, parents
 
 PATCH_DIR = "trials"
 
@@ -70,100 +72,15 @@ class Patch:
     patch hands ``torch.compile`` something else (a regional patch's blocks)."""
 
 
-def rel_path(script: str) -> str:
-    return os.path.relpath(os.path.abspath(script), project_root(script)).replace(os.sep, "/")
-
-
-class Source:
-    """A file's text and syntax tree, and edits at (line, column) positions in characters."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.lines = text.splitlines(keepends=True)
-        self.tree = ast.parse(text)
-        self.edits: list[tuple[int, int, int, int, str]] = []
-
-    def col(self, line: int, byte_col: int) -> int:
-        """ast's columns count UTF-8 bytes; the text counts characters."""
-        raw = self.lines[line - 1] if line - 1 < len(self.lines) else ""
-        return len(raw.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
-
-    def replace(self, node: ast.AST, text: str) -> None:
-        n: ast.expr = node  # type: ignore[assignment]
-        assert n.end_lineno is not None and n.end_col_offset is not None
-        self.edits.append((n.lineno, self.col(n.lineno, n.col_offset), n.end_lineno,
-                           self.col(n.end_lineno, n.end_col_offset), text))
-
-    def insert(self, line: int, col: int, text: str) -> None:
-        self.edits.append((line, col, line, col, text))
-
-    def insert_lines(self, before_line: int, text: str) -> None:
-        """Whole lines before line ``before_line`` (1-based; one past the end appends)."""
-        if before_line > len(self.lines) and self.lines and not self.lines[-1].endswith("\n"):
-            text = "\n" + text
-        self.edits.append((before_line, 0, before_line, 0, text))
-
-    def result(self) -> str:
-        lines = list(self.lines)
-        if not lines or lines[-1].endswith("\n"):
-            lines.append("")  # the position one past the last line
-        for sl, sc, el, ec, text in sorted(self.edits, key=lambda e: (e[0], e[1], e[2], e[3]), reverse=True):
-            head = lines[sl - 1][:sc]
-            tail = lines[el - 1][ec:]
-            lines[sl - 1:el] = [head + text + tail]
-        return "".join(lines)
-
-
-def _is_torch_compile(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
-            and node.value.id == "torch")
-
-
-def _contains_compile(node: ast.AST) -> bool:
-    return any(_is_torch_compile(n) for n in ast.walk(node))
-
-
-def _imports_torch(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Import) and any(
-        a.asname is None and a.name.split(".")[0] == "torch" or a.asname == "torch" and a.name == "torch"
-        for a in stmt.names)
-
-
 def _imports(stmt: ast.stmt, module: str) -> bool:
     return isinstance(stmt, ast.Import) and any(a.asname is None and a.name == module for a in stmt.names)
-
-
-def insertion_line(src: Source) -> tuple[int, bool]:
-    """(the line before which settings go: after the last import that precedes the first statement
-    holding ``torch.compile``, whether ``torch`` is imported by then)."""
-    body = src.tree.body
-    first = next((i for i, s in enumerate(body) if _contains_compile(s)), len(body))
-    after = 0
-    torch_seen = False
-    for s in body[:first]:
-        if isinstance(s, (ast.Import, ast.ImportFrom)):
-            after = s.end_lineno or s.lineno
-            torch_seen = torch_seen or _imports_torch(s)
-        elif after == 0 and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) \
-                and isinstance(s.value.value, str):
-            after = s.end_lineno or s.lineno  # the module's docstring
-    return after + 1, torch_seen
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return None if inner is None else f"{inner}.{node.attr}"
-    return None
 
 
 def _own_assignment(src: Source, target: str) -> ast.Assign | None:
     """The script's module-level ``TARGET = ...`` statement (the last one)."""
     found = None
     for s in src.tree.body:
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and _dotted(s.targets[0]) == target:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and dotted(s.targets[0]) == target:
             found = s
     return found
 
@@ -177,14 +94,11 @@ def _literal(value: object) -> str:
 def _compile_edits(src: Source, opts: list[tuple[str, object]]) -> bool:
     """Set the keywords on every ``torch.compile`` of the script; False where one cannot be edited."""
     calls, decorators = [], []
-    parents: dict[int, ast.AST] = {}
+    up = parents(src.tree)
     for n in ast.walk(src.tree):
-        for child in ast.iter_child_nodes(n):
-            parents[id(child)] = n
-    for n in ast.walk(src.tree):
-        if not _is_torch_compile(n):
+        if not is_torch_compile(n):
             continue
-        parent = parents.get(id(n))
+        parent = up.get(id(n))
         if isinstance(parent, ast.Call) and parent.func is n:
             if any(k.arg is None for k in parent.keywords) or any(isinstance(a, ast.Starred) for a in parent.args):
                 return False  # **options: the keyword might be there already
@@ -327,9 +241,7 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None) -> Patch | No
     if lines:
         src.insert_lines(where, "".join(ln + "\n" for ln in lines))
     for o in others.values():
-        at, has_torch = insertion_line(o)
-        if not has_torch:
-            o.insert_lines(at, "import torch\n")
+        o.ensure_import()
     diffs = []
     for path, s0 in [(script, src), *others.items()]:
         new = s0.result()
@@ -376,17 +288,17 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     m = re.fullmatch(r"L\['\w+'\](?:\[0\])?((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
     if m is None:
         return None
-    compiles = [n for n in ast.walk(src.tree) if _is_torch_compile(n)]
+    compiles = [n for n in ast.walk(src.tree) if is_torch_compile(n)]
     assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
-                   and _is_torch_compile(n.value.func) and len(n.value.args) == 1
-                   and _dotted(n.value.args[0]) is not None), None)
+                   and is_torch_compile(n.value.func) and len(n.value.args) == 1
+                   and dotted(n.value.args[0]) is not None), None)
     keywords = assign.value.keywords if assign is not None else []  # type: ignore[attr-defined]
     if assign is None or len(compiles) != 1 or any(k.arg is None for k in keywords):
         return None
     call = assign.value
     assert isinstance(call, ast.Call)
-    model = _dotted(call.args[0])
+    model = dotted(call.args[0])
     first, last = assign.lineno, assign.end_lineno or assign.lineno
     indent = src.lines[first - 1][: src.col(first, assign.col_offset)]
     after = src.lines[last - 1][src.col(last, assign.end_col_offset or 0):].strip()
