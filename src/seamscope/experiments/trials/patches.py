@@ -17,10 +17,14 @@ What becomes what:
   of a module below the script's folder (the user's own, not site-packages): ``@torch.compiler.disable``
   above its definition, in that file (the diff then holds both files).
 
-Regional compilation (``--regional CLASS``) becomes a loop over the block instances, at the
-attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` or
-``L['args'][0].layers.0`` → ``for block in model.layers: block.compile(...)``), the compiled name
-then bound to the model itself. Its trial runs the patch too, with ``--calls-of NAME`` (the compiled
+Regional compilation (``--regional CLASS``) becomes a loop over ``model.modules()`` that compiles
+each instance of the class the baseline's compile-time finding saw (``if isinstance(block, CLASS):
+block.compile(...)``), the compiled name then bound to the model itself: found by class, the
+blocks are found wherever they sit below the model and whichever frame traced them (the path the
+finding names, ``L['self'].layer.0``, is relative to that frame's ``self``, an encoder after a
+break). The class is named as the script names it, imported where the script does not; where no
+name can reach it, no patch (:class:`NoPatch`, its reason in ``try``'s ``folded`` lines).
+Its trial runs the patch too, with ``--calls-of NAME`` (the compiled
 name): the patched script hands no whole model to ``torch.compile``, so without it the run's calls
 would be the blocks' (one per block per call); with it the model's calls are the run's calls, the
 blocks' compiled calls nested in them, as under ``--regional`` (observation only: the compilations
@@ -55,7 +59,7 @@ from ..remedy_spec import (
 )
 from ..unified_diff import make
 from .rewrites.base import rel_path
-from .rewrites.syntax import Source, dotted, insertion_line, is_torch_compile, parents
+from .rewrites.syntax import Source, bound_names, dotted, insertion_line, is_torch_compile, parents
 
 PATCH_DIR = "trials"
 
@@ -163,12 +167,13 @@ def _source_of(script: str) -> Source | None:
         return None
 
 
-def spec_patch(spec: RemedySpec, script: str, receipt: Any = None) -> Patch | None:
+def spec_patch(spec: RemedySpec, script: str, receipt: Any = None, why: list[str] | None = None) -> Patch | None:
     """The patch of the script that does what ``spec``'s flags do, all of them in one diff per file
     (a stacked spec, ``--regional CLASS --compile-option dynamic=True --dynamo-config ...``, too:
     the regional loop, its ``block.compile(...)`` given the compile options, and the other parts'
     lines); None where one part cannot be a patch (its runs then use the flags). ``--regional``
-    needs the baseline's ``receipt`` (the attribute path its compile-time finding saw)."""
+    needs the baseline's ``receipt`` (the class its compile-time finding saw); why its part cannot
+    be a patch is added to ``why``."""
     if ".py:" in script or spec.pad is not None or spec.seed is not None or spec.is_empty() or spec.patch \
             or spec.calls_of is not None or len(spec.regional) > 1 or spec.regional and receipt is None:
         return None
@@ -207,9 +212,14 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None) -> Patch | No
     if any(k == "backend" and isinstance(v, str) and ":" in v for k, v in opts):
         return None
     if spec.regional:  # the loop's block.compile(...) takes the compile options
-        calls_of = _regional_edits(src, spec.regional[0], receipt, opts)
-        if calls_of is None:
+        try:
+            calls_of, import_line = _regional_edits(src, spec.regional[0], receipt, opts)
+        except NoPatch as e:
+            if why is not None:
+                why.append(str(e))
             return None
+        if import_line is not None:
+            lines.insert(0, import_line)
     elif opts and not _compile_edits(src, opts):
         return None
     others: dict[str, Source] = {}  # a module of the user's beside the script, by path
@@ -272,51 +282,72 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
     return spec_patch(spec, script, receipt)
 
 
-def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]]) -> str | None:
-    """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` by the loop over the instances of
-    ``cls`` that ``--regional CLASS`` compiles, each ``block.compile(...)`` given the script's keywords
-    with ``opts`` set over them (as ``--compile-option`` overrides them under ``--regional``); returns
-    NAME (the run's ``--calls-of``), None when the path or the call is not that plain."""
-    import re
+class NoPatch(ValueError):
+    """Why a remedy cannot be written as a patch of the script (its runs then use the flags)."""
 
+
+def _block_ref(src: Source, cls: str, module: str) -> tuple[str, str | None]:
+    """How the script names the block's class (the one the run saw: ``cls`` of ``module``), and the
+    import line that binds it where the script has none."""
+    head, _, rest = cls.partition(".")
+    if "<" in cls:
+        raise NoPatch(f"{cls} is defined inside a function: no name of the script reaches it")
+    if module == "__main__":  # the script's own class: at its top level, or nothing names it
+        if any(isinstance(s, ast.ClassDef) and s.name == head for s in src.tree.body):
+            return cls, None
+        raise NoPatch(f"{cls} is not a class at the script's top level")
+    for s in src.tree.body:
+        if isinstance(s, ast.ImportFrom) and s.module == module and not s.level:
+            if (a := next((a for a in s.names if a.name == head), None)) is not None:
+                return ".".join(filter(None, (a.asname or a.name, rest))), None
+        if isinstance(s, ast.Import) and (a := next((a for a in s.names if a.name == module), None)) is not None:
+            return f"{a.asname or module}.{cls}", None
+    if head in bound_names(src.tree):
+        raise NoPatch(f"the script uses the name {head} for something else (the class is {module}.{cls})")
+    return cls, f"from {module} import {head}"
+
+
+def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]]) -> tuple[str, str | None]:
+    """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` by a loop over ``MODEL.modules()``
+    that compiles each instance of the block's class (found by the class the baseline's finding
+    saw, wherever it sits below MODEL and whichever frame traced it), each ``block.compile(...)``
+    given the script's keywords with ``opts`` set over them (as ``--compile-option`` overrides
+    them under ``--regional``). Returns NAME (the run's ``--calls-of``) and the import line the
+    class needs, if any; raises :class:`NoPatch` where the call or the class is not that plain."""
     findings = getattr(receipt, "findings", None)
-    if findings is None or findings.compile_time is None:
-        return None
-    block = next((ct.block for ct in findings.compile_time.findings
+    block = next((ct.block for ct in (findings.compile_time.findings if findings and findings.compile_time else [])
                   if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == cls), None)
-    # the model as the compiled frame names it: L['self'], or L['args'][0] for a module's _call_impl
-    m = re.fullmatch(r"L\['\w+'\](?:\[0\])?((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
-    if m is None:
-        return None
+    if block is None:
+        raise NoPatch(f"no repeated-block finding of the baseline saw {cls}")
+    ref, import_line = _block_ref(src, cls, block.module)
     compiles = [n for n in ast.walk(src.tree) if is_torch_compile(n)]
     assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
                    and is_torch_compile(n.value.func) and len(n.value.args) == 1
                    and dotted(n.value.args[0]) is not None), None)
-    keywords = assign.value.keywords if assign is not None else []  # type: ignore[attr-defined]
-    if assign is None or len(compiles) != 1 or any(k.arg is None for k in keywords):
-        return None
+    if assign is None or len(compiles) != 1:
+        raise NoPatch("the script does not hand one model to one `NAME = torch.compile(MODEL, ...)`")
     call = assign.value
     assert isinstance(call, ast.Call)
+    if any(k.arg is None for k in call.keywords) or not src.alone(assign):
+        raise NoPatch("its torch.compile call takes **options or shares its line")
     model = dotted(call.args[0])
-    first, last = assign.lineno, assign.end_lineno or assign.lineno
-    indent = src.lines[first - 1][: src.col(first, assign.col_offset)]
-    after = src.lines[last - 1][src.col(last, assign.end_col_offset or 0):].strip()
-    if indent.strip() or (after and not after.startswith("#")):
-        return None
     given = dict(opts)
     kwargs = [f"{k.arg}={_literal(given.pop(k.arg))}" if k.arg in given else ast.get_source_segment(src.text, k) or ""
               for k in call.keywords]
     kwargs += [f"{k}={_literal(v)}" for k, v in given.items()]
     name: str = assign.targets[0].id  # type: ignore[attr-defined]
-    loop = (f"{indent}for block in {model}{m.group(1)}:  # each {block.cls if block else 'block'} compiled once, "
-            f"one compilation serving them all\n{indent}    block.compile({', '.join(kwargs)})\n"
+    indent = src.indent(assign)
+    loop = (f"{indent}for block in {model}.modules():  # each {cls} compiled once, one compilation serving them all\n"
+            f"{indent}    if isinstance(block, {ref}):\n"
+            f"{indent}        block.compile({', '.join(kwargs)})\n"
             f"{indent}{name} = {model}\n")
+    first, last = assign.lineno, assign.end_lineno or assign.lineno
     if last == len(src.lines) and not src.lines[-1].endswith("\n"):  # the last line, without a newline
         src.edits.append((first, 0, last, len(src.lines[-1]), loop[:-1]))
     else:
         src.edits.append((first, 0, last + 1, 0, loop))
-    return name
+    return name, import_line
 
 
 def write_patch(out: str, name: str, patch: Patch) -> str:
@@ -328,12 +359,14 @@ def write_patch(out: str, name: str, patch: Patch) -> str:
     return path
 
 
-def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> None:
+def attach(drafts: list[Any], out: str, script: str, receipt: Any = None, notes: list[str] | None = None) -> None:
     """Give each catalogue draft that can be a patch of the script its patch, written to
     ``OUT/trials/NAME.patch``: its runs apply it instead of its flags (a regional draft's with
     ``--calls-of``, see above). A user's ``--candidate`` and a process-start candidate (a warm cache,
     compile threads) keep their flags (one that is a single ``--patch`` is shown with its diff); a
-    code-change draft comes with its diff."""
+    code-change draft comes with its diff. A draft whose patch cannot be made for the script (a
+    regional block no name of the script reaches) keeps its flags, and ``notes`` gets a
+    ``no patch: NAME: why`` line."""
     for d in drafts:
         if d.origin == "user" and len(d.spec.patch) == 1 and d.spec.flags() == [
                 "--patch", d.spec.patch[0], *(["--calls-of", d.spec.calls_of] if d.spec.calls_of else [])]:
@@ -346,9 +379,12 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> Non
             continue
         if d.origin == "user" or d.start or d.env or d.patch:
             continue
+        why: list[str] = []
         p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff \
-            else spec_patch(d.spec, script, receipt)
+            else spec_patch(d.spec, script, receipt, why)
         if p is None:
+            if notes is not None and why:
+                notes.append(f"no patch: {d.name}: {why[0]}; its runs use its flags ({' '.join(d.spec.flags())})")
             continue
         d.patch = write_patch(out, d.name, p)
         d.diff, d.review = p.diff, p.review

@@ -406,7 +406,7 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = unique_names(drafts)
-    attach_patches(drafts, setup.out, setup.script, first.receipt)  # each run applies its patch: measured as applied
+    attach_patches(drafts, setup.out, setup.script, first.receipt, folded)  # its runs apply it: measured as applied
     st.drafts = drafts
     st.extras = {d.name: e for d in drafts if (e := extra_for(d, setup.out)) is not None}
     if not any(d.start for d in drafts):
