@@ -291,6 +291,39 @@ def test_a_block_below_an_encoder_seen_in_the_encoders_frame_gets_a_regional_pat
     assert patched[0] == patched[3] == 1 and patched[2] == 0
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_an_optimizers_lr_under_a_scheduler_becomes_a_tensor_and_the_step_no_longer_recompiles(
+        tmp_path, monkeypatch, dynamo_reset):
+    """``@torch.compile def opt_step(): opt.step()`` under ``StepLR``: the baseline recompiles the
+    optimizer's step on the new ``lr`` (a guard in PyTorch's own ``Adam.step`` frame); the
+    ``tensor-attr-lr`` patch makes it a tensor where the optimizer is made, ``git apply`` takes it,
+    and the patched copy recompiles no more, its trained weights those of the script as it is."""
+    import torch
+
+    from seamscope.experiments.trials.rewrites import rewrites
+    from seamscope.ingest.receipt import load_receipt
+
+    script = "lr_schedule.py"
+    shutil.copy(os.path.join(W, script), tmp_path / script)
+    monkeypatch.chdir(tmp_path)
+    base = _run(script, [], tmp_path / "b")
+    (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), script)
+            if d.name.startswith("tensor-attr")]
+    assert d.name == "tensor-attr-lr" and d.origin.startswith("FR") and d.review
+    assert "+opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(1e-3))\n" in (d.diff or "")
+    (tmp_path / "copy").mkdir()
+    shutil.copy(tmp_path / script, tmp_path / "copy" / script)
+    (tmp_path / "copy" / "p.patch").write_text(d.diff or "")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "copy", check=True)
+    subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "copy", check=True)
+    patched = _run(str(tmp_path / "copy" / script), [], tmp_path / "p")
+    assert base[1] == 1 and patched[1] == 0  # (compilations, recompiles, break sites, unique graphs)
+    assert base[0] == patched[0] + 1
+    before, after = (torch.load(tmp_path / w / "weights.pt") for w in (".", "copy"))
+    for k in before:
+        torch.testing.assert_close(after[k], before[k])
+
+
 def test_a_stacked_specs_composed_patch_compiles_as_its_flags_do(tmp_path, monkeypatch, dynamo_reset):
     """``--regional Block --compile-option dynamic=true --dynamo-config ...`` as one patch, run as
     ``try`` runs it (``--patch P --calls-of compiled``), on the blocks called on three batch sizes:

@@ -36,8 +36,8 @@ def test_every_rewrite_module_is_in_the_tuple_and_an_unlisted_one_is_found(tmp_p
     assert unregistered(folder) == []
     copy = tmp_path / "rewrites"
     shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "tensor_attr.py").write_text('class TensorAttr:\n    name = "tensor-attr"\n')
-    assert unregistered(str(copy)) == ["tensor_attr"]  # planted: a rewrite module nobody listed
+    (copy / "tensor_planted.py").write_text('class TensorPlanted:\n    name = "tensor-planted"\n')
+    assert unregistered(str(copy)) == ["tensor_planted"]  # planted: a rewrite module nobody listed
 
 
 def test_each_rewrite_is_named_after_its_module_and_once():

@@ -15,7 +15,9 @@ Adding a rewrite is one module and one line here (a test fails for a module not 
   ``torch.where``;
 - :mod:`.tensor_cond`: such an ``if``/``else`` with longer branches, as ``torch.cond``;
 - :mod:`.always_pass`: an optional argument a frame recompiled on being ``None``, always passed;
-- :mod:`.tensor_scalar`: a Python number a frame recompiled on the value of, passed as a 0-d tensor.
+- :mod:`.tensor_scalar`: a Python number a frame recompiled on the value of, passed as a 0-d tensor;
+- :mod:`.tensor_attr`: an optimizer's ``lr`` the step recompiled on (an LR scheduler's), made a
+  0-d tensor where the optimizer is made.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ from .always_pass import AlwaysPass
 from .base import Edit, Rewrite, draft
 from .guard_logging import GuardLogging
 from .syntax import Source
+from .tensor_attr import TensorAttr
 from .tensor_cond import TensorCond
 from .tensor_scalar import TensorScalar
 from .tensor_where import TensorWhere
 
-REWRITES: tuple[Rewrite, ...] = (GuardLogging(), TensorWhere(), TensorCond(), AlwaysPass(), TensorScalar())
+REWRITES: tuple[Rewrite, ...] = (
+    GuardLogging(), TensorWhere(), TensorCond(), AlwaysPass(), TensorScalar(), TensorAttr(),
+)
 """Every rewrite, in the order their candidates are listed."""
 
 __all__ = ["REWRITES", "Edit", "Rewrite", "draft", "rewrites"]
