@@ -46,6 +46,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +168,33 @@ def _source_of(script: str) -> Source | None:
         return None
 
 
+def _disable_edits(targets: Sequence[str], script: str, src: Source,
+                   stem: str) -> tuple[dict[str, Source], bool] | None:
+    """``@torch.compiler.disable`` above each target's definition, in the script (``src``) or in a
+    module of the user's beside it; returns those modules' sources by path, and whether the script
+    got one; None where a target is neither."""
+    others: dict[str, Source] = {}
+    script_disable = False
+    for d in targets:
+        mod, qual = parse_target("--disable", d)
+        where_src = src
+        if mod in (*SCRIPT_MODULES, stem):
+            script_disable = True
+        else:
+            path = own_module_file(mod, script)
+            found = None if path is None else others[path] if path in others else _source_of(path)
+            if path is None or found is None:
+                return None
+            where_src = others[path] = found
+        node = _find_def(where_src.tree, qual)
+        if node is None:
+            return None
+        first = min([node.lineno, *(x.lineno for x in node.decorator_list)])
+        indent = where_src.lines[first - 1][: where_src.col(first, node.col_offset)]
+        where_src.insert_lines(first, f"{indent}@torch.compiler.disable\n")
+    return others, script_disable
+
+
 def spec_patch(spec: RemedySpec, script: str, receipt: Any = None, why: list[str] | None = None) -> Patch | None:
     """The patch of the script that does what ``spec``'s flags do, all of them in one diff per file
     (a stacked spec, ``--regional CLASS --compile-option dynamic=True --dynamo-config ...``, too:
@@ -222,30 +250,10 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None, why: list[str
             lines.insert(0, import_line)
     elif opts and not _compile_edits(src, opts):
         return None
-    others: dict[str, Source] = {}  # a module of the user's beside the script, by path
-    script_disable = False
-    for d in spec.disable:
-        mod, qual = parse_target("--disable", d)
-        where_src = src
-        if mod in (*SCRIPT_MODULES, stem):
-            script_disable = True
-        else:
-            path = own_module_file(mod, script)
-            if path is None:
-                return None
-            if path not in others:
-                try:
-                    with open(path, encoding="utf-8") as f:
-                        others[path] = Source(f.read())
-                except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-                    return None
-            where_src = others[path]
-        node = _find_def(where_src.tree, qual)
-        if node is None:
-            return None
-        first = min([node.lineno, *(x.lineno for x in node.decorator_list)])
-        indent = where_src.lines[first - 1][: where_src.col(first, node.col_offset)]
-        where_src.insert_lines(first, f"{indent}@torch.compiler.disable\n")
+    disabled = _disable_edits(spec.disable, script, src, stem)
+    if disabled is None:
+        return None
+    others, script_disable = disabled
     if not torch_seen and (lines or script_disable):
         lines.insert(0, "import torch")
     if lines:
