@@ -58,8 +58,9 @@ from ..remedy_spec import (
     parse_target,
     parse_value,
 )
+from ..source_file import SourceUnusable, patch_bytes, read_source
+from ..source_file import rel_path as rel_path
 from ..unified_diff import make
-from .rewrites.base import rel_path
 from .rewrites.syntax import Source, bound_names, dotted, insertion_line, is_torch_compile, parents
 
 PATCH_DIR = "trials"
@@ -162,9 +163,8 @@ def _find_def(tree: ast.Module, qual: str) -> ast.FunctionDef | ast.AsyncFunctio
 def _source_of(script: str) -> Source | None:
     """The script's source, parsed; None where it cannot be read or parsed (no patch then)."""
     try:
-        with open(script, encoding="utf-8") as f:
-            return Source(f.read())
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return Source(read_source(script).text)
+    except (SyntaxError, ValueError):  # SourceUnusable too
         return None
 
 
@@ -358,12 +358,15 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     return name, import_line
 
 
-def write_patch(out: str, name: str, patch: Patch) -> str:
-    """``OUT/trials/NAME.patch``; returns its path."""
+def write_patch(out: str, name: str, patch: Patch, script: str | None = None) -> str:
+    """``OUT/trials/NAME.patch``; returns its path. With ``script``: each file's part in that file's
+    own line endings, byte-order mark and encoding (:func:`.source_file.patch_bytes`;
+    :class:`SourceUnusable` where it cannot be)."""
+    data = patch.diff.encode("utf-8") if script is None else patch_bytes(patch.diff, script)
     path = os.path.join(out, PATCH_DIR, f"{name}.patch")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(patch.diff)
+    with open(path, "wb") as f:
+        f.write(data)
     return path
 
 
@@ -374,8 +377,9 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None, notes:
     compile threads) keep their flags (one that is a single ``--patch`` is shown with its diff); a
     code-change draft comes with its diff. A draft whose patch cannot be made for the script (a
     regional block no name of the script reaches) keeps its flags, and ``notes`` gets a
-    ``no patch: NAME: why`` line."""
-    for d in drafts:
+    ``no patch: NAME: why`` line; so does one whose file cannot hold a patch (mixed line endings, a
+    character its encoding lacks)."""
+    for d in list(drafts):
         if d.origin == "user" and len(d.spec.patch) == 1 and d.spec.flags() == [
                 "--patch", d.spec.patch[0], *(["--calls-of", d.spec.calls_of] if d.spec.calls_of else [])]:
             try:  # the user's own patch: shown and written as the catalogue's are
@@ -394,6 +398,13 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None, notes:
             if notes is not None and why:
                 notes.append(f"no patch: {d.name}: {why[0]}; its runs use its flags ({' '.join(d.spec.flags())})")
             continue
-        d.patch = write_patch(out, d.name, p)
+        try:
+            d.patch = write_patch(out, d.name, p, script)
+        except SourceUnusable as e:
+            if notes is not None and f"no patch: {e}" not in notes:
+                notes.append(f"no patch: {e}")
+            if d.diff:  # a code change no flag makes: without its patch there is nothing to run
+                drafts[:] = [x for x in drafts if x is not d]
+            continue
         d.diff, d.review = p.diff, p.review
         d.calls_of = p.calls_of or d.calls_of

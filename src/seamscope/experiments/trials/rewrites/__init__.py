@@ -23,6 +23,7 @@ Adding a rewrite is one module and one line here (a test fails for a module not 
 from __future__ import annotations
 
 from ....model.receipt import Receipt
+from ...source_file import read_source
 from ..draft import Draft
 from .always_pass import AlwaysPass
 from .base import Edit, Rewrite, draft
@@ -47,8 +48,7 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
     if ".py:" in script:
         return []
     try:
-        with open(script, encoding="utf-8") as f:
-            source = Source(f.read())
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        source = Source(read_source(script).text)  # normal form: decoded, no BOM, "\n" line endings
+    except (SyntaxError, ValueError):  # SourceUnusable too
         return []
     return [draft(e) for r in REWRITES for e in r.find(receipt, script, source)]

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 from ....model.normalize import project_root
 from ....model.receipt import Receipt
 from ...remedy_spec import RemedySpec
+from ...source_file import rel_path
 from ...unified_diff import make
-from ...unified_diff import project_root as patch_root
 from ..draft import Draft
 from .syntax import Source
 
@@ -52,11 +52,6 @@ def draft(edit: Edit) -> Draft:
     return Draft(name=edit.name[:48], spec=RemedySpec(), origin=edit.origin, targets=edit.targets,
                  cost_ns=edit.cost_ns, diff=make(edit.before, edit.after, edit.path), change=edit.change,
                  review=edit.review)
-
-
-def rel_path(script: str) -> str:
-    """The script relative to the patch's root (:func:`..unified_diff.project_root`), with ``/``."""
-    return os.path.relpath(os.path.abspath(script), patch_root(script)).replace(os.sep, "/")
 
 
 def is_script_file(file: str, script: str) -> bool:
