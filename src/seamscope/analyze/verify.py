@@ -25,6 +25,7 @@ from typing import Any
 
 from ..ingest.receipt import parse_receipt_raw, read_receipt_bytes
 from ..model.ledger import compile_frame_index
+from .verify_dispatch import check_dispatch
 from .verify_hashes import expand_guard_table, receipt_hash, structure_hash
 
 PHASES = ("cold", "steady", "fallback")
@@ -56,6 +57,7 @@ CODES = {
     "COMPARISON_MISMATCH": "a comparison figure differs from the receipts it compares",
     "COMPARISON_LINK_BROKEN": "a comparison names a receipt hash that is not this/the baseline's",
     "INPUT_TRACE_DIFFERS": "a comparison compares runs fed different inputs",
+    "DISPATCH_MISMATCH": "a dispatch figure differs from the guard figures and region runs it is made of",
 }
 
 
@@ -524,6 +526,7 @@ def check_receipt(raw: dict[str, Any], v: Verification | None = None) -> Verific
         )
     _check_phases(v, raw, truth, complete, hidden)
     _check_counts(v, raw, complete)
+    v.checks += check_dispatch(raw, lambda m: v.fail("DISPATCH_MISMATCH", m))
     return v
 
 
