@@ -47,7 +47,7 @@ from ..model.ranks import (
 )
 from ..model.receipt import Receipt
 from .stats import median, quantile
-from .units import fmt_ns, number_ranges
+from .units import fmt_change, fmt_ns, number_ranges, percent_change
 
 #: Steady calls each rank needs before its steady time is compared: fewer give no usable spread.
 MIN_STEADY_CALLS = 5
@@ -567,9 +567,9 @@ def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
         steady = [c for c in e.calls if c.phase == "steady"]
         beyond = [c.index for c in steady if abs(c.wall_ns - m_ref) > band]
         first = beyond[0] if beyond else (steady[0].index if steady else None)
-        pct = (m - m_ref) / m_ref if m_ref else 0.0
+        pct = percent_change(m_ref, m) or 0.0
         found.append((pct, e.rank, first, f"rank {e.rank} steady median {fmt_ns(m)} vs {fmt_ns(m_ref)} on rank "
-                      f"{ref.rank} ({pct:+.0%}; noise band ±{fmt_ns(band)})"))
+                      f"{ref.rank} ({fmt_change(pct, 0)}; noise band ±{fmt_ns(band)})"))
     # One divergence for the slower ranks and one for the faster: with hundreds of ranks, two lines.
     out = []
     for side in ([f for f in found if f[0] > 0], [f for f in found if f[0] < 0]):
@@ -581,7 +581,7 @@ def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
         if len(side) > 1:
             rest = side[1:]
             detail += f"; also {_who(sorted(f[1] for f in rest))} (" + ", ".join(
-                f"rank {f[1]} {f[0]:+.0%}" for f in rest[:4]) + (", …" if len(rest) > 4 else "") + ")"
+                f"rank {f[1]} {fmt_change(f[0], 0)}" for f in rest[:4]) + (", …" if len(rest) > 4 else "") + ")"
         out.append(Divergence(kind="steady_time", ranks=sorted(f[1] for f in side), reference_ranks=[ref.rank],
                               first_call=min(firsts) if firsts else None, detail=detail))
     return out
