@@ -310,6 +310,12 @@ COPIES = ("_pct", "_fmt_pct", "_short", "_is_library", "_library_package", "_pro
 """Names the rules above once had in several modules."""
 
 
+@functools.cache
+def _tree(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once per text (read-only: the checks below share it)."""
+    return ast.parse(text)
+
+
 def rule_definitions() -> dict[str, list[str]]:
     """Name → the modules that define it at their top level (a function, a class, an assignment)."""
     out: dict[str, list[str]] = {}
@@ -317,7 +323,7 @@ def rule_definitions() -> dict[str, list[str]]:
         if name in INDEPENDENT:
             continue
         with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
+            tree = _tree(f.read())
         for n in tree.body:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 out.setdefault(n.name, []).append(name)
@@ -334,7 +340,7 @@ def retyped_rules() -> list[str]:
     found = []
     for name, path in sorted(_modules().items()):
         with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
+            tree = _tree(f.read())
         docs = {id(n.body[0].value) for n in ast.walk(tree)
                 if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                 and n.body and isinstance(n.body[0], ast.Expr)}
