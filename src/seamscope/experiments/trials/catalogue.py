@@ -20,6 +20,7 @@ from ...model.receipt import Receipt
 from ..remedy_spec import per_callable_limit, spec_from_words
 from ..source_file import read_source
 from .draft import Draft
+from .rewrites.skipped_frame import regional_classes, wasted_ns
 from .rewrites.syntax import is_torch_compile
 
 CAP = 8
@@ -287,6 +288,11 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 buckets = buckets_for(workload_lengths or [])
                 if buckets is not None:
                     mine.append(draft(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost))
+        site = next((b for b in receipt.ledger.break_sites if b.site_id == f.site_id), None) if f.site_id else None
+        if site is not None and site.frame_skipped:  # a frame traced for nothing: compile what it calls
+            for cls in regional_classes(receipt, script)[:1]:
+                cost = max(cost or 0, wasted_ns(receipt, site.compile_ids))
+                mine.append(draft(f"regional {cls}", ["--regional", cls], f.finding_id, f.sentence, cost))
         if ch is not None and ch.pattern == "value" and _user_values(ch.subjects):
             # an int that changes every call, specialised as a constant: dynamic=True makes it symbolic
             mine.insert(0, draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost))

@@ -22,7 +22,9 @@ each instance of the class the baseline's compile-time finding saw (``if isinsta
 block.compile(...)``), the compiled name then bound to the model itself: found by class, the
 blocks are found wherever they sit below the model and whichever frame traced them (the path the
 finding names, ``L['self'].layer.0``, is relative to that frame's ``self``, an encoder after a
-break). The class is named as the script names it, imported where the script does not; where no
+break). A frame Dynamo traced and gave up on (a break in a loop) gets the same loop
+for the script's class whose frames compiled on their own under it (its blocks).
+The class is named as the script names it, imported where the script does not; where no
 name can reach it, no patch (:class:`NoPatch`, its reason in ``try``'s ``folded`` lines).
 Its trial runs the patch too, with ``--calls-of NAME`` (the compiled
 name): the patched script hands no whole model to ``torch.compile``, so without it the run's calls
@@ -61,6 +63,7 @@ from ..remedy_spec import (
 from ..source_file import SourceUnusable, patch_bytes, read_source
 from ..source_file import rel_path as rel_path
 from ..unified_diff import make
+from .rewrites.skipped_frame import regional_classes
 from .rewrites.syntax import Source, bound_names, dotted, insertion_line, is_torch_compile, parents
 
 PATCH_DIR = "trials"
@@ -241,7 +244,7 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None, why: list[str
         return None
     if spec.regional:  # the loop's block.compile(...) takes the compile options
         try:
-            calls_of, import_line = _regional_edits(src, spec.regional[0], receipt, opts)
+            calls_of, import_line = _regional_edits(src, spec.regional[0], receipt, opts, script)
         except NoPatch as e:
             if why is not None:
                 why.append(str(e))
@@ -315,7 +318,8 @@ def _block_ref(src: Source, cls: str, module: str) -> tuple[str, str | None]:
     return cls, f"from {module} import {head}"
 
 
-def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]]) -> tuple[str, str | None]:
+def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]],
+                    script: str) -> tuple[str, str | None]:
     """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` by a loop over ``MODEL.modules()``
     that compiles each instance of the block's class (found by the class the baseline's finding
     saw, wherever it sits below MODEL and whichever frame traced it), each ``block.compile(...)``
@@ -325,9 +329,11 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     findings = getattr(receipt, "findings", None)
     block = next((ct.block for ct in (findings.compile_time.findings if findings and findings.compile_time else [])
                   if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == cls), None)
-    if block is None:
-        raise NoPatch(f"no repeated-block finding of the baseline saw {cls}")
-    ref, import_line = _block_ref(src, cls, block.module)
+    module = block.module if block is not None else "__main__" if getattr(receipt, "ledger", None) is not None \
+        and cls in regional_classes(receipt, script) else None  # the blocks of a frame Dynamo gave up on
+    if module is None:
+        raise NoPatch(f"no repeated-block finding of the baseline saw {cls}, nor a frame it gave up on that calls it")
+    ref, import_line = _block_ref(src, cls, module)
     compiles = [n for n in ast.walk(src.tree) if is_torch_compile(n)]
     assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)

@@ -17,7 +17,11 @@ Adding a rewrite is one module and one line here (a test fails for a module not 
 - :mod:`.always_pass`: an optional argument a frame recompiled on being ``None``, always passed;
 - :mod:`.tensor_scalar`: a Python number a frame recompiled on the value of, passed as a 0-d tensor;
 - :mod:`.tensor_attr`: an optimizer's ``lr`` the step recompiled on (an LR scheduler's), made a
-  0-d tensor where the optimizer is made.
+  0-d tensor where the optimizer is made;
+- :mod:`.skipped_frame`: a frame Dynamo traced and gave up on (a break in a loop), no longer traced
+  (``torch.compiler.disable(recursive=False)``: what it calls still compiles);
+- :mod:`.static_cache`: a ``transformers`` model's ``generate`` that recompiled as its KV cache
+  grew, given ``cache_implementation="static"`` (transformers' recipe for ``torch.compile``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from ..draft import Draft
 from .always_pass import AlwaysPass
 from .base import Edit, Rewrite, draft
 from .guard_logging import GuardLogging
+from .skipped_frame import SkippedFrame
+from .static_cache import StaticCache
 from .syntax import Source
 from .tensor_attr import TensorAttr
 from .tensor_cond import TensorCond
@@ -36,6 +42,7 @@ from .tensor_where import TensorWhere
 
 REWRITES: tuple[Rewrite, ...] = (
     GuardLogging(), TensorWhere(), TensorCond(), AlwaysPass(), TensorScalar(), TensorAttr(),
+    SkippedFrame(), StaticCache(),
 )
 """Every rewrite, in the order their candidates are listed."""
 
