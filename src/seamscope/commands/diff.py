@@ -14,6 +14,7 @@ from ..analyze.display import json_safe, markup, shown
 from ..gates.trusted import load_trusted_receipt
 from ..model.canonical import pretty_bytes
 from ..model.diff import Comparison
+from ..render.console import SeamConsole
 from ..render.receipt_json import write_receipt_files
 from ..render.terminal import SENTENCE, fmt_ns
 
@@ -26,7 +27,7 @@ def _pct(x: float | None) -> str:
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     """Formats the figures the comparison holds; computes nothing."""
-    c = console or Console(highlight=False, emoji=False)
+    c = console or SeamConsole(highlight=False, emoji=False)
     c.print(
         f"[bold]seamscope diff[/bold] · {cmp.calls_before} calls before · {cmp.calls_after} after"
         f" · before {cmp.before_receipt_sha256[:12]} · after {cmp.after_receipt_sha256[:12]}"

@@ -58,11 +58,10 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
             warm: int | None, fail_on_divergence: bool, dynamo_config: tuple[str, ...] = ()) -> int:
     """Probe the workload that FILE.py:FUNC returns (a seamscope.Workload)."""
     need_torch("probe")
-    from rich.console import Console
-
     from ..analyze.display import markup, shown
     from ..experiments.probe import probe
     from ..experiments.workload import load_workload
+    from ..render.console import SeamConsole
     from ..render.probe_table import ProbeTableRenderer
     from ..render.receipt_json import write_receipt_files
     from ..render.terminal import SENTENCE
@@ -76,7 +75,7 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
         layers = [] if backends.strip() in ("", "none") else [b.strip() for b in backends.split(",") if b.strip()]
     settings = dynamo_settings(dynamo_config, workload)
     wl = load_workload(workload)
-    err_console = Console(stderr=True, highlight=False)
+    err_console = SeamConsole(stderr=True, highlight=False)
     from ..capture.adapter import dynamo_config_patch
 
     try:

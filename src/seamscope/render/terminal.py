@@ -20,6 +20,7 @@ from ..model.ledger import shown_frame, shown_frame_name, status_note, status_te
 from ..model.receipt import Receipt
 from ..model.remedy import Remedy
 from .compile_time_table import print_compile_time
+from .console import MIN_WIDTH, SeamConsole
 from .located import Located, piped_width, print_located
 
 
@@ -57,12 +58,14 @@ class TerminalRenderer:
 
     def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
         self._sized = console is not None
-        self.console = console or Console(highlight=False, emoji=False)
+        self.console = console or SeamConsole(highlight=False, emoji=False)
         self.max_rows = max_rows
 
     def _size_for(self, receipt: Receipt) -> None:
-        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations."""
-        if self._sized or self.console.is_terminal or os.environ.get("COLUMNS"):
+        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations.
+        A ``COLUMNS`` narrower than :data:`MIN_WIDTH` (``0``) says nothing usable: as if unset."""
+        columns = os.environ.get("COLUMNS", "")
+        if self._sized or self.console.is_terminal or (columns.isdigit() and int(columns) >= MIN_WIDTH):
             return
         self.console.width = piped_width(_locations(receipt))
 
