@@ -410,6 +410,20 @@ def test_a_breaks_budget_around_graphs_compiled_before_it_fails_saying_it_cannot
             decorated(X)
 
 
+def test_a_budget_tells_a_graph_compiled_after_a_reset_from_one_compiled_before_by_identity() -> None:
+    """After ``torch.compiler.reset()`` Dynamo numbers compile ids from 0/0 again: the graph the
+    budget's own code compiles reuses the id of the graph compiled before it (as a test's fixture
+    that resets, after an earlier test in the same process, does)."""
+    with quiet():
+        scaled(X)  # compiled and run before the budget, as 0/0
+    with quiet(), budget(breaks=0) as w:
+        torch.compiler.reset()
+        scaled(X)  # compiled inside the budget, as 0/0 again
+        scaled(X)
+    assert w.result is not None and w.result.ok, w.result.message()
+    assert {e.compile_id for c in w._calls for e in c.events if type(e).__name__ == "RegionEvent"} == {"0/0"}
+
+
 def test_a_swallowed_ctrl_c_is_raised_again_by_a_callable_compiled_before_the_session() -> None:
     scaled(X)
     with session() as s:

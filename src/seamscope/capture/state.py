@@ -91,8 +91,10 @@ class SessionState:
         self.graphs_before = 0
         """Graphs compiled before the session began (Dynamo can run them): timed where they could be
         swapped for a timed one, but their compilations and break sites are not in the ledger."""
-        self.compiled_before: set[str] = set()
-        """The compile ids of those graphs timed: a call that ran only these made no break it could name."""
+        self.compiled_before: set[tuple[str, int]] = set()
+        """Those graphs timed, each by its compile id and graph index (``RegionEvent``'s): a call
+        that ran only these made no break it could name. The id alone does not tell them from a
+        graph compiled after ``torch.compiler.reset()``, which numbers compile ids from 0/0 again."""
         self.untimed_graphs: int | None = 0
         """Graphs compiled before the session began that could not be timed (None: an unknown
         number); their runs are in no region, so the calls' split into regions and islands is unknown."""

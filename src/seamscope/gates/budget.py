@@ -259,7 +259,7 @@ def evaluate(
     unattributed_compiles: int = 0,
     outside_graph_runs: int = 0,
     graphs_before: int = 0,
-    compiled_before: Collection[str] = (),
+    compiled_before: Collection[tuple[str, int]] = (),
 ) -> BudgetResult:
     """Decide a budget from the calls made inside it (in order) and the ledger they belong to.
 
@@ -267,8 +267,9 @@ def evaluate(
     sign of a model compiled before the budget began (used only to explain an empty budget).
     ``outside_graph_runs``: compiled graphs that ran inside the budget outside any observed call,
     the sign of calls seamscope could not observe (said in the message whenever there are some).
-    ``graphs_before``: graphs compiled before the session began, ``compiled_before`` the compile
-    ids of those timed. Their breaks were made before it: with a ``breaks`` limit, a call in scope
+    ``graphs_before``: graphs compiled before the session began, ``compiled_before`` those timed,
+    each as ``(compile id, graph index)``: a graph, not an id, since Dynamo reuses ids after
+    ``torch.compiler.reset()``. Their breaks were made before it: with a ``breaks`` limit, a call in scope
     that ran no graph compiled inside it (only those) fails the budget, which could not judge it.
     """
     scope = scope_of(calls, budget.phase)
@@ -292,7 +293,7 @@ def evaluate(
         result.notes.append(_outside_note(outside_graph_runs))
     if graphs_before and budget.breaks is not None:
         blind = [c.index for c in scope if c.outcome not in ("fallback", "error")
-                 and not any(isinstance(e, RegionEvent) and e.compile_id not in compiled_before
+                 and not any(isinstance(e, RegionEvent) and (e.compile_id, e.graph_index) not in compiled_before
                              for e in c.events)]
         if blind:
             result.problems.append(
