@@ -1,0 +1,46 @@
+"""Inputs as users keep them: a ``TORCH_TRACE`` log gzip'd to be kept or sent.
+
+GIVEN a log compressed with gzip (whole, in its folder, or cut), WHEN it is imported, THEN it is
+read as the log itself (the same summary), with a note that it was compressed, and a cut archive
+is read as far as it goes, saying so.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from fakes import seamscope_here
+
+LOG = next((Path(__file__).parent / "inputs" / "torch_trace" / "breaks").glob("*.log"))
+
+
+def _summary(folder: Path) -> dict:
+    return json.loads((folder / "receipt.json").read_text())["summary"]  # type: ignore[no-any-return]
+
+
+def test_a_gzipped_torch_trace_log_is_read_as_the_log(tmp_path: Path) -> None:
+    logs = tmp_path / "trace"
+    logs.mkdir()
+    packed = logs / (LOG.name + ".gz")
+    packed.write_bytes(gzip.compress(LOG.read_bytes()))
+    plain = seamscope_here(["import", str(LOG), "--out", str(tmp_path / "plain")], tmp_path)
+    for what, out in ((packed, "file"), (logs, "folder")):
+        got = seamscope_here(["import", str(what), "--out", str(tmp_path / out)], tmp_path)
+        assert got.returncode == 0, got.stderr
+        assert "gzip-compressed: read decompressed" in got.stderr
+        assert _summary(tmp_path / out) == _summary(tmp_path / "plain") and plain.returncode == 0
+        assert _summary(tmp_path / out)["compile_count"] == 11
+
+
+def test_a_cut_gzip_archive_is_read_as_far_as_it_goes_and_says_so(tmp_path: Path) -> None:
+    data = gzip.compress(LOG.read_bytes())
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    got = seamscope_here(["import", str(cut), "--out", str(tmp_path / "out")], tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "the compressed file is cut" in got.stderr
+    assert 0 < _summary(tmp_path / "out")["compile_count"] < 11
+    strict = seamscope_here(["import", str(cut), "--out", str(tmp_path / "s"), "--strict"], tmp_path)
+    assert strict.returncode == 2
