@@ -1,4 +1,5 @@
-"""Inputs as users keep them: a ``TORCH_TRACE`` log gzip'd to be kept or sent.
+"""Inputs as users keep them or get them wrong: a ``TORCH_TRACE`` log gzip'd to be kept or sent, a
+receipt's guard table edited out of range, a ``--patch`` that is no diff.
 
 GIVEN a log compressed with gzip (whole, in its folder, or cut), WHEN it is imported, THEN it is
 read as the log itself (the same summary), with a note that it was compressed, and a cut archive
@@ -11,7 +12,13 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
 from fakes import seamscope_here
+
+from seamscope.errors import UnusableInput
+from seamscope.experiments.remedy_plan import prepare
+from seamscope.experiments.remedy_spec import RemedySpec
+from seamscope.model.guard_table import decode_refs
 
 LOG = next((Path(__file__).parent / "inputs" / "torch_trace" / "breaks").glob("*.log"))
 
@@ -44,3 +51,18 @@ def test_a_cut_gzip_archive_is_read_as_far_as_it_goes_and_says_so(tmp_path: Path
     assert 0 < _summary(tmp_path / "out")["compile_count"] < 11
     strict = seamscope_here(["import", str(cut), "--out", str(tmp_path / "s"), "--strict"], tmp_path)
     assert strict.returncode == 2
+
+
+@pytest.mark.parametrize("run, bad", [([2, -5], -5), ([-5, 2], -5), ([2, 12], 12), ([12, 2], 12)])
+def test_a_guard_table_run_with_an_end_out_of_the_table_names_that_end(run: list[int], bad: int) -> None:
+    with pytest.raises(ValueError, match=rf"^x: guard text {bad} is not in the table of 10$"):
+        decode_refs([run], 10, "x")
+
+
+def test_a_patch_that_is_no_diff_is_refused_naming_the_option_and_the_file(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("remember to try dynamic=True\n")
+    (tmp_path / "s.py").write_text("print(1)\n")
+    with pytest.raises(UnusableInput, match=r"^--patch notes\.txt: the patch holds no file"):
+        prepare(RemedySpec(patch=("notes.txt",)), "s.py")

@@ -228,16 +228,24 @@ class Session(CallHooks, RegionHooks):
             ledger.environment, backend=self._backend, compile_options=dict(self._compile_options)
         )
         warnings = [*self.warnings, *ledger.run.warnings]
-        foreign = self._foreign_calls + (self._lane.foreign_calls if self._lane is not None else 0)
+        foreign = self.foreign_calls
         unobserved = self.outside_graph_runs
-        if unobserved:
+        if unobserved and foreign:  # most likely the other threads' calls: not a callable left unhooked
+            warnings.append(
+                f"{unobserved} compiled graph run(s) happened outside any observed call, and {foreign} "
+                "call(s) were made on another thread while a call was open: such a call runs unobserved (one "
+                "call is observed at a time per process) and its graphs count as runs outside any call, so "
+                "these runs are most likely those calls' (else a compiled callable seamscope could not hook "
+                "ran them: one made with torch._dynamo.optimize, or bound before the session began)"
+            )
+        elif unobserved:
             warnings.append(
                 f"{unobserved} compiled graph run(s) happened outside any observed call: a compiled "
                 "callable seamscope could not hook ran them (one made with torch._dynamo.optimize, or "
                 "with a torch.compile bound before the session began and called in it); compile it "
                 "with torch.compile inside the session, or use seamscope run"
             )
-        if foreign:
+        if foreign and not unobserved:
             warnings.append(
                 f"{foreign} call(s) made on another thread while a call was open were run but not "
                 "observed (one call is observed at a time per process); their graphs count as runs "

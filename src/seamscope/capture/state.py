@@ -137,6 +137,11 @@ class SessionState:
                 self.active and self.builder is not None and self._family is None and not self._interrupted
             )
 
+    @property
+    def foreign_calls(self) -> int:
+        """Calls made on another thread while one was open (run, not observed), on either path."""
+        return self._foreign_calls + (self._lane.foreign_calls if self._lane is not None else 0)
+
     def _claim(self) -> bool:
         """Take the one open-call slot for this thread, atomically under the GIL (a check then a
         set in Python would let two threads open calls at once)."""

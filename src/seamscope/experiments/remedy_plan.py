@@ -192,6 +192,8 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
                 diffs = parse(f.read())
         except (OSError, UnicodeDecodeError) as e:
             raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
+        except UnusableInput as e:  # no diff: the one line names the option and the file
+            raise UnusableInput(f"--patch {p}: {e}") from None
         for d in diffs:
             roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near)] if near else [])
             found = [c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))]

@@ -258,6 +258,7 @@ def evaluate(
     *,
     unattributed_compiles: int = 0,
     outside_graph_runs: int = 0,
+    foreign_calls: int = 0,
     graphs_before: int = 0,
     compiled_before: Collection[tuple[str, int]] = (),
 ) -> BudgetResult:
@@ -267,6 +268,8 @@ def evaluate(
     sign of a model compiled before the budget began (used only to explain an empty budget).
     ``outside_graph_runs``: compiled graphs that ran inside the budget outside any observed call,
     the sign of calls seamscope could not observe (said in the message whenever there are some).
+    ``foreign_calls``: calls made inside the budget on another thread while one was open, run
+    unobserved; their graphs run outside any call, so the message names them, not an unhooked callable.
     ``graphs_before``: graphs compiled before the session began, ``compiled_before`` those timed,
     each as ``(compile id, graph index)``: a graph, not an id, since Dynamo reuses ids after
     ``torch.compiler.reset()``. Their breaks were made before it: with a ``breaks`` limit, a call in scope
@@ -286,11 +289,11 @@ def evaluate(
             why += (f" ({unattributed_compiles} compilation(s) did happen inside the budget, outside "
                     "any observed call.)")
         if outside_graph_runs:
-            why += " " + _outside_note(outside_graph_runs)
+            why += " " + _outside_note(outside_graph_runs, foreign_calls)
         result.problems.append(why)
         return result
     if outside_graph_runs:
-        result.notes.append(_outside_note(outside_graph_runs))
+        result.notes.append(_outside_note(outside_graph_runs, foreign_calls))
     if graphs_before and budget.breaks is not None:
         blind = [c.index for c in scope if c.outcome not in ("fallback", "error")
                  and not any(isinstance(e, RegionEvent) and (e.compile_id, e.graph_index) not in compiled_before
@@ -380,7 +383,14 @@ def evaluate(
     return result
 
 
-def _outside_note(runs: int) -> str:
+def _outside_note(runs: int, foreign: int = 0) -> str:
+    if foreign:
+        return (
+            f"{runs} compiled graph run(s) happened inside the budget outside any observed call, and "
+            f"{foreign} call(s) were made on another thread while a call was open: such a call runs "
+            "unobserved (one call is observed at a time per process), so those calls were not judged; "
+            "make them from one thread, or one at a time."
+        )
     return (
         f"{runs} compiled graph run(s) happened inside the budget outside any observed call, so "
         "their calls were not judged: compile those callables with torch.compile (not "
@@ -417,6 +427,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._calls: list[Call] = []
         self._start_index = 0
         self._outside_start = 0
+        self._foreign_start = 0
         self._known_compiles: set[str] = set()
         self._builder: Any = None
         self._hook: Callable[[Call], None] | None = None
@@ -440,6 +451,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._builder = b
         self._start_index = b.call_count
         self._outside_start = s.outside_graph_runs
+        self._foreign_start = s.foreign_calls
         # Every call closed inside the window is recorded here, whatever the session's retention
         # (a long joined session keeps only a sample of its calls' detail).
 
@@ -473,6 +485,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         )
         self.result = evaluate(self.spec, ledger, self._calls, unattributed_compiles=unattributed,
                                outside_graph_runs=s.outside_graph_runs - self._outside_start,
+                               foreign_calls=s.foreign_calls - self._foreign_start,
                                graphs_before=s.graphs_before, compiled_before=s.compiled_before)
         if not self.result.ok:
             raise BudgetExceeded(self.result.message(), self.result)
