@@ -293,6 +293,8 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         steady_iqr_ns=(q3 - q1) if q1 is not None and q3 is not None else None,
         calls=[_call_view(c) for c in led.calls] if led.run.has_runtime else [],
         compile_calls=[c.call_index for c in led.compilations],
+        torch_version=_i(led.environment.torch_version or "") or None,
+        python_version=_i(led.environment.python_version) or None,
         pg_timeout_ns=_set_or_none(led.run.pg_timeout_ns),
         pg_backend=_set_or_none(led.run.pg_backend),
         status=_i(status_text(led.run.status) or "") or None,
@@ -455,6 +457,7 @@ def find_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
     out: list[Divergence] = []
     if len(entries) < 2:
         return out
+    out += _version_divergences(entries)
 
     def compiled(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
         mine, theirs = _compile_calls(e), _compile_calls(ref)
@@ -535,6 +538,29 @@ def find_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
         out += _group_divergences(entries, lambda e: e.call_count, calls, "call_count")
         out += _time_divergences(entries)
     return out
+
+
+#: What a rank ran on that decides what Dynamo does, as ``RankEntry`` records it: ranks on different
+#: versions compile differently for that reason alone.
+VERSIONED = (("torch", "torch_version"), ("Python", "python_version"))
+
+
+def _version_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
+    """Ranks that ran other versions of torch or Python than the reference ranks; a version a
+    rank does not record (an imported log without one) is not compared."""
+    known = [(name, attr) for name, attr in VERSIONED if all(getattr(e, attr) for e in entries)]
+
+    def ran(e: RankEntry) -> tuple[str, ...]:
+        return tuple(getattr(e, attr) for _, attr in known)
+
+    def versions(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
+        parts = [f"{name} {getattr(e, attr)}, rank {ref.rank} {name} {getattr(ref, attr)}"
+                 for name, attr in known if getattr(e, attr) != getattr(ref, attr)]
+        return 0 if e.has_runtime else None, (
+            f"rank {e.rank} ran " + "; ".join(parts)
+            + ": its compilations, graphs and breaks can differ for that reason alone")
+
+    return _group_divergences(entries, ran, versions, "versions")
 
 
 def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
