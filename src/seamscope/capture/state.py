@@ -43,6 +43,8 @@ class SessionState:
         """The session this one was opened inside (paused until this one stops), or None."""
         self._run: Any = None
         """While ``with`` is open: its ``lifecycle.ObservedRun`` (whose process alone writes at exit)."""
+        self._host: Any = None
+        """The session this one joined: the one open around it that holds its very ``out`` folder."""
         self.output: Any = None
         """With ``out``: the folder's lock and checkpoints while active (``persist.RunOutput``)."""
         self.command = command or []
