@@ -1,5 +1,6 @@
 """Inputs as users keep them or get them wrong: a ``TORCH_TRACE`` log gzip'd to be kept or sent, a
-receipt's guard table edited out of range, a ``--patch`` that is no diff.
+receipt's guard table edited out of range, a ``--patch`` that is no diff, a setting naming a callable
+a library adds only once the script imports it.
 
 GIVEN a log compressed with gzip (whole, in its folder, or cut), WHEN it is imported, THEN it is
 read as the log itself (the same summary), with a note that it was compressed, and a cut archive
@@ -8,13 +9,16 @@ is read as far as it goes, saying so.
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
+import types
 from pathlib import Path
 
 import pytest
 from fakes import seamscope_here
 
+from seamscope.capture.remedies import LateCallables
 from seamscope.errors import UnusableInput
 from seamscope.experiments.remedy_plan import prepare
 from seamscope.experiments.remedy_spec import RemedySpec
@@ -66,3 +70,15 @@ def test_a_patch_that_is_no_diff_is_refused_naming_the_option_and_the_file(tmp_p
     (tmp_path / "s.py").write_text("print(1)\n")
     with pytest.raises(UnusableInput, match=r"^--patch notes\.txt: the patch holds no file"):
         prepare(RemedySpec(patch=("notes.txt",)), "s.py")
+
+
+def test_a_callable_a_library_adds_later_is_found_when_dynamo_reads_the_setting() -> None:
+    lib = types.SimpleNamespace(Logger=types.SimpleNamespace())
+    late = LateCallables(["print"], [(lib, "logging", "Logger.note_once")])
+    assert "logging:Logger.note_once (looked up as the script runs)" in repr(late)
+
+    def note_once() -> None: ...
+
+    lib.Logger.note_once = note_once  # the library is imported by the script
+    assert note_once in late and late.pending == [] and set(late) == {"print", note_once}
+    assert type(copy.deepcopy(late)) is set  # Dynamo copies its settings to log them

@@ -29,7 +29,7 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
     if not any(i.partition("=")[0].endswith("+") for i in items):
         return parse_settings(items)
     from ..capture import adapter
-    from ..capture.remedies import resolve
+    from ..capture.remedies import late_callables
     from ..experiments.remedy_plan import prepare
     from ..experiments.remedy_spec import RemedySpec
 
@@ -38,7 +38,7 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
     out: dict[str, object] = dict(plan.settings)
     for name, targets in plan.additions.items():
         current = adapter.dynamo_setting(name)[1]
-        out[name] = set(current) | {resolve(m, q, f"--dynamo-config {name}+=") for m, q in targets}
+        out[name] = late_callables(name, current, targets)
     return out
 
 
