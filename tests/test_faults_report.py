@@ -1,0 +1,64 @@
+"""The report as a reader meets it: no raw dump of a receipt's fields in the visible page, a snippet
+of a decorated frame at its ``def``.
+
+GIVEN a receipt with findings, WHEN its HTML report is rendered, THEN the findings' raw fields
+(``cost_ns``, ``remedy.try_with``, JSON in cells) are only inside a collapsed ``<details>``; GIVEN a
+frame recorded at its first decorator, THEN its snippet highlights the ``def``.
+"""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+from fakes import fake_ledger
+
+from seamscope.analyze.receipt import make_receipt
+from seamscope.analyze.report_view.findings import read_context
+from seamscope.render.html import HtmlRenderer
+
+
+class _Visible(HTMLParser):
+    """The table headers outside any closed ``<details>``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = 0  # depth inside <details> elements without `open`
+        self.in_th = False
+        self.headers: list[str] = []
+        self.hidden_headers: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "details" and (self.closed or "open" not in dict(attrs)):
+            self.closed += 1
+        self.in_th = tag == "th"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "details" and self.closed:
+            self.closed -= 1
+        if tag == "th":
+            self.in_th = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_th and data.strip():
+            (self.hidden_headers if self.closed else self.headers).append(data.strip())
+
+
+def test_the_findings_raw_fields_are_only_in_a_collapsed_block() -> None:
+    r = make_receipt(fake_ledger())
+    assert r.findings is not None and r.findings.findings
+    page = _Visible()
+    page.feed(HtmlRenderer().render(r))
+    raw = [h for h in page.headers if "_" in h or "." in h]  # field names: cost_ns, remedy.try_with
+    assert raw == [], raw
+    assert "cost_ns" in page.hidden_headers  # still there for whoever opens it
+
+
+def test_a_decorated_frames_snippet_highlights_its_def(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text("import functools\n\n\ndef deco(f):\n    @functools.wraps(f)\n    @staticmethod\n"
+                   "    def wrapper(*a):\n        return f(*a)\n    return wrapper\n")
+    lines, note = read_context("m.py", 5, str(tmp_path), frame=True)  # Python's co_firstlineno: the decorator
+    assert note == "" and [ln.number for ln in lines if ln.is_site] == [7]
+    lines, _ = read_context("m.py", 5, str(tmp_path))  # a break site stays where it was recorded
+    assert [ln.number for ln in lines if ln.is_site] == [5]
