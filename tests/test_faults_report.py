@@ -15,6 +15,7 @@ from fakes import fake_ledger
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.report_view.findings import read_context
+from seamscope.ingest.torch_trace import import_torch_trace
 from seamscope.render.html import HtmlRenderer
 
 
@@ -62,3 +63,12 @@ def test_a_decorated_frames_snippet_highlights_its_def(tmp_path: Path) -> None:
     assert note == "" and [ln.number for ln in lines if ln.is_site] == [7]
     lines, _ = read_context("m.py", 5, str(tmp_path))  # a break site stays where it was recorded
     assert [ln.number for ln in lines if ln.is_site] == [5]
+
+
+def test_an_imported_logs_recompile_causes_say_nothing_of_calls_it_does_not_record() -> None:
+    log = next((Path(__file__).parent / "inputs" / "torch_trace" / "breaks").glob("*.log"))
+    r = make_receipt(import_torch_trace(str(log)).ledger)
+    assert r.findings is not None and r.findings.causes
+    for c in r.findings.causes:
+        assert " call" not in c.sentence.split(" recompiled ")[0], c.sentence  # "in call outside calls"
+        assert c.sentence.startswith(f"recompile cause {c.cause_id}: {c.change} ")
