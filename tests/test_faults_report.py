@@ -11,12 +11,16 @@ from __future__ import annotations
 from html.parser import HTMLParser
 from pathlib import Path
 
+import msgspec
 from fakes import fake_ledger
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.report_view.findings import read_context
+from seamscope.analyze.watch_view import watch_timeline
 from seamscope.ingest.torch_trace import import_torch_trace
 from seamscope.render.html import HtmlRenderer
+from seamscope.render.markdown import MarkdownRenderer
+from seamscope.render.terminal import TerminalRenderer
 
 
 class _Visible(HTMLParser):
@@ -72,3 +76,18 @@ def test_an_imported_logs_recompile_causes_say_nothing_of_calls_it_does_not_reco
     for c in r.findings.causes:
         assert " call" not in c.sentence.split(" recompiled ")[0], c.sentence  # "in call outside calls"
         assert c.sentence.startswith(f"recompile cause {c.cause_id}: {c.change} ")
+
+
+def test_a_watched_runs_timeline_says_its_time_is_when_the_compilation_began() -> None:
+    led = fake_ledger()
+    comps = [msgspec.structs.replace(c, start_ns=(c.call_index or 0) * 1_000_000) for c in led.compilations]
+    r = make_receipt(msgspec.structs.replace(led, compilations=comps))
+    r = msgspec.structs.replace(r, decision=msgspec.structs.replace(
+        r.decision, warmup_policy="watch: warm-up = the first 1 calls"))
+    timeline = watch_timeline(r)
+    assert timeline is not None and timeline.rows
+    text = TerminalRenderer().render(r)
+    header = next(ln for ln in text.splitlines() if " call " in ln and " kind " in ln)
+    assert header.strip("┃ ").split()[0] == "began", header
+    assert "| began | call |" in MarkdownRenderer().render(r)
+    assert "<th>began</th>" in HtmlRenderer().render(r)

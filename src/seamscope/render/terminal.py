@@ -15,7 +15,7 @@ from ..analyze.display import markup, shown
 from ..analyze.findings import OUTSIDE_CALLS
 from ..analyze.report_view.findings import finding_groups
 from ..analyze.units import counted, fmt_ns
-from ..analyze.watch_view import watch_timeline
+from ..analyze.watch_view import BEGAN, watch_timeline
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
 from ..model.remedy import Remedy
@@ -149,8 +149,8 @@ class TerminalRenderer:
             )
             return
         t = Table(title=f"after warm-up ({markup(w.warmup)}): {counted(len(w.rows), 'event')}", title_justify="left")
-        for col in ("at", "call", "kind", "frame", "cause", "compile"):
-            t.add_column(col, justify="right" if col in ("at", "call", "compile") else "left")
+        for col in (BEGAN, "call", "kind", "frame", "cause", "compile"):
+            t.add_column(col, justify="right" if col in (BEGAN, "call", "compile") else "left")
         for r in w.rows[: self.max_rows]:
             t.add_row(fmt_ns(r.at_ns), "–" if r.call_index is None else str(r.call_index), markup(r.kind),
                       markup(r.frame, 60), markup(r.cause, 100), fmt_ns(r.compile_ns))
