@@ -295,6 +295,7 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         compile_calls=[c.call_index for c in led.compilations],
         torch_version=_i(led.environment.torch_version or "") or None,
         python_version=_i(led.environment.python_version) or None,
+        packages={_i(k): _i(v) for k, v in sorted(led.environment.packages.items())},
         pg_timeout_ns=_set_or_none(led.run.pg_timeout_ns),
         pg_backend=_set_or_none(led.run.pg_backend),
         status=_i(status_text(led.run.status) or "") or None,
@@ -546,16 +547,22 @@ VERSIONED = (("torch", "torch_version"), ("Python", "python_version"))
 
 
 def _version_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
-    """Ranks that ran other versions of torch or Python than the reference ranks; a version a
-    rank does not record (an imported log without one) is not compared."""
+    """Ranks that ran other versions of torch, Python or a tracked library (``transformers``, ...)
+    than the reference ranks; a version a rank does not record (an imported log) is not compared,
+    and a library one rank has and another lacks is a difference ("not installed")."""
     known = [(name, attr) for name, attr in VERSIONED if all(getattr(e, attr) for e in entries)]
+    libraries = sorted({k for e in entries for k in e.packages}) if all(e.packages for e in entries) else []
 
-    def ran(e: RankEntry) -> tuple[str, ...]:
-        return tuple(getattr(e, attr) for _, attr in known)
+    def of(e: RankEntry) -> list[tuple[str, str]]:
+        return ([(name, getattr(e, attr)) for name, attr in known]
+                + [(lib, e.packages.get(lib, "not installed")) for lib in libraries])
+
+    def ran(e: RankEntry) -> tuple[tuple[str, str], ...]:
+        return tuple(of(e))
 
     def versions(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
-        parts = [f"{name} {getattr(e, attr)}, rank {ref.rank} {name} {getattr(ref, attr)}"
-                 for name, attr in known if getattr(e, attr) != getattr(ref, attr)]
+        parts = [f"{name} {mine}, rank {ref.rank} {name} {theirs}"
+                 for (name, mine), (_, theirs) in zip(of(e), of(ref), strict=True) if mine != theirs]
         return 0 if e.has_runtime else None, (
             f"rank {e.rank} ran " + "; ".join(parts)
             + ": its compilations, graphs and breaks can differ for that reason alone")

@@ -100,6 +100,9 @@ class RankEntry(Struct, frozen=True):
     torch_version: str | None = None
     python_version: str | None = None
     """The versions the rank ran (its receipt's ``environment``; None: not recorded)."""
+    packages: dict[str, str] = {}
+    """The tracked libraries' versions it ran (``environment.packages``: ``transformers``, ...;
+    empty: not recorded)."""
     status: str | None = None
     """How the rank's run ended (``completed``, ``terminated (SIGTERM)``, ``incomplete (...)``), as
     its receipt records it; None when it records none (an imported log)."""
