@@ -557,9 +557,6 @@ def _version_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
         return ([(name, getattr(e, attr)) for name, attr in known]
                 + [(lib, e.packages.get(lib, "not installed")) for lib in libraries])
 
-    def ran(e: RankEntry) -> tuple[tuple[str, str], ...]:
-        return tuple(of(e))
-
     def versions(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
         parts = [f"{name} {mine}, rank {ref.rank} {name} {theirs}"
                  for (name, mine), (_, theirs) in zip(of(e), of(ref), strict=True) if mine != theirs]
@@ -567,7 +564,7 @@ def _version_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
             f"rank {e.rank} ran " + "; ".join(parts)
             + ": its compilations, graphs and breaks can differ for that reason alone")
 
-    return _group_divergences(entries, ran, versions, "versions")
+    return _group_divergences(entries, lambda e: tuple(of(e)), versions, "versions")
 
 
 def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
