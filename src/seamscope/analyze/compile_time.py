@@ -121,6 +121,13 @@ def dominant(s: StageSplit) -> Stage | None:
     return max(vals, key=lambda k: (vals[k], -STAGES.index(k)))
 
 
+def inductor_cached(backend: str | None) -> bool:
+    """Whether Inductor's persistent caches (the FX graph and AOTAutograd caches in
+    ``TORCHINDUCTOR_CACHE_DIR``, ``save_cache_artifacts``) can serve the run's backend: inductor,
+    or a backend not recorded (an imported log). ``eager`` and ``aot_eager`` are never served."""
+    return backend is None or str(backend).startswith("inductor")
+
+
 def stage_word(stage: str, backend: str | None) -> str:
     if (
         stage == "aot_autograd"
@@ -539,7 +546,8 @@ def _cold_once(
                 action="skip_rare_frame",
                 text="if the branch is rare, keep it out of compilation (torch.compiler.disable on the function it "
                 "calls, or move it outside the compiled code): it then runs eagerly without a compile; if it recurs "
-                "in production, it is paid once per worker and a warm persistent cache cuts its backend share",
+                "in production, it is paid once per worker"
+                + (" and a warm persistent cache cuts its backend share" if inductor_cached(backend) else ""),
             )],
             frame_name=c.frame_name, file=c.file, line=c.line, stage=dominant(split_of([c])),
         ))
@@ -578,8 +586,14 @@ def _cold_start(
         f"{fmt_ns(cost)} of the first compilations of {counted(len(frames), 'frame')} is explained by no other finding "
         f"(their stages: {split_words(split, backend)}){foreign}"
     )
-    rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",
-                  text=_STAGE_REMEDY.get(stage or "", "compile less code, or keep the caches warm"))]
+    if inductor_cached(backend) or stage == "dynamo":
+        rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",
+                      text=_STAGE_REMEDY.get(stage or "", "compile less code, or keep the caches warm"))]
+    else:  # eager, aot_eager: no persistent cache serves them, whatever the stage
+        rem = [Remedy(action="regional_compile",
+                      text=f"no persistent cache serves the {backend} backend (Inductor's caches serve inductor only): "
+                      "compile less code (compile the repeated block instead of the whole model, keep cold paths "
+                      "out of the compiled code)")]
     return [CompileTimeFinding(
         finding_id=hash_id("CT", "cold_start"), kind="cold_start", rank=0, sentence=sentence, cost_ns=cost,
         total_ns=cost, compile_ids=[c.compile_id for c in left][:64],

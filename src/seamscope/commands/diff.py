@@ -17,6 +17,7 @@ from ..errors import UnusableInput
 from ..gates.trusted import load_trusted_receipt
 from ..model.canonical import pretty_bytes
 from ..model.diff import Comparison
+from ..render.console import SeamConsole
 from ..render.receipt_json import write_receipt_files
 from ..render.terminal import SENTENCE, fmt_ns
 
@@ -53,7 +54,7 @@ def _print_setting_and_totals(cmp: Comparison, c: Console) -> None:
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     """Formats the figures the comparison holds; computes nothing."""
-    c = console or Console(highlight=False, emoji=False)
+    c = console or SeamConsole(highlight=False, emoji=False)
     runs = f" · {cmp.runs_before} runs before · {cmp.runs_after} after" if (cmp.runs_before, cmp.runs_after) != (1, 1) \
         else ""
     c.print(

@@ -30,7 +30,7 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
     if not any(i.partition("=")[0].endswith("+") for i in items):
         return parse_settings(items)
     from ..capture import adapter
-    from ..capture.remedies import resolve
+    from ..capture.remedies import late_callables
     from ..experiments.remedy_plan import prepare
     from ..experiments.remedy_spec import RemedySpec
 
@@ -39,7 +39,7 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
     out: dict[str, object] = dict(plan.settings)
     for name, targets in plan.additions.items():
         current = adapter.dynamo_setting(name)[1]
-        out[name] = set(current) | {resolve(m, q, f"--dynamo-config {name}+=") for m, q in targets}
+        out[name] = late_callables(name, current, targets)
     return out
 
 
@@ -59,11 +59,10 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
             warm: int | None, fail_on_divergence: bool, dynamo_config: tuple[str, ...] = ()) -> int:
     """Probe the workload that FILE.py:FUNC returns (a seamscope.Workload)."""
     need_torch("probe")
-    from rich.console import Console
-
     from ..analyze.display import markup, shown
     from ..experiments.probe import probe
     from ..experiments.workload import load_workload
+    from ..render.console import SeamConsole
     from ..render.probe_table import ProbeTableRenderer
     from ..render.receipt_json import write_receipt_files
     from ..render.terminal import SENTENCE
@@ -77,7 +76,7 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
         layers = [] if backends.strip() in ("", "none") else [b.strip() for b in backends.split(",") if b.strip()]
     settings = dynamo_settings(dynamo_config, workload)
     wl = load_workload(workload)
-    err_console = Console(stderr=True, highlight=False)
+    err_console = SeamConsole(stderr=True, highlight=False)
     from ..capture.adapter import dynamo_config_patch
 
     try:

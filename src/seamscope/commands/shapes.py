@@ -35,8 +35,6 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     PyTorch's reasons, fallbacks, each call's latency (cold or warm), memory after each new length,
     padding work and the total cost, and recommends the cheapest policy that matches eager.
     """
-    from rich.console import Console
-
     from ..analyze.display import markup, shown
     from ..experiments.shapes import (
         lengths_from_file,
@@ -47,6 +45,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
         split_policies,
         study_receipt,
     )
+    from ..render.console import SeamConsole
     from ..render.receipt_json import write_receipt_files
     from ..render.terminal import SENTENCE
 
@@ -61,7 +60,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     for name in names:
         parse_policy(name)  # an unknown policy is named before anything else
     need_torch("shapes")  # after the arguments: a bad one is named whether or not torch is here
-    err = Console(stderr=True, highlight=False)
+    err = SeamConsole(stderr=True, highlight=False)
     study = run_study(
         workload,
         trace,
@@ -82,7 +81,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
 
         write_receipt_files(r, os.path.join(out, "policies", policy_slug(name)))
     plot = None if no_plot else write_plot(receipt.shapes, out)
-    print_study(receipt.shapes, Console(highlight=False, emoji=False))
+    print_study(receipt.shapes, SeamConsole(highlight=False, emoji=False))
     click.echo(f"seamscope: wrote {shown(path, None)}" + (f", {shown(plot, None)}" if plot else ""), err=True)
     if study.error is not None:
         raise study.error

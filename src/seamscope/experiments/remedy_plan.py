@@ -195,6 +195,8 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
                 diffs = parse(f.read().decode("latin-1"))
         except OSError as e:
             raise UnusableInput(f"--patch {p}: cannot read it ({e.strerror or e})") from None
+        except UnusableInput as e:  # no diff: the one line names the option and the file
+            raise UnusableInput(f"--patch {p}: {e}") from None
         for d in diffs:
             name = d.path = d.path.encode("latin-1").decode("utf-8", errors="replace")  # a path is UTF-8
             roots = [os.getcwd()] + ([patch_root(near), os.path.dirname(near), patch_root(os.path.abspath(target)),

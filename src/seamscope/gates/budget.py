@@ -258,8 +258,9 @@ def evaluate(
     *,
     unattributed_compiles: int = 0,
     outside_graph_runs: int = 0,
+    foreign_calls: int = 0,
     graphs_before: int = 0,
-    compiled_before: Collection[str] = (),
+    compiled_before: Collection[tuple[str, int]] = (),
 ) -> BudgetResult:
     """Decide a budget from the calls made inside it (in order) and the ledger they belong to.
 
@@ -267,20 +268,23 @@ def evaluate(
     sign of a model compiled before the budget began (used only to explain an empty budget).
     ``outside_graph_runs``: compiled graphs that ran inside the budget outside any observed call,
     the sign of calls seamscope could not observe (said in the message whenever there are some).
-    ``graphs_before``: graphs compiled before the session began, ``compiled_before`` the compile
-    ids of those timed. Their breaks were made before it: with a ``breaks`` limit, a call in scope
+    ``foreign_calls``: calls made inside the budget on another thread while one was open, run
+    unobserved; their graphs run outside any call, so the message names them, not an unhooked callable.
+    ``graphs_before``: graphs compiled before the session began, ``compiled_before`` those timed,
+    each as ``(compile id, graph index)``: a graph, not an id, since Dynamo reuses ids after
+    ``torch.compiler.reset()``. Their breaks were made before it: with a ``breaks`` limit, a call in scope
     that ran no graph compiled inside it (only those) fails the budget, which could not judge it.
     """
     scope = scope_of(calls, budget.phase)
     result = BudgetResult(budget=budget, calls=len(calls), scope_calls=[c.index for c in scope])
     if not calls:
-        result.problems.append(_nothing_observed(unattributed_compiles, outside_graph_runs))
+        result.problems.append(_nothing_observed(unattributed_compiles, outside_graph_runs, foreign_calls))
         return result
     if outside_graph_runs:
-        result.notes.append(_outside_note(outside_graph_runs))
+        result.notes.append(_outside_note(outside_graph_runs, foreign_calls))
     if graphs_before and budget.breaks is not None:
         blind = [c.index for c in scope if c.outcome not in ("fallback", "error")
-                 and not any(isinstance(e, RegionEvent) and e.compile_id not in compiled_before
+                 and not any(isinstance(e, RegionEvent) and (e.compile_id, e.graph_index) not in compiled_before
                              for e in c.events)]
         if blind:
             result.problems.append(
@@ -306,7 +310,7 @@ def evaluate(
     return result
 
 
-def _nothing_observed(unattributed_compiles: int, outside_graph_runs: int) -> str:
+def _nothing_observed(unattributed_compiles: int, outside_graph_runs: int, foreign_calls: int = 0) -> str:
     why = (
         "no compiled call was observed inside the budget, so nothing was checked. Calls of "
         "callables compiled with torch.compile are observed wherever they were compiled; "
@@ -318,7 +322,7 @@ def _nothing_observed(unattributed_compiles: int, outside_graph_runs: int) -> st
         why += (f" ({unattributed_compiles} compilation(s) did happen inside the budget, outside "
                 "any observed call.)")
     if outside_graph_runs:
-        why += " " + _outside_note(outside_graph_runs)
+        why += " " + _outside_note(outside_graph_runs, foreign_calls)
     return why
 
 
@@ -394,7 +398,14 @@ def _judge_compilations(result: BudgetResult, ledger: Ledger, scope: list[Call],
                 result.fallbacks.append(FallbackItem(e.compile_id, "?", c.index, e.reason))
 
 
-def _outside_note(runs: int) -> str:
+def _outside_note(runs: int, foreign: int = 0) -> str:
+    if foreign:
+        return (
+            f"{runs} compiled graph run(s) happened inside the budget outside any observed call, and "
+            f"{foreign} call(s) were made on another thread while a call was open: such a call runs "
+            "unobserved (one call is observed at a time per process), so those calls were not judged; "
+            "make them from one thread, or one at a time."
+        )
     return (
         f"{runs} compiled graph run(s) happened inside the budget outside any observed call, so "
         "their calls were not judged: compile those callables with torch.compile (not "
@@ -431,6 +442,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._calls: list[Call] = []
         self._start_index = 0
         self._outside_start = 0
+        self._foreign_start = 0
         self._known_compiles: set[str] = set()
         self._builder: Any = None
         self._hook: Callable[[Call], None] | None = None
@@ -454,6 +466,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._builder = b
         self._start_index = b.call_count
         self._outside_start = s.outside_graph_runs
+        self._foreign_start = s.foreign_calls
         # Every call closed inside the window is recorded here, whatever the session's retention
         # (a long joined session keeps only a sample of its calls' detail).
 
@@ -487,6 +500,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         )
         self.result = evaluate(self.spec, ledger, self._calls, unattributed_compiles=unattributed,
                                outside_graph_runs=s.outside_graph_runs - self._outside_start,
+                               foreign_calls=s.foreign_calls - self._foreign_start,
                                graphs_before=s.graphs_before, compiled_before=s.compiled_before)
         if not self.result.ok:
             raise BudgetExceeded(self.result.message(), self.result)

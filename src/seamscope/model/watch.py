@@ -49,7 +49,8 @@ class WatchEvent(Struct, frozen=True, kw_only=True):
     """The call it happened in (0-based, counting every observed call of the process)."""
     unix_time: float = 0.0
     since_start_s: float = 0.0
-    """Seconds since watching began."""
+    """Seconds since watching began, when the event was reported: once its compilation ended (the
+    timeline of ``summary`` and ``report`` shows when the compilation began, ``compile_ns`` earlier)."""
     compile_ns: int | None = None
     """What the compilation cost (None for a break site: its compilation is its own event)."""
     context: dict[str, str] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..analyze.display import visible
 from ..analyze.report_view import Comparison, ReportView, build_view, first_line
 from ..analyze.units import fmt_change
+from ..analyze.watch_view import BEGAN
 from ..model.receipt import Receipt
 from .compile_time_table import markdown_lines
 from .terminal import fmt_ns
@@ -148,7 +149,7 @@ class MarkdownRenderer:
             return []
         lines = [f"**After warm-up** ({esc(w.warmup)}): {len(w.rows)} event(s)", ""]
         if w.rows:
-            lines += ["| at | call | kind | frame | cause | compile |", "|---:|---:|---|---|---|---:|"]
+            lines += [f"| {BEGAN} | call | kind | frame | cause | compile |", "|---:|---:|---|---|---|---:|"]
             for r in w.rows[: self.max_rows]:
                 call = "–" if r.call_index is None else str(r.call_index)
                 lines.append(f"| {fmt_ns(r.at_ns)} | {call} | {esc(r.kind)} | {esc(r.frame)} | {esc(r.cause, 160)} "
