@@ -13,9 +13,7 @@ event key plus context fields ``frame_id``, ``frame_compile_id``, ``attempt``, `
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -24,54 +22,37 @@ import msgspec
 
 from ..model.ledger import (
     BreakSite,
-    ChainedBreak,
     Compilation,
     CompileStatus,
-    Frame,
     compile_frame_index,
 )
 from ..model.normalize import normalize_path, normalize_text, stripped_normalized
 from ..model.normalize import normalized as _reasons
-from .hints import HintTable, break_chain, shipped_table
-from .source_scope import statement_scope
+from .break_reasons import RESUME_AT, ParsedBreak, parse_break_reason, user_function
+from .guard_groups import group_guards
+from .hints import HintTable
 
 CONTEXT_KEYS = frozenset(
     {"frame_id", "frame_compile_id", "attempt", "rank", "has_payload", "compiled_autograd_id"}
 )
 
-# seamscope's own frames (the call wrapper) are not the user's.
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN_DIR = os.path.join(_PACKAGE, "capture") + os.sep
-# seamscope's launchers (`seamscope run`, the fork server, the magic, the gates): the frames up to
-# the last of them, and the runpy frames that follow it, are how the script was started.
-_LAUNCHERS = tuple(os.path.join(_PACKAGE, p) for p in
-                    "__main__.py cli.py magics.py commands/ experiments/ gates/".split())
-_RUNPY = ("<frozen runpy>", "runpy.py")
-_GB_CODE = re.compile(r"/gb/gb(\d{4})\.html")
-_SITE_LINE = re.compile(r"Graph break in user code at (.*):(\d+)\s*$")
-_TB_FRAME = re.compile(r'^\s*File "(.*)", line (\d+), in (.+?)\s*$')
-_RESUME_AT = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
 _CACHE_ARTIFACT = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$")
 
 #: Event kinds that carry nothing the ledger needs (known, deliberately ignored). A kind neither
 #: here nor handled by :meth:`CompileEventAssembler.feed` is counted as unknown.
 IGNORED_EVENTS = frozenset(
     {
-        "chromium_event", "describe_tensor", "describe_storage", "describe_source",
-        "create_symbol", "dynamo_cpp_guards_str", "guard_added_fast", "guard_added",
-        "aot_inference_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
-        "inductor_output_code", "inductor_post_grad_graph", "inductor_pre_grad_graph",
-        "optimize_ddp_split_graph", "dynamo_guards",
-        "symbolic_shape_specialization", "propagate_real_tensors", "link",
-        "graph_break", "bwd_compilation_metrics", "compiled_autograd_graph",
-        "aot_autograd_backward_compilation_metrics", "missing_fake_kernel",
-        "mismatched_fake_kernel", "exported_program", "dump_file", "expression_created",
-        "unbacked_symbol_created", "guard_failed", "recompile_reasons",
-        "freezing_passes", "graph_region_expansion",
-        "inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces",
-        "cache_hit", "cache_miss", "cache_bypass", "create_unbacked_symbol", "export",
-        "get_extra_remote_code_state", "put_local_code_state", "graph_dump",
-        "guard_on_data_dependent_error", "inductor_input_graph", "propagate_real_tensors_provenance",
+        "chromium_event", "describe_tensor", "describe_storage", "describe_source", "create_symbol", "guard_added_fast",
+        "guard_added", "aot_inference_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
+        "inductor_output_code", "inductor_post_grad_graph", "inductor_pre_grad_graph", "optimize_ddp_split_graph",
+        "dynamo_guards", "symbolic_shape_specialization", "propagate_real_tensors", "link", "graph_break",
+        "bwd_compilation_metrics", "compiled_autograd_graph", "aot_autograd_backward_compilation_metrics",
+        "missing_fake_kernel", "mismatched_fake_kernel", "exported_program", "dump_file", "expression_created",
+        "unbacked_symbol_created", "guard_failed", "recompile_reasons", "freezing_passes", "graph_region_expansion",
+        "inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces", "cache_hit",
+        "cache_miss", "cache_bypass", "create_unbacked_symbol", "export", "get_extra_remote_code_state",
+        "put_local_code_state", "graph_dump", "guard_on_data_dependent_error", "inductor_input_graph",
+        "propagate_real_tensors_provenance",
         # compile work done while the program runs (a lazily compiled backward): not a frame
         # compilation; tlparse lists them apart from the compile ids' metrics too
         "compilation_metrics_runtime", "bwd_compilation_metrics_runtime",
@@ -79,24 +60,19 @@ IGNORED_EVENTS = frozenset(
 )
 #: Artifacts whose payload the ledger reads; every other payload is skipped unread. A cache
 #: bypass's payload is small (the reason); a hit's or a miss's holds the whole key's components.
-PAYLOAD_ARTIFACTS = frozenset(
-    {"dynamo_graph_break_reason", "recompile_reasons", "fx_graph_cache_bypass", "aotautograd_cache_bypass"}
-)
+PAYLOAD_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons", "fx_graph_cache_bypass",
+                               "aotautograd_cache_bypass"})
 #: ``compilation_metrics`` fields the compile-time stage split reads, by the stage they tell:
 #: when a record lacks the key (an older PyTorch), ``Compilation.metrics_absent`` names the stage.
 STAGE_METRICS = {
-    "dynamo_cumulative_compile_time_us": "dynamo",
-    "aot_autograd_cumulative_compile_time_us": "aot_autograd",
-    "backend_compile_time_s": "backend",
-    "inductor_cumulative_compile_time_us": "inductor",
-    "compile_time_autotune_time_us": "autotune",
-    "inductor_fx_local_cache_hit_count": "fx_cache",
+    "dynamo_cumulative_compile_time_us": "dynamo", "aot_autograd_cumulative_compile_time_us": "aot_autograd",
+    "backend_compile_time_s": "backend", "inductor_cumulative_compile_time_us": "inductor",
+    "compile_time_autotune_time_us": "autotune", "inductor_fx_local_cache_hit_count": "fx_cache",
     "aotautograd_local_cache_hit_count": "aot_cache",
 }
 #: Event kinds :meth:`CompileEventAssembler.feed` reads the metadata of (never a payload).
-METADATA_EVENTS = frozenset(
-    {"str", "dynamo_start", "dynamo_output_graph", "optimize_ddp_split_child", "compilation_metrics"}
-)
+METADATA_EVENTS = frozenset({"str", "dynamo_start", "dynamo_output_graph", "optimize_ddp_split_child",
+                             "compilation_metrics"})
 
 SKIP, METADATA, PAYLOAD = 0, 1, 2
 """What a reader needs of a record: nothing, its metadata, or its metadata and payload."""
@@ -109,6 +85,8 @@ def needed(key: str, artifact: str | None = None) -> int:
     Live capture asks PyTorch to build only this; whatever :meth:`CompileEventAssembler.feed`
     reads must be declared here (a test feeds it real events both ways and compares).
     """
+    if key == "dynamo_cpp_guards_str":
+        return PAYLOAD
     if key == "artifact":
         if artifact in PAYLOAD_ARTIFACTS:
             return PAYLOAD
@@ -168,169 +146,6 @@ def _depth_in(site: BreakSite, file: str, function: str) -> int | None:
         if f.file == file and f.function == function:
             return depth
     return None
-
-
-def user_function(name: str) -> str:
-    """Resume functions are named after the user's function: show the user's name."""
-    m = _RESUME_AT.match(name)
-    return m.group(1) if m else name
-
-
-def site_id_for(
-    file: str, scope: str, gb_code: str | None, gb_type: str | None, statement: str, occurrence: int | None, line: int
-) -> str:
-    """A break site's id (scheme 2, ``SITE_ID_SCHEME``): one statement, one id. Made from the file,
-    the enclosing function's qualified name, the statement's text and its position among
-    identical lines of that function: a line shift elsewhere keeps it; a second copy of a
-    statement in the same function, or a same-named method of another class, gets its own. When
-    the source cannot be read (``occurrence`` None), the file and line name the statement instead.
-    The break's code and type name the statement only when nothing else does (no location)."""
-    if occurrence is not None:
-        parts = [file, scope, statement.strip(), f"#{occurrence}"]
-    elif file:
-        parts = [file, f"@{line}"]
-    else:
-        parts = ["", gb_code or gb_type or "", statement.strip()]
-    key = "\x1f".join(["2", *parts])
-    return "B" + hashlib.sha256(key.encode()).hexdigest()[:8]
-
-
-def legacy_site_id(file: str, function: str, gb_code: str | None, gb_type: str | None, statement: str) -> str:
-    """The id scheme 1 gave the same site (file, bare function name, gb code and type, statement),
-    to match sites against a baseline written before scheme 2."""
-    key = "\x1f".join([file, function, gb_code or "", gb_type or "", statement.strip()])
-    return "B" + hashlib.sha256(key.encode()).hexdigest()[:8]
-
-
-#: How Dynamo words a break it could not resume after (``symbolic_convert``): it skips the frame.
-SKIPPED_FRAME_PREFIX = "Failed to handle graph break gracefully."
-_SKIPPED_INNER = "Graph break encountered:"
-#: The ``gb_type`` site-id scheme 1 recorded for such a break (the wrapper's first line).
-SKIPPED_FRAME_TYPE = (
-    "Failed to handle graph break gracefully. Skipping the function and falling back to eager. "
-    "Graph break encountered:"
-)
-
-
-@dataclass
-class ParsedBreak:
-    """One break record, read: the site it names (no compile ids yet) and what it lacked."""
-
-    site: BreakSite
-    missing: tuple[str, ...] = ()
-    """Fields the record lacked (``user_stack``, ``gb_code``, ``location``)."""
-
-
-def parse_break_reason(text: str, cwd: str | None = None, hints: HintTable | None = None) -> ParsedBreak:
-    """Parse a ``dynamo_graph_break_reason`` payload (2.13 layout; tolerant of older ones).
-
-    A break Dynamo could not resume after arrives wrapped ("Failed to handle graph break
-    gracefully. Skipping the function ... Graph break encountered:" and the original message):
-    the original's type is kept, and ``frame_skipped`` says that the frame ran eagerly.
-    ``hints``: the classes' texts and the registry's codes (the live torch's during capture; the
-    shipped table by default).
-    """
-    lines = text.splitlines()
-    line = 0
-    raw_file = ""
-    if lines:
-        m = _SITE_LINE.match(lines[0].strip())
-        if m:
-            raw_file, line = m.group(1), int(m.group(2))
-    # The reason body: after "Graph Break Reason:", up to the user traceback.
-    body = text
-    i = body.find("Graph Break Reason:")
-    if i >= 0:
-        body = body[i + len("Graph Break Reason:") :]
-    for stop in ("\nUser code traceback:", "\nTraceback (most recent call last):"):
-        j = body.find(stop)
-        if j >= 0:
-            body = body[:j]
-    body = body.strip()
-    skipped = False
-    if body.startswith(SKIPPED_FRAME_PREFIX):
-        skipped = True
-        j = body.find(_SKIPPED_INNER)
-        body = body[j + len(_SKIPPED_INNER) :].strip() if j >= 0 else ""
-    if body.startswith("Encountered graph break when attempting to trace"):
-        parts = body.split("\n\n", 1)
-        body = parts[1].strip() if len(parts) > 1 else body
-    gb_type = body.splitlines()[0].strip() if body else None
-    mcode = _GB_CODE.search(text)
-    gb_code = f"GB{mcode.group(1)}" if mcode else None
-    # User stack: frames of the "User code traceback" section, innermost last.
-    stack: list[Frame] = []
-    code = ""
-    inner_raw = ""
-    after_launcher = False
-    k = text.find("User code traceback:")
-    if k >= 0:
-        tb = text[k:].split("\n\nTraceback (most recent call last):", 1)[0].splitlines()[1:]
-        for idx, ln in enumerate(tb):
-            fm = _TB_FRAME.match(ln)
-            if fm and fm.group(1).startswith(_LAUNCHERS):
-                stack, after_launcher, inner_raw, code = [], True, "", ""  # how the script was started
-                continue
-            if fm and (fm.group(1).startswith(_OWN_DIR) or after_launcher and fm.group(1).endswith(_RUNPY)):
-                continue
-            if fm:
-                after_launcher = False
-                stack.append(
-                    Frame(
-                        file=normalize_path(fm.group(1), cwd),
-                        line=int(fm.group(2)),
-                        function=user_function(fm.group(3)),
-                    )
-                )
-                inner_raw = fm.group(1)
-                nxt = tb[idx + 1] if idx + 1 < len(tb) else ""
-                code = "" if _TB_FRAME.match(nxt) else nxt.strip()
-    function = ""
-    if stack:
-        inner = stack[-1]
-        function = inner.function
-        if not raw_file:
-            raw_file, line = inner_raw, inner.line
-    missing = tuple(
-        name
-        for name, gone in (("user_stack", not stack), ("gb_code", gb_code is None), ("location", not raw_file))
-        if gone
-    )
-    scope, occurrence = function, None
-    found = statement_scope(_resolve(raw_file, cwd), line, function) if raw_file else None
-    if found is not None:
-        scope, occurrence = found.qualname, found.occurrence
-        if not code:
-            code = found.text
-        if not function:
-            function = found.qualname.rsplit(".", 1)[-1]
-    file = normalize_path(raw_file, cwd)
-    table = hints if hints is not None else shipped_table()
-    chain = break_chain(body, table)
-    own = chain[0] if chain and chain[0].classes else None
-    site = BreakSite(
-        site_id=site_id_for(file, scope, gb_code, gb_type, code, occurrence, line),
-        file=file,
-        line=line,
-        function=function,
-        gb_code=gb_code,
-        gb_type=gb_type,
-        reason=normalize_text(body, cwd),
-        user_stack=stack,
-        compile_ids=[],
-        scope=scope,
-        statement=code.strip(),
-        frame_skipped=skipped,
-        hint_classes=list(own.classes) if own else list(table.codes.get(gb_code or "", ())),
-        chained=[ChainedBreak(gb_code=b.gb_code, gb_type=b.gb_type, hint_classes=list(b.classes)) for b in chain[1:]],
-    )
-    return ParsedBreak(site, missing)
-
-
-def _resolve(path: str, cwd: str | None) -> str:
-    if os.path.isabs(path) or not path:
-        return path
-    return os.path.join(cwd or os.getcwd(), path)
 
 
 def parse_recompile_reasons(payload: str | None, cwd: str | None = None) -> list[str]:
@@ -415,6 +230,7 @@ class _Pending:
     aot_bypass: str | None = None
     started: bool = False
     ddp_splits: int | None = None
+    guard_checks: dict[str, int] = field(default_factory=dict)
 
 
 class CompileEventAssembler:
@@ -531,6 +347,9 @@ class CompileEventAssembler:
             if cid is not None:  # one per submodule DDPOptimizer split the graph into
                 p = self.pending.setdefault(cid, _Pending())
                 p.ddp_splits = (p.ddp_splits or 0) + 1
+        elif key == "dynamo_cpp_guards_str":
+            if cid is not None and payload:  # the entry's guard tree: its checks by group
+                self.pending.setdefault(cid, _Pending()).guard_checks = group_guards(payload)
         elif key == "compilation_metrics":
             if isinstance(value, dict):
                 self._finish(value, cid, t_ns)
@@ -589,7 +408,7 @@ class CompileEventAssembler:
     def _resume_origin(self, raw_name: str, file: str) -> tuple[str | None, int | None]:
         """The break a resume function ``torch_dynamo_resume_in_<fn>_at_<line>`` resumes after,
         and where its frame sits in that break's user stack."""
-        m = _RESUME_AT.match(raw_name)
+        m = RESUME_AT.match(raw_name)
         if not m:
             return None, None
         fn, line = m.group(1), int(m.group(2))
@@ -675,6 +494,8 @@ class CompileEventAssembler:
             or _ns(m.get("backend_compile_time_s"), _S),
             graph_count=p.graphs if status == "ok" else 0,
             guard_count=m.get("guard_count") if isinstance(m.get("guard_count"), int) else None,
+            guard_latency_ns=_ns(m.get("guard_latency_us"), _US) if status == "ok" else None,
+            guard_checks=p.guard_checks if status == "ok" else {},
             fx_cache=fx_cache,  # type: ignore[arg-type]
             aot_cache=aot_cache,  # type: ignore[arg-type]
             failed_guards=guards,

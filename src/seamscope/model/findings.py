@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 
 from .compile_time import CompileTimeSection
+from .dispatch import DispatchSection
 from .headline import Headline, RankedItem, RecompileCause
 from .ledger import Frame, Struct
 from .remedy import Remedy
@@ -55,10 +56,10 @@ class Where(Struct, frozen=True):
     line: int
     function: str
     package: str | None
-    """``transformers``, ``torch``, ... when the site is under ``site-packages/<pkg>/``; None for
-    user code."""
+    """``transformers``, ``torch``, ``contextlib``, ... when the site is library code (an installed
+    package or the standard library: :func:`seamscope.model.normalize.package_of`); None for user code."""
     user_frame: Frame | None
-    """The innermost user frame (not under site-packages) of the stack: the user's line that led
+    """The innermost user frame (not library code) of the stack: the user's line that led
     into library code. Equal to the site for a break in user code."""
     frame_skipped: bool = False
     """Dynamo could not resume after this break and ran the whole frame eagerly (``BreakSite``)."""
@@ -211,3 +212,6 @@ class FindingsSection(Struct, frozen=True):
     """Recompiles grouped by the input change that set them off (the churn findings are per frame)."""
     compile_time: CompileTimeSection | None = None
     """Compile time by stage and frame, cache outcomes, and the compile-time findings (ranked too)."""
+    dispatch: DispatchSection | None = None
+    """What each call pays to look up its frames' cache entries: guards per entry, entries walked,
+    the estimated time per call (ranked too); None when nothing compiled."""

@@ -15,11 +15,12 @@ from ..analyze.display import markup, shown
 from ..analyze.findings import OUTSIDE_CALLS
 from ..analyze.report_view.findings import finding_groups
 from ..analyze.units import counted, fmt_ns
-from ..analyze.watch_view import watch_timeline
+from ..analyze.watch_view import BEGAN, watch_timeline
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
 from ..model.remedy import Remedy
 from .compile_time_table import print_compile_time
+from .console import MIN_WIDTH, SeamConsole
 from .located import Located, piped_width, print_located
 
 
@@ -57,12 +58,14 @@ class TerminalRenderer:
 
     def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
         self._sized = console is not None
-        self.console = console or Console(highlight=False, emoji=False)
+        self.console = console or SeamConsole(highlight=False, emoji=False)
         self.max_rows = max_rows
 
     def _size_for(self, receipt: Receipt) -> None:
-        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations."""
-        if self._sized or self.console.is_terminal or os.environ.get("COLUMNS"):
+        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations.
+        A ``COLUMNS`` narrower than :data:`MIN_WIDTH` (``0``) says nothing usable: as if unset."""
+        columns = os.environ.get("COLUMNS", "")
+        if self._sized or self.console.is_terminal or (columns.isdigit() and int(columns) >= MIN_WIDTH):
             return
         self.console.width = piped_width(_locations(receipt))
 
@@ -125,6 +128,7 @@ class TerminalRenderer:
             print_located(c, "recompiles", ("compile id", "frame", "call", "failed guard"), rows)
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
+        self.print_dispatch(receipt)
         self.print_watch(receipt)
         if receipt.findings is not None:
             print_compile_time(c, receipt, self.max_rows)
@@ -146,8 +150,8 @@ class TerminalRenderer:
             )
             return
         t = Table(title=f"after warm-up ({markup(w.warmup)}): {counted(len(w.rows), 'event')}", title_justify="left")
-        for col in ("at", "call", "kind", "frame", "cause", "compile"):
-            t.add_column(col, justify="right" if col in ("at", "call", "compile") else "left")
+        for col in (BEGAN, "call", "kind", "frame", "cause", "compile"):
+            t.add_column(col, justify="right" if col in (BEGAN, "call", "compile") else "left")
         for r in w.rows[: self.max_rows]:
             t.add_row(fmt_ns(r.at_ns), "–" if r.call_index is None else str(r.call_index), markup(r.kind),
                       markup(r.frame, 60), markup(r.cause, 100), fmt_ns(r.compile_ns))
@@ -187,7 +191,7 @@ class TerminalRenderer:
         c = self.console
         causes = {x.cause_id: x for x in sec.causes}
         breaks = {f.finding_id: f for f in sec.findings}
-        c.print("[bold]findings ranked by time in this run[/bold] (breaks, recompile causes, compile time)")
+        c.print("[bold]findings ranked by time in this run[/bold] (breaks, recompile causes, compile time, dispatch)")
         for it in sec.ranked[: self.max_rows]:
             c.print(
                 f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] "
@@ -204,9 +208,28 @@ class TerminalRenderer:
             )
             if remedy is None and ct is not None and ct.remedies:
                 remedy = ct.remedies[0]
+            if remedy is None and sec.dispatch is not None and it.item_id == sec.dispatch.finding_id:
+                remedy = sec.dispatch.remedies[0] if sec.dispatch.remedies else None
             if remedy is not None:
                 tail = f" [dim](try: {markup(remedy.try_with)})[/dim]" if remedy.try_with else ""
                 c.print(f"     [green]→[/green] {markup(remedy.text, SENTENCE)}{tail}")
+
+    def print_dispatch(self, receipt: Receipt) -> None:
+        """Dispatch beside regions and islands (estimated, part of the islands), then per frame."""
+        d = receipt.findings.dispatch if receipt.findings is not None else None
+        if d is None or d.per_call_ns is None:
+            return
+        c = self.console
+        c.print(f"[bold]dispatch[/bold] per {d.basis_phase} call (mean): {fmt_ns(d.wall_per_call_ns)}, of which "
+                f"regions {fmt_ns(d.region_per_call_ns)}, islands {fmt_ns(d.island_per_call_ns)} (dispatch "
+                f"{fmt_ns(d.per_call_ns)} of them, estimated)")
+        for f in d.frames[: self.max_rows]:
+            name, file, line = shown_frame(f)
+            entries = counted(len(f.entries), "cache entry", "cache entries")
+            guards = sum(e.guard_count or 0 for e in f.entries)
+            lat = ", ".join(fmt_ns(e.guard_latency_ns) for e in f.entries)
+            c.print(f"  {markup(name)} ({markup(file)}:{line}): {entries}, {guards:,} guards, guard latency "
+                    f"{lat} (PyTorch's); {f.lookups:,} lookups checked {f.walked:,} entries (up to {f.walked_max})")
 
     def _device_phases(self, receipt: Receipt) -> None:
         """Device time per phase, per call timed on the device (absent on CPU)."""
