@@ -242,9 +242,9 @@ def run_one(model_type: str, class_name: str, args: argparse.Namespace) -> dict[
         spawn = args.trace or _FORK_DEATHS[0] >= 3
         status = _forked(model_type, class_name, res_path, args) if not spawn else _spawned(
             model_type, class_name, res_path, tmp, args)
-        if not spawn and status is not None and status.startswith("killed by"):
-            # a forked child killed by a signal: once more in a new interpreter (a library file
-            # replaced on disk under this process kills every fork after it; three in a row: spawn)
+        if not spawn and status is not None and not os.path.exists(res_path):
+            # a forked child died without a result: once more in a new interpreter (a library file
+            # replaced on disk under this process breaks every fork after it; three in a row: spawn)
             _FORK_DEATHS[0] += 1
             status = _spawned(model_type, class_name, res_path, tmp, args)
         elif not spawn:
@@ -258,7 +258,7 @@ def run_one(model_type: str, class_name: str, args: argparse.Namespace) -> dict[
         return {"model_type": model_type, "class": class_name, "status": "crashed", "error": status}
 
 
-_FORK_DEATHS = [0]  # forked children killed by a signal in a row
+_FORK_DEATHS = [0]  # forked children that died without a result, in a row
 
 
 def _forked(model_type: str, class_name: str, res_path: str, args: argparse.Namespace) -> str | None:
@@ -269,7 +269,10 @@ def _forked(model_type: str, class_name: str, res_path: str, args: argparse.Name
             res = child(model_type, class_name, args.explain)
             with open(res_path, "w", encoding="utf-8") as f:
                 json.dump(res, f)
-        except BaseException:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001 - said on stderr, the parent lists the model as crashed
+            import traceback
+
+            traceback.print_exc()
             code = 1
         os._exit(code)
     deadline = time.monotonic() + args.timeout
@@ -349,6 +352,8 @@ def main() -> int:
                 one = json.load(f)
             saved["results"] += one["results"]
             saved["versions"] = one["versions"]
+        last = {r["model_type"]: r for r in saved["results"]}  # a model run again: its last result
+        saved["results"] = list(last.values())
         for r in saved["results"]:  # classes as this version sorts them
             for site in r.get("sites", []):
                 site["class"] = root_cause(site["gb_code"], site["gb_type"], site.get("reason", ""))
