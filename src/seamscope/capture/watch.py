@@ -32,6 +32,7 @@ import msgspec
 
 from ..analyze.causes import describe, parse_change
 from ..analyze.display import shown
+from ..analyze.findings_churn import cause_guards
 from ..analyze.findings_common import frame_label, stable_frame
 from ..errors import RecompileAfterWarmup, UnusableInput
 from ..model.ledger import BreakSite, Compilation
@@ -267,7 +268,7 @@ class Watcher:
         elif c.graph_count > 0:
             kind, cause, detail = "graph", "new_frame", f"{c.graph_count} graph(s)"
         if after and kind is not None:
-            guard = next((g for g in reversed(c.failed_guards) if g.strip()), None)
+            guard = next(iter(cause_guards(c.failed_guards)), None)  # the one rule (analyze.findings_churn)
             shown_name, shown_file, shown_line = c.shown_frame
             self._emit(WatchEvent(
                 kind=kind, frame=frame_label(stable_frame(shown_name), shown_file, shown_line), file=shown_file,
