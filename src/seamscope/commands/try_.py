@@ -125,7 +125,10 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
             if progress is not None and sys.stderr.isatty():
                 sys.stderr.write("\n")
             sys.stderr.write(e.stderr)
-            raise UserCodeFailed(f"{target} failed in the baseline ({e}); no candidate was run") from None
+            from ..experiments.trials.split import SplitFailed
+
+            told = "" if isinstance(e, SplitFailed) else "; no candidate was run"
+            raise UserCodeFailed(f"{target} failed in the baseline ({e}){told}") from None
         except BudgetSpent as e:
             raise UserCodeFailed(f"{target}: {e} (--budget {budget}), in the baseline's first run; "
                                  "no candidate was run") from None

@@ -51,6 +51,9 @@ class Setup:
     killed (:class:`BudgetSpent`), so a run that hangs cannot outlast the budget."""
     budget_ended: str | None = None
     """The run the budget ended during (set with :class:`BudgetSpent`)."""
+    baseline_flags: list[str] = field(default_factory=list)
+    """The baseline's flags (a run given none gets them): ``--stance force_eager`` where the script
+    fails compiled (:mod:`.split`)."""
 
 
 class BudgetSpent(Exception):
@@ -89,6 +92,7 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
     """One fresh process with its own empty inductor cache; a crash or hang is its result.
     ``extra`` (:class:`.cache.RunExtra`): a persistent cache directory instead (kept), more
     environment, words before the flags."""
+    flags = flags or setup.baseline_flags
     out_dir = os.path.join(setup.out, rel_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)

@@ -63,6 +63,7 @@ from .outputs import baseline_check, differing, output_check, unknown_text
 from .patches import attach as attach_patches
 from .rewrites import rewrites
 from .runs import BudgetSpent, Outcome, Setup, run_command, run_once, shell_join
+from .split import EAGER, BaselineFailed, first_split, split_decision
 from .verdicts import (
     choose_best,
     combine,
@@ -78,12 +79,6 @@ from .verdicts import (
 )
 
 # --- the trial ------------------------------------------------------------------------------------
-
-
-class BaselineFailed(Exception):
-    def __init__(self, message: str, stderr: str) -> None:
-        super().__init__(message)
-        self.stderr = stderr
 
 
 @dataclass
@@ -387,21 +382,35 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     # it also fills the cache directory (and saves the cache artifacts) a warm-start candidate reads
     first = run_once(setup, [], os.path.join("trials", "baseline", "rep-1"), "rep-1", extra=prime_extra(setup.out))
     st.run_s.append(setup.clock() - t0)
+    split: Draft | None = None
     if not first.figures.ok or first.receipt is None:
         drop_warm(setup.out)
-        raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
+        if first.figures.exit_code != 1 or ".py:" in setup.script:  # a hang or a crash; a workload: no patch
+            raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
+        split = first_split(setup, first)  # raises where the program fails eagerly too
+        setup.baseline_flags = list(EAGER)  # the baseline is what works today: the script run eagerly
+        t0 = setup.clock()
+        first = run_once(setup, [], os.path.join("trials", "baseline", "rep-1"), "rep-1")
+        st.run_s[0] = setup.clock() - t0
+        if not first.figures.ok or first.receipt is None:
+            raise BaselineFailed(first.figures.error or "the baseline failed eagerly", first.stderr)
     st.runs["baseline"] = [first.figures]
     st.times["baseline"] = [st.run_s[0]]
     st.sites = compile_sites(setup.script)
     folded: list[str] = []
-    found = catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded)
-    changes = rewrites(first.receipt, setup.script)  # code changes no flag makes (:mod:`.rewrites`)
-    for d in changes:  # a cause no flag removes may have a code change that does: say so where it is folded
-        folded[:] = [f"{ln}; the code change {d.name} is tried for it" if ln.startswith(f"none: {d.origin} ")
-                     else ln for ln in folded]
-    found += changes
-    found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
-                          env={**os.environ, **setup.env})
+    if split is not None:  # the compiled run fails: a working compiled run first, before any speed
+        found = [split]
+        folded.append(f"none: the compiled baseline fails ({split.targets}): its findings are not known; the "
+                      f"baseline is the script run eagerly ({' '.join(EAGER)})")
+    else:
+        found = catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded)
+        changes = rewrites(first.receipt, setup.script)  # code changes no flag makes (:mod:`.rewrites`)
+        for d in changes:  # a cause no flag removes may have a code change that does: say so where it is folded
+            folded[:] = [f"{ln}; the code change {d.name} is tried for it" if ln.startswith(f"none: {d.origin} ")
+                         else ln for ln in folded]
+        found += changes
+        found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
+                              env={**os.environ, **setup.env})
     drafts = schedule(choose(found, only, skip))
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
@@ -411,7 +420,9 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     st.extras = {d.name: e for d in drafts if (e := extra_for(d, setup.out)) is not None}
     if not any(d.start for d in drafts):
         drop_warm(setup.out)  # no candidate reads it
-    baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
+    baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is") \
+        if split is None else Draft(name="baseline", spec=spec_from_words(EAGER), origin="baseline",
+                                    targets="the script as it is, run eagerly: compiled, it fails")
     order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in drafts]
     total_runs = len(order) * setup.repeat + 2 + len(drafts)  # the baseline's second check added where needed
     done = [1]
@@ -520,6 +531,8 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     ranked = [msgspec.structs.replace(c, trade=trade_text(c, base_cand)) if c.runs else c for c in ranked]
     chosen = choose_best(ranked)
     decision, trigger = _decision(chosen, ranked, base_cand, st.deterministic)
+    if split is not None:
+        chosen, decision, trigger = split_decision(ranked, chosen, decision, trigger)
     timed = [r for rs in st.runs.values() for r in rs]
     checked = [oc.figures for oc in st.checks.values()] + st.baseline_check_runs
     script_ns = sum(r.script_ns or 0 for r in timed)
