@@ -44,6 +44,26 @@ def test_what_failed_against_every_variant_explains_the_recompile():
     assert parse_change(first_only).subject == parse_change(full).subject == "x"
 
 
+def test_the_fuller_reason_keeps_pytorchs_first_and_its_user_stack():
+    from seamscope.capture.adapter.guard_failures import tensor_reason, with_every_failed_guard
+
+    class T:  # what the tensor guard reads of a tensor
+        shape, dtype, requires_grad = (2, 12), "torch.float32", False
+
+        def stride(self):
+            return (12, 1)
+
+    code = ("check_tensor(L['attention_mask'], Tensor, DispatchKeySet(CPU), torch.float32, device=None, "
+            "requires_grad=False, size=[2, 8], stride=[8, 1])  # x")
+    mask = tensor_reason("L['attention_mask']", code, T())
+    assert mask == "tensor 'attention_mask' size mismatch at index 1. expected 8, actual 12"
+    first = "0/0: tensor 'input_ids' size mismatch at index 1. expected 8, actual 12\nUser stack trace:\n  f"
+    again = "tensor 'input_ids' size mismatch at index 0. expected 2, actual 3"  # a tensor PyTorch named already
+    assert with_every_failed_guard(first, [again, mask, "self.flag is None"]) == (
+        "0/0: tensor 'input_ids' size mismatch at index 1. expected 8, actual 12; " + mask
+        + "; self.flag is None\nUser stack trace:\n  f")
+
+
 def _ledger(guards_per_recompile):
     import msgspec
 

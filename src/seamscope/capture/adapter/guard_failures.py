@@ -25,6 +25,7 @@ It runs only when a cached variant failed (a recompile), never on a cache hit.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,12 @@ def tensor_reason(source: str, code: str, value: Any) -> str:
     return _strip_local(code.split("  #", 1)[0].strip())
 
 
+@functools.lru_cache(maxsize=65536)
+def _code(source: str) -> Any:
+    """A guard source compiled once (each recompile evaluates every manager's source again)."""
+    return compile(source, "<guard source>", "eval")
+
+
 def failed_guards(guard_manager: Any, f_locals: dict[str, Any]) -> list[str]:
     """Every leaf guard of ``guard_manager``'s tree that fails on ``f_locals``, each as a reason
     text (tensor guards in PyTorch's words, the others as their code). A manager whose value
@@ -96,7 +103,7 @@ def failed_guards(guard_manager: Any, f_locals: dict[str, Any]) -> list[str]:
         for child in children:
             source = child.get_source()
             try:
-                value = eval(source, glob, scope)  # noqa: S307 - PyTorch's own source expression
+                value = eval(_code(source), glob, scope)  # noqa: S307 - PyTorch's own source expression
             except Exception:
                 continue
             for leaf in child.get_leaf_guards():

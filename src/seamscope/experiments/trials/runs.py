@@ -220,10 +220,11 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
 
 def size_guards(receipt: Receipt) -> list[str]:
     """The distinct size and stride guards that failed in the run, up to twenty."""
+    from ...analyze.findings_churn import split_guards  # a variant's reason may hold several guards
+
     out: list[str] = []
     for c in receipt.ledger.compilations:
-        for g in c.failed_guards:
-            text = g.split(": ", 1)[1] if g[:1].isdigit() and ": " in g else g
+        for text in (t for g in c.failed_guards for t in split_guards(g)):
             if " mismatch at index " in text and text not in out and len(out) < 20:
                 out.append(text)
     return out
