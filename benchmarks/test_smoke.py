@@ -71,3 +71,11 @@ def test_merge_scale_prints_time_and_memory_per_rank_count():
     lines = [ln for ln in out.splitlines() if " ranks: merge " in ln]
     assert [ln.split()[0] for ln in lines] == ["4", "8"]
     assert all("KiB a rank" in ln and "peak" in ln and "1 skew(s)" in ln for ln in lines), out
+
+
+@pytest.mark.torch
+def test_dispatch_cost_prints_the_estimate_beside_the_profilers_lookup():
+    pytest.importorskip("transformers")
+    out = run("dispatch_cost.py", "--layers", "1", "--entries", "1", "2", "--calls", "4")
+    rows = [ln for ln in out.splitlines() if ln.startswith("1 | ")]
+    assert len(rows) == 2 and all(ln.count(" µs") >= 4 and "lookups)" in ln and "×" in ln for ln in rows)

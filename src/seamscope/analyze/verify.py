@@ -25,6 +25,7 @@ from typing import Any
 
 from ..ingest.receipt import parse_receipt_raw, read_receipt_bytes
 from ..model.ledger import compile_frame_index
+from .verify_dispatch import check_dispatch
 from .verify_hashes import expand_guard_table, receipt_hash, structure_hash
 
 PHASES = ("cold", "steady", "fallback")
@@ -56,6 +57,7 @@ CODES = {
     "COMPARISON_MISMATCH": "a comparison figure differs from the receipts it compares",
     "COMPARISON_LINK_BROKEN": "a comparison names a receipt hash that is not this/the baseline's",
     "INPUT_TRACE_DIFFERS": "a comparison compares runs fed different inputs",
+    "DISPATCH_MISMATCH": "a dispatch figure differs from the guard figures and region runs it is made of",
 }
 
 
@@ -524,6 +526,7 @@ def check_receipt(raw: dict[str, Any], v: Verification | None = None) -> Verific
         )
     _check_phases(v, raw, truth, complete, hidden)
     _check_counts(v, raw, complete)
+    v.checks += check_dispatch(raw, lambda m: v.fail("DISPATCH_MISMATCH", m))
     return v
 
 
@@ -626,8 +629,10 @@ def check_comparison(
     if steady and steady["before"]["median_ns"] is not None and steady["after"]["median_ns"] is not None:
         saving = steady["before"]["median_ns"] - steady["after"]["median_ns"]
     n = None
-    if extra and saving and (extra > 0) == (saving > 0):
-        n = -(-extra // saving)
+    if extra and saving and (extra > 0) == (saving > 0) and "runs_before" not in cmp:
+        n = -(-extra // saving)  # written before one run a side stopped being a verdict
+    v.expect((cmp.get("runs_before", 1), cmp.get("runs_after", 1)) == (1, 1), "COMPARISON_MISMATCH",
+             "a comparison over several runs a side cannot be recomputed from the two receipts it links")
     v.expect((cmp["cold_extra_ns"], cmp["steady_saving_ns"], cmp["break_even_calls"]) == (extra, saving, n),
              "COMPARISON_MISMATCH",
              f"cold extra/steady saving/break-even {cmp['cold_extra_ns']}/{cmp['steady_saving_ns']}/"

@@ -61,6 +61,11 @@ class Frame(Struct, frozen=True):
     function: str
 
 
+TRACKED_PACKAGES = ("transformers", "diffusers", "timm", "accelerate", "triton", "numpy")
+"""Libraries whose version a receipt records beside torch's: a model library's upgrade changes
+the code Dynamo traces as surely as torch's does."""
+
+
 class Environment(Struct, frozen=True):
     """What decides compile behaviour, recorded so that two receipts can be told apart."""
 
@@ -76,6 +81,9 @@ class Environment(Struct, frozen=True):
     ``automatic_dynamic_shapes``, ...), values as their ``repr``."""
     compile_cache: CompileCacheState | None = None
     """Inductor's cache directory at the start of the run (None: not read, e.g. an imported log)."""
+    packages: dict[str, str] = {}
+    """Versions of the installed libraries that change what compiles (``transformers``, ``triton``,
+    ...: :data:`TRACKED_PACKAGES`), those installed only; empty where not read (an imported log)."""
 
 
 RunState = Literal["completed", "raised", "exited", "interrupted", "terminated", "incomplete"]
@@ -248,6 +256,15 @@ class Compilation(Struct, frozen=True):
     graph_count: int = 0
     """Graphs Dynamo produced in this compilation (handed to the backend)."""
     guard_count: int | None = None
+    """Guards Dynamo installed for this cache entry (``compilation_metrics.guard_count``)."""
+    guard_latency_ns: int | None = None
+    """PyTorch's own measurement of one evaluation of this entry's guards
+    (``compilation_metrics.guard_latency_us``): timed once, at compile time, after a cache flush;
+    None when the metrics do not carry it."""
+    guard_checks: dict[str, int] = {}
+    """The checks of this entry's guard tree (``dynamo_cpp_guards_str``) by what they check
+    (``ingest.guard_groups``: ``module``, ``tensor``, ``global``, ``id``, ``value``); empty when the
+    tree was not seen. Not ``guard_count``'s guards: one guard can become several checks."""
     fx_cache: Literal["hit", "miss", "bypass"] | None = None
     aot_cache: Literal["hit", "miss", "bypass"] | None = None
     failed_guards: list[str] = []

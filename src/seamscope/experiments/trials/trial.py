@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ...analyze.units import fmt_ns
+from ...errors import UnusableInput
 from ...model.receipt import Receipt
 from ...model.trials import (
     Candidate,
@@ -55,6 +56,7 @@ from .catalogue import (
     choose,
     compile_sites,
     family,
+    only_matched_nothing,
     schedule,
     source_of_guard,
     unique_names,
@@ -415,7 +417,10 @@ def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: lis
     for i, spec in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
     drafts = unique_names(drafts)
-    attach_patches(drafts, setup.out, setup.script, first.receipt)  # each run applies its patch: measured as applied
+    if only and not drafts:
+        drop_warm(setup.out)
+        raise UnusableInput(only_matched_nothing(found, only))
+    attach_patches(drafts, setup.out, setup.script, first.receipt, folded)  # each run applies its patch
     st.drafts = drafts
     st.extras = {d.name: e for d in drafts if (e := extra_for(d, setup.out)) is not None}
     if not any(d.start for d in drafts):
