@@ -304,8 +304,8 @@ def test_try_baseline_failure_runs_nothing_else(tmp_path):
                    "raise ValueError('planted failure')\n")
     p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", str(bad)], tmp_path)
     assert p.returncode == 1
-    assert "ValueError: planted failure" in p.stderr and "no candidate was run" in p.stderr
-    assert os.listdir(tmp_path / "o" / "trials") == ["baseline"]
+    assert "ValueError: planted failure" in p.stderr and "fails too" in p.stderr and "nothing tried" in p.stderr
+    assert sorted(os.listdir(tmp_path / "o" / "trials")) == ["baseline", "eager"]  # the eager run said whose error
 
 
 def _ctrl_c_as_a_terminal_delivers_it() -> None:
