@@ -210,7 +210,7 @@ def test_tensor_values_are_hashed_when_torch_is_present() -> None:
 
 
 def _row(phase: str, b_wall: int, a_wall: int, b_med: int | None, a_med: int | None, n: int = 2):
-    from seamscope.analyze.diff import _pct
+    from seamscope.analyze.units import percent_change as _pct
     from seamscope.model.diff import PhaseDelta, PhaseSide
 
     def side(w: int, m: int | None) -> PhaseSide:
@@ -333,7 +333,12 @@ def test_verdict_with_steady_calls_on_one_side_only_or_one_call_each() -> None:
 
 
 def test_pct_and_mean_arithmetic() -> None:
-    from seamscope.analyze.diff import _fmt_pct, _mean, _pct, _side
+    from seamscope.analyze.diff import _mean, _side
+    from seamscope.analyze.units import fmt_change
+    from seamscope.analyze.units import percent_change as _pct
+
+    def _fmt_pct(x: float | None) -> str:
+        return fmt_change(x, 0, "n/a")
 
     assert _pct(200, 150) == -25.0 and _pct(0, 5) is None and _pct(None, 5) is None and _pct(5, None) is None
     assert (_fmt_pct(12.4), _fmt_pct(-12.6), _fmt_pct(0.0), _fmt_pct(None)) == ("+12%", "−13%", "±0%", "n/a")
@@ -697,15 +702,16 @@ def test_cli_several_runs_by_double_dash_or_folders(tmp_path: Path) -> None:
 def test_guards_and_dispatch_totals_where_the_findings_have_them() -> None:
     from seamscope.model.dispatch import DispatchSection
 
-    def with_dispatch(r: Receipt, guards: int, per_call: int) -> Receipt:
-        d = DispatchSection(sentence="", measured=[], estimated=[], basis="", frames=[], calls=[], guard_count=guards,
+    def with_dispatch(r: Receipt, guards: int | None, per_call: int = 0) -> Receipt:
+        d = None if guards is None else DispatchSection(
+            sentence="", measured=[], estimated=[], basis="", frames=[], calls=[], guard_count=guards,
                             guard_checks={}, steady_calls=1, basis_phase="steady", per_call_ns=per_call,
                             wall_per_call_ns=None, share=None, estimate_ns=0, capped_calls=0)
         assert r.findings is not None
         return msgspec.structs.replace(r, findings=msgspec.structs.replace(r.findings, dispatch=d))
 
     before, after = build(baseline_program()), build(candidate_program())
-    assert "guards" not in {t.name for t in compare(before, after).totals}
+    assert "guards" not in {t.name for t in compare(with_dispatch(before, None), with_dispatch(after, None)).totals}
     rows = {t.name: (t.before, t.after) for t in compare(with_dispatch(before, 3017, 616_000),
                                                           with_dispatch(after, 887, 369_000)).totals}
     assert rows["guards"] == (3017, 887) and rows["dispatch per call (estimate)"] == (616_000, 369_000)

@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ingest.limits import decode_json
 from ..ingest.receipt import parse_receipt_raw, read_receipt_bytes
 from ..model.ledger import compile_frame_index
 from .verify_dispatch import check_dispatch
@@ -107,10 +108,28 @@ class Verification:
 # --- reading -------------------------------------------------------------------------------------
 
 
+AS_WRITTEN = "\x00as_written"
+"""The key under which :func:`read_raw` keeps the receipt with only the fields its file holds."""
+
+
 def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
     """Raw dicts, after the strict schema check (UnusableInput: exit 2), every field the file
-    omits present with its schema default."""
-    return expand_guard_table(parse_receipt_raw(data, name))
+    omits present with its schema default. The hashes are checked over the fields the file holds
+    (kept under :data:`AS_WRITTEN`): a receipt written before a field was added to the schema
+    hashed without it, and a newer seamscope must still verify it."""
+    filled = parse_receipt_raw(data, name)
+    raw = expand_guard_table(filled)
+    raw[AS_WRITTEN] = expand_guard_table(_as_written(filled, decode_json(data, name)))
+    return raw
+
+
+def _as_written(filled: Any, stored: Any) -> Any:
+    """``filled`` with only the keys ``stored`` (the file's own JSON) has, at every depth."""
+    if isinstance(filled, dict) and isinstance(stored, dict):
+        return {k: _as_written(v, stored[k]) for k, v in filled.items() if k in stored}
+    if isinstance(filled, list) and isinstance(stored, list) and len(filled) == len(stored):
+        return [_as_written(f, s) for f, s in zip(filled, stored, strict=True)]
+    return filled
 
 
 def load_raw(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -500,10 +519,19 @@ def _check_counts(v: Verification, raw: dict[str, Any], complete: bool) -> None:
                  f"decision.call_families {fam}, calls say {dict(counts)}")
 
 
+def own_hashes(raw: dict[str, Any], **override: Any) -> list[str]:
+    """The receipt's hash as its writer may have made it: over every field with its default (a
+    file may leave a default out), or over the fields the file holds (written before the others
+    were added to the schema). An edit of any value changes both."""
+    filled = {k: v for k, v in raw.items() if k != AS_WRITTEN}
+    written = raw.get(AS_WRITTEN, filled)
+    return list(dict.fromkeys((receipt_hash(filled, **override), receipt_hash(written, **override))))
+
+
 def _check_hashes(v: Verification, raw: dict[str, Any]) -> None:
-    h = receipt_hash(raw)
-    v.expect(h == raw["receipt_sha256"], "HASH_MISMATCH",
-             f"receipt_sha256 {raw['receipt_sha256'][:12]}…, content hashes to {h[:12]}…")
+    hs = own_hashes(raw)
+    v.expect(raw["receipt_sha256"] in hs, "HASH_MISMATCH",
+             f"receipt_sha256 {raw['receipt_sha256'][:12]}…, content hashes to {hs[0][:12]}…")
     s = structure_hash(raw)
     v.expect(s == raw["structure_sha256"], "HASH_MISMATCH",
              f"structure_sha256 {raw['structure_sha256'][:12]}…, content hashes to {s[:12]}…")
@@ -583,8 +611,7 @@ def check_comparison(
     cmp = raw["comparison"]
     rows = {r["phase"]: r for r in cmp["phases"]}
     # Links: the candidate is this receipt (without the section); the baseline is --against.
-    own = receipt_hash(raw, comparison=None)
-    v.expect(cmp["after_receipt_sha256"] == own, "COMPARISON_LINK_BROKEN",
+    v.expect(cmp["after_receipt_sha256"] in own_hashes(raw, comparison=None), "COMPARISON_LINK_BROKEN",
              "the comparison's candidate hash is not this receipt's")
     v.expect(cmp["after_structure_sha256"] == raw["structure_sha256"]
              and cmp["after_input_trace_sha256"] == raw["ledger"]["run"]["input_trace_sha256"],
@@ -612,10 +639,10 @@ def check_comparison(
     if baseline is None:
         v.notes.append("baseline side of the comparison not recomputed (pass --against BEFORE)")
     else:
-        bh = receipt_hash(baseline, comparison=None)
-        v.expect(cmp["before_receipt_sha256"] == bh, "COMPARISON_LINK_BROKEN",
+        bh = own_hashes(baseline, comparison=None)
+        v.expect(cmp["before_receipt_sha256"] in bh, "COMPARISON_LINK_BROKEN",
                  "--against is not the receipt this comparison was made from "
-                 f"({cmp['before_receipt_sha256'][:12]}… vs {bh[:12]}…)")
+                 f"({cmp['before_receipt_sha256'][:12]}… vs {bh[0][:12]}…)")
         _check_side(v, "baseline", rows, "before", baseline, cmp["total_before_ns"], cmp["calls_before"])
     # Deltas and the break-even from the stated sides.
     for name, row in rows.items():

@@ -86,7 +86,7 @@ class CallHooks(SessionState):
             b = session.builder
             if session._depth:  # nested in the open call, or made on another thread meanwhile
                 if session._call_thread != threading.get_ident():
-                    session._foreign_calls += 1
+                    return _foreign(session, inner, args, kwargs)
                 return inner(*args, **kwargs)
             if not session.active or b is None:
                 return inner(*args, **kwargs)
@@ -94,8 +94,7 @@ class CallHooks(SessionState):
                 raise KeyboardInterrupt
             lane = session._lane
             if not session._claim():  # another thread's call is open (checked and taken at once)
-                session._foreign_calls += 1
-                return inner(*args, **kwargs)
+                return _foreign(session, inner, args, kwargs)
             try:
                 session._depth = 1
                 session._call_thread = threading.get_ident()
@@ -110,7 +109,7 @@ class CallHooks(SessionState):
                     t2 = clock()
                     if lane is not None:
                         lane.spans = None
-                    b.end_call(t2, error=_error_text(e))
+                    b.end_call(t2, error=error_text(e))
                     raise
                 t2 = clock()
                 if lane is not None:
@@ -119,7 +118,7 @@ class CallHooks(SessionState):
             finally:
                 session._depth = 0
                 session._release()
-            for cb in session.on_call_end:
+            for cb in tuple(session.on_call_end):  # a callback may remove itself
                 cb(session)
             return out
 
@@ -178,6 +177,7 @@ class CallHooks(SessionState):
                 if lane.open:  # a call C opened: this one is nested in it, or another thread's
                     if not lane.here:
                         session._foreign_calls += 1
+                        return _foreign_close(session)
                     return _nothing
                 if lane.ready and lane.enter():
                     handled = sys.exc_info()[1]
@@ -185,7 +185,7 @@ class CallHooks(SessionState):
                     def close_c() -> None:
                         e = sys.exc_info()[1]
                         try:
-                            lane.exit(None if e is None or e is handled else _error_text(e))
+                            lane.exit(None if e is None or e is handled else error_text(e))
                             if e is None or e is handled:
                                 for cb in tuple(session.on_call_end):
                                     cb(session)
@@ -197,13 +197,14 @@ class CallHooks(SessionState):
             if session._depth:  # nested in the open call, or made on another thread meanwhile
                 if session._call_thread != threading.get_ident():
                     session._foreign_calls += 1
+                    return _foreign_close(session)
                 return _nothing
             if session.interrupted:
                 # raised on exit: raising here would skip the exits of the hooks entered before
                 return _interrupt
             if not session._claim():  # another thread's call is open
                 session._foreign_calls += 1
-                return _nothing
+                return _foreign_close(session)
             session._depth = 1
             session._call_thread = threading.get_ident()
             try:
@@ -226,7 +227,7 @@ class CallHooks(SessionState):
                     if lane is not None:
                         lane.spans = None
                     if b.in_call:  # (a session stopped inside the call ended it already)
-                        b.end_call(t2, error=_error_text(e) if failed and e is not None else None)
+                        b.end_call(t2, error=error_text(e) if failed and e is not None else None)
                 finally:
                     session._depth = 0
                     session._release()
@@ -246,11 +247,37 @@ def _nothing() -> None:
     """The exit of a call not opened (nested, on another thread, no session)."""
 
 
+def _foreign(session: Any, inner: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """A call made on another thread while one is open: run, not observed, then
+    ``session.foreign_exit`` (watch mode raises there what this call compiled)."""
+    session._foreign_calls += 1
+    out = inner(*args, **kwargs)
+    done = session.foreign_exit
+    if done is not None:
+        done()
+    return out
+
+
+def _foreign_close(session: Any) -> Callable[[], None]:
+    """The exit of a context call made on another thread while one is open (``_foreign``)."""
+    done = session.foreign_exit
+    if done is None:
+        return _nothing
+    handled = sys.exc_info()[1]
+
+    def close() -> None:
+        e = sys.exc_info()[1]
+        if e is None or e is handled:
+            done()
+
+    return close
+
+
 def _interrupt() -> None:
     """The exit of a call made after Ctrl-C that library code swallowed: raise it again."""
     if sys.exc_info()[1] is None:
         raise KeyboardInterrupt
 
 
-def _error_text(e: BaseException) -> str:
+def error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}".splitlines()[0][:500]

@@ -93,7 +93,12 @@ def _watcher_of(options: dict[str, object]) -> Watcher | None:
     events = got["events"]
     return Watcher(got["warmup"] if got["warmup"] is not None else DEFAULT_WARMUP,
                    events=str(events) if events is not None else None, fail_after_warmup=got["fail_after_warmup"],
-                   sinks=sinks)
+                   sinks=sinks, on_serving=_say_serving)
+
+
+def _say_serving(url: str) -> None:
+    """The metrics address once bound (``--metrics-port 0``: the port the system chose)."""
+    click.echo(f"seamscope: watch: metrics at {url}", err=True)
 
 
 class _RunCommand(click.Command):
@@ -317,11 +322,10 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
 
         write_atomic(os.path.join(out, "warm-start.json"), pretty_bytes(ws))
     if ws is not None and not quiet:
-        from rich.console import Console
-
         from ..render.compile_time_table import print_warm_start
+        from ..render.console import SeamConsole
 
-        print_warm_start(Console(highlight=False), ws)
+        print_warm_start(SeamConsole(highlight=False), ws)
     if ws is not None:
         also = f", {out}/warm-artifacts" if ws.artifacts is not None else ""
         say(f"wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json (each run's output: {out}/NAME.log)")

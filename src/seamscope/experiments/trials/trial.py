@@ -97,7 +97,6 @@ class _State:
     """Seconds each name's timed runs took (the budget's schedule)."""
     sites: list[str] = field(default_factory=list)
     """``FILE:LINE`` of the script's ``torch.compile`` calls (where a code change goes)."""
-    interrupted: bool = False
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
     second: Outcome | None = None
