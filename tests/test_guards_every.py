@@ -79,12 +79,12 @@ def _ledger(guards_per_recompile):
 
 def test_churn_findings_and_causes_name_a_recompile_by_the_same_guard():
     from seamscope.analyze.causes import recompile_causes
-    from seamscope.analyze.findings_churn import _churn_findings
+    from seamscope.analyze.findings_churn import churn_findings
 
     # the latest variant lists a flag first; what failed against both variants is the size
     size = "tensor 'x' size mismatch at index 0. expected 4, actual 6"
     led = _ledger([["0/0: self.mode == 1"], ["0/1: self.mode == 1; " + size, "0/0: " + size]])
-    churn = {f.churn.compile_ids[0]: f.churn.pattern for f in _churn_findings(led) if f.churn}
+    churn = {f.churn.compile_ids[0]: f.churn.pattern for f in churn_findings(led) if f.churn}
     causes = {c.compile_ids[0]: c.family for c in recompile_causes(led)}
     assert churn == {"0/1": "value", "0/2": "shape"} and causes == {"0/1": "value", "0/2": "size"}
 
