@@ -539,9 +539,10 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     by = {c["name"]: c for c in t["candidates"]}
     reg = by["regional-llamadecoderlayer"]
     assert reg["flags"] == ["--regional", "LlamaDecoderLayer"]
-    # its patch: a loop over the layers at the path the finding saw; its runs apply it, the model's
-    # calls still the run's calls
-    assert "+for block in model.layers:" in reg["diff"] and "+compiled = model" in reg["diff"]
+    # its patch: a loop over the model's modules, compiling those of the class the finding saw; its
+    # runs apply it, the model's calls still the run's calls
+    assert "+for block in model.modules():" in reg["diff"] and "isinstance(block, LlamaDecoderLayer)" in reg["diff"]
+    assert "+compiled = model" in reg["diff"]
     assert (
         "--patch o/trials/regional-llamadecoderlayer.patch --calls-of compiled " in reg["command"]
         and "--regional" not in reg["command"] and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
