@@ -237,3 +237,13 @@ def _jobs_on_path(monkeypatch):
     """``fresh_jobs`` (beside this file) importable in a new interpreter."""
     here = os.path.dirname(os.path.abspath(__file__))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+
+
+def test_variation_beyond_twice_is_said_as_a_ratio():
+    from seamscope.analyze.units import fmt_variation
+    from seamscope.experiments.trials.verdicts import noise_text
+
+    assert fmt_variation(0.12) == "12%" and fmt_variation(0.032, 1) == "3.2%"
+    assert fmt_variation(37.86) == "38.9×" and fmt_variation(1.05) == "2.05×"
+    text = noise_text(38.9, 37.86)
+    assert "typically 38.9×" in text and "%" not in text
