@@ -30,6 +30,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import msgspec
 
@@ -83,6 +84,8 @@ from .verdicts import (
     unmatched,
     wants_more,
 )
+
+_T = TypeVar("_T")
 
 # --- the trial's state ----------------------------------------------------------------------------
 
@@ -314,7 +317,7 @@ def _candidates(st: _State, extra: list[RemedySpec], only: list[str], skip: list
     return drafts
 
 
-def _singles(st: _State, drafts: list[Draft]) -> None:
+def _singles(st: _State, drafts: list[Draft]) -> bool:
     """Round 1: the single candidates' repetitions (the baseline's first is the run of round 0),
     a mark's follow-up, the undecided's further rounds, then the output runs."""
     spec = st.spec
@@ -338,6 +341,7 @@ def _singles(st: _State, drafts: list[Draft]) -> None:
     st.done += 1
     _checks(st, drafts)
     _second_check(st)
+    return True
 
 
 def _stacked(st: _State, second: list[Draft]) -> list[Candidate]:
@@ -360,18 +364,19 @@ def _stacked(st: _State, second: list[Draft]) -> list[Candidate]:
     return cands
 
 
-def _stopping(st: _State, round_: Callable[[], object]) -> bool:
-    """Runs a round; Ctrl-C or SIGTERM (``interrupted``) or the budget ending during a run stop it
-    with what it measured. Returns whether the round finished."""
+def _stopping(st: _State, round_: Callable[[], _T], budget_stops: bool = True) -> _T | None:
+    """A round's result, or None where Ctrl-C or SIGTERM (``interrupted``) or the budget ending
+    during a run stopped it with what it measured. With ``budget_stops`` False the budget ending
+    leaves the round's candidates out, as ones the budget did not fit, and the trial goes on."""
     try:
-        round_()
-        return True
+        return round_()
     except KeyboardInterrupt:
         st.stopped = "interrupted"
-    except BudgetSpent as e:  # a run outlasted the budget (a hang): the trial ends with what it measured
+    except BudgetSpent as e:  # a run outlasted the budget (a hang)
         st.budget_ended = e.during
-        st.stopped = st.stopped or "budget"
-    return False
+        if budget_stops:
+            st.stopped = "budget"
+    return None
 
 
 def run_trials(spec: TrialSpec, extra: list[RemedySpec], only: list[str], skip: list[str],
@@ -382,19 +387,15 @@ def run_trials(spec: TrialSpec, extra: list[RemedySpec], only: list[str], skip: 
     services = services or Services()
     budget = Budget(spec.budget_s, spec.timeout, services.clock)  # the trial's clock starts here
     st = _State(spec=spec, services=services, budget=budget, runner=Runner(spec, budget, services.processes))
-    drafts = _candidates(st, extra, only, skip)
-    _stopping(st, lambda: _singles(st, drafts))
+    drafts = _candidates(st, extra, only, skip)  # 0: the baseline's first run chooses the candidates
+    _stopping(st, lambda: _singles(st, drafts))  # 1: the single candidates
     ranked = rank(_judged(st, drafts))
     second = _second_drafts(st, ranked) if st.stopped is None else []
-    if second:
-        stacked: list[Candidate] = []
-        budget_before = st.stopped
-        if _stopping(st, lambda: stacked.extend(_stacked(st, second))):
-            ranked = rank(ranked + stacked)
-        elif st.stopped == "budget" and budget_before is None:
-            st.stopped = None  # the stacked candidates are left out, as ones the budget did not fit
+    stacked = _stopping(st, lambda: _stacked(st, second), budget_stops=False) if second else None  # 2: stacked
+    if stacked is not None:
+        ranked = rank(ranked + stacked)
     assert st.first is not None
-    return TrialResult(_trials(st, ranked, t_start), st.first, st.budget_ended)
+    return TrialResult(_trials(st, ranked, t_start), st.first, st.budget_ended)  # 3: the decision
 
 
 # --- judging --------------------------------------------------------------------------------------
