@@ -217,7 +217,8 @@ def trade_text(c: Candidate, base: Candidate) -> str | None:
     if c.flags == [] and any(w in c.name for w in STARTS):
         parts.append(_restarts(saved, delta, steady_ns))
         return "; ".join(parts)
-    parts.append(_lifetime(saved, delta, looks_slower))
+    unknown = comp is None or comp.verdict in ("noisy", "n/a") or c.steady_verdict == "noisy"
+    parts.append(_lifetime(saved, delta, looks_slower, unknown))
     return "; ".join(parts)
 
 
@@ -232,9 +233,10 @@ def _restarts(saved: float, delta: float, steady_ns: float | None) -> str:
     return life
 
 
-def _lifetime(saved: float, delta: float, looks_slower: bool) -> str:
+def _lifetime(saved: float, delta: float, looks_slower: bool, unknown: bool = False) -> str:
     """When a candidate pays off, from decided figures only (``delta``: steady time lost per call,
-    0 where undecided; ``looks_slower``: undecided, but slower as measured)."""
+    0 where undecided; ``looks_slower``: undecided, but slower as measured; ``unknown``: a figure
+    was too noisy to decide)."""
     if saved > 0 and delta > 0:
         return (f"pays off for processes of up to about {int(saved / delta):,} steady calls "
                 "(past that the slower steady calls outweigh the compile time saved)")
@@ -247,4 +249,6 @@ def _lifetime(saved: float, delta: float, looks_slower: bool) -> str:
         return "pays off from the first steady call (compile time not measurably changed)"
     if delta < 0:
         return f"pays off after about {int(-saved / -delta) + 1:,} steady calls per process"
+    if unknown:
+        return "whether it pays off is not known: the timings were too noisy to tell"
     return "it does not pay off: neither compile nor steady time is measurably lower"
