@@ -966,6 +966,7 @@ def _traded(compile_ns, ratio=None, base_ns=None, steady="n/a", name="c", flags=
 
 def test_the_trade_states_compile_saved_steady_change_and_the_lifetime_that_pays():
     from seamscope.experiments.trials.cache import trade_text
+    from seamscope.model.trials import Paired
 
     base = _traded(6e9, name="baseline", flags=())
     # a warm cache: steady unchanged within the noise, compile cut: pays from the first restart
@@ -987,7 +988,10 @@ def test_the_trade_states_compile_saved_steady_change_and_the_lifetime_that_pays
     assert noisy.startswith("compile time per process start 6 s → 4 s (noisy, interval 0.31–1.90×)")
     assert "saved" not in noisy and noisy.endswith("whether it pays off is not known: the timings were too noisy "
                                                    "to tell"), noisy
-    first = trade_text(_traded(4e9, 1.3, 1e6, "noisy"), base)
+    first = trade_text(msgspec.structs.replace(
+        _traded(4e9, 1.3, 1e6, "noisy"), paired=Paired(calls=4, ratio_median=1.3, baseline_ns=1e6, candidate_ns=1.3e6,
+                                                        ci_low=0.8, ci_high=2.1)), base)
+    assert "(1.300×, paired over 4 call(s), noisy, interval 0.80–2.10×)" in first, first
     assert first.startswith("compile time saved 2 s") and "from the first call" not in first, first
     assert trade_text(_traded(1e9), msgspec.structs.replace(base, metrics=[])) is None
 

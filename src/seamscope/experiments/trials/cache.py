@@ -208,8 +208,10 @@ def trade_text(c: Candidate, base: Candidate) -> str | None:
         parts.append("no call steady in both to pair")
     else:
         delta = (p.ratio_median - 1.0) * p.baseline_ns
+        ci = (f", interval {p.ci_low:.2f}–{p.ci_high:.2f}×" if c.steady_verdict not in ("faster", "slower")
+              and p.ci_low is not None and p.ci_high is not None else "")
         pair = (f"steady time per call {fmt_ns(p.baseline_ns)} → {fmt_ns(p.candidate_ns)} "
-                f"({p.ratio_median:.3f}×, paired over {p.calls} call(s), {c.steady_verdict})")
+                f"({p.ratio_median:.3f}×, paired over {p.calls} call(s), {c.steady_verdict}{ci})")
         parts.append(pair)
         if c.steady_verdict not in ("faster", "slower"):
             looks_slower = delta > 0
