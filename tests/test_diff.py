@@ -17,6 +17,7 @@ from seamscope.analyze.inputs import InputTrace, inputs_sha256, script_sha256
 from seamscope.analyze.receipt import rehash
 from seamscope.cli import cli
 from seamscope.errors import UnusableInput
+from seamscope.model.diff import TimingVerdict
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep
 from seamscope.model.receipt import Receipt
 from seamscope.render.receipt_json import write_receipt_files
@@ -40,9 +41,10 @@ def test_phase_deltas_and_verdict() -> None:
     assert cmp.cold_extra_ns == rows["cold"].after.wall_ns - rows["cold"].before.wall_ns > 0
     assert cmp.steady_saving_ns == sb.median_ns - sa.median_ns > 0
     n = cmp.break_even_calls
-    assert n is not None and (n - 1) * cmp.steady_saving_ns < cmp.cold_extra_ns <= n * cmp.steady_saving_ns
-    assert cmp.verdict[0].startswith("steady −")
-    assert f"worth it for workers that live longer than {n} calls" in cmp.verdict[0]
+    # One run a side: the figures, no verdict and no break-even drawn from them.
+    assert cmp.verdict[0].startswith("steady −") and "one run each: not a verdict" in cmp.verdict[0]
+    assert n is None and (cmp.runs_before, cmp.runs_after) == (1, 1)
+    assert [t.verdict for t in cmp.timing] == ["one run each: not a verdict"] * 3
     assert [(s.change, s.site_id) for s in cmp.sites] == [("removed", before.ledger.break_sites[0].site_id)]
     assert [(r.count_before, r.count_after) for r in cmp.recompiles] == [(2, 0)]
     assert not cmp.forced
@@ -125,7 +127,7 @@ def test_cli_diff_terminal_json_and_out(tmp_path: Path) -> None:
     b, a = _files(tmp_path)
     res = CliRunner().invoke(cli, ["diff", b, a], terminal_width=120)
     assert res.exit_code == 0, res.output
-    assert "17 → 19" in res.output and "worth it for workers" in res.output
+    assert "17 → 19" in res.output and "one run each: not a verdict" in res.output
     res = CliRunner().invoke(cli, ["diff", b, a, "--json"])
     data = json.loads(res.output)
     assert {r["phase"] for r in data["phases"]} == {"cold", "steady"}
@@ -292,23 +294,25 @@ def test_verdict_wording(cold: tuple[int, int], steady: tuple[int, int], extra: 
 
     rows = {"cold": _row("cold", *cold, cold[0], cold[1]), "steady": _row("steady", 1, 1, *steady)}
     assert break_even(extra, saving) == n
-    assert _verdict(rows, extra, saving, n) == [line]
+    decided = [TimingVerdict(figure="steady median", verdict="faster" if saving >= 0 else "slower", ratio=0.9,
+                             low=0.8, high=0.95, runs_before=3, runs_after=3)]
+    assert _verdict(rows, extra, saving, n, decided, one_each=False)[-1] == line
+    # the runs not deciding the steady calls: no worth-it sentence, no break-even
+    noisy = [msgspec.structs.replace(decided[0], verdict="noisy")]
+    assert _verdict(rows, extra, saving, n, noisy, one_each=False)[-1] == (
+        line.split(":")[0] + ": the runs do not decide the steady calls, so no break-even")
+    assert _verdict(rows, extra, saving, n, decided, one_each=True) == [
+        line.split(":")[0] + ": one run each: not a verdict (give several runs a side: diff A1 A2 A3 -- B1 B2 B3)"]
 
 
 def test_verdict_without_steady_calls_or_saving() -> None:
-    from seamscope.analyze.diff import _verdict
+    from seamscope.analyze.diff import _verdict, worth_it
 
     msg = ["no steady calls on one side or both: the per-call cost cannot be compared"]
-    assert _verdict({}, 0, None, None) == msg
-    assert _verdict({"steady": _row("steady", 1, 1, 5, 5, n=0)}, 0, None, None) == msg
-    assert _verdict({"steady": _row("steady", 1, 1, None, 5)}, None, None, None) == [
-        "steady n/a (median), cold n/a (total)"
-    ]
+    assert _verdict({}, 0, None, None, [], one_each=False) == msg
+    assert _verdict({"steady": _row("steady", 1, 1, 5, 5, n=0)}, 0, None, None, [], one_each=True) == msg
     # A known cold extra but no steady saving (a median missing): the head line only, no advice.
-    rows = {"cold": _row("cold", 100, 200, 100, 200), "steady": _row("steady", 1, 1, None, 5)}
-    assert _verdict(rows, 100, None, None) == ["steady n/a (median), cold +100% (total)"]
-    rows = {"cold": _row("cold", 100, 200, 100, 200), "steady": _row("steady", 1, 1, 100, 90)}
-    assert _verdict(rows, None, 10, None) == ["steady −10% (median), cold +100% (total)"]
+    assert worth_it("head", 100, None, None) == "head" and worth_it("head", None, 10, None) == "head"
 
 
 def test_verdict_with_steady_calls_on_one_side_only_or_one_call_each() -> None:
@@ -318,12 +322,14 @@ def test_verdict_with_steady_calls_on_one_side_only_or_one_call_each() -> None:
     lonely_before = msgspec.structs.replace(steady, after=_row("steady", 0, 0, None, None, n=0).after)
     lonely_after = msgspec.structs.replace(steady, before=_row("steady", 0, 0, None, None, n=0).before)
     msg = ["no steady calls on one side or both: the per-call cost cannot be compared"]
-    assert _verdict({"steady": lonely_before}, 0, None, None) == msg
-    assert _verdict({"steady": lonely_after}, 0, None, None) == msg
+    assert _verdict({"steady": lonely_before}, 0, None, None, [], one_each=True) == msg
+    assert _verdict({"steady": lonely_after}, 0, None, None, [], one_each=True) == msg
     # One steady call on each side is enough to compare.
     rows = {"cold": _row("cold", 100, 195, 100, 195, n=1), "steady": _row("steady", 1, 1, 100, 88, n=1)}
-    assert _verdict(rows, 95, 12, 8) == [
-        "steady −12% (median), cold +95% (total): worth it for workers that live longer than 8 calls"]
+    decided = [TimingVerdict(figure="steady median", verdict="faster", ratio=0.88, low=0.8, high=0.9,
+                             runs_before=2, runs_after=2)]
+    assert _verdict(rows, 95, 12, 8, decided, one_each=False)[-1] == (
+        "steady −12% (median), cold +95% (total): worth it for workers that live longer than 8 calls")
 
 
 def test_pct_and_mean_arithmetic() -> None:
@@ -412,8 +418,9 @@ def test_comparison_fields_in_full() -> None:
     env = msgspec.structs.replace(after.ledger.environment, torch_version="2.99", backend="inductor")
     changed = compare(before, msgspec.structs.replace(after, ledger=msgspec.structs.replace(
         after.ledger, environment=env)))
-    assert changed.notes == ["torch_version differs: None before, 2.99 after",
-                             "backend differs: None before, inductor after"]
+    assert [(c.field, c.before, c.after) for c in changed.setting] == [
+        ("torch", None, "2.99"), ("backend", None, "inductor")]
+    assert changed.notes == []
 
 
 def test_recompile_key_exact() -> None:
@@ -480,7 +487,8 @@ def test_no_cold_calls_on_either_side() -> None:
     assert [r.phase for r in cmp.phases] == ["steady"]
     assert cmp.cold_extra_ns is None
     assert cmp.steady_saving_ns == 100 and cmp.break_even_calls is None
-    assert cmp.verdict == ["steady −39% (median), cold n/a (total): better from the first call"]
+    assert cmp.verdict == ["steady −39% (median), cold n/a (total): one run each: not a verdict "
+                           "(give several runs a side: diff A1 A2 A3 -- B1 B2 B3)"]
     assert cmp.total_before_ns == sum(c.wall_ns for c in before.ledger.calls)
 
 
@@ -560,3 +568,127 @@ def test_hash_without_comparison_is_the_bare_receipt_hash() -> None:
     # A receipt that already carries a comparison is identified by its bare hash when compared.
     assert compare(before, r).after_receipt_sha256 == after.receipt_sha256
     assert compare(r, before).before_receipt_sha256 == after.receipt_sha256
+
+
+# --- several runs a side, the setting and the totals ----------------------------------------------
+
+
+def _scaled(prog: FakeProgram, k: float) -> FakeProgram:
+    """The same program with every step's time scaled by ``k``: another run of it on a machine
+    that was ``k`` times as slow."""
+    import dataclasses
+
+    for c in prog.calls:
+        c.steps = [dataclasses.replace(s, ns=max(1, round(s.ns * k))) for s in c.steps]
+    return prog
+
+
+def _runs(program, factors) -> list[Receipt]:
+    return [build(_scaled(program(), k)) for k in factors]
+
+
+def test_several_runs_a_side_are_judged_by_the_stated_test() -> None:
+    befores = _runs(baseline_program, (1.0, 1.03, 0.97))
+    afters = _runs(candidate_program, (1.0, 0.98, 1.02))
+    cmp = compare(befores[0], afters[0], runs=(befores, afters))
+    assert (cmp.runs_before, cmp.runs_after) == (3, 3)
+    steady = next(t for t in cmp.timing if t.figure == "steady median")
+    assert steady.verdict == "faster" and steady.low < steady.ratio < steady.high < 1.0
+    assert (steady.runs_before, steady.runs_after) == (3, 3)
+    assert any(line.startswith("steady median: faster, ×0.") and "97.5% interval" in line for line in cmp.verdict)
+    # the break-even from the medians over the runs, and only because the runs decide the steady calls
+    n = cmp.break_even_calls
+    assert n is not None and (n - 1) * cmp.steady_saving_ns < cmp.cold_extra_ns <= n * cmp.steady_saving_ns
+    assert f"worth it for workers that live longer than {n} calls" in cmp.verdict[len(cmp.timing)]
+    # one run a side: the same pair gives figures, no verdict
+    single = compare(befores[0], afters[0])
+    assert single.break_even_calls is None and "one run each: not a verdict" in single.verdict[0]
+
+
+def test_runs_that_vary_too_much_give_no_break_even() -> None:
+    befores = _runs(baseline_program, (1.0, 1.9, 0.6))
+    afters = _runs(candidate_program, (1.0, 2.1, 0.5))
+    cmp = compare(befores[0], afters[0], runs=(befores, afters))
+    steady = next(t for t in cmp.timing if t.figure == "steady median")
+    assert steady.verdict == "noisy"
+    assert cmp.break_even_calls is None
+    assert cmp.verdict[len(cmp.timing)].endswith("the runs do not decide the steady calls, so no break-even")
+
+
+def _env(r: Receipt, **changes) -> Receipt:
+    env = msgspec.structs.replace(r.ledger.environment, **changes)
+    return rehash(msgspec.structs.replace(r, ledger=msgspec.structs.replace(r.ledger, environment=env)))
+
+
+def test_the_setting_that_differs_and_the_totals_side_by_side() -> None:
+    before = _env(build(baseline_program()), torch_version="2.13.0", python_version="3.11.7",
+                  packages={"transformers": "5.24.0"},
+                  dynamo_config={"nested_graph_breaks": "False", "recompile_limit": "8"})
+    after = _env(build(candidate_program()), torch_version="2.14.1", python_version="3.11.7",
+                 packages={"transformers": "5.25.0"},
+                 dynamo_config={"nested_graph_breaks": "True", "cache_size_limit": "8"})
+    cmp = compare(before, after)
+    assert [(c.field, c.before, c.after) for c in cmp.setting] == [
+        ("torch", "2.13.0", "2.14.1"), ("transformers", "5.24.0", "5.25.0"),
+        ("dynamo.cache_size_limit", None, "8"), ("dynamo.nested_graph_breaks", "False", "True"),
+        ("dynamo.recompile_limit", "8", None)]
+    assert cmp.notes[:3] == [
+        "Dynamo setting cache_size_limit does not exist before (renamed, new or removed in that torch)",
+        "Dynamo setting nested_graph_breaks is False before, True after: a break inside a nested call keeps the "
+        "callers' graphs (one resume per frame of the chain): break sites, graphs and compilations change with no "
+        "change to the code",
+        "Dynamo setting recompile_limit does not exist after (renamed, new or removed in that torch)"]
+    rows = {t.name: (t.before, t.after) for t in cmp.totals}
+    bs, as_ = before.summary, after.summary
+    assert rows["calls"] == (20, 20)
+    assert rows["compiles"] == (bs.compile_count, as_.compile_count) and rows["compiles"][0] != rows["compiles"][1]
+    assert rows["recompiles"] == (2, 0) and rows["break sites"] == (1, 0)
+    assert rows["graphs"] == (bs.graph_count, as_.graph_count)
+    assert rows["fallbacks"] == (0, 0)
+    assert rows["compile time"] == (bs.compile_ns, as_.compile_ns)
+    steady = {p.phase: p for p in bs.phases}["steady"].median_ns
+    assert rows["steady median"][0] == steady
+    # frames whose compile time changed, largest change first
+    assert cmp.frames and abs(cmp.frames[0].compile_ns_after - cmp.frames[0].compile_ns_before) == max(
+        abs(f.compile_ns_after - f.compile_ns_before) for f in cmp.frames)
+
+
+def test_cli_opens_with_the_setting_then_the_totals(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    before = _env(build(baseline_program()), torch_version="2.13.0")
+    after = _env(build(candidate_program()), torch_version="2.14.1")
+    b = write_receipt_files(before, tmp_path / "b")
+    a = write_receipt_files(after, tmp_path / "a")
+    res = CliRunner().invoke(cli, ["diff", b, a], terminal_width=120)
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert out.index("setting: what differs") < out.index("torch") < out.index("totals: before → after") \
+        < out.index("phases: before → after")
+    assert "2.13.0" in out and "2.14.1" in out
+
+
+def test_cli_several_runs_by_double_dash_or_folders(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    def write(side: str, program, factors) -> list[str]:
+        return [write_receipt_files(r, tmp_path / side / f"run{i}") for i, r in enumerate(_runs(program, factors))]
+
+    bs = write("before", baseline_program, (1.0, 1.03, 0.97))
+    as_ = write("after", candidate_program, (1.0, 0.98, 1.02))
+    by_dash = CliRunner().invoke(cli, ["diff", *bs, "--", *as_, "--json"])
+    assert by_dash.exit_code == 0, by_dash.output
+    by_folder = CliRunner().invoke(cli, ["diff", str(tmp_path / "before"), str(tmp_path / "after"), "--json"])
+    assert by_folder.exit_code == 0, by_folder.output
+    assert json.loads(by_dash.output) == json.loads(by_folder.output)
+    data = json.loads(by_dash.output)
+    assert (data["runs_before"], data["runs_after"]) == (3, 3)
+    res = CliRunner().invoke(cli, ["diff", *bs, "--", *as_], terminal_width=140)
+    assert "3 runs before · 3 after" in res.output and "steady median: faster" in res.output
+    # --out attaches a comparison verify can recompute: one run a side only
+    r = _run("diff", *bs, "--", *as_, "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "one run a side" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = _run("diff", *bs)
+    assert r.returncode == 2 and "`--`" in r.stderr
+    r = _run("diff", str(tmp_path), bs[0])
+    assert r.returncode == 2 and "no receipt.json" in r.stderr

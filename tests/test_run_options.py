@@ -46,6 +46,7 @@ VALUES = {
     "fail_after_warmup": "log",
     "patch": "given.patch",
     "calls_of": "f",
+    "python": "python-elsewhere",
 }
 """A valid value for an option whose type does not give one (others: from their click type)."""
 TARGETS = {"plain": "w.py:f", "warm": "w.py:f", "nproc": "w.py"}
@@ -101,7 +102,8 @@ class Fakes:
         self.handed: list[Any] = []
         monkeypatch.setattr(run_cmd, "run_target", self.run_target)
         monkeypatch.setattr(warm_start, "fresh_processes", lambda: self)
-        monkeypatch.setattr(merge, "_run_forwarding_signals", self.torchrun)
+        monkeypatch.setattr(merge, "run_forwarding_signals", self.torchrun)
+        monkeypatch.setattr(run_cmd, "check_interpreter", lambda python, env: "9.9")
 
     def run_target(self, target: str, args: list[str], **kw: Any) -> RunResult:
         self.handed.append(("run_target", target, args, _plain({k: v for k, v in kw.items() if k != "launch"})))
@@ -116,8 +118,8 @@ class Fakes:
     def close(self) -> None:
         pass
 
-    def torchrun(self, cmd: list[str]) -> tuple[int, int]:
-        self.handed.append(("torchrun", cmd[1:]))
+    def torchrun(self, cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, int]:
+        self.handed.append(("child", cmd))  # torchrun, or `seamscope run` under --python
         return 0, 0
 
 

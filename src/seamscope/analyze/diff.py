@@ -10,14 +10,26 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from ..errors import UnusableInput
 from ..ingest.compile_events import SKIPPED_FRAME_TYPE, legacy_site_id
-from ..model.diff import CauseChange, Comparison, PhaseDelta, PhaseSide, RecompileChange, SiteChange
+from ..model.diff import (
+    CauseChange,
+    Comparison,
+    PhaseDelta,
+    PhaseSide,
+    RecompileChange,
+    SiteChange,
+    TimingVerdict,
+)
 from ..model.receipt import PhaseStats, Receipt, SiteSummary
+from .diff_runs import ONE_RUN, judged, timing_verdicts, verdict_text
+from .diff_setting import frame_changes, known_change_notes, setting_changes, totals
 from .receipt import rehash
+from .stats import median
 
 PHASE_ORDER = ("cold", "steady", "fallback")
 _NUM = re.compile(r"\d+")
@@ -118,30 +130,42 @@ def _fmt_pct(x: float | None) -> str:
 
 
 def _verdict(
-    rows: dict[str, PhaseDelta], cold_extra: int | None, saving: int | None, n: int | None
+    rows: dict[str, PhaseDelta], cold_extra: int | None, saving: int | None, n: int | None,
+    timing: Sequence[TimingVerdict], one_each: bool,
 ) -> list[str]:
+    """The verdict lines. One run a side is no verdict: its figures are shown, not judged. With
+    several, each timing figure carries the test's verdict, and the worth-it sentence and its
+    break-even are drawn only from a steady median the runs decide (``faster`` or ``slower``)."""
     steady, cold = rows.get("steady"), rows.get("cold")
-    out: list[str] = []
     if steady is None or steady.before.calls == 0 or steady.after.calls == 0:
-        out.append("no steady calls on one side or both: the per-call cost cannot be compared")
-        return out
+        return ["no steady calls on one side or both: the per-call cost cannot be compared"]
     cold_pct = _pct(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
     head = f"steady {_fmt_pct(steady.median_pct)} (median), cold {_fmt_pct(cold_pct)} (total)"
-    if saving is None or cold_extra is None:
-        out.append(head)
-    elif saving > 0 and cold_extra <= 0:
-        out.append(f"{head}: better from the first call")
-    elif saving > 0:
-        out.append(f"{head}: worth it for workers that live longer than {n} call{'s' if n != 1 else ''}")
-    elif saving < 0 and cold_extra < 0:
-        out.append(f"{head}: worth it only for workers that live fewer than {n} calls")
-    elif saving == 0 and cold_extra < 0:
-        out.append(f"{head}: cheaper warmup, same steady cost")
-    elif saving == 0 and cold_extra == 0:
-        out.append(f"{head}: no measured difference")
+    if one_each:
+        return [f"{head}: {ONE_RUN} (give several runs a side: diff A1 A2 A3 -- B1 B2 B3)"]
+    out = [verdict_text(t) for t in timing]
+    if judged(timing, "steady median") is None:
+        out.append(f"{head}: the runs do not decide the steady calls, so no break-even")
     else:
-        out.append(f"{head}: not worth it (no cheaper in steady calls nor in warmup)")
+        out.append(worth_it(head, cold_extra, saving, n))
     return out
+
+
+def worth_it(head: str, cold_extra: int | None, saving: int | None, n: int | None) -> str:
+    """The head line with what the steady saving and the cold extra mean for a worker's life."""
+    if saving is None or cold_extra is None:
+        return head
+    if saving > 0 and cold_extra <= 0:
+        return f"{head}: better from the first call"
+    if saving > 0:
+        return f"{head}: worth it for workers that live longer than {n} call{'s' if n != 1 else ''}"
+    if saving < 0 and cold_extra < 0:
+        return f"{head}: worth it only for workers that live fewer than {n} calls"
+    if saving == 0 and cold_extra < 0:
+        return f"{head}: cheaper warmup, same steady cost"
+    if saving == 0 and cold_extra == 0:
+        return f"{head}: no measured difference"
+    return f"{head}: not worth it (no cheaper in steady calls nor in warmup)"
 
 
 def break_even(cold_extra: int | None, saving: int | None) -> int | None:
@@ -191,9 +215,16 @@ def site_keys(before: Receipt, after: Receipt) -> tuple[dict[str, SiteSummary], 
     return (old_ids, new_keyed, note) if old is before else (new_keyed, old_ids, note)
 
 
-def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparison:
+def compare(
+    before: Receipt, after: Receipt, *, force: bool = False,
+    runs: tuple[Sequence[Receipt], Sequence[Receipt]] | None = None,
+) -> Comparison:
     """Diff two receipts; raise :class:`UnusableInput` naming why they are not comparable,
-    unless ``force`` (then the reasons are recorded in ``forced_over``)."""
+    unless ``force`` (then the reasons are recorded in ``forced_over``). ``runs``: every run of
+    each side (``before`` and ``after`` their first), whose timings are judged by the stated test;
+    counts, sites and causes come from the first run of each side."""
+    befores, afters = runs if runs is not None else ([before], [after])
+    one_each = len(befores) < 2 or len(afters) < 2
     why = refusals(before, after)
     if why and not force:
         raise UnusableInput("will not compare: " + "; ".join(why) + " (--force compares anyway)")
@@ -218,7 +249,13 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
     saving: int | None = None
     if steady is not None and steady.before.median_ns is not None and steady.after.median_ns is not None:
         saving = steady.before.median_ns - steady.after.median_ns
-    n = break_even(cold_extra, saving)
+    if not one_each:  # the medians over the runs of each side
+        cold_extra = _median_of(afters, _cold_total) - _median_of(befores, _cold_total)
+        sb, sa = _median_of(befores, _steady_median), _median_of(afters, _steady_median)
+        saving = sb - sa if steady is not None else None
+    timing = timing_verdicts(befores, afters)
+    decided = not one_each and judged(timing, "steady median") is not None
+    n = break_even(cold_extra, saving) if decided else None
 
     sites: list[SiteChange] = []
     bsites, asites, site_note = site_keys(before, after)
@@ -263,7 +300,7 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
         )
 
     causes = cause_changes(before, after)
-    verdict = _verdict(rows, cold_extra, saving, n)
+    verdict = _verdict(rows, cold_extra, saving, n, timing, one_each)
     added = sum(1 for s in sites if s.change == "added")
     removed = sum(1 for s in sites if s.change == "removed")
     if added or removed:
@@ -281,11 +318,9 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
             + "".join(f"; + {c.cause_id} {c.description}" for c in new)
         )
     notes = [site_note] if site_note else []
-    eb, ea = before.ledger.environment, after.ledger.environment
-    for field in ("torch_version", "backend", "device", "python_version"):
-        vb, va = getattr(eb, field), getattr(ea, field)
-        if vb != va:
-            notes.append(f"{field} differs: {vb} before, {va} after")
+    setting = setting_changes(before, after)
+    notes += known_change_notes(setting)
+    notes += _side_notes("before", befores) + _side_notes("after", afters)
     if before.ledger.run.input_trace_sha256 is None or after.ledger.run.input_trace_sha256 is None:
         notes.append("no input trace hash on one side: same inputs not confirmed")
     unknown = [side for side, r in (("before", before), ("after", after)) if not families_known(r)]
@@ -317,7 +352,36 @@ def compare(before: Receipt, after: Receipt, *, force: bool = False) -> Comparis
         forced_over=why,
         notes=notes,
         causes=causes,
+        setting=setting,
+        totals=totals(before, after),
+        frames=frame_changes(before, after),
+        runs_before=len(befores),
+        runs_after=len(afters),
+        timing=timing,
     )
+
+
+def _cold_total(r: Receipt) -> int:
+    return sum(p.wall_ns for p in r.summary.phases if p.phase == "cold")
+
+
+def _steady_median(r: Receipt) -> int:
+    return next((p.median_ns for p in r.summary.phases if p.phase == "steady" and p.median_ns is not None), 0)
+
+
+def _median_of(receipts: Sequence[Receipt], figure: Callable[[Receipt], int]) -> int:
+    return median([figure(r) for r in receipts]) or 0
+
+
+def _side_notes(side: str, receipts: Sequence[Receipt]) -> list[str]:
+    """A side whose runs did not compile the same way (their structure hashes differ) or were not
+    fed the same inputs: its timings still compare, but say so."""
+    notes = []
+    if len({r.structure_sha256 for r in receipts}) > 1:
+        notes.append(f"the {side} runs differ in structure (counts, sites or compile ids): counts are the first run's")
+    if len({r.ledger.run.input_trace_sha256 for r in receipts}) > 1:
+        notes.append(f"the {side} runs were fed different inputs")
+    return notes
 
 
 def cause_changes(before: Receipt, after: Receipt) -> list[CauseChange]:

@@ -626,8 +626,10 @@ def check_comparison(
     if steady and steady["before"]["median_ns"] is not None and steady["after"]["median_ns"] is not None:
         saving = steady["before"]["median_ns"] - steady["after"]["median_ns"]
     n = None
-    if extra and saving and (extra > 0) == (saving > 0):
-        n = -(-extra // saving)
+    if extra and saving and (extra > 0) == (saving > 0) and "runs_before" not in cmp:
+        n = -(-extra // saving)  # written before one run a side stopped being a verdict
+    v.expect((cmp.get("runs_before", 1), cmp.get("runs_after", 1)) == (1, 1), "COMPARISON_MISMATCH",
+             "a comparison over several runs a side cannot be recomputed from the two receipts it links")
     v.expect((cmp["cold_extra_ns"], cmp["steady_saving_ns"], cmp["break_even_calls"]) == (extra, saving, n),
              "COMPARISON_MISMATCH",
              f"cold extra/steady saving/break-even {cmp['cold_extra_ns']}/{cmp['steady_saving_ns']}/"

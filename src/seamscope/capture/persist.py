@@ -159,6 +159,35 @@ class OutLock:
                 os.unlink(self.path)
 
 
+def other_holder(folder: str) -> str | None:
+    """Who holds ``folder`` (one line: pid, host, start, command) when that is a live run other than
+    this process's own sessions; None when the folder is free, its lock stale, or held here."""
+    lock = OutLock(os.path.abspath(folder), "")
+    holder = lock._read()
+    if not holder or lock._stale(holder):
+        return None
+    if holder.get("pid") == os.getpid() and holder.get("host") == lock.info["host"] and holder.get("token") in _HELD:
+        return None
+    return _holder_line(holder)
+
+
+@contextlib.contextmanager
+def held_folder(folder: str, command: str) -> Iterator[OutLock]:
+    """``folder`` (as the user gave it) checked writable and locked for a command that writes it as a
+    whole (``try``: its runs write below it, then the table and the top receipt into it), as
+    ``RunOutput.prepare`` does for a run; released at the end. ``UnusableInput`` (one line, naming
+    the holder of the lock) otherwise."""
+    from ..render.files import check_writable
+
+    check_writable(folder)
+    lock = OutLock(os.path.abspath(folder), command, folder)
+    lock.acquire()
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
 # --- the output folder of one run ------------------------------------------------------------
 
 

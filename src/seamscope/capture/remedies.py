@@ -230,10 +230,11 @@ class _PatchedSources(importlib.abc.MetaPathFinder):
             if spec is None:
                 continue
             origin = os.path.abspath(spec.origin) if spec.origin else None
-            if origin not in self.sources:
+            real = os.path.realpath(origin) if origin else None  # the sources are by real path
+            if origin is None or real not in self.sources:
                 return None
             return importlib.util.spec_from_file_location(
-                fullname, origin, loader=_PatchedLoader(origin, self.sources[origin]),
+                fullname, origin, loader=_PatchedLoader(origin, self.sources[real]),
                 submodule_search_locations=spec.submodule_search_locations)
         return None
 

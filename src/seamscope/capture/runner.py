@@ -60,7 +60,7 @@ def _run_transformed(target: str, transform: Any) -> None:
     import ast
     import types
 
-    with open(target, encoding="utf-8") as f:
+    with open(target, "rb") as f:  # bytes: its encoding (a BOM, a coding line) read as Python reads it
         tree = transform(ast.parse(f.read(), filename=target))
     code = compile(tree, target, "exec")
     mod = types.ModuleType("__main__")

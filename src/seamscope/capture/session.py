@@ -29,6 +29,7 @@ from .._version import __version__
 from ..ingest.compile_events import CompileEventAssembler, needed
 from ..model.builder import LedgerBuilder
 from ..model.ledger import (
+    TRACKED_PACKAGES,
     BreakSite,
     Compilation,
     CompileCacheState,
@@ -109,6 +110,7 @@ class Session(CallHooks, RegionHooks):
                 device=_device(torch),
                 dynamo_config=adapter.dynamo_settings(),
                 compile_cache=_compile_cache(),
+                packages=installed_versions(),
             ),
             clock=self.clock,
             first_calls=self.first_calls,
@@ -383,6 +385,20 @@ def observe(fn_or_module: Any, **compile_kwargs: Any) -> Any:
         return compile_fn(fn_or_module, **compile_kwargs)
     s._note_options(compile_kwargs)
     return s.track(compile_fn(fn_or_module, **compile_kwargs))
+
+
+def installed_versions() -> dict[str, str]:
+    """The versions of :data:`TRACKED_PACKAGES` installed beside torch (read from their metadata,
+    not imported: the script may import them later, or never)."""
+    from importlib import metadata
+
+    out = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
 
 
 def _compile_cache() -> CompileCacheState | None:

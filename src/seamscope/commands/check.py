@@ -52,6 +52,10 @@ def _has_status(r: object, path: str, allow_incomplete: bool, what: str = "") ->
               metavar="PCT",
               help="With --baseline: the steady median may be at most PCT percent slower (the two "
                    "receipts must have measured the same number of calls).")
+@click.option("--max-compile-regression", "max_compile", type=click.FloatRange(min=0), default=None,
+              metavar="PCT",
+              help="With --baseline: the compile time may be at most PCT percent above the baseline's "
+                   "(one run's compile time varies by tens of percent: give a wide limit).")
 @click.option("--max-cause-recompiles", "cause_limits", multiple=True, metavar="CAUSE=N",
               help="At most N recompiles set off by one recompile cause (its RC… id in the findings); "
                    "repeatable. With --baseline, a cause the baseline lacks fails anyway.")
@@ -60,10 +64,11 @@ def _has_status(r: object, path: str, allow_incomplete: bool, what: str = "") ->
                    "interrupted, terminated, or an incomplete checkpoint); by default it fails.")
 def command(receipt: str, baseline: str | None, max_breaks: int | None, max_recompiles: int | None,
             max_fallbacks: int | None, max_steady: float | None, cause_limits: tuple[str, ...],
-            allow_incomplete: bool = False) -> int:
+            allow_incomplete: bool = False, max_compile: float | None = None) -> int:
     """Check RECEIPT (a receipt.json or its folder) against limits and/or a baseline receipt."""
     limits = Limits(max_breaks=max_breaks, max_recompiles=max_recompiles,
                     max_fallbacks=max_fallbacks, max_steady_regression=max_steady,
+                    max_compile_regression=max_compile,
                     cause_recompiles=parse_cause_limits(cause_limits))
     r = load_trusted_receipt(receipt)
     _has_status(r, receipt, allow_incomplete)

@@ -110,15 +110,15 @@ def report_merged(receipt: Any, path: str, *, fail_on_divergence: bool = False, 
 _WHOSE = {"ddp": "torch's DDP code", "fsdp": "torch's FSDP code"}
 
 
-def _run_forwarding_signals(cmd: list[str]) -> tuple[int, int]:
-    """Run torchrun to its end: a SIGTERM or SIGHUP sent to this process is passed on to it (it
-    stops the ranks, which write their receipts), Ctrl-C reaches the ranks through the terminal,
-    and either way this process waits, so the ranks' receipts are merged rather than lost.
-    Returns (torchrun's status, the signal that stopped the job or 0)."""
+def run_forwarding_signals(cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, int]:
+    """Run a child (torchrun, or ``seamscope run`` under another Python) to its end: a SIGTERM or
+    SIGHUP sent to this process is passed on to it (it stops the ranks or the run, which write their
+    receipts), Ctrl-C reaches the child through the terminal, and either way this process waits, so
+    nothing measured is lost. Returns (the child's status, the signal that stopped the job or 0)."""
     import signal
     import subprocess
 
-    child = subprocess.Popen(cmd)
+    child = subprocess.Popen(cmd, env=env)
     got: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -175,7 +175,7 @@ def run_ranks(
         cmd.append("--quiet")
     cmd += passed or []
     cmd += (["-m"] if module else []) + [target, "--", *args]
-    rc, stopped_by = _run_forwarding_signals(cmd)
+    rc, stopped_by = run_forwarding_signals(cmd)
     if nproc == 1:  # WORLD_SIZE 1: the rank wrote OUT/receipt.json and its summary itself
         return 128 + stopped_by if stopped_by else (1 if rc else 0)
     receipt = merge(gather(out), world_size=nproc)

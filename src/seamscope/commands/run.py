@@ -96,7 +96,23 @@ def _watcher_of(options: dict[str, object]) -> Watcher | None:
                    sinks=sinks)
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+class _RunCommand(click.Command):
+    """Keeps the words it was given: ``--python`` hands the same command line to another interpreter."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
+
+ARGV = "seamscope.run.argv"
+
+
+@click.command(cls=_RunCommand,
+               context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--python", "python", default=None, metavar="PATH",
+              help="Run under another environment's Python (another torch release): this seamscope runs "
+                   "there and writes a receipt of the same format. That environment needs torch, msgspec, "
+                   "click, rich and jinja2.")
 @run_options()
 @watch_options
 @remedy_options
@@ -106,9 +122,11 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             rollback_trigger: str | None, nproc: int | None, trace_out: str | None, trace_calls: int,
             trace_events: int, warm: bool, save_artifacts: str | None, load_artifacts: str | None,
             checkpoint_every: float, fingerprint: bool, record_out: str | None, no_html: bool,
-            target: str, args: tuple[str, ...], **remedies: object) -> int:
+            target: str, args: tuple[str, ...], python: str | None, **remedies: object) -> int:
     """Run TARGET (a script, -m MODULE, or a workload FILE.py:FUNC) with every torch.compile in it observed;
     write receipt.json, calls.csv, index.html. A workload takes --lengths, --lengths-file and --dim after --."""
+    if python is not None:
+        return under_python(python, click.get_current_context().meta[ARGV])
     need_torch("run")
     from ..model.receipt import Decision
 
@@ -164,6 +182,56 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
             write_trace(result.session.ledger, trace_out, max_calls=trace_calls, max_events=trace_events)
             say(f"seamscope: wrote trace {trace_out}", err=True)
         return finish_run(result, quiet=quiet, html_report=not no_html)
+
+
+INTERPRETER_CHECK = "import msgspec, click, rich, jinja2; import torch; print(torch.__version__)"
+"""What ``--python`` checks the other environment has before the run, in one line."""
+
+
+def under_python(python: str, argv: list[str]) -> int:
+    """``seamscope run`` with the same words, less ``--python PATH``, in another interpreter: this
+    seamscope's own package on its path (so the receipt has this format), the other environment's
+    torch. Its exit code is the run's; a signal is passed on as for ``--nproc``'s ranks."""
+    import sys
+
+    from .merge import run_forwarding_signals
+
+    rest = _without_option(argv, "--python")
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+    version = check_interpreter(python, env)
+    say(f"seamscope: running under {python} (torch {version})", err=True)
+    sys.stdout.flush()
+    rc, _ = run_forwarding_signals([python, "-m", "seamscope", "run", *rest], env)
+    return 128 - rc if rc < 0 else rc
+
+
+def check_interpreter(python: str, env: dict[str, str]) -> str:
+    """The other environment's torch version; one line and exit 2 when seamscope cannot run there."""
+    import subprocess
+
+    from ..errors import UnusableInput
+
+    try:
+        got = subprocess.run([python, "-c", INTERPRETER_CHECK], env=env, capture_output=True, text=True, timeout=300)
+    except OSError as e:
+        raise UnusableInput(f"--python {python}: cannot start it ({e.strerror or e})") from None
+    if got.returncode != 0:
+        last = (got.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UnusableInput(f"--python {python}: cannot run seamscope there ({last}); that environment needs "
+                            "torch, msgspec, click, rich and jinja2")
+    return got.stdout.strip()
+
+
+def _without_option(argv: list[str], name: str) -> list[str]:
+    """``argv`` less its first ``NAME VALUE`` or ``NAME=VALUE`` (run's options come before the target,
+    so the first is the one click read, not one of the script's own words)."""
+    for i, word in enumerate(argv):
+        if word == name:
+            return argv[:i] + argv[i + 2:]
+        if word.startswith(name + "="):
+            return argv[:i] + argv[i + 1:]
+    return list(argv)
 
 
 def refuse_unsupported(ctx: click.Context, route: str | None) -> None:

@@ -110,10 +110,12 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
     trial = TrialSpec(script=target, args=args_l, out=out, seed=seed, repeat=repeat,
                       max_repeat=default_max_repeat(repeat) if max_repeat is None else max_repeat,
                       timeout=timeout, budget_s=budget_s)
+    from ..capture.persist import held_folder
     from ..experiments.trials.budget import BudgetSpent
     from ..experiments.trials.runs import fresh_processes
 
-    with signals_end_the_trial() as stop:
+    # OUT is this trial's alone (a second try or run into it is refused, naming this one)
+    with signals_end_the_trial() as stop, held_folder(out, shlex.join(["seamscope", "try", target])):
         processes = None
         try:
             processes = fresh_processes(sys.executable)
@@ -146,7 +148,7 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
             if chosen is not None and chosen.diff:
                 from ..render.files import write_atomic
 
-                paths.append(write_atomic(write_patch, chosen.diff))
+                paths.append(write_atomic(write_patch, _patch_file(chosen.patch) or chosen.diff))
             else:
                 why = "no candidate was recommended" if chosen is None else f"{chosen.name} is no edit of the script"
                 click.echo(f"seamscope: --write-patch: {why}; nothing written to {shown(write_patch, None)} "
@@ -160,6 +162,15 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
                        "finished are in the table", err=True)
             return 128 + stop.signum
     return 130 if trials.interrupted else 0
+
+
+def _patch_file(path: str | None) -> bytes | None:
+    """The patch file's bytes as the trial wrote them (the script's own line endings and encoding)."""
+    try:
+        with open(path or "", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 class _Stop:

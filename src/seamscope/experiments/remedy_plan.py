@@ -179,38 +179,46 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
     becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported;
     for a workload target, every file but the workload's own, which it loads by path).
     A path is taken from the current folder, else from the project root (the script's git work
-    tree), else from the script's folder."""
+    tree, through any symbolic link), else from the script's folder. The diff is applied to the
+    file's bytes as ``git apply`` does (its line endings, byte-order mark and encoding as they are),
+    then the result is read as Python reads a source file."""
+    from .source_file import SourceUnusable, decode_source
     from .unified_diff import apply, parse, project_root
 
-    workload = os.path.abspath(target.rpartition(":")[0]) if ".py:" in target else None
-    script = None if module or workload else os.path.abspath(target)
+    workload = os.path.realpath(target.rpartition(":")[0]) if ".py:" in target else None
+    script = None if module or workload else os.path.realpath(target)
     near = workload or script
-    texts: dict[str, str] = {}
+    raw: dict[str, str] = {}  # each file's bytes, one character per byte (latin-1): applied as bytes
     for p in patches:
         try:
-            with open(p, encoding="utf-8", newline="") as f:
-                diffs = parse(f.read())
-        except (OSError, UnicodeDecodeError) as e:
-            raise UnusableInput(f"--patch {p}: cannot read it ({e})") from None
+            with open(p, "rb") as f:
+                diffs = parse(f.read().decode("latin-1"))
+        except OSError as e:
+            raise UnusableInput(f"--patch {p}: cannot read it ({e.strerror or e})") from None
         for d in diffs:
-            roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near)] if near else [])
-            found = [c for r in roots if os.path.isfile(c := os.path.abspath(os.path.join(r, d.path)))]
+            name = d.path = d.path.encode("latin-1").decode("utf-8", errors="replace")  # a path is UTF-8
+            roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near), project_root(os.path.abspath(target)),
+                                      os.path.dirname(os.path.abspath(target))] if near else [])
+            found = [os.path.realpath(c) for r in roots if os.path.isfile(c := os.path.join(r, name))]
             path = script if script in found else next(iter(found), None)  # the script first, where it is named
             if path is None:
-                raise UnusableInput(f"--patch {p}: no file {d.path} (from the current folder or the script's)")
+                raise UnusableInput(f"--patch {p}: no file {name} (from the current folder or the script's)")
             if path == workload:
-                raise UnusableInput(f"--patch {p}: a workload's own file cannot be patched ({d.path}); patch the "
+                raise UnusableInput(f"--patch {p}: a workload's own file cannot be patched ({name}); patch the "
                                     "modules it imports, or run a script")
-            if path not in texts:
-                with open(path, encoding="utf-8", newline="") as f:
-                    texts[path] = f.read()
+            if path not in raw:
+                with open(path, "rb") as f:
+                    raw[path] = f.read().decode("latin-1")
             try:
-                texts[path] = apply(texts[path], d)
+                raw[path] = apply(raw[path], d)
             except UnusableInput as e:
                 raise UnusableInput(f"--patch {p}: {e}") from None
-    for path, text in texts.items():
+    for path, data in raw.items():
         try:
+            text = decode_source(data.encode("latin-1"), path).text
             ast.parse(text, filename=path)
+        except SourceUnusable as e:
+            raise UnusableInput(f"--patch: {e} once patched") from None
         except SyntaxError as e:
             raise UnusableInput(f"--patch: {path} does not parse once patched (line {e.lineno}: {e.msg})") from None
         if path == script:
@@ -234,7 +242,7 @@ def _check_calls_of(name: str, target: str, module: bool, rem: Remedies) -> None
 
 def _parse_script(target: str) -> ast.Module:
     try:
-        with open(target, encoding="utf-8") as f:
+        with open(target, "rb") as f:  # its encoding as Python reads it (a BOM, a coding line)
             return ast.parse(f.read(), filename=target)
     except (OSError, SyntaxError, ValueError) as e:
         raise UnusableInput(f"{target}: cannot read the script ({e})") from None

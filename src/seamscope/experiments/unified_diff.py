@@ -30,8 +30,18 @@ def project_root(script: str) -> str:
         if up == d:
             break
         d = up
-    here = os.path.abspath(os.getcwd())
-    return here if path.startswith(here + os.sep) else os.path.dirname(path)
+    for here in (os.path.abspath(os.getcwd()), os.path.realpath(os.getcwd())):  # a real path: the real folder
+        if path.startswith(here + os.sep):
+            return here
+    return os.path.dirname(path)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text``, each with its ``\\n`` (split there only, as ``git`` and ``patch`` do:
+    ``str.splitlines`` would also split at form feeds, a lone ``\\r`` and other separators)."""
+    out = text.split("\n")
+    last = out.pop()
+    return [ln + "\n" for ln in out] + ([last] if last else [])
 
 
 def make(old: str, new: str, rel: str, context: int = 3) -> str:
@@ -39,7 +49,7 @@ def make(old: str, new: str, rel: str, context: int = 3) -> str:
     empty when they are equal."""
     if old == new:
         return ""
-    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    a, b = split_lines(old), split_lines(new)
     out = [f"diff --git a/{rel} b/{rel}\n"]
     for line in difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=context):
         if line.startswith(("---", "+++")):
@@ -69,7 +79,7 @@ class FileDiff:
 def parse(text: str) -> list[FileDiff]:
     """The files and hunks of a diff; :class:`UnusableInput` for a malformed one."""
     files: list[FileDiff] = []
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -96,10 +106,11 @@ def parse(text: str) -> list[FileDiff]:
                         hunk.lines[-1] = hunk.lines[-1].rstrip("\n")
                     i += 1
                     continue
-                tag = body[:1] if body.strip("\n") else " "
+                blank = body in ("\n", "\r\n")  # an empty context line, its space left out
+                tag = " " if blank else body[:1]
                 if tag not in " -+":
                     raise UnusableInput(f"the patch's hunk at line {hunk.old_start} is cut short")
-                hunk.lines.append(tag + body[1:] if body.strip("\n") else " \n")
+                hunk.lines.append(" " + body if blank else body)
                 seen_old += tag in " -"
                 seen_new += tag in " +"
                 i += 1
@@ -115,7 +126,7 @@ def parse(text: str) -> list[FileDiff]:
 
 def apply(text: str, diff: FileDiff) -> str:
     """``text`` with the hunks applied at the lines they name (no fuzz, no offset)."""
-    src = text.splitlines(keepends=True)
+    src = split_lines(text)
     out: list[str] = []
     pos = 0  # lines of src consumed
     for h in diff.hunks:

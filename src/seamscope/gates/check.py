@@ -36,6 +36,8 @@ class Limits:
     """Percent: the candidate's steady median may be at most this much slower than the baseline's."""
     cause_recompiles: dict[str, int] = field(default_factory=dict)
     """Recompile cause id (``RC…``) → the most recompiles it may set off (0: it must not occur)."""
+    max_compile_regression: float | None = None
+    """Percent: the candidate's compile time may be at most this much above the baseline's."""
 
     def __post_init__(self) -> None:
         for name in ("max_breaks", "max_recompiles", "max_fallbacks"):
@@ -48,16 +50,17 @@ class Limits:
                     f"--max-cause-recompiles {cid}={v}: expected CAUSE=N with a cause id such as "
                     "RC1a2b3c4d (see the receipt's findings) and N >= 0"
                 )
-        if self.max_steady_regression is not None and not self.max_steady_regression >= 0:
-            raise UnusableInput(
-                f"--max-steady-regression {self.max_steady_regression}: a percentage >= 0"
-            )
+        for name in ("max_steady_regression", "max_compile_regression"):
+            v = getattr(self, name)
+            if v is not None and not v >= 0:
+                raise UnusableInput(f"--{name.replace('_', '-')} {v}: a percentage >= 0")
 
     @property
     def any(self) -> bool:
         return bool(self.cause_recompiles) or any(
             v is not None
-            for v in (self.max_breaks, self.max_recompiles, self.max_fallbacks, self.max_steady_regression)
+            for v in (self.max_breaks, self.max_recompiles, self.max_fallbacks, self.max_steady_regression,
+                      self.max_compile_regression)
         )
 
 
@@ -93,6 +96,8 @@ def check(receipt: Receipt, limits: Limits, baseline: Receipt | None = None) -> 
         )
     if limits.max_steady_regression is not None and baseline is None:
         raise UnusableInput("--max-steady-regression needs --baseline (a steady median to compare to)")
+    if limits.max_compile_regression is not None and baseline is None:
+        raise UnusableInput("--max-compile-regression needs --baseline (a compile time to compare to)")
     rep = CheckReport()
     s = receipt.summary
     rep.lines.append(
@@ -221,6 +226,7 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
         rep.lines.append("fallbacks:")
         rep.lines.extend(f"  {f.compile_id} {shown_frame_name(f)} [{f.status}]: {f.reason}" for f in s.fallbacks)
 
+    _compile_regression(receipt, baseline, limits, rep)
     steady = next((p for p in cmp.phases if p.phase == "steady"), None)
     why = refusals(baseline, receipt)
     if limits.max_steady_regression is None:
@@ -247,6 +253,22 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
             f"steady median {_pct(steady.median_pct)} slower than the baseline, over "
             f"--max-steady-regression {limits.max_steady_regression:g}"
         )
+
+
+def _compile_regression(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckReport) -> None:
+    """Compile time against the baseline's (an upgrade check: the same script under the pinned and
+    the candidate torch). One run's compile time varies by tens of percent: the limit is the
+    user's, and should be wide."""
+    if limits.max_compile_regression is None:
+        return
+    b, a = baseline.summary.compile_ns, receipt.summary.compile_ns
+    if b <= 0:
+        raise UnusableInput("cannot compare compile time with the baseline: the baseline compiled nothing")
+    pct = (a - b) * 100.0 / b
+    limit = limits.max_compile_regression
+    rep.lines.append(f"compile time {fmt_ns(b)} -> {fmt_ns(a)} ({_pct(pct)}, limit +{limit:g}%)")
+    if pct > limit:
+        rep.problems.append(f"compile time {_pct(pct)} above the baseline's, over --max-compile-regression {limit:g}")
 
 
 __all__ = ["Limits", "CheckReport", "check", "site_line", "cause_line"]

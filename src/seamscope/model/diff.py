@@ -82,6 +82,56 @@ class CauseChange(Struct, frozen=True):
     compile_ns_after: int
 
 
+class SettingChange(Struct, frozen=True):
+    """One thing of the run's setting that differs between the sides (a version, the backend, a
+    Dynamo setting); None where a side does not record it."""
+
+    field: str
+    """``torch``, ``python``, ``transformers``, ``backend``, ``device``, ``schema``,
+    ``dynamo.NAME``, ..."""
+    before: str | None
+    after: str | None
+
+
+class TotalRow(Struct, frozen=True):
+    """One total side by side (the first run of each side where there are several)."""
+
+    name: str
+    """``calls``, ``compiles``, ``recompiles``, ``fallbacks``, ``graphs``, ``break sites``,
+    ``compile time``, ``compile time: dynamo`` (one row per stage), ``steady median``."""
+    unit: Literal["count", "ns"]
+    before: int | None
+    after: int | None
+
+
+class FrameCompileChange(Struct, frozen=True):
+    """Compile time of one frame (matched by file and function) on each side."""
+
+    frame: str
+    compilations_before: int
+    compilations_after: int
+    compile_ns_before: int
+    compile_ns_after: int
+
+
+class TimingVerdict(Struct, frozen=True):
+    """One timing figure judged over the runs of each side by the stated test (Welch's t interval
+    on the logarithms, as ``seamscope try`` judges its candidates); with one run a side there is no
+    variation to judge, and ``verdict`` says so."""
+
+    figure: str
+    """``total``, ``steady median``, ``compile time``."""
+    verdict: str
+    """``faster``, ``slower``, ``no measurable change``, ``noisy``, ``one run each: not a verdict``,
+    or ``not recorded``."""
+    ratio: float | None
+    """After / before of the geometric means over the runs."""
+    low: float | None
+    high: float | None
+    runs_before: int
+    runs_after: int
+
+
 class Comparison(Struct, frozen=True):
     before_receipt_sha256: str
     after_receipt_sha256: str
@@ -115,3 +165,12 @@ class Comparison(Struct, frozen=True):
     notes: list[str] = []
     causes: list[CauseChange] = []
     """Recompiles grouped by cause on each side: a fix that removes one cause is one removed row."""
+    setting: list[SettingChange] = []
+    """What differs in the setting (versions, backend, device, schema, Dynamo settings)."""
+    totals: list[TotalRow] = []
+    frames: list[FrameCompileChange] = []
+    """Frames whose compile time or compilation count changed, largest change first."""
+    runs_before: int = 1
+    """Receipts (runs) on each side; timing verdicts need two or more a side."""
+    runs_after: int = 1
+    timing: list[TimingVerdict] = []

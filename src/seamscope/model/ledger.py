@@ -61,6 +61,11 @@ class Frame(Struct, frozen=True):
     function: str
 
 
+TRACKED_PACKAGES = ("transformers", "diffusers", "timm", "accelerate", "triton", "numpy")
+"""Libraries whose version a receipt records beside torch's: a model library's upgrade changes
+the code Dynamo traces as surely as torch's does."""
+
+
 class Environment(Struct, frozen=True):
     """What decides compile behaviour, recorded so that two receipts can be told apart."""
 
@@ -76,6 +81,9 @@ class Environment(Struct, frozen=True):
     ``automatic_dynamic_shapes``, ...), values as their ``repr``."""
     compile_cache: CompileCacheState | None = None
     """Inductor's cache directory at the start of the run (None: not read, e.g. an imported log)."""
+    packages: dict[str, str] = {}
+    """Versions of the installed libraries that change what compiles (``transformers``, ``triton``,
+    ...: :data:`TRACKED_PACKAGES`), those installed only; empty where not read (an imported log)."""
 
 
 RunState = Literal["completed", "raised", "exited", "interrupted", "terminated", "incomplete"]

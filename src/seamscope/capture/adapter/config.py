@@ -32,6 +32,7 @@ DYNAMO_SETTINGS = (
     "specialize_float",
     "optimize_ddp",
     "suppress_errors",
+    "nested_graph_breaks",
 )
 
 

@@ -24,6 +24,8 @@ import shutil
 from dataclasses import dataclass, field
 
 from ...analyze.units import fmt_ns
+from ...capture.persist import other_holder
+from ...errors import UnusableInput
 from ...model.receipt import Receipt
 from ...model.trials import Candidate
 from .catalogue import Draft
@@ -52,7 +54,12 @@ def warm_paths(out: str) -> tuple[str, str]:
 
 
 def prime_extra(out: str) -> RunExtra:
-    """The baseline's first run: it fills the warm cache directory and saves the artifacts."""
+    """The baseline's first run: it fills the warm cache directory and saves the artifacts. The
+    folder of a trial before in ``out`` is emptied first; that of a trial still running there (it
+    holds ``out``'s lock) never: ``UnusableInput`` naming it."""
+    holder = other_holder(out)
+    if holder is not None:
+        raise UnusableInput(f"{out}: in use by another seamscope run ({holder}); its warm cache is left as it is")
     cache, artifacts = warm_paths(out)
     shutil.rmtree(os.path.dirname(cache), ignore_errors=True)  # a trial before in the same folder
     os.makedirs(cache, exist_ok=True)
@@ -61,6 +68,8 @@ def prime_extra(out: str) -> RunExtra:
 
 def drop_warm(out: str) -> None:
     """Remove the warm cache folder (the baseline failed, or no candidate reads it)."""
+    if other_holder(out) is not None:  # another trial's, running: never this one's to remove
+        return
     shutil.rmtree(os.path.dirname(warm_paths(out)[0]), ignore_errors=True)
 
 

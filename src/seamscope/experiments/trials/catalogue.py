@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ...model.normalize import project_root
 from ...model.receipt import Receipt
 from ..remedy_spec import RemedySpec, per_callable_limit, spec_from_words
+from ..source_file import read_source
 
 CAP = 8
 """Candidates tried at most (the baseline's findings can suggest dozens); the rest are listed."""
@@ -405,14 +406,22 @@ def choose(drafts: list[Draft], only: list[str], skip: list[str]) -> list[Draft]
     return [d for d in drafts if not hit(d, skip)]
 
 
+def only_matched_nothing(drafts: list[Draft], only: list[str]) -> str:
+    """The one line for an ``--only`` that selected no candidate, listing those there were."""
+    given = ", ".join(f"--only {k}" for k in only)
+    if not drafts:
+        return f"{given}: no candidate matches: the baseline's findings suggested none for this script"
+    return (f"{given}: no candidate matches; the candidates for this script: "
+            f"{', '.join(d.name for d in drafts)} (a name, or part of its flags)")
+
+
 def compile_sites(script: str) -> list[str]:
     """``FILE:LINE`` of each ``torch.compile(...)`` call (or ``@torch.compile``) in the script or a
     workload's file, read from its source; empty when it cannot be read."""
     path = script.rpartition(":")[0] if ".py:" in script else script
     try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(read_source(path).text)  # a BOM, a coding line, CRLF: as Python reads it
+    except (SyntaxError, ValueError):  # SourceUnusable too
         return []
     out = []
     for n in ast.walk(tree):

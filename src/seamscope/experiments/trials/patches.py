@@ -53,7 +53,9 @@ from ..remedy_spec import (
     parse_target,
     parse_value,
 )
-from ..unified_diff import make, project_root
+from ..source_file import SourceUnusable, patch_bytes, read_source
+from ..source_file import rel_path as rel_path
+from ..unified_diff import make
 
 PATCH_DIR = "trials"
 
@@ -68,10 +70,6 @@ class Patch:
     calls_of: str | None = None
     """The patched script's name whose calls are the run's calls (``run --calls-of``), where the
     patch hands ``torch.compile`` something else (a regional patch's blocks)."""
-
-
-def rel_path(script: str) -> str:
-    return os.path.relpath(os.path.abspath(script), project_root(script)).replace(os.sep, "/")
 
 
 class Source:
@@ -243,9 +241,8 @@ def _find_def(tree: ast.Module, qual: str) -> ast.FunctionDef | ast.AsyncFunctio
 def _source_of(script: str) -> Source | None:
     """The script's source, parsed; None where it cannot be read or parsed (no patch then)."""
     try:
-        with open(script, encoding="utf-8") as f:
-            return Source(f.read())
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return Source(read_source(script).text)
+    except (SyntaxError, ValueError):  # SourceUnusable too
         return None
 
 
@@ -311,9 +308,8 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None) -> Patch | No
                 return None
             if path not in others:
                 try:
-                    with open(path, encoding="utf-8") as f:
-                        others[path] = Source(f.read())
-                except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                    others[path] = Source(read_source(path).text)
+                except (SyntaxError, ValueError):  # SourceUnusable too
                     return None
             where_src = others[path]
         node = _find_def(where_src.tree, qual)
@@ -407,22 +403,26 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     return name
 
 
-def write_patch(out: str, name: str, patch: Patch) -> str:
-    """``OUT/trials/NAME.patch``; returns its path."""
+def write_patch(out: str, name: str, patch: Patch, script: str | None = None) -> str:
+    """``OUT/trials/NAME.patch``; returns its path. With ``script``: each file's part in that file's
+    own line endings, byte-order mark and encoding (:func:`.source_file.patch_bytes`;
+    :class:`SourceUnusable` where it cannot be)."""
+    data = patch.diff.encode("utf-8") if script is None else patch_bytes(patch.diff, script)
     path = os.path.join(out, PATCH_DIR, f"{name}.patch")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(patch.diff)
+    with open(path, "wb") as f:
+        f.write(data)
     return path
 
 
-def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> None:
+def attach(drafts: list[Any], out: str, script: str, receipt: Any = None, notes: list[str] | None = None) -> None:
     """Give each catalogue draft that can be a patch of the script its patch, written to
     ``OUT/trials/NAME.patch``: its runs apply it instead of its flags (a regional draft's with
     ``--calls-of``, see above). A user's ``--candidate`` and a process-start candidate (a warm cache,
     compile threads) keep their flags (one that is a single ``--patch`` is shown with its diff); a
-    code-change draft comes with its diff."""
-    for d in drafts:
+    code-change draft comes with its diff. Where the script's file cannot hold a patch (mixed line
+    endings, a character its encoding lacks) the draft keeps its flags, and ``notes`` gets the reason."""
+    for d in list(drafts):
         if d.origin == "user" and len(d.spec.patch) == 1 and d.spec.flags() == [
                 "--patch", d.spec.patch[0], *(["--calls-of", d.spec.calls_of] if d.spec.calls_of else [])]:
             try:  # the user's own patch: shown and written as the catalogue's are
@@ -438,6 +438,13 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None) -> Non
             else spec_patch(d.spec, script, receipt)
         if p is None:
             continue
-        d.patch = write_patch(out, d.name, p)
+        try:
+            d.patch = write_patch(out, d.name, p, script)
+        except SourceUnusable as e:
+            if notes is not None and f"no patch: {e}" not in notes:
+                notes.append(f"no patch: {e}")
+            if d.diff:  # a code change no flag makes: without its patch there is nothing to run
+                drafts[:] = [x for x in drafts if x is not d]
+            continue
         d.diff, d.review = p.diff, p.review
         d.calls_of = p.calls_of or d.calls_of

@@ -47,6 +47,7 @@ from collections.abc import Iterator
 
 from ...model.receipt import Receipt
 from ..remedy_spec import RemedySpec
+from ..source_file import read_source
 from ..unified_diff import make
 from .catalogue import Draft
 from .patches import Source, insertion_line, rel_path
@@ -117,10 +118,9 @@ def rewrites(receipt: Receipt, script: str) -> list[Draft]:
     if ".py:" in script:
         return []
     try:
-        with open(script, encoding="utf-8") as f:
-            text = f.read()
+        text = read_source(script).text  # normal form: decoded, no BOM, "\n" line endings
         ast.parse(text)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    except (SyntaxError, ValueError):  # SourceUnusable too
         return []
     out = []
     cost = {f.site_id: (f.cost_ns or 0) for f in (receipt.findings.findings if receipt.findings else []) if f.site_id}

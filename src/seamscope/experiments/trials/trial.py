@@ -34,6 +34,7 @@ from typing import TypeVar
 
 import msgspec
 
+from ...errors import UnusableInput
 from ...model.receipt import Receipt
 from ...model.trials import Candidate, OutputCheck, Overhead, RunFigures, Trials
 from ..remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
@@ -57,6 +58,7 @@ from .catalogue import (
     choose,
     compile_sites,
     family,
+    only_matched_nothing,
     schedule,
     source_of_guard,
     unique_names,
@@ -309,7 +311,10 @@ def _candidates(st: _State, extra: list[RemedySpec], only: list[str], skip: list
     for i, user in enumerate(extra, 1):
         drafts.append(Draft(name=f"user-{i}", spec=user, origin="user", targets="given with --candidate"))
     drafts = unique_names(drafts)
-    attach_patches(drafts, spec.out, spec.script, receipt)  # each run applies its patch: measured as applied
+    if only and not drafts:
+        drop_warm(spec.out)
+        raise UnusableInput(only_matched_nothing(found, only))
+    attach_patches(drafts, spec.out, spec.script, receipt, st.folded)  # each run applies its patch
     st.extras = {d.name: e for d in drafts if (e := extra_for(d, spec.out)) is not None}
     if not any(d.start for d in drafts):
         drop_warm(spec.out)  # no candidate reads it
