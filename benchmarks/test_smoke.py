@@ -63,7 +63,8 @@ def test_checkpoint_cost_bench_prints_the_checkpoint_and_the_steady_call_ratio()
 def test_watch_overhead_prints_the_ratio_and_the_memory():
     pytest.importorskip("prometheus_client")
     out = run("watch_overhead.py", "--calls", "400", "--rounds", "1", "--size", "8", "--memory", "20000")
-    assert "watch on / watch off" in out and "one sync" in out and "memory over 20,000 watched calls" in out
+    assert "watch on / watch off" in out and "one read of the counts" in out
+    assert "memory over 20,000 watched calls" in out
 
 
 def test_merge_scale_prints_time_and_memory_per_rank_count():
@@ -71,3 +72,11 @@ def test_merge_scale_prints_time_and_memory_per_rank_count():
     lines = [ln for ln in out.splitlines() if " ranks: merge " in ln]
     assert [ln.split()[0] for ln in lines] == ["4", "8"]
     assert all("KiB a rank" in ln and "peak" in ln and "1 skew(s)" in ln for ln in lines), out
+
+
+@pytest.mark.torch
+def test_dispatch_cost_prints_the_estimate_beside_the_profilers_lookup():
+    pytest.importorskip("transformers")
+    out = run("dispatch_cost.py", "--layers", "1", "--entries", "1", "2", "--calls", "4")
+    rows = [ln for ln in out.splitlines() if ln.startswith("1 | ")]
+    assert len(rows) == 2 and all(ln.count(" µs") >= 4 and "lookups)" in ln and "×" in ln for ln in rows)

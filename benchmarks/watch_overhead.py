@@ -4,9 +4,8 @@ timed in a test; run it on a quiet machine (``docs/performance.md``).
 *Steady ratio*: one session over the 8-region workload of ``capture_overhead.py`` with a watcher
 attached and its metrics synced (a Prometheus registry, no server), after the detail window; blocks
 of 100 calls alternate between watch on (C's wall histogram on) and off: what watch mode adds per
-steady call, as a ratio of block medians, over ``--rounds`` fresh sessions. The sync (the counts
-handed to the metrics, once per ``--sync-every`` s at a call's end) runs in both and is timed
-on its own. The ratio against plain
+steady call, as a ratio of block medians, over ``--rounds`` fresh sessions. A read of the
+counts (what a Prometheus scrape does, between calls) is timed on its own. The ratio against plain
 ``torch.compile`` is ``capture_overhead.py``'s, times this one.
 
 *Memory*: ``--memory N`` calls (default 1,000,000) of a one-region function under watch, the
@@ -85,7 +84,7 @@ def ratio(calls: int, rounds: int, size: int, sync_every: float) -> None:
     print(f"size {size}: steady call, watch on / watch off: {statistics.median(ratios):.4f} "
           f"(quartiles {q[0]:.4f}-{q[-1]:.4f}, {len(ratios)} block pairs of {BLOCK}); "
           f"median call {statistics.median(off_all) / 1e3:.1f} µs off, {statistics.median(on_all) / 1e3:.1f} µs on; "
-          f"one sync (once per --sync-every s, at a call's end) {statistics.median(sync_ns) / 1e3:.0f} µs")
+          f"one read of the counts (a scrape's) {statistics.median(sync_ns) / 1e3:.0f} µs")
 
 
 def memory(n: int) -> None:

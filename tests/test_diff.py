@@ -692,3 +692,21 @@ def test_cli_several_runs_by_double_dash_or_folders(tmp_path: Path) -> None:
     assert r.returncode == 2 and "`--`" in r.stderr
     r = _run("diff", str(tmp_path), bs[0])
     assert r.returncode == 2 and "no receipt.json" in r.stderr
+
+
+def test_guards_and_dispatch_totals_where_the_findings_have_them() -> None:
+    from seamscope.model.dispatch import DispatchSection
+
+    def with_dispatch(r: Receipt, guards: int | None, per_call: int = 0) -> Receipt:
+        d = None if guards is None else DispatchSection(
+            sentence="", measured=[], estimated=[], basis="", frames=[], calls=[], guard_count=guards,
+                            guard_checks={}, steady_calls=1, basis_phase="steady", per_call_ns=per_call,
+                            wall_per_call_ns=None, share=None, estimate_ns=0, capped_calls=0)
+        assert r.findings is not None
+        return msgspec.structs.replace(r, findings=msgspec.structs.replace(r.findings, dispatch=d))
+
+    before, after = build(baseline_program()), build(candidate_program())
+    assert "guards" not in {t.name for t in compare(with_dispatch(before, None), with_dispatch(after, None)).totals}
+    rows = {t.name: (t.before, t.after) for t in compare(with_dispatch(before, 3017, 616_000),
+                                                          with_dispatch(after, 887, 369_000)).totals}
+    assert rows["guards"] == (3017, 887) and rows["dispatch per call (estimate)"] == (616_000, 369_000)

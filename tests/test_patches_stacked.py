@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from seamscope.experiments.remedy_spec import spec_from_words
-from seamscope.experiments.trials.patches import spec_patch
+from seamscope.experiments.trials.patches import attach, spec_patch
 from seamscope.experiments.unified_diff import apply, parse
 
 GIT = shutil.which("git")
@@ -48,7 +48,7 @@ compiled(torch.ones(2))
 '''
 
 RECEIPT = SimpleNamespace(findings=SimpleNamespace(compile_time=SimpleNamespace(findings=[SimpleNamespace(
-    kind="repeated_block", block=SimpleNamespace(cls="Block", first_path="L['self'].layers.0"))])))
+    kind="repeated_block", block=SimpleNamespace(cls="Block", module="__main__", first_path="L['self'].layers.0"))])))
 
 
 def _patch(tmp_path, monkeypatch, words, text=SCRIPT, receipt=RECEIPT):
@@ -76,8 +76,9 @@ def test_regional_with_dynamic_true_compiles_each_block_with_the_option_over_the
                                        "--compile-option", "fullgraph=true"])
     assert p is not None and p.calls_of == "compiled" and p.path == "s.py"
     new = _applies(tmp_path, p)
-    assert '    block.compile(backend="eager", dynamic=True, fullgraph=True)\n' in new
-    assert "for block in model.layers:" in new and "compiled = model\n" in new and "torch.compile(" not in new
+    assert '        block.compile(backend="eager", dynamic=True, fullgraph=True)\n' in new
+    assert "for block in model.modules():" in new and "    if isinstance(block, Block):\n" in new
+    assert "compiled = model\n" in new and "torch.compile(" not in new
 
 
 def test_regional_with_settings_marks_and_a_disable_is_one_diff_holding_them_all(tmp_path, monkeypatch):
@@ -91,7 +92,7 @@ def test_regional_with_settings_marks_and_a_disable_is_one_diff_holding_them_all
     assert lines[setting + 1] == "torch.compiler.config.dynamic_sources = \"L['x']:0\""
     assert lines.index("from torch import nn") < setting < lines.index("class Block(nn.Module):")
     assert lines[lines.index("def helper(x):") - 1] == "@torch.compiler.disable"
-    assert '    block.compile(backend="eager", dynamic=False)' in lines  # the script's own keywords
+    assert '        block.compile(backend="eager", dynamic=False)' in lines  # the script's own keywords
 
 
 def test_the_loop_replaces_a_compile_on_the_files_last_line_without_a_newline(tmp_path, monkeypatch):
@@ -99,7 +100,7 @@ def test_the_loop_replaces_a_compile_on_the_files_last_line_without_a_newline(tm
     p = _patch(tmp_path, monkeypatch, ["--regional", "Block", "--compile-option", "dynamic=true"], text)
     assert p is not None
     new = _applies(tmp_path, p, text)
-    assert new.endswith("    block.compile(backend=\"eager\", dynamic=True)\ncompiled = model")
+    assert new.endswith("        block.compile(backend=\"eager\", dynamic=True)\ncompiled = model")
 
 
 @pytest.mark.parametrize("words", [
@@ -117,6 +118,56 @@ def test_a_stacked_spec_with_a_part_that_is_no_patch_gets_none(tmp_path, monkeyp
 def test_without_the_baselines_finding_a_regional_spec_gets_none(tmp_path, monkeypatch):
     assert _patch(tmp_path, monkeypatch, ["--regional", "Block", "--compile-option", "dynamic=true"],
                   receipt=None) is None
+
+
+def _receipt_of(cls, module):
+    return SimpleNamespace(findings=SimpleNamespace(compile_time=SimpleNamespace(findings=[SimpleNamespace(
+        kind="repeated_block", block=SimpleNamespace(cls=cls, module=module, first_path="L['self'].layer.0"))])))
+
+
+LIB = "transformers.models.bert.modeling_bert"
+MODEL = "model = BertModel(config)\ncompiled = torch.compile(model, backend=\"eager\")\n"
+
+
+@pytest.mark.parametrize("head,ref", [
+    ("import torch\nfrom transformers import BertModel\n", "BertLayer"),  # the import added
+    (f"import torch\nfrom {LIB} import BertLayer as Layer, BertModel\n", "Layer"),  # the script's own name
+    (f"import torch\nimport {LIB} as mb\nfrom transformers import BertModel\n", "mb.BertLayer"),
+], ids=["added", "from-import", "module-import"])
+def test_the_regional_loop_names_the_class_the_run_saw_however_the_script_reaches_it(tmp_path, monkeypatch, head,
+                                                                                     ref):
+    """The blocks are found by class below the compiled model, wherever they sit (``model.encoder.layer``
+    here, which the finding's path, relative to the encoder's frame, does not say)."""
+    p = _patch(tmp_path, monkeypatch, ["--regional", "BertLayer"], head + "\n" + MODEL, _receipt_of("BertLayer", LIB))
+    assert p is not None and p.calls_of == "compiled"
+    new = _applies(tmp_path, p, head + "\n" + MODEL)
+    assert f"    if isinstance(block, {ref}):\n        block.compile(backend=\"eager\")\ncompiled = model\n" in new
+    assert new.count(f"from {LIB} import BertLayer\n") == (ref == "BertLayer")
+    assert "model.layer" not in new and "model.encoder" not in new
+
+
+@pytest.mark.parametrize("text,cls,module,why", [
+    (SCRIPT, "make.<locals>.Block", "__main__", "defined inside a function"),
+    (SCRIPT, "Inner", "__main__", "not a class at the script's top level"),
+    ("import torch\nBertLayer = 1\n" + MODEL, "BertLayer", LIB, "uses the name BertLayer for something else"),
+    (SCRIPT.replace("compiled = torch.compile(model,", "compiled = torch.compile(model, **{},"), "Block", "__main__",
+     "**options"),
+    (SCRIPT + "other = torch.compile(model)\n", "Block", "__main__", "one `NAME = torch.compile(MODEL, ...)`"),
+], ids=["local-class", "not-top-level", "name-taken", "star-options", "two-compiles"])
+def test_a_regional_patch_that_cannot_be_made_says_why_and_none_is_written(tmp_path, monkeypatch, text, cls, module,
+                                                                          why):
+    (tmp_path / "s.py").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    reasons: list[str] = []
+    assert spec_patch(spec_from_words(["--regional", cls]), "s.py", _receipt_of(cls, module), reasons) is None
+    (reason,) = reasons
+    assert why in reason
+    d = SimpleNamespace(name="regional-x", spec=spec_from_words(["--regional", cls]), origin="CT1", start=None, env={},
+                        patch=None, diff=None, review=None, calls_of=None)
+    notes: list[str] = []
+    attach([d], "o", "s.py", _receipt_of(cls, module), notes)
+    assert d.patch is None and not (tmp_path / "o").exists()  # its runs use the flag, which finds the blocks
+    assert notes == [f"no patch: regional-x: {reason}; its runs use its flags (--regional {cls})"]
 
 
 # --- the trial: the second wave's stacked candidates run their patch ---------------------------------
@@ -182,7 +233,7 @@ def test_stacked_candidates_run_their_composed_patch_and_the_recommended_one_han
     assert retried.patch == "o/trials/regional+dyn.patch" and retried.diff is not None
     assert ran["trials/regional+dyn/rep-4"] == ["--patch", retried.patch, "--calls-of", "compiled"]
     assert ran["trials/regional+dyn/check"] == ["--patch", retried.patch, "--calls-of", "compiled"]
-    assert '+    block.compile(backend="eager", dynamic=True)' in retried.diff
+    assert '+        block.compile(backend="eager", dynamic=True)' in retried.diff
     assert "--patch o/trials/regional+dyn.patch --calls-of compiled" in retried.command
     assert combined.patch == "o/trials/combined.patch" and combined.diff is not None
     assert "+torch._dynamo.config.capture_scalar_outputs = True" in combined.diff

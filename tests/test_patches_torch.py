@@ -204,7 +204,7 @@ def regional_trial(tmp_path_factory, fresh_server):
 @pytest.mark.timeout(1200)
 def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_does(tmp_path, monkeypatch,
                                                                                      dynamo_reset, regional_trial):
-    """The patch loops over the instances at the path the baseline's finding saw; the patched
+    """The patch compiles the instances of the class the baseline's finding saw; the patched
     script makes the flag's compilations: one graph serving the four blocks. The trial's runs
     apply that patch, the model's calls still the run's calls (``--calls-of``), paired with the
     baseline's call by call, outputs compared."""
@@ -219,8 +219,9 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
     flags = _run("blocks.py", ["--regional", "Block"], tmp_path / "f")
     receipt = load_receipt(str(tmp_path / "b" / "receipt.json"))
     patch = regional_patch(spec_from_words(["--regional", "Block"]), "blocks.py", receipt)
-    assert patch is not None and "+for block in model.layers:" in patch.diff
-    assert "+    block.compile(backend=\"eager\")" in patch.diff and "+compiled = model" in patch.diff
+    assert patch is not None and "+for block in model.modules():" in patch.diff
+    assert "+    if isinstance(block, Block):\n+        block.compile(backend=\"eager\")" in patch.diff
+    assert "+compiled = model" in patch.diff
     (tmp_path / "copy").mkdir()
     text = apply((tmp_path / "blocks.py").read_text(), parse(patch.diff)[0])
     (tmp_path / "copy" / "blocks.py").write_text(text)
@@ -256,6 +257,73 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
     assert c["outputs"]["status"] == "equal" and c["outputs"]["calls_compared"] == 3
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_block_below_an_encoder_seen_in_the_encoders_frame_gets_a_regional_patch_that_applies_and_runs(
+        tmp_path, monkeypatch, dynamo_reset):
+    """The repeated layers sit at ``model.encoder.layer``, and a break in the encoder's forward makes
+    Dynamo trace them in the encoder's own frame (``L['self'].layer.0``: ``self`` the encoder). The
+    patch finds them by class below the compiled model; ``git apply`` takes it and the patched
+    copy runs, compiling as ``--regional`` does (one graph for the four layers, no break left)."""
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.trials.patches import regional_patch
+    from seamscope.ingest.receipt import load_receipt
+
+    script = "encoder_blocks.py"
+    shutil.copy(os.path.join(W, script), tmp_path / script)
+    monkeypatch.chdir(tmp_path)
+    base = _run(script, [], tmp_path / "b")
+    receipt = load_receipt(str(tmp_path / "b" / "receipt.json"))
+    assert receipt.findings is not None and receipt.findings.compile_time is not None
+    (block,) = [f.block for f in receipt.findings.compile_time.findings if f.kind == "repeated_block" and f.block]
+    assert (block.cls, block.module, block.first_path) == ("Layer", "__main__", "L['self'].layer.0")
+    assert base[2] == 1  # the break in the encoder's forward
+    patch = regional_patch(spec_from_words(["--regional", "Layer"]), script, receipt)
+    assert patch is not None and patch.calls_of == "compiled"
+    assert "+    if isinstance(block, Layer):\n+        block.compile(backend=\"eager\")\n" in patch.diff
+    (tmp_path / "copy").mkdir()
+    shutil.copy(tmp_path / script, tmp_path / "copy" / script)
+    (tmp_path / "copy" / "p.patch").write_text(patch.diff)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "copy", check=True)
+    subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "copy", check=True)
+    patched = _run(str(tmp_path / "copy" / script), [], tmp_path / "p")
+    flags = _run(script, ["--regional", "Layer"], tmp_path / "f")
+    assert patched == flags  # (compilations, recompiles, break sites, PyTorch's unique graphs)
+    assert patched[0] == patched[3] == 1 and patched[2] == 0
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_an_optimizers_lr_under_a_scheduler_becomes_a_tensor_and_the_step_no_longer_recompiles(
+        tmp_path, monkeypatch, dynamo_reset):
+    """``@torch.compile def opt_step(): opt.step()`` under ``StepLR``: the baseline recompiles the
+    optimizer's step on the new ``lr`` (a guard in PyTorch's own ``Adam.step`` frame); the
+    ``tensor-attr-lr`` patch makes it a tensor where the optimizer is made, ``git apply`` takes it,
+    and the patched copy recompiles no more, its trained weights those of the script as it is."""
+    import torch
+
+    from seamscope.experiments.trials.rewrites import rewrites
+    from seamscope.ingest.receipt import load_receipt
+
+    script = "lr_schedule.py"
+    shutil.copy(os.path.join(W, script), tmp_path / script)
+    monkeypatch.chdir(tmp_path)
+    base = _run(script, [], tmp_path / "b")
+    (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), script)
+            if d.name.startswith("tensor-attr")]
+    assert d.name == "tensor-attr-lr" and d.origin.startswith("FR") and d.review
+    assert "+opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(1e-3))\n" in (d.diff or "")
+    (tmp_path / "copy").mkdir()
+    shutil.copy(tmp_path / script, tmp_path / "copy" / script)
+    (tmp_path / "copy" / "p.patch").write_text(d.diff or "")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "copy", check=True)
+    subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "copy", check=True)
+    patched = _run(str(tmp_path / "copy" / script), [], tmp_path / "p")
+    assert base[1] == 1 and patched[1] == 0  # (compilations, recompiles, break sites, unique graphs)
+    assert base[0] == patched[0] + 1
+    before, after = (torch.load(tmp_path / w / "weights.pt") for w in (".", "copy"))
+    for k in before:
+        torch.testing.assert_close(after[k], before[k])
+
+
 def test_a_stacked_specs_composed_patch_compiles_as_its_flags_do(tmp_path, monkeypatch, dynamo_reset):
     """``--regional Block --compile-option dynamic=true --dynamo-config ...`` as one patch, run as
     ``try`` runs it (``--patch P --calls-of compiled``), on the blocks called on three batch sizes:
@@ -275,7 +343,7 @@ def test_a_stacked_specs_composed_patch_compiles_as_its_flags_do(tmp_path, monke
     words = ["--regional", "Block", "--compile-option", "dynamic=true", "--dynamo-config", "recompile_limit=4"]
     patch = spec_patch(spec_from_words(words), "blocks.py", load_receipt(str(tmp_path / "b" / "receipt.json")))
     assert patch is not None and patch.calls_of == "compiled"
-    assert '+    block.compile(backend="eager", dynamic=True)' in patch.diff
+    assert '+        block.compile(backend="eager", dynamic=True)' in patch.diff
     assert "+torch._dynamo.config.recompile_limit = 4" in patch.diff
     path = write_patch(str(tmp_path), "p", patch)
     flags = _run("blocks.py", words, tmp_path / "f")

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seamscope.experiments.trials.rewrite_scalar import arithmetic_operand
 from seamscope.experiments.trials.rewrites import rewrites
+from seamscope.experiments.trials.rewrites.tensor_scalar import arithmetic_operand
 from seamscope.experiments.unified_diff import apply, parse
 
 GIT = shutil.which("git")

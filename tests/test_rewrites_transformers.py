@@ -28,6 +28,18 @@ SCRIPT = "hf_encode_mask.py"
 ONES = "torch.ones(ids.shape[:2], dtype=torch.long, device=ids.device)"
 
 
+def always_pass(churn, script, text):
+    """(argument, what the change says, the patched text) of each ``always-pass`` edit for ``churn``."""
+    from seamscope.experiments.trials.rewrites.always_pass import AlwaysPass
+    from seamscope.experiments.trials.rewrites.syntax import Source
+
+    churn.compile_ns = 0
+    finding = SimpleNamespace(churn=churn, finding_id="RC1", sentence="a recompile")
+    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[finding]))
+    return [(e.name.removeprefix("always-pass-"), e.change, e.after)
+            for e in AlwaysPass().find(receipt, script, Source(text))]
+
+
 def _fn(src: str) -> ast.FunctionDef:
     fn = ast.parse(src).body[0]
     assert isinstance(fn, ast.FunctionDef)
@@ -38,32 +50,31 @@ def test_a_mask_passed_on_as_attention_mask_gets_the_transformers_neutral():
     """``attention_mask=None`` means "attend everywhere" in transformers: long ones of the model
     input's (batch, sequence), the input read from the call (``input_ids=``, ``inputs_embeds=`` or
     its first positional argument); the arithmetic rules stay, and another keyword gets nothing."""
-    from seamscope.experiments.trials.rewrites import _neutral, always_pass
+    from seamscope.experiments.trials.rewrites.always_pass import neutral
 
     enc = "def encode(ids, mask=None):\n    return model(ids, attention_mask=mask).last_hidden_state\n"
-    assert _neutral(_fn(enc), "mask", "ids") == ONES
+    assert neutral(_fn(enc), "mask", "ids") == ONES
     kw = "def f(cfg, tok, m=None):\n    return model(input_ids=tok, attention_mask=m)\n"
-    assert _neutral(_fn(kw), "m", "cfg") == "torch.ones(tok.shape[:2], dtype=torch.long, device=tok.device)"
+    assert neutral(_fn(kw), "m", "cfg") == "torch.ones(tok.shape[:2], dtype=torch.long, device=tok.device)"
     emb = "def f(x, e, m=None):\n    return model(inputs_embeds=e, attention_mask=m)\n"
-    assert _neutral(_fn(emb), "m", "x") == "torch.ones(e.shape[:2], dtype=torch.long, device=e.device)"
+    assert neutral(_fn(emb), "m", "x") == "torch.ones(e.shape[:2], dtype=torch.long, device=e.device)"
     other = "def f(x, m=None):\n    return model(x, head_mask=m)\n"
-    assert _neutral(_fn(other), "m", "x") is None
+    assert neutral(_fn(other), "m", "x") is None
     add = "def f(x, m=None):\n    if m is not None:\n        x = x + m\n    return x\n"
-    assert _neutral(_fn(add), "m", "x") == "torch.zeros_like(x)"
+    assert neutral(_fn(add), "m", "x") == "torch.zeros_like(x)"
 
     # the whole rewrite, from a churn finding whose guard carries the HF frame's source comment
     with open(os.path.join(HERE, "workloads", "trials", SCRIPT), encoding="utf-8") as f:
         text = f.read()
     churn = SimpleNamespace(file=SCRIPT, frame_name="encode", guards=[
         "mask is None      # recordable_keys = {  # transformers/utils/output_capturing.py:332 in wrapper"])
-    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
     here = os.getcwd()
     os.chdir(os.path.join(HERE, "workloads", "trials"))
     try:
-        ((name, alias, new),) = always_pass(receipt, SCRIPT, text)  # type: ignore[arg-type]
+        ((name, change, new),) = always_pass(churn, SCRIPT, text)
     finally:
         os.chdir(here)
-    assert (name, alias) == ("mask", "compiled")
+    assert name == "mask" and " to compiled (" in change
     assert ("def compiled(ids, mask=None):\n"
             "    # always pass mask: one graph serves the calls with and without it\n"
             f"    if mask is None:\n        mask = {ONES}\n    return _encode_compiled(ids, mask)\n") in new
@@ -74,17 +85,14 @@ def test_a_wrapper_compiled_inside_main_is_always_passed_there():
     """The usual script shape, ``torch.compile`` inside ``def main():`` run under ``if __name__ ==
     "__main__":``: the plain function goes beside the compiled one, indented as it is; one assigned
     in a class body is left alone (a function there would be a method)."""
-    from seamscope.experiments.trials.rewrites import always_pass
-
     text = ("import torch\nfrom transformers import BertModel\n\n\ndef encode(ids, mask=None):\n"
             "    return model(ids, attention_mask=mask).last_hidden_state\n\n\ndef main():\n"
             "    compiled = torch.compile(encode)\n    for i in range(4):\n"
             "        compiled(ids, ids if i % 2 else None)\n\n\nclass Runner:\n"
             "    run = torch.compile(encode)\n\n\nif __name__ == \"__main__\":\n    main()\n")
     churn = SimpleNamespace(file="s.py", frame_name="encode", guards=["L['mask'] is None"])
-    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
-    ((name, alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
-    assert (name, alias) == ("mask", "compiled")
+    ((name, change, new),) = always_pass(churn, "s.py", text)
+    assert name == "mask" and " to compiled (" in change
     assert ("def main():\n    _encode_compiled = torch.compile(encode)\n\n    def compiled(ids, mask=None):\n"
             "        # always pass mask: one graph serves the calls with and without it\n"
             f"        if mask is None:\n            mask = {ONES}\n"
@@ -106,8 +114,6 @@ def test_the_plain_function_fits_in_100_columns_and_uses_no_name_of_the_script(n
     signature, neutral value or call one item a line), the plain function keeps the compiled
     one's name, and the compiled callable moves to a name the script does not use (after the
     compiled function's, not doubling "compiled")."""
-    from seamscope.experiments.trials.rewrites import always_pass
-
     fn, alias, first, mask, *rest = names
     sig = ", ".join([first, f"{mask}=None", *(f"{r}=None" for r in rest)])
     used = "".join(f"_{fn}_compiled{'' if k == 0 else f'_{k + 1}'} = {k}\n" for k in range(taken))
@@ -119,9 +125,8 @@ def test_the_plain_function_fits_in_100_columns_and_uses_no_name_of_the_script(n
                "if __name__ == \"__main__\":\n    main()\n" if nested
                else f"{compile_line}for i in range(4):\n    {calls}"))
     churn = SimpleNamespace(file="s.py", frame_name=fn, guards=[f"{mask} is None  # return model(  # s.py:7 in {fn}"])
-    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
-    ((name, got_alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
-    assert (name, got_alias) == (mask, alias)
+    ((name, change, new),) = always_pass(churn, "s.py", text)
+    assert name == mask and f" to {alias} (" in change
     tree = ast.parse(new)
     added = [ln[1:] for ln in difflib.unified_diff(text.splitlines(), new.splitlines(), lineterm="", n=0)
              if ln.startswith("+") and not ln.startswith("+++")]
@@ -139,15 +144,12 @@ def test_a_mask_given_first_and_left_out_later_is_always_passed_too():
     """The first call passed the tensor, a later one None: PyTorch names the tensor guard that met
     None (``expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>``), the
     mirror of ``mask is None``."""
-    from seamscope.experiments.trials.rewrites import always_pass
-
     text = ("import torch\n\n\ndef step(x, mask=None):\n    if mask is not None:\n        x = x * mask\n"
             "    return x\n\n\nf = torch.compile(step)\nf(x, x)\nf(x, None)\n")
     churn = SimpleNamespace(file="s.py", frame_name="step", guards=[
         "expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>"])
-    receipt = SimpleNamespace(findings=SimpleNamespace(findings=[SimpleNamespace(churn=churn)]))
-    ((name, alias, new),) = always_pass(receipt, "s.py", text)  # type: ignore[arg-type]
-    assert (name, alias) == ("mask", "f")
+    ((name, change, new),) = always_pass(churn, "s.py", text)
+    assert name == "mask" and " to f (" in change
     assert "    if mask is None:\n        mask = torch.ones_like(x)\n    return _step_compiled(x, mask)\n" in new
 
 
@@ -168,7 +170,7 @@ def test_a_logger_breaks_candidate_names_the_callable_as_the_finding_does():
                                   ledger=SimpleNamespace(compilations=[], break_sites=[],
                                                          environment=SimpleNamespace(torch_version="2.13.0")),
                                   summary=SimpleNamespace(fallback_count=0))
-        drafts += catalogue(receipt, script=SCRIPT)  # type: ignore[arg-type]
+        drafts += catalogue(receipt, script=SCRIPT)
     flags = [w for d in drafts for w in d.spec.flags()]
     assert "ignore_logging_functions+=logging:Logger.info" in flags
     assert "reorderable_logging_functions+=builtins:print" in flags

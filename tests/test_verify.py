@@ -250,3 +250,21 @@ def test_fallback_calls_and_outside_regions_verify(tmp_path: Path) -> None:
 
     codes = _codes(edit(tmp_path / "receipt.json", relabel))
     assert "PHASE_LABEL_MISMATCH" in codes
+
+
+def test_a_receipt_written_before_a_field_was_added_still_verifies(tmp_path: Path) -> None:
+    """An older seamscope wrote every field it knew and hashed them; a field the schema added
+    since (with its default) is not in its file, and must not make its hash mismatch."""
+    from seamscope.analyze.verify_hashes import receipt_hash
+
+    raw = json.loads(msgspec.json.encode(build(baseline_program())))
+    del raw["ledger"]["environment"]["packages"]  # as written before receipts recorded library versions
+    del raw["ledger"]["compilations"][0]["guard_latency_ns"]
+    raw["receipt_sha256"] = receipt_hash(raw)  # the older writer's hash, over the fields it wrote
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(raw))
+    assert verify(load_raw(older)).ok
+    # ...and the hash still binds what is there: an edit is caught
+    raw["ledger"]["environment"]["python_version"] = "3.99"
+    older.write_text(json.dumps(raw))
+    assert "HASH_MISMATCH" in verify(load_raw(older)).codes

@@ -28,13 +28,15 @@ def _prom_value(registry, name: str, **labels: str) -> float:
     return total
 
 
-def _otel_points(reader) -> dict[str, list]:
+def _otel_points(reader, units: dict[str, str] | None = None) -> dict[str, list]:
     out: dict[str, list] = {}
     data = reader.get_metrics_data()
     for rm in data.resource_metrics:
         for sm in rm.scope_metrics:
             for m in sm.metrics:
                 out.setdefault(m.name, []).extend(m.data.data_points)
+                if units is not None:
+                    units[m.name] = m.unit
     return out
 
 
@@ -126,12 +128,25 @@ def test_prometheus_counts_match_pytorch_and_the_ledger(watched) -> None:
     assert _prom_value(reg, "seamscope_break_crossings_total") == 8  # one break, crossed once per call
     assert _prom_value(reg, "seamscope_watch_events_total", kind="recompile") == 2
     frames = {s.labels["frame"] for m in reg.collect() for s in m.samples if s.name == "seamscope_recompiles_total"}
-    assert any(f.startswith("model (") for f in frames), frames
+    assert frames == {"tests.test_watch.model"}, frames  # module and qualified name: no line in the label
+    # every series known before serving exists from warm-up's end, at 0 until its first event
+    zero = {(s.name, tuple(sorted(s.labels.items()))): s.value for m in reg.collect() for s in m.samples}
+    for kind, cause in (("fallback", "recompile_limit"), ("recompile", "value"), ("recompile", "dtype_device")):
+        key = ("seamscope_watch_events_total", (("cause", cause), ("frame", "tests.test_watch.model"), ("kind", kind)))
+        assert zero.get(key) == 0, sorted(k for k in zero if k[0] == "seamscope_watch_events_total")
+    assert zero[("seamscope_calls_total", (("phase", "fallback"),))] == 0
+    info = [s.labels for m in reg.collect() for s in m.samples if s.name == "seamscope_frame_info"]
+    assert {"frame": "tests.test_watch.model", "file": "tests/test_watch.py", "line": str(model.__code__.co_firstlineno)
+            } in info, info
 
 
 def test_opentelemetry_in_memory_reader_sees_the_same_counts(watched) -> None:
-    points = _otel_points(watched["reader"])
+    units: dict[str, str] = {}
+    points = _otel_points(watched["reader"], units)
     reg = watched["registry"]
+    assert units["seamscope.calls"] == "{call}" and units["seamscope.compile.time"] == "s", units
+    assert sum(p.value for p in points["seamscope.compile.time"]) == pytest.approx(
+        _prom_value(reg, "seamscope_compile_seconds_sum"))
 
     def total(name: str, **attrs: str) -> float:
         return sum(p.value for p in points.get(name, []) if all(p.attributes.get(k) == v for k, v in attrs.items()))
@@ -335,19 +350,23 @@ def test_a_tag_with_control_characters_is_shown_not_emitted_in_the_log_line(capl
     import threading
 
     from seamscope.capture.watch import Watcher
+    from seamscope.capture.watch_text import open_events
     from seamscope.model.watch import WatchEvent
 
     w = Watcher(0)
     w._lock = threading.Lock()
-    w._file = open(tmp_path / "e.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+    w._fd = open_events(str(tmp_path / "e.jsonl"))
+    forged = "r\x1b[31m1\nseamscope: recompile after warm-up in call 9: forged"
     ev = WatchEvent(kind="recompile", frame="f (a.py:1)", file="a.py", line=1, cause="size", detail="x dim 0: 1 → 2",
-                    context={"request_id": "r\x1b[31m1"})
+                    context={"request_id": forged, "body": "x" * 1_000_000})
     with caplog.at_level(logging.WARNING, logger="seamscope"):
         w._emit(ev)
-    w._file.close()
+    w._close_outputs()
     (line,) = [r.getMessage() for r in caplog.records if r.name == "seamscope"]
     assert "\x1b" not in line and "request_id=r" in line
-    assert json.loads((tmp_path / "e.jsonl").read_text())["context"] == {"request_id": "r\x1b[31m1"}
+    assert "\n" not in line and "\\nseamscope: recompile" in line  # the newline shown, not a forged line
+    assert len(line) <= 2000 + 20 and "…(+999700 chars)" in line  # cut as docs/safety.md says
+    assert json.loads((tmp_path / "e.jsonl").read_text())["context"] == {"request_id": forged, "body": "x" * 1_000_000}
 
 
 @pytest.mark.parametrize("missing, asked", [
@@ -365,3 +384,194 @@ def test_metrics_without_the_watch_extra_say_what_to_install(monkeypatch, missin
     monkeypatch.setitem(sys.modules, missing, None)  # import fails as if not installed
     with pytest.raises(UnusableInput, match=r"pip install 'seamscope\[watch\]'"):
         seamscope.watch(**asked)
+
+
+def _held(x):
+    return x
+
+
+@pytest.mark.parametrize("compiled", ["inside", "before"])
+def test_fail_after_warmup_raises_only_in_the_thread_whose_call_compiled(compiled) -> None:
+    """Thread A's steady call is open (held in an eager function) while thread B's call of another
+    function recompiles (a new size, after warm-up): B's call raises once it returned, A's returns;
+    then both go on, and nothing is left to raise in a later call. The functions compiled inside
+    the watch (its ``torch.compile``) or before it began (its hook on their compile contexts)."""
+    import threading
+
+    import seamscope
+    from seamscope.errors import RecompileAfterWarmup
+
+    torch._dynamo.reset()
+    inside, done, holding = threading.Event(), threading.Event(), []
+
+    @torch._dynamo.disable
+    def hold(x):
+        if holding:
+            inside.set()
+            done.wait(60)
+        return x
+
+    def steady(x):
+        return hold(x.sin()) + 1
+
+    def other(x):
+        return x.cos() * 2
+
+    got: dict[str, list[object]] = {"a": [], "b": []}
+
+    def call(name: str, fn, n: int) -> None:
+        try:
+            got[name].append(tuple(fn(torch.ones(n)).shape))
+        except RecompileAfterWarmup as e:
+            got[name].append(e)
+
+    def both() -> tuple:
+        return torch.compile(steady, backend="eager", dynamic=False), torch.compile(other, backend="eager",
+                                                                                   dynamic=False)
+
+    a, b = both() if compiled == "before" else (None, None)
+    with seamscope.watch(warmup=4, fail_after_warmup="raise", sync_every=0) as w:
+        if compiled == "inside":
+            a, b = both()
+        for fn in (a, a, b, b):  # warm-up
+            fn(torch.ones(4))
+        holding.append(True)
+
+        def run_b() -> None:
+            inside.wait(60)
+            try:
+                call("b", b, 8)  # recompiles on this thread while A's call is open
+            finally:
+                done.set()
+
+        threads = [threading.Thread(target=call, args=("a", a, 4)), threading.Thread(target=run_b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        holding.clear()
+        call("a", a, 4)
+        call("b", b, 8)
+    assert got["a"] == [(4,), (4,)], got
+    assert isinstance(got["b"][0], RecompileAfterWarmup) and got["b"][1:] == [(8,)], got
+    assert got["b"][0].event.kind == "recompile" and got["b"][0].cause == "size"  # type: ignore[union-attr]
+    assert [e.kind for e in w.events] == ["recompile"]
+
+
+def test_a_tag_keeps_its_values_and_a_failing_str_becomes_a_placeholder() -> None:
+    from seamscope.capture.watch_text import _CONTEXT, current_tags, tag
+
+    class Bad:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    value, bad = object(), Bad()
+    with tag(request_id=value, user=bad, n=3):  # outside a watch: nothing made into text
+        assert _CONTEXT.get() == {"request_id": value, "user": bad, "n": 3}
+        tags = current_tags()
+    assert tags == {"request_id": str(value), "user": "<Bad: str() failed>", "n": "3"}
+    assert _CONTEXT.get() is None
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "s.py"
+    path.write_text("import torch\n\ndef f(x):\n    return x.sin() + 1\n\n"
+                    "g = torch.compile(f, backend='eager', dynamic=False)\n"
+                    "for n in (4, 8, 16):\n    g(torch.ones(n))\nopen('ran', 'w').write('yes')\n")
+    return path
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A file on a small tmpfs filled up (needs root and mount)."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("a full file system is a tmpfs mount here: needs root")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    try:
+        (mnt / "events.jsonl").write_text("")
+        with open(mnt / "fill", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        yield mnt / "events.jsonl"
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("where", ["/dev/full", "tmpfs"])
+def test_an_events_file_that_fails_is_one_warning_and_the_run_completes(tmp_path, fresh_server, script, where,
+                                                                        request) -> None:
+    """Three events (a new frame, two recompiles), none written: one warning, exit 0, the report
+    written, the receipt says what was not written; the port bound for ``--metrics-port 0`` is
+    printed and recorded."""
+    import re
+
+    from fakes import seamscope_forked
+
+    events = "/dev/full" if where == "/dev/full" else str(request.getfixturevalue("full_tmpfs"))
+    port = ["--metrics-port", "0"] if _has("prometheus_client") else []
+    out = tmp_path / "out"
+    got = seamscope_forked(fresh_server, ["run", "--watch", "--warmup", "0", "--events", events, *port, "--out",
+                                          str(out), str(script)], tmp_path)
+    assert got.returncode == 0, got.stderr
+    said = [line for line in got.stderr.splitlines() if "cannot write" in line]
+    assert len(said) == 1 and "No space left on device" in said[0], got.stderr
+    assert (tmp_path / "ran").exists() and (out / "index.html").exists()
+    receipt = json.loads((out / "receipt.json").read_text())
+    assert receipt["ledger"]["run"]["status"]["state"] == "completed"
+    assert any("3 of 3 events not written" in w for w in receipt["ledger"]["run"]["warnings"]), receipt["ledger"]["run"]
+    if port:
+        m = re.search(r"seamscope: watch: metrics at (http://127\.0\.0\.1:(\d+)/metrics)", got.stderr)
+        assert m and int(m.group(2)) > 0, got.stderr
+        assert f"metrics at {m.group(1)}" in receipt["decision"]["warmup_policy"]
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def test_a_fifo_for_events_is_refused_in_one_line_before_the_script_starts(tmp_path, script) -> None:
+    import os
+
+    from fakes import seamscope_here
+
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    got = seamscope_here(["run", "--watch", "--events", str(fifo), "--out", str(tmp_path / "out"), str(script)],
+                         tmp_path)
+    assert got.returncode == 2, got
+    assert got.stderr.strip().count("\n") == 0 and f"--events {fifo}: a FIFO" in got.stderr, got.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_forked_childs_events_go_to_the_same_file_with_its_pid(tmp_path) -> None:
+    import os
+
+    import seamscope
+
+    torch._dynamo.reset()
+    events = tmp_path / "e.jsonl"
+    with seamscope.watch(warmup=0, events=events, sync_every=0):
+        g = torch.compile(plain, backend="eager", dynamic=False)
+        g(torch.ones(4))
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child
+            try:
+                g(torch.ones(8))  # recompiles in the child
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    assert [(e["kind"], e["pid"]) for e in lines] == [("graph", os.getpid()), ("recompile", child)], lines

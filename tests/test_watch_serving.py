@@ -16,6 +16,7 @@ import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fakes import Forked, script_forked
@@ -84,12 +85,43 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.log.close()  # type: ignore[attr-defined]
 
 
-def test_prometheus_scrapes_the_recompile_after_warmup_with_frame_and_cause(tmp_path, fresh_server) -> None:
-    app, metrics = _free_port(), _free_port()
-    prom, prom_port = _start_prometheus(tmp_path, metrics)  # starts while the server imports torch
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    """One Prometheus for the module, scraping one port (``target``) every second."""
+    tmp = tmp_path_factory.mktemp("prometheus")
+    target = _free_port()
+    proc, port = _start_prometheus(tmp, target)
+    yield SimpleNamespace(port=port, target=target)
+    _stop(proc)
+
+
+ALERT = 'sum(increase(seamscope_watch_events_total{kind=~"recompile|fallback"}[5m])) > 0'
+"""The alert of docs/watch.md, as written there."""
+
+
+def _query(prom: SimpleNamespace, expr: str, at: float | None = None) -> list[dict]:
+    args = {"query": expr, **({"time": repr(at)} if at is not None else {})}
+    body = json.loads(_get(f"http://127.0.0.1:{prom.port}/api/v1/query?{urllib.parse.urlencode(args)}"))
+    assert body["status"] == "success", body
+    return body["data"]["result"]  # type: ignore[no-any-return]
+
+
+def _scrapes_after(prom: SimpleNamespace, t: float, n: int) -> list[float] | None:
+    """The times of the first ``n`` scrapes of the target that began after ``t`` (None: not yet)."""
+    got = _query(prom, 'up{job="seamscope"}[2m]')
+    times = sorted(float(ts) for r in got for ts, _v in r["values"] if float(ts) > t)
+    return times[:n] if len(times) >= n else None
+
+
+def test_prometheus_alerts_from_the_first_recompile_after_warmup_and_counts_every_call(
+        tmp_path, fresh_server, prometheus) -> None:
+    """After warm-up the alert's series exist at 0; one recompile makes the documented alert and
+    ``increase()`` non-zero by the second scrape after it; the first scrape after the last request
+    counts every call the run served; the ``frame`` label is the qualified name."""
+    app = _free_port()
     events = tmp_path / "events.jsonl"
     out = tmp_path / "out"
-    server = Forked(fresh_server, ["run", "--watch", "--warmup", "3", "--metrics-port", str(metrics),
+    server = Forked(fresh_server, ["run", "--watch", "--warmup", "3", "--metrics-port", str(prometheus.target),
                                    "--events", str(events), "--out", str(out), "--checkpoint-every", "1",
                                    str(WORKLOADS / "watch_server.py"), "--", str(app)],
                     tmp_path, stdout=tmp_path / "server.out", stderr=tmp_path / "server.err")
@@ -98,32 +130,48 @@ def test_prometheus_scrapes_the_recompile_after_warmup_with_frame_and_cause(tmp_
         _until("the server answers", lambda: _get(f"{base}?n=2", timeout=60), 180)
         for _ in range(3):  # calls 1-3: call 3 is the first after warm-up
             _get(f"{base}?n=2")
+        warm = time.time()
+
+        def zeros() -> bool:  # two scrapes after warm-up hold each recompile series of the frame at 0
+            got = _query(prometheus, 'seamscope_watch_events_total{kind="recompile"}[2m]')
+            after = [[float(v) for ts, v in r["values"] if float(ts) > warm] for r in got]
+            return bool(after) and all(len(vs) >= 2 and not any(vs) for vs in after)
+
+        _until("the alert's series at 0 after warm-up", zeros, 60)
+        assert _query(prometheus, ALERT) == []
         got = json.loads(_get(f"{base}?n=5", timeout=60, headers={"X-Request-Id": "req-new"}))
         assert got["rows"] == 5
-
-        def query() -> list[dict]:
-            q = urllib.parse.quote('seamscope_recompiles_total{stage="serving"}')
-            body = json.loads(_get(f"http://127.0.0.1:{prom_port}/api/v1/query?query={q}"))
-            assert body["status"] == "success"
-            return body["data"]["result"]  # type: ignore[no-any-return]
-
-        result = _until("Prometheus has the recompile counter", query, 60)
-        labels = [r["metric"] for r in result]
-        assert all(m["cause"] == "size" and m["job"] == "seamscope" for m in labels), labels
-        assert any(m["frame"].startswith("forward (") and "watch_server.py" in m["frame"] for m in labels), labels
-        assert sum(float(r["value"][1]) for r in result) >= 1
+        recompiled = time.time()
+        second = _until("two scrapes after the recompile", lambda: _scrapes_after(prometheus, recompiled, 2), 60)[1]
+        alert = _query(prometheus, ALERT, at=second)
+        assert len(alert) == 1 and float(alert[0]["value"][1]) > 0, alert
+        increase = _query(prometheus, 'sum(increase(seamscope_recompiles_total{stage="serving"}[5m]))', at=second)
+        assert increase and float(increase[0]["value"][1]) > 0, increase
+        labels = [r["metric"] for r in _query(prometheus, 'seamscope_recompiles_total{stage="serving"} > 0')]
+        assert labels and all(m["cause"] == "size" and m["job"] == "seamscope" for m in labels), labels
+        assert {m["frame"] for m in labels} == {"tests.workloads.watch_server.Net.forward"}, labels
+        info = _query(prometheus, 'seamscope_frame_info{frame="tests.workloads.watch_server.Net.forward"}')
+        assert info and info[0]["metric"]["file"] == "tests/workloads/watch_server.py", info
+        for _ in range(3):
+            _get(f"{base}?n=2")
+        last = time.time()
+        first = _until("a scrape after the last request", lambda: _scrapes_after(prometheus, last, 1), 60)[0]
+        served = _query(prometheus, "sum(seamscope_calls_total)", at=first)
         _get(f"http://127.0.0.1:{app}/quit")
         assert server.wait(120) == 0, (tmp_path / "server.err").read_text()
     finally:
         if server.running():
             server.send_signal(signal.SIGTERM)
             server.wait(60)
-        _stop(prom)
+    receipt = json.loads((out / "receipt.json").read_text())
+    assert receipt["ledger"]["run"]["status"]["state"] == "completed"
+    assert float(served[0]["value"][1]) == receipt["summary"]["call_count"] >= 8, (served, receipt["summary"])
     lines = [json.loads(x) for x in events.read_text().splitlines()]
     assert lines and all(e["kind"] == "recompile" and e["call_index"] == 4 for e in lines), lines
     assert {e["context"]["request_id"] for e in lines} == {"req-new"}
-    receipt = json.loads((out / "receipt.json").read_text())
-    assert receipt["ledger"]["run"]["status"]["state"] == "completed"
+    assert {e["qualname"] for e in lines} == {"tests.workloads.watch_server.Net.forward"}
+    url = f"http://127.0.0.1:{prometheus.target}/metrics"
+    assert f"seamscope: watch: metrics at {url}" in (tmp_path / "server.err").read_text()
 
 
 def test_two_workers_one_endpoint_sum_in_multiprocess_mode(tmp_path, fresh_server) -> None:

@@ -445,6 +445,7 @@ typedef struct {
     Py_ssize_t call_base; /* the builder's count of calls: the open call C opened is call_base + fast_calls */
     char label_nodes;     /* region timers label autograd nodes with their call (off once no backward is listed) */
     PyObject *outside_run; /* outside_run(compile_id, ns): a graph run on another thread, or NULL */
+    PyObject *foreign_exit; /* foreign_exit(): after a call made on another thread returned, or NULL */
     PyObject *owner;    /* the session: what on_call_end callbacks are called with */
     PyObject *callbacks; /* list: called after each call a CallTracker closed, or NULL */
     PyObject *error_text; /* error_text(exception) -> str: the error of a call that raised */
@@ -552,6 +553,7 @@ lane_traverse(Lane *self, visitproc visit, void *arg)
     Py_VISIT(self->last_plan);
     Py_VISIT(self->last_plans);
     Py_VISIT(self->outside_run);
+    Py_VISIT(self->foreign_exit);
     for (Py_ssize_t i = 0; i < self->n_rec; i++) {
         Py_VISIT(self->rec[i].cid);
         Py_VISIT(self->rec[i].gi);
@@ -573,6 +575,7 @@ lane_clear(Lane *self)
     Py_CLEAR(self->last_plan);
     Py_CLEAR(self->last_plans);
     Py_CLEAR(self->outside_run);
+    Py_CLEAR(self->foreign_exit);
     lane_drop_recs(self);
     self->open = self->recording = self->detail = self->ready = 0;
     return 0;
@@ -870,6 +873,9 @@ static PyMemberDef lane_members[] = {
      "Calls made on another thread while a call was open here: run, not observed."},
     {"outside_run", T_OBJECT, offsetof(Lane, outside_run), 0,
      "outside_run(compile_id, ns): a graph that ran on another thread than the open call's."},
+    {"foreign_exit", T_OBJECT, offsetof(Lane, foreign_exit), 0,
+     "foreign_exit(): called after a call made on another thread while one was open here returned "
+     "(None: nothing; watch mode raises there what that call compiled)."},
     {"plans", T_OBJECT, offsetof(Lane, plans), 0, "Structure key -> PlanSums, filled by the builder."},
     {"slow_end", T_OBJECT, offsetof(Lane, slow_end), 0, "slow_end(spans, start, end, error)."},
     {"start", T_LONGLONG, offsetof(Lane, start), READONLY, "Start of the call C opened."},
@@ -1362,10 +1368,23 @@ tracker_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject 
         return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
     }
     if (lane->open) { /* nested in a call the lane opened: part of that call */
-        if (PyThreadState_Get() != lane->tstate) { /* ... or another thread's: not observed */
-            lane->foreign_calls += 1;
+        if (PyThreadState_Get() == lane->tstate) {
+            return PyObject_Vectorcall(self->inner, args, nargsf, kwnames);
         }
-        return PyObject_Vectorcall(self->inner, args, nargsf, kwnames);
+        lane->foreign_calls += 1; /* ... or another thread's: not observed */
+        PyObject *out = PyObject_Vectorcall(self->inner, args, nargsf, kwnames);
+        PyObject *fe = lane->foreign_exit;
+        if (out != NULL && fe != NULL && fe != Py_None) {
+            Py_INCREF(fe);
+            PyObject *r = PyObject_CallNoArgs(fe);
+            Py_DECREF(fe);
+            if (r == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(r);
+        }
+        return out;
     }
     int opened = lane_open_call(lane);
     if (opened <= 0) {

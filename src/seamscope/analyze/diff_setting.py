@@ -78,7 +78,8 @@ def _steady_median(r: Receipt) -> int | None:
 
 
 def totals(before: Receipt, after: Receipt) -> list[TotalRow]:
-    """The summary's counts, compile time in all and by stage, and the steady median, each side."""
+    """The summary's counts, compile time in all and by stage, the steady median, and where the
+    findings have it, the guards and the dispatch estimate per call, each side."""
     rows = []
     for name, key in (("calls", "call_count"), ("compiles", "compile_count"), ("recompiles", "recompile_count"),
                       ("fallbacks", "fallback_count"), ("graphs", "graph_count"),
@@ -93,6 +94,12 @@ def totals(before: Receipt, after: Receipt) -> list[TotalRow]:
         if vb is not None or va is not None:
             rows.append(TotalRow(name=f"compile time: {stage}", unit="ns", before=vb, after=va))
     rows.append(TotalRow(name="steady median", unit="ns", before=_steady_median(before), after=_steady_median(after)))
+    db, da = (r.findings.dispatch if r.findings is not None else None for r in (before, after))
+    if db is not None or da is not None:
+        rows.append(TotalRow(name="guards", unit="count", before=db.guard_count if db else None,
+                             after=da.guard_count if da else None))
+        rows.append(TotalRow(name="dispatch per call (estimate)", unit="ns", before=db.per_call_ns if db else None,
+                             after=da.per_call_ns if da else None))
     return rows
 
 

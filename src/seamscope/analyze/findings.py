@@ -91,6 +91,7 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
     causes = [c if c.remedy is None else msgspec.structs.replace(c, remedy=retarget(c.remedy, run))
               for c in recompile_causes(ledger, churn)]
     from .compile_time import analyze_compile_time, rank_with, with_stage_sentence
+    from .dispatch import analyze_dispatch, rank_dispatch
 
     costed = [] if has_rt else [cid.split("_", 1)[0] for s in ledger.break_sites for cid in s.compile_ids]
     compile_time = analyze_compile_time(ledger, causes, costed)
@@ -98,7 +99,8 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
         msgspec.structs.replace(f, remedies=[retarget(r, run) for r in f.remedies]) for f in compile_time.findings
     ])
     wall = sum(p.wall_ns for p in ledger.totals.phases)
-    ranked = rank_with(rank_across(ledger, breaks, causes), compile_time, has_rt, wall)
+    dispatch = analyze_dispatch(ledger)
+    ranked = rank_dispatch(rank_with(rank_across(ledger, breaks, causes), compile_time, has_rt, wall), dispatch, wall)
     ranked_by = (
         "breaks: estimated island time after the site over steady calls; churn: compile time; "
         "across axes (ranked): time spent in this run"
@@ -118,6 +120,7 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
         ranked=ranked,
         causes=causes,
         compile_time=compile_time,
+        dispatch=dispatch,
     )
 
 

@@ -23,8 +23,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ingest.limits import decode_json
 from ..ingest.receipt import parse_receipt_raw, read_receipt_bytes
 from ..model.ledger import compile_frame_index
+from .verify_dispatch import check_dispatch
 from .verify_hashes import expand_guard_table, receipt_hash, structure_hash
 
 PHASES = ("cold", "steady", "fallback")
@@ -56,6 +58,7 @@ CODES = {
     "COMPARISON_MISMATCH": "a comparison figure differs from the receipts it compares",
     "COMPARISON_LINK_BROKEN": "a comparison names a receipt hash that is not this/the baseline's",
     "INPUT_TRACE_DIFFERS": "a comparison compares runs fed different inputs",
+    "DISPATCH_MISMATCH": "a dispatch figure differs from the guard figures and region runs it is made of",
 }
 
 
@@ -105,10 +108,28 @@ class Verification:
 # --- reading -------------------------------------------------------------------------------------
 
 
+AS_WRITTEN = "\x00as_written"
+"""The key under which :func:`read_raw` keeps the receipt with only the fields its file holds."""
+
+
 def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
     """Raw dicts, after the strict schema check (UnusableInput: exit 2), every field the file
-    omits present with its schema default."""
-    return expand_guard_table(parse_receipt_raw(data, name))
+    omits present with its schema default. The hashes are checked over the fields the file holds
+    (kept under :data:`AS_WRITTEN`): a receipt written before a field was added to the schema
+    hashed without it, and a newer seamscope must still verify it."""
+    filled = parse_receipt_raw(data, name)
+    raw = expand_guard_table(filled)
+    raw[AS_WRITTEN] = expand_guard_table(_as_written(filled, decode_json(data, name)))
+    return raw
+
+
+def _as_written(filled: Any, stored: Any) -> Any:
+    """``filled`` with only the keys ``stored`` (the file's own JSON) has, at every depth."""
+    if isinstance(filled, dict) and isinstance(stored, dict):
+        return {k: _as_written(v, stored[k]) for k, v in filled.items() if k in stored}
+    if isinstance(filled, list) and isinstance(stored, list) and len(filled) == len(stored):
+        return [_as_written(f, s) for f, s in zip(filled, stored, strict=True)]
+    return filled
 
 
 def load_raw(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -499,7 +520,7 @@ def _check_counts(v: Verification, raw: dict[str, Any], complete: bool) -> None:
 
 
 def _check_hashes(v: Verification, raw: dict[str, Any]) -> None:
-    h = receipt_hash(raw)
+    h = receipt_hash(raw.get(AS_WRITTEN, raw))
     v.expect(h == raw["receipt_sha256"], "HASH_MISMATCH",
              f"receipt_sha256 {raw['receipt_sha256'][:12]}…, content hashes to {h[:12]}…")
     s = structure_hash(raw)
@@ -524,6 +545,7 @@ def check_receipt(raw: dict[str, Any], v: Verification | None = None) -> Verific
         )
     _check_phases(v, raw, truth, complete, hidden)
     _check_counts(v, raw, complete)
+    v.checks += check_dispatch(raw, lambda m: v.fail("DISPATCH_MISMATCH", m))
     return v
 
 
@@ -580,7 +602,7 @@ def check_comparison(
     cmp = raw["comparison"]
     rows = {r["phase"]: r for r in cmp["phases"]}
     # Links: the candidate is this receipt (without the section); the baseline is --against.
-    own = receipt_hash(raw, comparison=None)
+    own = receipt_hash(raw.get(AS_WRITTEN, raw), comparison=None)
     v.expect(cmp["after_receipt_sha256"] == own, "COMPARISON_LINK_BROKEN",
              "the comparison's candidate hash is not this receipt's")
     v.expect(cmp["after_structure_sha256"] == raw["structure_sha256"]
@@ -609,7 +631,7 @@ def check_comparison(
     if baseline is None:
         v.notes.append("baseline side of the comparison not recomputed (pass --against BEFORE)")
     else:
-        bh = receipt_hash(baseline, comparison=None)
+        bh = receipt_hash(baseline.get(AS_WRITTEN, baseline), comparison=None)
         v.expect(cmp["before_receipt_sha256"] == bh, "COMPARISON_LINK_BROKEN",
                  "--against is not the receipt this comparison was made from "
                  f"({cmp['before_receipt_sha256'][:12]}… vs {bh[:12]}…)")

@@ -86,7 +86,7 @@ class CallHooks(SessionState):
             b = session.builder
             if session._depth:  # nested in the open call, or made on another thread meanwhile
                 if session._call_thread != threading.get_ident():
-                    session._foreign_calls += 1
+                    return _foreign(session, inner, args, kwargs)
                 return inner(*args, **kwargs)
             if not session.active or b is None:
                 return inner(*args, **kwargs)
@@ -94,8 +94,7 @@ class CallHooks(SessionState):
                 raise KeyboardInterrupt
             lane = session._lane
             if not session._claim():  # another thread's call is open (checked and taken at once)
-                session._foreign_calls += 1
-                return inner(*args, **kwargs)
+                return _foreign(session, inner, args, kwargs)
             try:
                 session._depth = 1
                 session._call_thread = threading.get_ident()
@@ -119,7 +118,7 @@ class CallHooks(SessionState):
             finally:
                 session._depth = 0
                 session._release()
-            for cb in session.on_call_end:
+            for cb in tuple(session.on_call_end):  # a callback may remove itself
                 cb(session)
             return out
 
@@ -178,6 +177,7 @@ class CallHooks(SessionState):
                 if lane.open:  # a call C opened: this one is nested in it, or another thread's
                     if not lane.here:
                         session._foreign_calls += 1
+                        return _foreign_close(session)
                     return _nothing
                 if lane.ready and lane.enter():
                     handled = sys.exc_info()[1]
@@ -197,13 +197,14 @@ class CallHooks(SessionState):
             if session._depth:  # nested in the open call, or made on another thread meanwhile
                 if session._call_thread != threading.get_ident():
                     session._foreign_calls += 1
+                    return _foreign_close(session)
                 return _nothing
             if session.interrupted:
                 # raised on exit: raising here would skip the exits of the hooks entered before
                 return _interrupt
             if not session._claim():  # another thread's call is open
                 session._foreign_calls += 1
-                return _nothing
+                return _foreign_close(session)
             session._depth = 1
             session._call_thread = threading.get_ident()
             try:
@@ -244,6 +245,32 @@ class CallHooks(SessionState):
 
 def _nothing() -> None:
     """The exit of a call not opened (nested, on another thread, no session)."""
+
+
+def _foreign(session: Any, inner: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """A call made on another thread while one is open: run, not observed, then
+    ``session.foreign_exit`` (watch mode raises there what this call compiled)."""
+    session._foreign_calls += 1
+    out = inner(*args, **kwargs)
+    done = session.foreign_exit
+    if done is not None:
+        done()
+    return out
+
+
+def _foreign_close(session: Any) -> Callable[[], None]:
+    """The exit of a context call made on another thread while one is open (``_foreign``)."""
+    done = session.foreign_exit
+    if done is None:
+        return _nothing
+    handled = sys.exc_info()[1]
+
+    def close() -> None:
+        e = sys.exc_info()[1]
+        if e is None or e is handled:
+            done()
+
+    return close
 
 
 def _interrupt() -> None:

@@ -86,6 +86,9 @@ class SessionState:
         """The thread of the call the Python path opened (``_depth`` 1)."""
         self._foreign_calls = 0
         """Calls made on another thread while one was open: run, not observed (see ``build``)."""
+        self.foreign_exit: Callable[[], None] | None = None
+        """Called after each such call returned (watch mode raises there what it compiled); set it
+        with ``set_foreign_exit``, which tells the C lane too."""
         self.outside_graph_runs = 0
         """Graph runs while no call was open (a compiled backward excepted): calls not observed."""
         self.graphs_before = 0
@@ -134,6 +137,11 @@ class SessionState:
             self._lane.ready = (
                 self.active and self.builder is not None and self._family is None and not self._interrupted
             )
+
+    def set_foreign_exit(self, fn: Callable[[], None] | None) -> None:
+        self.foreign_exit = fn
+        if self._lane is not None and hasattr(self._lane, "foreign_exit"):
+            self._lane.foreign_exit = fn
 
     def _claim(self) -> bool:
         """Take the one open-call slot for this thread, atomically under the GIL (a check then a

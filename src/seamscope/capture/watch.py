@@ -5,19 +5,26 @@ After warm-up (a number of calls, or seconds), each recompile, fallback, first c
 frame and new break site is a ``WatchEvent``: to a JSON-lines file, to the ``seamscope`` logger,
 and to the metrics sinks (``watch_metrics``: Prometheus, OpenTelemetry). With
 ``fail_after_warmup="raise"`` a recompile or fallback after warm-up raises
-``RecompileAfterWarmup`` from the call that compiled, once it returned.
+``RecompileAfterWarmup`` from the call that compiled, once it returned: the compile event arrives
+on the thread that compiles, so the event waits for the end of that thread's call (an observed
+call's ``on_call_end``, or ``Session.foreign_exit`` for a call made while another thread's call
+was open), never another's.
 
 What it costs per call: nothing in Python. The events come from the compile events the session
 already receives (the assembler's sink is teed here); the calls per phase, the break crossings
 and the steady-call histogram (counted in C, ``Lane.wall_histogram``, for the calls C sums; the
-builder's ``phase_sink`` for the others) are read once per ``sync_every`` seconds at a call
-boundary, through the same one-shot ``on_call_end`` callback the checkpoints use.
+builder's ``phase_sink`` for the others) are read when a metrics reader asks (``current``: a
+Prometheus scrape, an OpenTelemetry collection), while no call is open; during a call, at its end.
+
+The counts the builder keeps are read only while this thread holds the session's open-call slot
+(``Session._claim``): no call is open then, and none can open (a call that starts in those tens
+of microseconds runs unobserved, counted as a call on another thread). Only that read
+(``_read``) holds it; the snapshot is made from it afterwards.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import os
@@ -31,43 +38,30 @@ from typing import Any, Literal
 import msgspec
 
 from ..analyze.causes import describe, parse_change
-from ..analyze.display import shown
 from ..analyze.findings_common import frame_label, stable_frame
 from ..errors import RecompileAfterWarmup, UnusableInput
 from ..model.ledger import BreakSite, Compilation
-from ..model.watch import COMPILE_BUCKETS_S, STEADY_BUCKETS_S, Histogram, Snapshot, WatchEvent
+from ..model.watch import (
+    COMPILE_BUCKETS_S,
+    FALLBACK_CAUSES,
+    PHASES,
+    RECOMPILE_CAUSES,
+    STEADY_BUCKETS_S,
+    Histogram,
+    Snapshot,
+    WatchEvent,
+)
+from .watch_text import current_tags, frame_key, log_line, log_text, open_events, tag
 
 log = logging.getLogger("seamscope")
+
+FailMode = Literal["raise", "log"] | None
 
 DEFAULT_WARMUP = 100
 """Calls of warm-up when none is given."""
 MAX_LABELS = 20
 """Distinct frames (and causes) a metric names; the rest are counted as ``other``."""
 KEEP_EVENTS = 1000
-
-FailMode = Literal["raise", "log"] | None
-_CONTEXT: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("seamscope_watch_tags", default=None)
-
-
-class tag:  # noqa: N801 - used as ``seamscope.watch.tag(request_id=...)``, like a function
-    """Attach fields to what compiles in this context (a request): ``seamscope.watch.tag(request_id=r)``
-    sets them until the context ends (a thread, an asyncio task); ``with seamscope.watch.tag(...):``
-    sets them for the block. Events made meanwhile carry them in ``context``."""
-
-    def __init__(self, **fields: object) -> None:
-        merged = {**(_CONTEXT.get() or {}), **{k: str(v) for k, v in fields.items()}}
-        self._token = _CONTEXT.set(merged)
-
-    def __enter__(self) -> tag:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        with contextlib.suppress(ValueError):  # reset in another context than the one that set it
-            _CONTEXT.reset(self._token)
-
-
-def current_tags() -> dict[str, str]:
-    return dict(_CONTEXT.get() or {})
 
 
 def parse_warmup(value: object) -> tuple[int | None, float | None]:
@@ -131,19 +125,29 @@ class Watcher:
         sinks: Sequence[Any] = (),
         sync_every: float = 1.0,
         max_labels: int = MAX_LABELS,
+        on_serving: Any = None,
     ) -> None:
         self.warmup_calls, self.warmup_s = parse_warmup(warmup)
         self.fail = parse_fail(fail_after_warmup)
         self.events_path = os.fspath(events) if events is not None else None
         self.sinks = list(sinks)
         self.sync_every = sync_every
+        self.on_serving = on_serving
+        """Told the metrics address once it is bound (the CLI prints it)."""
         self.frames = LabelCap(max_labels)
         self.causes = LabelCap(max_labels)
+        for cause in (*RECOMPILE_CAUSES, *FALLBACK_CAUSES):  # the known causes keep their names
+            self.causes(cause)
         self.events: list[WatchEvent] = []
         """The events so far (the first ``KEEP_EVENTS``; ``event_count`` counts them all)."""
         self.event_count = 0
+        self.events_unwritten = 0
+        """Events the events file did not take (it failed: the warning says why, once)."""
+        self.events_error: str | None = None
         self.session: Any = None
-        self._file: Any = None
+        self.metrics_url: str | None = None
+        """``http://ADDR:PORT/metrics`` once served (the port bound, where 0 was asked for)."""
+        self._fd: int | None = None
         self._lock: Any = None
         """Made in ``attach``, as the stop event: nothing but plain values before."""
         self._t0 = time.monotonic()
@@ -152,16 +156,22 @@ class Watcher:
         self._fallbacks: Counter[tuple[str, str, str]] = Counter()
         self._events: Counter[tuple[str, str, str]] = Counter()
         self._sites: dict[str, tuple[str, str]] = {}
+        self._keys: dict[tuple[str, str, int], str] = {}
+        self._where: dict[str, tuple[str, int]] = {}
+        """``frame`` label → the file and line it was first compiled at."""
+        self._warm_frames: dict[str, None] = {}
+        """The frames compiled during warm-up: their series exist at 0 from the end of warm-up."""
         self._graphs = 0
         self._steady = _Acc(STEADY_BUCKETS_S)
         """Steady calls the builder ended (C's are in the lane's histogram)."""
         self._compile = _Acc(COMPILE_BUCKETS_S)
-        self._pending: list[WatchEvent] = []
-        """Events to raise at the end of the call (``fail_after_warmup="raise"``)."""
+        self._pending: dict[int, WatchEvent] = {}
+        """Thread → the first event to raise at the end of its call (``fail_after_warmup="raise"``)."""
         self._armed = False
         self._stopped: Any = None
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._taken = 0.0
         self.last: Snapshot | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -172,25 +182,29 @@ class Watcher:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         if self.events_path is not None:
-            try:
-                self._file = open(self.events_path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-            except OSError as e:
-                raise UnusableInput(f"{self.events_path}: cannot write: {e.strerror or e}") from None
+            self._fd = open_events(self.events_path)
         try:
             for sink in self.sinks:  # a port in use: exit 2 before anything is hooked
                 sink.start(self)
+                url = getattr(sink, "url", None)
+                if url is not None:
+                    self.metrics_url = url
         except BaseException:
             self._close_outputs()
             raise
         self.session = session
         self._t0 = time.monotonic()
         _note(session, self)
+        if self.metrics_url is not None and self.on_serving is not None:
+            self.on_serving(self.metrics_url)
         session.assembler.sink = _Tee(session.assembler.sink, self)
         session.builder.phase_sink = self._on_phase
         lane = session._lane
         if lane is not None and hasattr(lane, "set_wall_buckets"):
             lane.set_wall_buckets([round(b * 1e9) for b in STEADY_BUCKETS_S])
-        if self.sinks and self.sync_every > 0:
+        if self.fail == "raise":
+            session.set_foreign_exit(self._raise_foreign)
+        if any(getattr(sink, "pushed", False) for sink in self.sinks) and self.sync_every > 0:
             self._thread = threading.Thread(target=self._loop, name="seamscope-watch", daemon=True)
             self._thread.start()
 
@@ -199,9 +213,10 @@ class Watcher:
         for sink in self.sinks:
             with contextlib.suppress(Exception):
                 sink.close()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
     def detach(self) -> None:
         s = self.session
@@ -210,10 +225,11 @@ class Watcher:
         self._stopped.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
-        with contextlib.suppress(ValueError):
-            s.on_call_end.remove(self._at_boundary)
-        with contextlib.suppress(ValueError):
-            s.on_call_end.remove(self._raise_pending)
+        for cb in (self._at_boundary, self._raise_pending):
+            with contextlib.suppress(ValueError):
+                s.on_call_end.remove(cb)
+        if s.foreign_exit == self._raise_foreign:
+            s.set_foreign_exit(None)
         try:
             if s.builder is not None and not s.builder.in_call:
                 self.sync()
@@ -224,6 +240,10 @@ class Watcher:
                 s.builder.phase_sink = None
             if s._lane is not None and hasattr(s._lane, "set_wall_buckets"):
                 s._lane.set_wall_buckets(())
+            if self.events_error is not None:
+                s.warnings.append(
+                    f"--events {self.events_path}: {self.events_error}: {self.events_unwritten} of "
+                    f"{self.event_count} events not written (the receipt's after-warm-up timeline lists them)")
             self._close_outputs()
             self.session = None
 
@@ -237,6 +257,23 @@ class Watcher:
             call_index = b.call_count if b is not None else 0
         return call_index >= (self.warmup_calls or 0)
 
+    # --- the frame label -----------------------------------------------------------------------
+
+    def frame_key(self, name: str, file: str, line: int, qualname: str | None = None, where: bool = True) -> str:
+        """The ``frame`` label: module and qualified name (``server.Net.forward``), the same when
+        lines move (a library upgrade); ``file:line`` goes to ``frames`` (the info metric)."""
+        got = self._keys.get((name, file, line))
+        if got is None:
+            got = self._keys[(name, file, line)] = frame_key(name, file, line, self._root(), qualname)
+        label = self.frames(got)
+        if where and label != "other":
+            self._where.setdefault(label, (file, line))
+        return label
+
+    def _root(self) -> str:
+        s = self.session
+        return str(getattr(s, "cwd", None) or os.getcwd())
+
     # --- compile events (teed from the session's assembler) -------------------------------------
 
     def on_compilation(self, compilation: Compilation) -> None:
@@ -245,20 +282,11 @@ class Watcher:
         index = c.call_index if c.call_index is not None else b.current_call_index
         after = self.warmed_up(index)
         stage = "serving" if after else "warmup"
-        frame = self.frames(frame_label(stable_frame(c.frame_name), c.file, c.line, c.user_frame))
-        if c.duration_ns is not None:
-            self._compile.add(c.duration_ns / 1e9)
-        if c.status == "ok":
-            self._compiles[(frame, stage)] += 1
-            self._graphs += c.graph_count
+        shown_name, shown_file, shown_line = c.shown_frame
+        frame = self.frame_key(shown_name, shown_file, shown_line)
         change = parse_change(c.failed_guards, c.status)
-        cause = self.causes(change.family)
-        if c.is_recompile:
-            self._recompiles[(frame, cause, stage)] += 1
-        if c.status != "ok":
-            fcause = self.causes("recompile_limit" if c.status == "fallback" else c.status)
-            self._fallbacks[(frame, fcause, stage)] += 1
         kind: Any = None
+        cause = self.causes(change.family)
         if c.status != "ok":
             kind, cause = "fallback", ("recompile_limit" if c.status == "fallback" else c.status)
             detail = (c.fail_reason or c.fail_type or describe(change)).splitlines()[0][:300]
@@ -266,60 +294,99 @@ class Watcher:
             kind, detail = "recompile", describe(change)
         elif c.graph_count > 0:
             kind, cause, detail = "graph", "new_frame", f"{c.graph_count} graph(s)"
+        with self._lock:
+            if c.duration_ns is not None:
+                self._compile.add(c.duration_ns / 1e9)
+            if c.status == "ok":
+                self._compiles[(frame, stage)] += 1
+                self._graphs += c.graph_count
+                if not after:
+                    self._warm_frames[frame] = None
+            if c.is_recompile:
+                self._recompiles[(frame, self.causes(change.family), stage)] += 1
+            if c.status != "ok":
+                self._fallbacks[(frame, self.causes(cause), stage)] += 1
         if after and kind is not None:
             guard = next((g for g in reversed(c.failed_guards) if g.strip()), None)
-            shown_name, shown_file, shown_line = c.shown_frame
             self._emit(WatchEvent(
-                kind=kind, frame=frame_label(stable_frame(shown_name), shown_file, shown_line), file=shown_file,
-                line=shown_line, cause=cause, detail=detail, failed_guard=guard, compile_id=c.compile_id,
-                call_index=index, compile_ns=c.duration_ns, **self._when()))
+                kind=kind, frame=frame_label(stable_frame(shown_name), shown_file, shown_line), qualname=frame,
+                file=shown_file, line=shown_line, cause=cause, detail=detail, failed_guard=guard,
+                compile_id=c.compile_id, call_index=index, compile_ns=c.duration_ns, **self._when()))
         self.sync()
 
     def on_site(self, site: BreakSite) -> None:
         new = site.site_id not in self._sites
-        frame = self.frames(frame_label(site.scope or site.function, site.file, site.line))
+        frame = self.frame_key(site.function, site.file, site.line, site.scope or None, where=False)
         cause = self.causes(site.gb_type or "other")
         self._sites[site.site_id] = (frame, cause)
         b = self.session.builder
         index = b.current_call_index
         if new and self.warmed_up(index):
+            detail = site.reason.splitlines()[0][:300] if site.reason else ""
             self._emit(WatchEvent(
-                kind="break", frame=frame_label(site.scope or site.function, site.file, site.line), file=site.file,
-                line=site.line, cause=site.gb_type or "other", detail=(site.reason or "").splitlines()[0][:300]
-                if site.reason else "", site_id=site.site_id, call_index=index, **self._when()))
+                kind="break", frame=frame_label(site.scope or site.function, site.file, site.line), qualname=frame,
+                file=site.file, line=site.line, cause=site.gb_type or "other", detail=detail, site_id=site.site_id,
+                call_index=index, **self._when()))
 
     def _when(self) -> dict[str, Any]:
         return {"unix_time": time.time(), "since_start_s": round(time.monotonic() - self._t0, 6),
                 "context": current_tags(), "pid": os.getpid()}
 
     def _emit(self, ev: WatchEvent) -> None:
+        child = os.getpid() != self._pid  # a forked child: its events say so (their pid)
+        if child:
+            self._lock = threading.Lock()  # the parent's may have been held by a thread the fork left behind
         with self._lock:
             self.event_count += 1
             if len(self.events) < KEEP_EVENTS:
                 self.events.append(ev)
-            self._events[(ev.kind, self.frames(ev.frame), self.causes(ev.cause))] += 1
-            if self._file is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    self._file.write(json.dumps(msgspec.to_builtins(ev), ensure_ascii=False) + "\n")
+            self._events[(ev.kind, ev.qualname or self.frames(ev.frame), self.causes(ev.cause))] += 1
+            self._write(ev)
         failing = self.fail is not None and ev.kind in ("recompile", "fallback")
         level = logging.ERROR if failing and self.fail == "log" else logging.WARNING
-        # user strings (frames, guards, tags) are data: control characters shown, never emitted
-        log.log(level, "seamscope: %s", shown(ev.line_text(), None), extra={"seamscope_event": msgspec.to_builtins(ev)})
+        line = log_line(ev, ev.pid if child else None)
+        log.log(level, "%s", line, extra={"seamscope_event": msgspec.to_builtins(ev)})
         if failing and self.fail == "raise":
-            self._pending.append(ev)
+            self._pending.setdefault(threading.get_ident(), ev)
             s = self.session
             if self._raise_pending not in s.on_call_end:
                 s.on_call_end.append(self._raise_pending)
 
-    def _raise_pending(self, session: Any) -> None:
-        """At the end of the call that compiled: raise its first event (the call's result is
-        lost; the server catches it, as it would torch's ``fail_on_recompile``)."""
-        with contextlib.suppress(ValueError):
-            session.on_call_end.remove(self._raise_pending)
-        if not self._pending or os.getpid() != self._pid:
+    def _write(self, ev: WatchEvent) -> None:
+        """One line to the events file; a file that fails is said once (a warning) and let be:
+        the events stay in ``events`` and the receipt."""
+        if self._fd is None:
+            if self.events_error is not None:
+                self.events_unwritten += 1
             return
-        ev, self._pending = self._pending[0], []
-        raise RecompileAfterWarmup(ev, f"seamscope: {shown(ev.line_text(), None)}")
+        data = (json.dumps(msgspec.to_builtins(ev), ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        try:
+            while data:  # unbuffered, appended: a forked child's line cannot interleave a half line
+                data = data[os.write(self._fd, data):]
+        except OSError as e:
+            self.events_error = e.strerror or str(e)
+            self.events_unwritten += 1
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+            log.warning("seamscope: watch: --events %s: cannot write: %s; events from here on are logged and "
+                        "listed in the receipt only", log_text(self.events_path or ""), self.events_error)
+
+    def _raise_pending(self, session: Any) -> None:
+        """At the end of an observed call: raise what this thread's call compiled (the call's
+        result is lost; the server catches it, as it would torch's ``fail_on_recompile``)."""
+        ev = self._pending.pop(threading.get_ident(), None)
+        if not self._pending:
+            with contextlib.suppress(ValueError):
+                session.on_call_end.remove(self._raise_pending)
+        if ev is not None:
+            raise RecompileAfterWarmup(ev, log_line(ev))
+
+    def _raise_foreign(self) -> None:
+        """At the end of a call made while another thread's call was open (``foreign_exit``)."""
+        ev = self._pending.pop(threading.get_ident(), None)
+        if ev is not None:
+            raise RecompileAfterWarmup(ev, log_line(ev))
 
     # --- the counts ------------------------------------------------------------------------------
 
@@ -328,10 +395,14 @@ class Watcher:
             self._steady.add(wall_ns / 1e9)
 
     def snapshot(self) -> Snapshot:
-        """The counts so far: between calls, or inside a call the builder holds."""
+        """The counts so far: between calls, or inside a call the builder holds (``current`` reads
+        them from any thread)."""
+        return self._compose(*self._read())
+
+    def _read(self) -> tuple[dict[str, int], dict[str, int], list[int], float]:
+        """What the builder and the lane counted (the part read while the call slot is held)."""
         s = self.session
-        b = s.builder
-        phases, crossings_by_site = b.running_counts()
+        phases, crossings_by_site = s.builder.running_counts()
         counts, total = list(self._steady.counts), self._steady.total
         lane = s._lane
         if lane is not None and hasattr(lane, "wall_histogram"):
@@ -339,49 +410,94 @@ class Watcher:
             if len(in_c) == len(counts):
                 counts = [a + c for a, c in zip(counts, in_c, strict=True)]
                 total += total_ns / 1e9
+        return phases, crossings_by_site, counts, total
+
+    def _compose(self, phases: dict[str, int], crossings_by_site: dict[str, int], counts: list[int],
+                 total: float) -> Snapshot:
         steady = Histogram(STEADY_BUCKETS_S, tuple(counts), total)
         crossings: Counter[tuple[str, str]] = Counter()
         for sid, n in crossings_by_site.items():
             labels = self._sites.get(sid)
             if labels is not None and n:
                 crossings[labels] += n
+        warm = self.warmed_up()
+        with self._lock:
+            compiles, recompiles = dict(self._compiles), dict(self._recompiles)
+            fallbacks, events = dict(self._fallbacks), dict(self._events)
+            frames, where = list(self._warm_frames), dict(self._where)
+            graphs, compile_h = self._graphs, self._compile.frozen()
+        calls = dict(phases)
+        if warm:  # every series known before serving, at 0: increase() and rate() see the first event
+            for p in PHASES:
+                calls.setdefault(p, 0)
+            for f in frames:
+                compiles.setdefault((f, "serving"), 0)
+                for cause in (*RECOMPILE_CAUSES, "recompile_limit"):
+                    recompiles.setdefault((f, cause, "serving"), 0)
+                for cause in RECOMPILE_CAUSES:
+                    events.setdefault(("recompile", f, cause), 0)
+                for cause in FALLBACK_CAUSES:
+                    fallbacks.setdefault((f, cause, "serving"), 0)
+                    events.setdefault(("fallback", f, cause), 0)
         snap = Snapshot(
-            calls={p: n for p, n in phases.items()}, compiles=dict(self._compiles), recompiles=dict(self._recompiles),
-            fallbacks=dict(self._fallbacks), break_crossings=dict(crossings), watch_events=dict(self._events),
-            graphs=self._graphs,
-            steady=steady, compile=self._compile.frozen(),
-            warmed_up=self.warmed_up(),
-        )
+            calls=calls, compiles=compiles, recompiles=recompiles, fallbacks=fallbacks,
+            break_crossings=dict(crossings), watch_events=events, graphs=graphs, steady=steady, compile=compile_h,
+            warmed_up=warm, frames=where)
         self.last = snap
+        self._taken = time.monotonic()
+        return snap
+
+    def current(self, max_age: float = 0.0) -> Snapshot | None:
+        """The counts now, for a metrics reader on any thread: read at once while no call is open
+        (the session's call slot held meanwhile); during a call, the last ones, and the end of that
+        call reads them again. ``max_age``: the last ones if they are that fresh (seconds)."""
+        if self.last is not None and max_age > 0 and time.monotonic() - self._taken <= max_age:
+            return self.last
+        return self.refresh()
+
+    def refresh(self) -> Snapshot | None:
+        s = self.session
+        if s is None or os.getpid() != self._pid or not s.active or s.builder is None:
+            return self.last
+        if not s._claim():  # a call is open: its end takes the counts
+            self._arm()
+            return self.last
+        try:
+            read = self._read()
+        finally:
+            s._release()
+        snap = self._compose(*read)
+        for sink in self.sinks:
+            if getattr(sink, "pushed", False):
+                try:
+                    sink.sync(snap)
+                except Exception as e:  # a metrics failure must not fail the user's call
+                    log.warning("seamscope: watch: %s could not take the counts: %s", type(sink).__name__, e)
         return snap
 
     def sync(self) -> None:
-        """Hand the counts to the sinks now (between calls, or from a compile event)."""
-        if not self.sinks or self.session is None or os.getpid() != self._pid:
-            return
-        snap = self.snapshot()
-        for sink in self.sinks:
-            try:
-                sink.sync(snap)
-            except Exception as e:  # a metrics failure must not fail the user's call
-                log.warning("seamscope: watch: %s could not take the counts: %s", type(sink).__name__, e)
+        """Take the counts now (between calls; in a call, at its end) and hand them to the sinks
+        that keep values of their own (prometheus_client's multiprocess mode)."""
+        if self.sinks:
+            self.refresh()
+
+    def _arm(self) -> None:
+        s = self.session
+        if not self._armed and s is not None:
+            self._armed = True
+            s.on_call_end.append(self._at_boundary)
 
     def _at_boundary(self, session: Any) -> None:
         with contextlib.suppress(ValueError):
             session.on_call_end.remove(self._at_boundary)
         self._armed = False
-        b = session.builder
-        if session.active and b is not None and not b.in_call:
-            self.sync()
+        self.refresh()
 
     def _loop(self) -> None:
         while not self._stopped.wait(self.sync_every):
-            s = self.session
-            if s is None:
+            if self.session is None:
                 return
-            if not self._armed:
-                self._armed = True
-                s.on_call_end.append(self._at_boundary)
+            self.refresh()
 
 
 class _Acc:
@@ -441,6 +557,11 @@ class Watch:
     @property
     def events(self) -> list[WatchEvent]:
         return self.watcher.events
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://127.0.0.1:PORT/metrics`` once served (the port bound where 0 was asked for)."""
+        return self.watcher.metrics_url
 
     def __enter__(self) -> Watch:
         self.session.__enter__()
@@ -529,4 +650,6 @@ def _note(session: Any, watcher: Watcher) -> None:
     d = session.decision or Decision()
     if parse_warmup_policy(d.warmup_policy) is None:
         policy = f"{d.warmup_policy}; {warmup_policy(watcher.warmup_calls, watcher.warmup_s)}"
+        if watcher.metrics_url is not None:
+            policy += f"; metrics at {watcher.metrics_url}"
         session.decision = msgspec.structs.replace(d, warmup_policy=policy)

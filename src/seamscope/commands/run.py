@@ -93,7 +93,12 @@ def _watcher_of(options: dict[str, object]) -> Watcher | None:
     events = got["events"]
     return Watcher(got["warmup"] if got["warmup"] is not None else DEFAULT_WARMUP,
                    events=str(events) if events is not None else None, fail_after_warmup=got["fail_after_warmup"],
-                   sinks=sinks)
+                   sinks=sinks, on_serving=_say_serving)
+
+
+def _say_serving(url: str) -> None:
+    """The metrics address once bound (``--metrics-port 0``: the port the system chose)."""
+    click.echo(f"seamscope: watch: metrics at {url}", err=True)
 
 
 class _RunCommand(click.Command):

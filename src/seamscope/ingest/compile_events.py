@@ -32,6 +32,7 @@ from ..model.ledger import (
 )
 from ..model.normalize import normalize_path, normalize_text, stripped_normalized
 from ..model.normalize import normalized as _reasons
+from .guard_groups import group_guards
 from .hints import HintTable, break_chain, shipped_table
 from .source_scope import statement_scope
 
@@ -57,21 +58,17 @@ _CACHE_ARTIFACT = re.compile(r"^(fx_graph|aotautograd)_cache_(hit|miss|bypass)$"
 #: here nor handled by :meth:`CompileEventAssembler.feed` is counted as unknown.
 IGNORED_EVENTS = frozenset(
     {
-        "chromium_event", "describe_tensor", "describe_storage", "describe_source",
-        "create_symbol", "dynamo_cpp_guards_str", "guard_added_fast", "guard_added",
-        "aot_inference_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
-        "inductor_output_code", "inductor_post_grad_graph", "inductor_pre_grad_graph",
-        "optimize_ddp_split_graph", "dynamo_guards",
-        "symbolic_shape_specialization", "propagate_real_tensors", "link",
-        "graph_break", "bwd_compilation_metrics", "compiled_autograd_graph",
-        "aot_autograd_backward_compilation_metrics", "missing_fake_kernel",
-        "mismatched_fake_kernel", "exported_program", "dump_file", "expression_created",
-        "unbacked_symbol_created", "guard_failed", "recompile_reasons",
-        "freezing_passes", "graph_region_expansion",
-        "inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces",
-        "cache_hit", "cache_miss", "cache_bypass", "create_unbacked_symbol", "export",
-        "get_extra_remote_code_state", "put_local_code_state", "graph_dump",
-        "guard_on_data_dependent_error", "inductor_input_graph", "propagate_real_tensors_provenance",
+        "chromium_event", "describe_tensor", "describe_storage", "describe_source", "create_symbol", "guard_added_fast",
+        "guard_added", "aot_inference_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
+        "inductor_output_code", "inductor_post_grad_graph", "inductor_pre_grad_graph", "optimize_ddp_split_graph",
+        "dynamo_guards", "symbolic_shape_specialization", "propagate_real_tensors", "link", "graph_break",
+        "bwd_compilation_metrics", "compiled_autograd_graph", "aot_autograd_backward_compilation_metrics",
+        "missing_fake_kernel", "mismatched_fake_kernel", "exported_program", "dump_file", "expression_created",
+        "unbacked_symbol_created", "guard_failed", "recompile_reasons", "freezing_passes", "graph_region_expansion",
+        "inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces", "cache_hit",
+        "cache_miss", "cache_bypass", "create_unbacked_symbol", "export", "get_extra_remote_code_state",
+        "put_local_code_state", "graph_dump", "guard_on_data_dependent_error", "inductor_input_graph",
+        "propagate_real_tensors_provenance",
         # compile work done while the program runs (a lazily compiled backward): not a frame
         # compilation; tlparse lists them apart from the compile ids' metrics too
         "compilation_metrics_runtime", "bwd_compilation_metrics_runtime",
@@ -79,24 +76,19 @@ IGNORED_EVENTS = frozenset(
 )
 #: Artifacts whose payload the ledger reads; every other payload is skipped unread. A cache
 #: bypass's payload is small (the reason); a hit's or a miss's holds the whole key's components.
-PAYLOAD_ARTIFACTS = frozenset(
-    {"dynamo_graph_break_reason", "recompile_reasons", "fx_graph_cache_bypass", "aotautograd_cache_bypass"}
-)
+PAYLOAD_ARTIFACTS = frozenset({"dynamo_graph_break_reason", "recompile_reasons", "fx_graph_cache_bypass",
+                               "aotautograd_cache_bypass"})
 #: ``compilation_metrics`` fields the compile-time stage split reads, by the stage they tell:
 #: when a record lacks the key (an older PyTorch), ``Compilation.metrics_absent`` names the stage.
 STAGE_METRICS = {
-    "dynamo_cumulative_compile_time_us": "dynamo",
-    "aot_autograd_cumulative_compile_time_us": "aot_autograd",
-    "backend_compile_time_s": "backend",
-    "inductor_cumulative_compile_time_us": "inductor",
-    "compile_time_autotune_time_us": "autotune",
-    "inductor_fx_local_cache_hit_count": "fx_cache",
+    "dynamo_cumulative_compile_time_us": "dynamo", "aot_autograd_cumulative_compile_time_us": "aot_autograd",
+    "backend_compile_time_s": "backend", "inductor_cumulative_compile_time_us": "inductor",
+    "compile_time_autotune_time_us": "autotune", "inductor_fx_local_cache_hit_count": "fx_cache",
     "aotautograd_local_cache_hit_count": "aot_cache",
 }
 #: Event kinds :meth:`CompileEventAssembler.feed` reads the metadata of (never a payload).
-METADATA_EVENTS = frozenset(
-    {"str", "dynamo_start", "dynamo_output_graph", "optimize_ddp_split_child", "compilation_metrics"}
-)
+METADATA_EVENTS = frozenset({"str", "dynamo_start", "dynamo_output_graph", "optimize_ddp_split_child",
+                             "compilation_metrics"})
 
 SKIP, METADATA, PAYLOAD = 0, 1, 2
 """What a reader needs of a record: nothing, its metadata, or its metadata and payload."""
@@ -109,6 +101,8 @@ def needed(key: str, artifact: str | None = None) -> int:
     Live capture asks PyTorch to build only this; whatever :meth:`CompileEventAssembler.feed`
     reads must be declared here (a test feeds it real events both ways and compares).
     """
+    if key == "dynamo_cpp_guards_str":
+        return PAYLOAD
     if key == "artifact":
         if artifact in PAYLOAD_ARTIFACTS:
             return PAYLOAD
@@ -415,6 +409,7 @@ class _Pending:
     aot_bypass: str | None = None
     started: bool = False
     ddp_splits: int | None = None
+    guard_checks: dict[str, int] = field(default_factory=dict)
 
 
 class CompileEventAssembler:
@@ -531,6 +526,9 @@ class CompileEventAssembler:
             if cid is not None:  # one per submodule DDPOptimizer split the graph into
                 p = self.pending.setdefault(cid, _Pending())
                 p.ddp_splits = (p.ddp_splits or 0) + 1
+        elif key == "dynamo_cpp_guards_str":
+            if cid is not None and payload:  # the entry's guard tree: its checks by group
+                self.pending.setdefault(cid, _Pending()).guard_checks = group_guards(payload)
         elif key == "compilation_metrics":
             if isinstance(value, dict):
                 self._finish(value, cid, t_ns)
@@ -675,6 +673,8 @@ class CompileEventAssembler:
             or _ns(m.get("backend_compile_time_s"), _S),
             graph_count=p.graphs if status == "ok" else 0,
             guard_count=m.get("guard_count") if isinstance(m.get("guard_count"), int) else None,
+            guard_latency_ns=_ns(m.get("guard_latency_us"), _US) if status == "ok" else None,
+            guard_checks=p.guard_checks if status == "ok" else {},
             fx_cache=fx_cache,  # type: ignore[arg-type]
             aot_cache=aot_cache,  # type: ignore[arg-type]
             failed_guards=guards,

@@ -9,9 +9,10 @@ MD5). Why this parser is fast and small:
   of each (``scan.record_scan``: payload lines, most of a log, never become Python objects);
   nothing else about the file is kept, so memory does not grow with its size;
 - the event key is read off the raw bytes (``{"KEY": ...``) and records the ledger never needs
-  (chromium events, tensor descriptions, guards, generated code) are skipped without decoding;
-- a payload is joined and decoded only for the two artifacts whose text is needed (break reasons
-  and recompile reasons); every other payload line costs one memchr (in C where it was built).
+  (chromium events, tensor descriptions, generated code) are skipped without decoding;
+- a payload is joined and decoded only where its text is needed (break reasons, recompile reasons,
+  cache bypass reasons, each cache entry's guard tree, whose checks are counted by group); every
+  other payload line costs one memchr (in C where it was built).
 
 Tolerance: a bad line, a cut payload, an unknown event kind, a disagreement inside the log or a
 log from an untested PyTorch version becomes an :class:`Issue` with the file and line, counted per
@@ -56,7 +57,10 @@ RANK_IN_NAME = re.compile(r"(?:^|_)rank_(\d+)(?:_[^/]*)?\.log$")
 
 MAX_MESSAGES = 50  # issues kept with their line; the rest are only counted
 
-_NEEDED = frozenset({b"str", b"dynamo_start", b"dynamo_output_graph", b"artifact", b"compilation_metrics"})
+_NEEDED = frozenset({b"str", b"dynamo_start", b"dynamo_output_graph", b"artifact", b"compilation_metrics",
+                     b"dynamo_cpp_guards_str"})
+#: What a payload is read for: the artifacts named, and each cache entry's guard tree.
+_PAYLOADS = PAYLOAD_ARTIFACTS | {"dynamo_cpp_guards_str"}
 _IGNORED = frozenset(k.encode() for k in IGNORED_EVENTS)
 _decode = msgspec.json.Decoder().decode
 #: Yields the lines of a file that are not payload lines; payload lines go to the sink while it is on.
@@ -192,7 +196,7 @@ def iter_records(
 ) -> Iterator[tuple[int, dict[str, Any], str | None]]:
     """``(line, metadata, payload)`` for the records the ledger needs, in file order.
 
-    Payloads are returned only for :data:`PAYLOAD_ARTIFACTS` (else None); records of ignored
+    Payloads are returned only for :data:`PAYLOAD_ARTIFACTS` and guard trees (else None); records of ignored
     kinds are counted and skipped undecoded; unknown kinds are counted in ``stats``. ``lines``
     gives the lines that are not payload lines (``scan.each_line`` is the one-line-at-a-time
     reference of the default).
@@ -288,9 +292,9 @@ def iter_records(
         md5 = meta.get("has_payload")
         if ln == stats.cut_line and isinstance(md5, str):  # its payload never came
             stats.problem(name, ln, "truncated", CUT_TEXT)
-        if key == b"artifact" and isinstance(md5, str):
-            art = meta.get("artifact")
-            if isinstance(art, dict) and art.get("name") in PAYLOAD_ARTIFACTS:
+        if isinstance(md5, str) and key in (b"artifact", b"dynamo_cpp_guards_str"):
+            art = meta.get("artifact") if key == b"artifact" else {"name": "dynamo_cpp_guards_str"}
+            if isinstance(art, dict) and art.get("name") in _PAYLOADS:
                 pend = (ln, meta, md5)
                 sink.on = True
                 continue

@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 
 from .compile_time import CompileTimeSection
+from .dispatch import DispatchSection
 from .headline import Headline, RankedItem, RecompileCause
 from .ledger import Frame, Struct
 from .remedy import Remedy
@@ -211,3 +212,6 @@ class FindingsSection(Struct, frozen=True):
     """Recompiles grouped by the input change that set them off (the churn findings are per frame)."""
     compile_time: CompileTimeSection | None = None
     """Compile time by stage and frame, cache outcomes, and the compile-time findings (ranked too)."""
+    dispatch: DispatchSection | None = None
+    """What each call pays to look up its frames' cache entries: guards per entry, entries walked,
+    the estimated time per call (ranked too); None when nothing compiled."""

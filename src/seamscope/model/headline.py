@@ -83,8 +83,8 @@ class RankedItem(Struct, frozen=True):
     rank: int
     item_id: str
     """A break finding's id (``B…``), a recompile cause's (``RC…``), a compile-time finding's
-    (``CT…``) or, in a merged receipt, a compile skew between ranks (``SK…``)."""
-    axis: Literal["fragmentation", "recompile_cause", "compile_time", "compile_skew"]
+    (``CT…``), the run's dispatch (``DP…``) or, in a merged receipt, a compile skew between ranks (``SK…``)."""
+    axis: Literal["fragmentation", "recompile_cause", "compile_time", "compile_skew", "dispatch"]
     cost_ns: int | None
     basis: str
     """What ``cost_ns`` measures, in words."""

@@ -256,6 +256,15 @@ class Compilation(Struct, frozen=True):
     graph_count: int = 0
     """Graphs Dynamo produced in this compilation (handed to the backend)."""
     guard_count: int | None = None
+    """Guards Dynamo installed for this cache entry (``compilation_metrics.guard_count``)."""
+    guard_latency_ns: int | None = None
+    """PyTorch's own measurement of one evaluation of this entry's guards
+    (``compilation_metrics.guard_latency_us``): timed once, at compile time, after a cache flush;
+    None when the metrics do not carry it."""
+    guard_checks: dict[str, int] = {}
+    """The checks of this entry's guard tree (``dynamo_cpp_guards_str``) by what they check
+    (``ingest.guard_groups``: ``module``, ``tensor``, ``global``, ``id``, ``value``); empty when the
+    tree was not seen. Not ``guard_count``'s guards: one guard can become several checks."""
     fx_cache: Literal["hit", "miss", "bypass"] | None = None
     aot_cache: Literal["hit", "miss", "bypass"] | None = None
     failed_guards: list[str] = []

@@ -36,6 +36,8 @@ RemedyAction = Literal[
     "fix_cache_bypass",
     "skip_rare_frame",
     "pytorch_hint_class",
+    "fewer_cache_entries",
+    "guard_settings",
 ]
 
 

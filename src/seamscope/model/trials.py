@@ -205,7 +205,8 @@ class Candidate(Struct, frozen=True, kw_only=True):
     lifetime (steady calls, restarts for a cache) at which it pays off."""
     patch: str | None = None
     """Its patch file (``OUT/trials/NAME.patch``, from where ``try`` ran): what its runs applied
-    (a regional candidate's runs: its flag, which compiles the same blocks)."""
+    (a regional candidate's with ``--calls-of``, so the model's calls are the run's calls). None:
+    its runs used its flags (``folded`` says why where a patch could not be made)."""
     diff: str | None = None
     """The patch's text (a unified diff from the project root)."""
     review: str | None = None
@@ -252,4 +253,5 @@ class Trials(Struct, frozen=True, kw_only=True):
     overhead: Overhead | None = None
     folded: list[str] = []
     """Catalogue entries not tried one by one: internal sources folded into a policy candidate,
-    candidates over the cap."""
+    candidates over the cap; and candidates whose patch could not be made for the script
+    (``no patch: NAME: why``: their runs used the flags)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from msgspec import Struct
@@ -15,6 +15,13 @@ EVENT_KINDS: tuple[EventKind, ...] = ("recompile", "fallback", "graph", "break")
 STEADY_BUCKETS_S: tuple[float, ...] = (
     5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS_S: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+PHASES: tuple[str, ...] = ("cold", "steady", "fallback")
+"""The phases a call is counted in (``seamscope_calls_total{phase}``)."""
+RECOMPILE_CAUSES: tuple[str, ...] = ("size", "value", "type", "flag", "dtype_device", "other")
+"""A recompile's cause families (``analyze.causes``); with ``recompile_limit`` for an attempt
+that hit the limit with no guard recorded."""
+FALLBACK_CAUSES: tuple[str, ...] = ("recompile_limit", "failed", "skipped")
+"""What a compilation that produced no code ended in."""
 
 
 class WatchEvent(Struct, frozen=True, kw_only=True):
@@ -26,6 +33,9 @@ class WatchEvent(Struct, frozen=True, kw_only=True):
     frame compiled for the first time after warm-up; ``break``: a break site not seen before."""
     frame: str
     """The frame as reports name it: ``forward (server.py:12)``."""
+    qualname: str = ""
+    """The frame as the metrics' ``frame`` label names it: its module and qualified name
+    (``server.Net.forward``), the same when lines move."""
     file: str
     line: int
     cause: str
@@ -87,6 +97,9 @@ class Snapshot:
     steady: Histogram
     compile: Histogram
     warmed_up: bool
+    frames: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Each ``frame`` label → the file and line it was first compiled at (the labels stay the same
+    when a library's lines move; this says where the frame is now)."""
 
 
 _POLICY = re.compile(r"watch: warm-up = the first (?:(\d+) calls|(\d+(?:\.\d+)?) s)")

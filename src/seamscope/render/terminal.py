@@ -125,6 +125,7 @@ class TerminalRenderer:
             print_located(c, "recompiles", ("compile id", "frame", "call", "failed guard"), rows)
         for f in s.fallbacks[: self.max_rows]:
             c.print(f"[red]fallback[/red] {markup(f.compile_id)} {markup(shown_frame_name(f))}: {markup(f.reason)}")
+        self.print_dispatch(receipt)
         self.print_watch(receipt)
         if receipt.findings is not None:
             print_compile_time(c, receipt, self.max_rows)
@@ -187,7 +188,7 @@ class TerminalRenderer:
         c = self.console
         causes = {x.cause_id: x for x in sec.causes}
         breaks = {f.finding_id: f for f in sec.findings}
-        c.print("[bold]findings ranked by time in this run[/bold] (breaks, recompile causes, compile time)")
+        c.print("[bold]findings ranked by time in this run[/bold] (breaks, recompile causes, compile time, dispatch)")
         for it in sec.ranked[: self.max_rows]:
             c.print(
                 f"  {it.rank}. [{'red' if it.axis == 'recompile_cause' else 'cyan'}]{fmt_ns(it.cost_ns)}[/] "
@@ -204,9 +205,28 @@ class TerminalRenderer:
             )
             if remedy is None and ct is not None and ct.remedies:
                 remedy = ct.remedies[0]
+            if remedy is None and sec.dispatch is not None and it.item_id == sec.dispatch.finding_id:
+                remedy = sec.dispatch.remedies[0] if sec.dispatch.remedies else None
             if remedy is not None:
                 tail = f" [dim](try: {markup(remedy.try_with)})[/dim]" if remedy.try_with else ""
                 c.print(f"     [green]→[/green] {markup(remedy.text, SENTENCE)}{tail}")
+
+    def print_dispatch(self, receipt: Receipt) -> None:
+        """Dispatch beside regions and islands (estimated, part of the islands), then per frame."""
+        d = receipt.findings.dispatch if receipt.findings is not None else None
+        if d is None or d.per_call_ns is None:
+            return
+        c = self.console
+        c.print(f"[bold]dispatch[/bold] per {d.basis_phase} call (mean): {fmt_ns(d.wall_per_call_ns)}, of which "
+                f"regions {fmt_ns(d.region_per_call_ns)}, islands {fmt_ns(d.island_per_call_ns)} (dispatch "
+                f"{fmt_ns(d.per_call_ns)} of them, estimated)")
+        for f in d.frames[: self.max_rows]:
+            name, file, line = shown_frame(f)
+            entries = counted(len(f.entries), "cache entry", "cache entries")
+            guards = sum(e.guard_count or 0 for e in f.entries)
+            lat = ", ".join(fmt_ns(e.guard_latency_ns) for e in f.entries)
+            c.print(f"  {markup(name)} ({markup(file)}:{line}): {entries}, {guards:,} guards, guard latency "
+                    f"{lat} (PyTorch's); {f.lookups:,} lookups checked {f.walked:,} entries (up to {f.walked_max})")
 
     def _device_phases(self, receipt: Receipt) -> None:
         """Device time per phase, per call timed on the device (absent on CPU)."""

@@ -6,10 +6,13 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ...model.dispatch import DispatchSection
 from ...model.findings import Finding, FindingsSection
 from ...model.headline import RecompileCause
+from ...model.ledger import shown_frame
 from ...model.normalize import local_file
 from ...model.receipt import Receipt
+from ..findings_common import frame_label
 from ..units import fmt_ns
 from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
 
@@ -274,6 +277,8 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
             kind, file, line = ct.kind.replace("_", " "), ct.file, ct.line
             detail = "; ".join(r.text for r in ct.remedies)
             beneath = list(ct.missing)
+        elif item.axis == "dispatch" and section.dispatch is not None:
+            kind, file, line, detail, beneath = ("dispatch", *_dispatch_rows(section.dispatch))
         elif item.axis == "compile_skew" and receipt.ranks is not None:
             sk = next((k for k in receipt.ranks.skews if k.skew_id == item.item_id), None)
             kind, file, line = "compile skew", "", 0
@@ -302,6 +307,20 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
             )
         )
     return rows
+
+
+def _dispatch_rows(d: DispatchSection) -> tuple[str, int, str, list[str]]:
+    """The costliest frame's location, the remedies, and one line per frame (entries, guards, lookups)."""
+    top = max(d.frames, key=lambda f: (f.estimate_ns, -f.frame))
+    _, file, line = shown_frame(top)
+    rows = [
+        f"{frame_label(f.frame_name, f.file, f.line, f.user_frame)}: {len(f.entries)} cache "
+        f"entr{'y' if len(f.entries) == 1 else 'ies'}, {sum(e.guard_count or 0 for e in f.entries):,} guards, "
+        f"guard latency {', '.join(fmt_ns(e.guard_latency_ns) for e in f.entries)} (PyTorch's); "
+        f"{f.lookups:,} lookups checked {f.walked:,} entries (up to {f.walked_max})"
+        for f in d.frames[:12]
+    ]
+    return file, line, "; ".join(r.text for r in d.remedies), [*rows, d.basis]
 
 
 def first_line(text: str, limit: int = 240) -> str:

@@ -14,48 +14,19 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
 
 from ...model.normalize import project_root
 from ...model.receipt import Receipt
-from ..remedy_spec import RemedySpec, per_callable_limit, spec_from_words
+from ..remedy_spec import per_callable_limit, spec_from_words
 from ..source_file import read_source
+from .draft import Draft
+from .rewrites.skipped_frame import regional_classes, wasted_ns
+from .rewrites.syntax import is_torch_compile
 
 CAP = 8
 """Candidates tried at most (the baseline's findings can suggest dozens); the rest are listed."""
 MARKS_PER_CAUSE = 4
 """Dimensions one mark candidate marks at most."""
-
-
-@dataclass
-class Draft:
-    """A candidate before it runs."""
-
-    name: str
-    spec: RemedySpec
-    origin: str
-    targets: str
-    cost_ns: int = 0
-    start: str | None = None
-    """How its processes start, where that is the remedy (:mod:`.cache`: a warm cache)."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Environment its processes get (``TORCHINDUCTOR_COMPILE_THREADS``)."""
-    patch: str | None = None
-    """The patch file its runs apply (``--patch``) instead of its flags (:mod:`.patches`)."""
-    diff: str | None = None
-    change: str | None = None
-    """The code change in words, where no flag says it (a code-change candidate)."""
-    review: str | None = None
-    """Why its patch is to be read before it is applied."""
-    calls_of: str | None = None
-    """With its patch: the script's name whose calls are the run's calls (``--calls-of``: a regional
-    patch's model, which no longer goes to ``torch.compile`` whole)."""
-
-    def run_flags(self) -> list[str]:
-        """What its runs get: the patch where it has one (measured as applied), else its flags."""
-        if not self.patch:
-            return self.spec.flags()
-        return ["--patch", self.patch, *(["--calls-of", self.calls_of] if self.calls_of else [])]
 
 
 _GUARD_SIZE = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
@@ -318,6 +289,11 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 buckets = buckets_for(workload_lengths or [])
                 if buckets is not None:
                     mine.append(draft(f"pad {buckets}", ["--pad", buckets], f.finding_id, f.sentence, cost))
+        site = next((b for b in receipt.ledger.break_sites if b.site_id == f.site_id), None) if f.site_id else None
+        if site is not None and site.frame_skipped:  # a frame traced for nothing: compile what it calls
+            for cls in regional_classes(receipt, script)[:1]:
+                cost = max(cost or 0, wasted_ns(receipt, site.compile_ids))
+                mine.append(draft(f"regional {cls}", ["--regional", cls], f.finding_id, f.sentence, cost))
         if ch is not None and ch.pattern == "value" and _user_values(ch.subjects):
             # an int that changes every call, specialised as a constant: dynamic=True makes it symbolic
             mine.insert(0, draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost))
@@ -425,8 +401,6 @@ def compile_sites(script: str) -> list[str]:
         return []
     out = []
     for n in ast.walk(tree):
-        fn = n.func if isinstance(n, ast.Call) else n if isinstance(n, ast.Attribute) else None
-        if isinstance(fn, ast.Attribute) and fn.attr == "compile" and isinstance(fn.value, ast.Name) \
-                and fn.value.id == "torch":
-            out.append(f"{os.path.basename(path)}:{fn.lineno}")
+        if is_torch_compile(n):
+            out.append(f"{os.path.basename(path)}:{n.lineno}")
     return sorted(set(out), key=lambda s: int(s.rsplit(":", 1)[1]))

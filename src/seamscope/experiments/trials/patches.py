@@ -17,10 +17,16 @@ What becomes what:
   of a module below the script's folder (the user's own, not site-packages): ``@torch.compiler.disable``
   above its definition, in that file (the diff then holds both files).
 
-Regional compilation (``--regional CLASS``) becomes a loop over the block instances, at the
-attribute path the baseline's compile-time finding saw (``L['self'].layers.0`` or
-``L['args'][0].layers.0`` → ``for block in model.layers: block.compile(...)``), the compiled name
-then bound to the model itself. Its trial runs the patch too, with ``--calls-of NAME`` (the compiled
+Regional compilation (``--regional CLASS``) becomes a loop over ``model.modules()`` that compiles
+each instance of the class the baseline's compile-time finding saw (``if isinstance(block, CLASS):
+block.compile(...)``), the compiled name then bound to the model itself: found by class, the
+blocks are found wherever they sit below the model and whichever frame traced them (the path the
+finding names, ``L['self'].layer.0``, is relative to that frame's ``self``, an encoder after a
+break). A frame Dynamo traced and gave up on (a break in a loop) gets the same loop
+for the script's class whose frames compiled on their own under it (its blocks).
+The class is named as the script names it, imported where the script does not; where no
+name can reach it, no patch (:class:`NoPatch`, its reason in ``try``'s ``folded`` lines).
+Its trial runs the patch too, with ``--calls-of NAME`` (the compiled
 name): the patched script hands no whole model to ``torch.compile``, so without it the run's calls
 would be the blocks' (one per block per call); with it the model's calls are the run's calls, the
 blocks' compiled calls nested in them, as under ``--regional`` (observation only: the compilations
@@ -42,6 +48,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +63,8 @@ from ..remedy_spec import (
 from ..source_file import SourceUnusable, patch_bytes, read_source
 from ..source_file import rel_path as rel_path
 from ..unified_diff import make
+from .rewrites.skipped_frame import regional_classes
+from .rewrites.syntax import Source, bound_names, dotted, insertion_line, is_torch_compile, parents
 
 PATCH_DIR = "trials"
 
@@ -72,96 +81,15 @@ class Patch:
     patch hands ``torch.compile`` something else (a regional patch's blocks)."""
 
 
-class Source:
-    """A file's text and syntax tree, and edits at (line, column) positions in characters."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.lines = text.splitlines(keepends=True)
-        self.tree = ast.parse(text)
-        self.edits: list[tuple[int, int, int, int, str]] = []
-
-    def col(self, line: int, byte_col: int) -> int:
-        """ast's columns count UTF-8 bytes; the text counts characters."""
-        raw = self.lines[line - 1] if line - 1 < len(self.lines) else ""
-        return len(raw.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
-
-    def replace(self, node: ast.AST, text: str) -> None:
-        n: ast.expr = node  # type: ignore[assignment]
-        assert n.end_lineno is not None and n.end_col_offset is not None
-        self.edits.append((n.lineno, self.col(n.lineno, n.col_offset), n.end_lineno,
-                           self.col(n.end_lineno, n.end_col_offset), text))
-
-    def insert(self, line: int, col: int, text: str) -> None:
-        self.edits.append((line, col, line, col, text))
-
-    def insert_lines(self, before_line: int, text: str) -> None:
-        """Whole lines before line ``before_line`` (1-based; one past the end appends)."""
-        if before_line > len(self.lines) and self.lines and not self.lines[-1].endswith("\n"):
-            text = "\n" + text
-        self.edits.append((before_line, 0, before_line, 0, text))
-
-    def result(self) -> str:
-        lines = list(self.lines)
-        if not lines or lines[-1].endswith("\n"):
-            lines.append("")  # the position one past the last line
-        for sl, sc, el, ec, text in sorted(self.edits, key=lambda e: (e[0], e[1], e[2], e[3]), reverse=True):
-            head = lines[sl - 1][:sc]
-            tail = lines[el - 1][ec:]
-            lines[sl - 1:el] = [head + text + tail]
-        return "".join(lines)
-
-
-def _is_torch_compile(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
-            and node.value.id == "torch")
-
-
-def _contains_compile(node: ast.AST) -> bool:
-    return any(_is_torch_compile(n) for n in ast.walk(node))
-
-
-def _imports_torch(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Import) and any(
-        a.asname is None and a.name.split(".")[0] == "torch" or a.asname == "torch" and a.name == "torch"
-        for a in stmt.names)
-
-
 def _imports(stmt: ast.stmt, module: str) -> bool:
     return isinstance(stmt, ast.Import) and any(a.asname is None and a.name == module for a in stmt.names)
-
-
-def insertion_line(src: Source) -> tuple[int, bool]:
-    """(the line before which settings go: after the last import that precedes the first statement
-    holding ``torch.compile``, whether ``torch`` is imported by then)."""
-    body = src.tree.body
-    first = next((i for i, s in enumerate(body) if _contains_compile(s)), len(body))
-    after = 0
-    torch_seen = False
-    for s in body[:first]:
-        if isinstance(s, (ast.Import, ast.ImportFrom)):
-            after = s.end_lineno or s.lineno
-            torch_seen = torch_seen or _imports_torch(s)
-        elif after == 0 and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) \
-                and isinstance(s.value.value, str):
-            after = s.end_lineno or s.lineno  # the module's docstring
-    return after + 1, torch_seen
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return None if inner is None else f"{inner}.{node.attr}"
-    return None
 
 
 def _own_assignment(src: Source, target: str) -> ast.Assign | None:
     """The script's module-level ``TARGET = ...`` statement (the last one)."""
     found = None
     for s in src.tree.body:
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and _dotted(s.targets[0]) == target:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and dotted(s.targets[0]) == target:
             found = s
     return found
 
@@ -175,14 +103,11 @@ def _literal(value: object) -> str:
 def _compile_edits(src: Source, opts: list[tuple[str, object]]) -> bool:
     """Set the keywords on every ``torch.compile`` of the script; False where one cannot be edited."""
     calls, decorators = [], []
-    parents: dict[int, ast.AST] = {}
+    up = parents(src.tree)
     for n in ast.walk(src.tree):
-        for child in ast.iter_child_nodes(n):
-            parents[id(child)] = n
-    for n in ast.walk(src.tree):
-        if not _is_torch_compile(n):
+        if not is_torch_compile(n):
             continue
-        parent = parents.get(id(n))
+        parent = up.get(id(n))
         if isinstance(parent, ast.Call) and parent.func is n:
             if any(k.arg is None for k in parent.keywords) or any(isinstance(a, ast.Starred) for a in parent.args):
                 return False  # **options: the keyword might be there already
@@ -246,12 +171,40 @@ def _source_of(script: str) -> Source | None:
         return None
 
 
-def spec_patch(spec: RemedySpec, script: str, receipt: Any = None) -> Patch | None:
+def _disable_edits(targets: Sequence[str], script: str, src: Source,
+                   stem: str) -> tuple[dict[str, Source], bool] | None:
+    """``@torch.compiler.disable`` above each target's definition, in the script (``src``) or in a
+    module of the user's beside it; returns those modules' sources by path, and whether the script
+    got one; None where a target is neither."""
+    others: dict[str, Source] = {}
+    script_disable = False
+    for d in targets:
+        mod, qual = parse_target("--disable", d)
+        where_src = src
+        if mod in (*SCRIPT_MODULES, stem):
+            script_disable = True
+        else:
+            path = own_module_file(mod, script)
+            found = None if path is None else others[path] if path in others else _source_of(path)
+            if path is None or found is None:
+                return None
+            where_src = others[path] = found
+        node = _find_def(where_src.tree, qual)
+        if node is None:
+            return None
+        first = min([node.lineno, *(x.lineno for x in node.decorator_list)])
+        indent = where_src.lines[first - 1][: where_src.col(first, node.col_offset)]
+        where_src.insert_lines(first, f"{indent}@torch.compiler.disable\n")
+    return others, script_disable
+
+
+def spec_patch(spec: RemedySpec, script: str, receipt: Any = None, why: list[str] | None = None) -> Patch | None:
     """The patch of the script that does what ``spec``'s flags do, all of them in one diff per file
     (a stacked spec, ``--regional CLASS --compile-option dynamic=True --dynamo-config ...``, too:
     the regional loop, its ``block.compile(...)`` given the compile options, and the other parts'
     lines); None where one part cannot be a patch (its runs then use the flags). ``--regional``
-    needs the baseline's ``receipt`` (the attribute path its compile-time finding saw)."""
+    needs the baseline's ``receipt`` (the class its compile-time finding saw); why its part cannot
+    be a patch is added to ``why``."""
     if ".py:" in script or spec.pad is not None or spec.seed is not None or spec.is_empty() or spec.patch \
             or spec.calls_of is not None or len(spec.regional) > 1 or spec.regional and receipt is None:
         return None
@@ -290,42 +243,26 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None) -> Patch | No
     if any(k == "backend" and isinstance(v, str) and ":" in v for k, v in opts):
         return None
     if spec.regional:  # the loop's block.compile(...) takes the compile options
-        calls_of = _regional_edits(src, spec.regional[0], receipt, opts)
-        if calls_of is None:
+        try:
+            calls_of, import_line = _regional_edits(src, spec.regional[0], receipt, opts, script)
+        except NoPatch as e:
+            if why is not None:
+                why.append(str(e))
             return None
+        if import_line is not None:
+            lines.insert(0, import_line)
     elif opts and not _compile_edits(src, opts):
         return None
-    others: dict[str, Source] = {}  # a module of the user's beside the script, by path
-    script_disable = False
-    for d in spec.disable:
-        mod, qual = parse_target("--disable", d)
-        where_src = src
-        if mod in (*SCRIPT_MODULES, stem):
-            script_disable = True
-        else:
-            path = own_module_file(mod, script)
-            if path is None:
-                return None
-            if path not in others:
-                try:
-                    others[path] = Source(read_source(path).text)
-                except (SyntaxError, ValueError):  # SourceUnusable too
-                    return None
-            where_src = others[path]
-        node = _find_def(where_src.tree, qual)
-        if node is None:
-            return None
-        first = min([node.lineno, *(x.lineno for x in node.decorator_list)])
-        indent = where_src.lines[first - 1][: where_src.col(first, node.col_offset)]
-        where_src.insert_lines(first, f"{indent}@torch.compiler.disable\n")
+    disabled = _disable_edits(spec.disable, script, src, stem)
+    if disabled is None:
+        return None
+    others, script_disable = disabled
     if not torch_seen and (lines or script_disable):
         lines.insert(0, "import torch")
     if lines:
         src.insert_lines(where, "".join(ln + "\n" for ln in lines))
     for o in others.values():
-        at, has_torch = insertion_line(o)
-        if not has_torch:
-            o.insert_lines(at, "import torch\n")
+        o.ensure_import()
     diffs = []
     for path, s0 in [(script, src), *others.items()]:
         new = s0.result()
@@ -356,51 +293,75 @@ def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
     return spec_patch(spec, script, receipt)
 
 
-def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]]) -> str | None:
-    """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` by the loop over the instances of
-    ``cls`` that ``--regional CLASS`` compiles, each ``block.compile(...)`` given the script's keywords
-    with ``opts`` set over them (as ``--compile-option`` overrides them under ``--regional``); returns
-    NAME (the run's ``--calls-of``), None when the path or the call is not that plain."""
-    import re
+class NoPatch(ValueError):
+    """Why a remedy cannot be written as a patch of the script (its runs then use the flags)."""
 
+
+def _block_ref(src: Source, cls: str, module: str) -> tuple[str, str | None]:
+    """How the script names the block's class (the one the run saw: ``cls`` of ``module``), and the
+    import line that binds it where the script has none."""
+    head, _, rest = cls.partition(".")
+    if "<" in cls:
+        raise NoPatch(f"{cls} is defined inside a function: no name of the script reaches it")
+    if module == "__main__":  # the script's own class: at its top level, or nothing names it
+        if any(isinstance(s, ast.ClassDef) and s.name == head for s in src.tree.body):
+            return cls, None
+        raise NoPatch(f"{cls} is not a class at the script's top level")
+    for s in src.tree.body:
+        if isinstance(s, ast.ImportFrom) and s.module == module and not s.level:
+            if (a := next((a for a in s.names if a.name == head), None)) is not None:
+                return ".".join(filter(None, (a.asname or a.name, rest))), None
+        if isinstance(s, ast.Import) and (a := next((a for a in s.names if a.name == module), None)) is not None:
+            return f"{a.asname or module}.{cls}", None
+    if head in bound_names(src.tree):
+        raise NoPatch(f"the script uses the name {head} for something else (the class is {module}.{cls})")
+    return cls, f"from {module} import {head}"
+
+
+def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]],
+                    script: str) -> tuple[str, str | None]:
+    """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` by a loop over ``MODEL.modules()``
+    that compiles each instance of the block's class (found by the class the baseline's finding
+    saw, wherever it sits below MODEL and whichever frame traced it), each ``block.compile(...)``
+    given the script's keywords with ``opts`` set over them (as ``--compile-option`` overrides
+    them under ``--regional``). Returns NAME (the run's ``--calls-of``) and the import line the
+    class needs, if any; raises :class:`NoPatch` where the call or the class is not that plain."""
     findings = getattr(receipt, "findings", None)
-    if findings is None or findings.compile_time is None:
-        return None
-    block = next((ct.block for ct in findings.compile_time.findings
+    block = next((ct.block for ct in (findings.compile_time.findings if findings and findings.compile_time else [])
                   if ct.kind == "repeated_block" and ct.block is not None and ct.block.cls == cls), None)
-    # the model as the compiled frame names it: L['self'], or L['args'][0] for a module's _call_impl
-    m = re.fullmatch(r"L\['\w+'\](?:\[0\])?((?:\.[A-Za-z_]\w*)+)\.\d+", block.first_path if block else "")
-    if m is None:
-        return None
-    compiles = [n for n in ast.walk(src.tree) if _is_torch_compile(n)]
+    module = block.module if block is not None else "__main__" if getattr(receipt, "ledger", None) is not None \
+        and cls in regional_classes(receipt, script) else None  # the blocks of a frame Dynamo gave up on
+    if module is None:
+        raise NoPatch(f"no repeated-block finding of the baseline saw {cls}, nor a frame it gave up on that calls it")
+    ref, import_line = _block_ref(src, cls, module)
+    compiles = [n for n in ast.walk(src.tree) if is_torch_compile(n)]
     assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
-                   and _is_torch_compile(n.value.func) and len(n.value.args) == 1
-                   and _dotted(n.value.args[0]) is not None), None)
-    keywords = assign.value.keywords if assign is not None else []  # type: ignore[attr-defined]
-    if assign is None or len(compiles) != 1 or any(k.arg is None for k in keywords):
-        return None
+                   and is_torch_compile(n.value.func) and len(n.value.args) == 1
+                   and dotted(n.value.args[0]) is not None), None)
+    if assign is None or len(compiles) != 1:
+        raise NoPatch("the script does not hand one model to one `NAME = torch.compile(MODEL, ...)`")
     call = assign.value
     assert isinstance(call, ast.Call)
-    model = _dotted(call.args[0])
-    first, last = assign.lineno, assign.end_lineno or assign.lineno
-    indent = src.lines[first - 1][: src.col(first, assign.col_offset)]
-    after = src.lines[last - 1][src.col(last, assign.end_col_offset or 0):].strip()
-    if indent.strip() or (after and not after.startswith("#")):
-        return None
+    if any(k.arg is None for k in call.keywords) or not src.alone(assign):
+        raise NoPatch("its torch.compile call takes **options or shares its line")
+    model = dotted(call.args[0])
     given = dict(opts)
     kwargs = [f"{k.arg}={_literal(given.pop(k.arg))}" if k.arg in given else ast.get_source_segment(src.text, k) or ""
               for k in call.keywords]
     kwargs += [f"{k}={_literal(v)}" for k, v in given.items()]
     name: str = assign.targets[0].id  # type: ignore[attr-defined]
-    loop = (f"{indent}for block in {model}{m.group(1)}:  # each {block.cls if block else 'block'} compiled once, "
-            f"one compilation serving them all\n{indent}    block.compile({', '.join(kwargs)})\n"
+    indent = src.indent(assign)
+    loop = (f"{indent}for block in {model}.modules():  # each {cls} compiled once, one compilation serving them all\n"
+            f"{indent}    if isinstance(block, {ref}):\n"
+            f"{indent}        block.compile({', '.join(kwargs)})\n"
             f"{indent}{name} = {model}\n")
+    first, last = assign.lineno, assign.end_lineno or assign.lineno
     if last == len(src.lines) and not src.lines[-1].endswith("\n"):  # the last line, without a newline
         src.edits.append((first, 0, last, len(src.lines[-1]), loop[:-1]))
     else:
         src.edits.append((first, 0, last + 1, 0, loop))
-    return name
+    return name, import_line
 
 
 def write_patch(out: str, name: str, patch: Patch, script: str | None = None) -> str:
@@ -420,8 +381,10 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None, notes:
     ``OUT/trials/NAME.patch``: its runs apply it instead of its flags (a regional draft's with
     ``--calls-of``, see above). A user's ``--candidate`` and a process-start candidate (a warm cache,
     compile threads) keep their flags (one that is a single ``--patch`` is shown with its diff); a
-    code-change draft comes with its diff. Where the script's file cannot hold a patch (mixed line
-    endings, a character its encoding lacks) the draft keeps its flags, and ``notes`` gets the reason."""
+    code-change draft comes with its diff. A draft whose patch cannot be made for the script (a
+    regional block no name of the script reaches) keeps its flags, and ``notes`` gets a
+    ``no patch: NAME: why`` line; so does one whose file cannot hold a patch (mixed line endings, a
+    character its encoding lacks)."""
     for d in list(drafts):
         if d.origin == "user" and len(d.spec.patch) == 1 and d.spec.flags() == [
                 "--patch", d.spec.patch[0], *(["--calls-of", d.spec.calls_of] if d.spec.calls_of else [])]:
@@ -434,9 +397,12 @@ def attach(drafts: list[Any], out: str, script: str, receipt: Any = None, notes:
             continue
         if d.origin == "user" or d.start or d.env or d.patch:
             continue
+        why: list[str] = []
         p = Patch(diff=d.diff, path=rel_path(script), review=d.review) if d.diff \
-            else spec_patch(d.spec, script, receipt)
+            else spec_patch(d.spec, script, receipt, why)
         if p is None:
+            if notes is not None and why:
+                notes.append(f"no patch: {d.name}: {why[0]}; its runs use its flags ({' '.join(d.spec.flags())})")
             continue
         try:
             d.patch = write_patch(out, d.name, p, script)

@@ -1,4 +1,4 @@
-"""The ``tensor-cond`` rewrite (torch-free): a Python ``if``/``else`` on a tensor's value that broke
+"""``tensor-cond`` (torch-free): a Python ``if``/``else`` on a tensor's value that broke
 the graph, whose branches are more than one assignment each (``tensor-where`` keeps those), as
 ``torch.cond``::
 
@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import ast
 
-from ...model.receipt import Receipt
-from .patches import Source, insertion_line
-from .rewrite_common import _one_assign, _own, _Untensor
+from ....model.receipt import Receipt
+from .base import Edit, break_lines, site_edit
+from .syntax import Source, one_assign, parents, tensor_test
 
 _FORBIDDEN_CALLS = {"print", "bool", "setattr", "delattr", "exec", "eval", "input", "open", "breakpoint"}
 _DATA_METHODS = {"item", "tolist", "numpy", "backward"}
@@ -144,14 +144,6 @@ class _Branch:
         return False  # print/logging (an expression statement), return, if, while, del, raise, try, ...
 
 
-def _parents(tree: ast.AST) -> dict[int, ast.AST]:
-    out: dict[int, ast.AST] = {}
-    for n in ast.walk(tree):
-        for c in ast.iter_child_nodes(n):
-            out[id(c)] = n
-    return out
-
-
 def _own_lines(src: Source, body: list[ast.stmt], after_line: int) -> tuple[int, int] | None:
     """The lines a branch's statements fill, where they are on lines of their own."""
     first, last = body[0].lineno, body[-1].end_lineno or body[-1].lineno
@@ -162,7 +154,7 @@ def _own_lines(src: Source, body: list[ast.stmt], after_line: int) -> tuple[int,
 
 def _cond(src: Source, n: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """The ``torch.cond`` lines that replace ``n``, or None where torch.cond cannot take it."""
-    a, b = _one_assign(n.body), _one_assign(n.orelse)
+    a, b = one_assign(n.body), one_assign(n.orelse)
     if a is not None and b is not None and a.targets[0].id == b.targets[0].id:  # type: ignore[attr-defined]
         return None  # tensor-where's
     if not n.orelse or isinstance(n.test, (ast.BoolOp, ast.NamedExpr)) \
@@ -183,16 +175,14 @@ def _cond(src: Source, n: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef) ->
     operands = [x for x in dict.fromkeys([*then.free, *other.free]) if x in bound]
     if any(x not in params and x not in used for x in operands):
         return None  # read before any binding the function makes outside the if
-    first, last = n.lineno, n.end_lineno or n.lineno
-    indent = src.lines[first - 1][: src.col(first, n.col_offset)]
-    after = src.lines[last - 1][src.col(last, n.end_col_offset or 0):].strip()
-    if indent.strip() or (after and not after.startswith("#")) or (n.test.end_lineno or first) != first:
+    first = n.lineno
+    indent = src.indent(n)
+    if not src.alone(n) or (n.test.end_lineno or first) != first:
         return None
     body_at = _own_lines(src, n.body, first)
     else_at = _own_lines(src, n.orelse, body_at[1] if body_at else first)
     if body_at is None or else_at is None:
         return None
-    test = _Untensor().visit(ast.parse(ast.unparse(n.test), mode="eval").body)
     args = ", ".join(operands)
     ret = ", ".join(outs)
     text = ""
@@ -200,37 +190,41 @@ def _cond(src: Source, n: ast.If, fn: ast.FunctionDef | ast.AsyncFunctionDef) ->
         pad = src.lines[lo - 1][: src.col(lo, body[0].col_offset)]
         text += f"{indent}def _{kind}_{first}({args}):\n{''.join(src.lines[lo - 1:hi])}{pad}return {ret}\n"
     pack = "()" if not operands else f"({args},)" if len(operands) == 1 else f"({args})"
-    return text + f"{indent}{ret} = torch.cond({ast.unparse(test)}, _then_{first}, _else_{first}, {pack})\n"
+    return text + f"{indent}{ret} = torch.cond({tensor_test(n.test)}, _then_{first}, _else_{first}, {pack})\n"
 
 
-def tensor_cond(receipt: Receipt, script: str, text: str) -> tuple[str, list[int]] | None:
-    """The script's text with each ``if``/``else`` on a tensor's value that broke the graph, and that
-    torch.cond can take, as ``torch.cond``, and their lines."""
-    src = Source(text)
-    lines = {s.line for s in receipt.ledger.break_sites if _own(s.file, script)}
-    parents = _parents(src.tree)
-    done = []
-    for n in ast.walk(src.tree):
-        if not isinstance(n, ast.If) or n.lineno not in lines:
-            continue
-        fn = parents.get(id(n))
-        while fn is not None and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            fn = parents.get(id(fn))
-        if fn is None:
-            continue  # module level: no compiled frame
-        new = _cond(src, n, fn)
-        if new is None:
-            continue
-        src.edits.append((n.lineno, 0, (n.end_lineno or n.lineno) + 1, 0, new))
-        done.append(n.lineno)
-    if not done:
-        return None
-    where, torch_seen = insertion_line(src)
-    if not torch_seen:
-        src.insert_lines(where, "import torch\n")
-    out = src.result()
-    try:
-        ast.parse(out)
-    except SyntaxError:
-        return None
-    return out, sorted(done)
+class TensorCond:
+    name = "tensor-cond"
+
+    def find(self, receipt: Receipt, script: str, source: Source) -> list[Edit]:
+        src = Source(source.text)
+        lines = break_lines(receipt, script)
+        up = parents(src.tree)
+        done = []
+        for n in ast.walk(src.tree):
+            if not isinstance(n, ast.If) or n.lineno not in lines:
+                continue
+            fn = up.get(id(n))
+            while fn is not None and not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                fn = up.get(id(fn))
+            if fn is None:
+                continue  # module level: no compiled frame
+            new = _cond(src, n, fn)
+            if new is None:
+                continue
+            src.edits.append((n.lineno, 0, (n.end_lineno or n.lineno) + 1, 0, new))
+            done.append(n.lineno)
+        if not done:
+            return []
+        src.ensure_import()
+        out = src.result()
+        try:
+            ast.parse(out)
+        except SyntaxError:
+            return []
+        return [site_edit(
+            self.name, receipt, script, source, out, sorted(done),
+            "Python branch(es) on a tensor's value in compiled code",
+            "turn the if on a tensor's value at {where} into torch.cond (review before applying: both branches "
+            "are traced)",
+            "both branches are traced and must return the same shapes and dtypes: check each branch's results")]

@@ -1,5 +1,5 @@
-"""The code-change candidate ``tensor-scalar-NAME`` (torch-free): a Python number that changes
-from call to call, passed to the compiled function as a 0-d tensor.
+"""``tensor-scalar-NAME`` (torch-free): a Python number that changes from call to call, passed to
+the compiled function as a 0-d tensor.
 
 Dynamo guards a Python ``int`` or ``float`` argument on its value (``scale == 0.5``): a new value
 recompiles. torch 2.13 makes the number symbolic after one such recompile (automatic dynamic;
@@ -8,10 +8,8 @@ value is a new graph, up to the recompile limit. A 0-d tensor is guarded on its 
 shape only, so one graph serves every value from the first call on.
 
 The rewrite is made only where the baseline recompiled a frame of the script on such a value
-guard and the script compiles that function as ``f = torch.compile(fn, ...)`` (``f`` becomes
-``_fn_compiled`` behind a plain ``f`` with ``fn``'s signature) or with the decorator
-``@torch.compile`` alone on ``def fn`` (``fn`` keeps its body and decorator as ``_fn_compiled``, a
-plain ``def fn`` after it, as ``always-pass`` does); the plain function sets ``NAME`` to
+guard and the script compiles that function (either spelling, :mod:`.shims`, as ``always-pass``
+does); the plain function in front of it sets ``NAME`` to
 ``torch.as_tensor(NAME, dtype=torch.result_type(x, NAME), device=x.device)``, ``x`` being the
 argument ``NAME`` meets in arithmetic: the dtype ``x op NAME`` gives, so the result's dtype is as
 before and, for a float32 or float64 ``x``, its values too (a float16 or bfloat16 ``x`` rounds the
@@ -30,19 +28,10 @@ import ast
 import builtins
 import re
 
-from ...model.receipt import Receipt
-from .catalogue import Draft
-from .patches import Source
-from .rewrite_common import (
-    _own,
-    bound_names,
-    churn_draft,
-    compiled_defs,
-    compiled_name,
-    decorated_shim,
-    plain_params,
-    shim,
-)
+from ....model.receipt import Receipt
+from .base import Edit, churn_edit
+from .shims import shimmed, targets
+from .syntax import Source, parents
 
 _VALUE_GUARD = re.compile(r"^(?:L\['([A-Za-z_]\w*)'\]|([A-Za-z_]\w*)) == (-?(?:inf|\d[\d.]*(?:e[-+]?\d+)?))(?=\s|$)")
 _ARITH = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
@@ -56,10 +45,6 @@ _SIZE_METHODS = {
 }
 """Calls whose numbers are sizes, dimensions, indices or types: a tensor there changes meaning or fails."""
 _NUMBER_ATTRS = {"shape", "ndim", "dtype", "device", "real", "imag"}
-
-
-def _parents(tree: ast.AST) -> dict[int, ast.AST]:
-    return {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
 
 
 def _arith(node: ast.AST | None) -> bool:
@@ -99,11 +84,11 @@ def _tensorish(leaf: ast.AST, name: str, numbers: set[str]) -> str | None:
     return None
 
 
-def _context_ok(top: ast.AST, parents: dict[int, ast.AST]) -> bool:
+def _context_ok(top: ast.AST, up: dict[int, ast.AST]) -> bool:
     """Whether an arithmetic expression's value flows only where a tensor means what a number did:
     a call's argument (not ``range()``, ``int()``, ``math.*`` or a size), a tuple, a method on it,
     a returned or assigned value; not a test, a comparison, an index or a format."""
-    child, node = top, parents.get(id(top))
+    child, node = top, up.get(id(top))
     while node is not None and not isinstance(node, ast.stmt):
         if isinstance(node, ast.Call):
             fn = node.func
@@ -125,7 +110,7 @@ def _context_ok(top: ast.AST, parents: dict[int, ast.AST]) -> bool:
                 return False
         elif not isinstance(node, (ast.keyword, ast.Tuple, ast.List, ast.Starred, ast.BinOp, ast.Attribute)):
             return False  # a comparison, a boolean, a format, a comprehension, a lambda...
-        child, node = node, parents.get(id(node))
+        child, node = node, up.get(id(node))
     if isinstance(node, (ast.Return, ast.Expr)):
         return True
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -145,7 +130,7 @@ def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = 
         (p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
     numbers = {p.arg for p, d in defaults if isinstance(d, ast.Constant) and type(d.value) in (int, float)}
     numbers = (numbers | others) - {name}
-    parents = _parents(fn)
+    up = parents(fn)
     found: list[str] = []
     uses = 0
     for n in ast.walk(fn):
@@ -161,9 +146,9 @@ def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = 
             return None  # reassigned: the number is not only the argument
         uses += 1
         top: ast.AST = n
-        while _arith(parents.get(id(top))):
-            top = parents[id(top)]
-        parent = parents.get(id(top))
+        while _arith(up.get(id(top))):
+            top = up[id(top)]
+        parent = up.get(id(top))
         if top is n and isinstance(parent, ast.AugAssign) and isinstance(parent.op, _ARITH) \
                 and parent.value is n and isinstance(parent.target, ast.Name) and parent.target.id != name:
             operands: list[str | None] = [_tensorish(parent.target, name, numbers)]  # y *= scale
@@ -171,7 +156,7 @@ def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = 
             return None  # used alone: passed on, compared, indexed...
         else:
             operands = [_tensorish(leaf, name, numbers) for leaf in _leaves(top)]
-            if not _context_ok(top, parents):
+            if not _context_ok(top, up):
                 return None
         if all(o is None for o in operands):
             return None  # arithmetic of numbers only (``scale * 2``): its result is a number
@@ -194,67 +179,6 @@ def _value_guards(guards: list[str]) -> dict[str, str]:
     return out
 
 
-def _is_compile(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "compile" and isinstance(node.value, ast.Name)
-            and node.value.id == "torch")
-
-
-def scalar_as_tensor(receipt: Receipt, script: str, text: str) -> list[tuple[str, str, str, str, str]]:
-    """(argument, its kind of number, the compiled callable's name, the operand, the patched text)
-    for each number a frame of the script recompiled on the value of."""
-    src = Source(text)
-    defs = {n.name: n for n in src.tree.body if isinstance(n, ast.FunctionDef)}
-    taken = bound_names(src.tree)
-    out = []
-    done: set[tuple[str, str]] = set()
-    for f in receipt.findings.findings if receipt.findings else []:
-        ch = f.churn
-        if ch is None or not _own(ch.file, script):
-            continue
-        kinds = _value_guards(list(ch.guards))
-        for stmt in src.tree.body:
-            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                    and isinstance(stmt.value, ast.Call) and _is_compile(stmt.value.func)
-                    and len(stmt.value.args) == 1 and isinstance(stmt.value.args[0], ast.Name)):
-                continue
-            fn = defs.get(stmt.value.args[0].id)
-            a = fn.args if fn is not None else None
-            if fn is None or a is None or fn.name != ch.frame_name.rsplit(".", 1)[-1] or a.vararg or a.kwarg \
-                    or a.posonlyargs or a.kwonlyargs or fn.decorator_list:
-                continue
-            params = [x.arg for x in a.args]
-            alias = stmt.targets[0].id
-            for name in sorted(set(kinds) & set(params)):
-                like = arithmetic_operand(fn, name, frozenset(kinds))
-                if like is None or (alias, name) in done:
-                    continue
-                done.add((alias, name))
-                value = _as_tensor(name, like)
-                inner = compiled_name(fn.name, taken)
-                new = Source(text)
-                new.replace(stmt.targets[0], inner)
-                plain = shim("", alias, a, f"{name} as a 0-d tensor: one graph serves every value",
-                             [(name, value, None)], inner)
-                end = stmt.end_lineno or stmt.lineno
-                new.insert_lines(end + 1, "\n\n" + plain + ("" if end >= len(new.lines) else "\n\n"))
-                out.append((name, kinds[name], alias, like, new.result()))
-        for fn in compiled_defs(src.tree.body):  # ``@torch.compile`` on ``def NAME``: the shim takes NAME
-            args = plain_params(fn)
-            if args is None or fn.name != ch.frame_name.rsplit(".", 1)[-1]:
-                continue
-            for name in sorted(set(kinds) & set(args)):
-                like = arithmetic_operand(fn, name, frozenset(kinds))
-                if like is None or (fn.name, name) in done:
-                    continue
-                value = _as_tensor(name, like)
-                patched = decorated_shim(text, fn, f"{name} as a 0-d tensor: one graph serves every value",
-                                         [(name, value, None)])
-                if patched is not None:
-                    done.add((fn.name, name))
-                    out.append((name, kinds[name], fn.name, like, patched))
-    return out
-
-
 def _as_tensor(name: str, like: str) -> str:
     """``name`` as a 0-d tensor of the dtype ``like op name`` has, on ``like``'s device."""
     if like:
@@ -262,18 +186,25 @@ def _as_tensor(name: str, like: str) -> str:
     return f"torch.as_tensor({name})"
 
 
-def scalar_drafts(receipt: Receipt, script: str, text: str) -> list[Draft]:
-    """The ``tensor-scalar-NAME`` drafts of the script (see the module's docstring)."""
-    out = []
-    for name, kind, alias, _, new in scalar_as_tensor(receipt, script, text):
-        cause = next((f for f in (receipt.findings.findings if receipt.findings else []) if f.churn is not None
-                      and name in _value_guards(list(f.churn.guards))), None)
-        out.append(churn_draft(
-            f"tensor-scalar-{name}", cause, f"recompiles on the value of {name}", script, text, new,
-            change=f"pass {name} to {alias} as a 0-d tensor (a Python {kind} the guards held to each value), so "
-                   "one graph serves every value (review before applying: a tensor instead of a number)",
-            review=f"{name} becomes a 0-d tensor: code that branches on it, uses it as a size or an index, or "
-                   "converts it to a Python number behaves differently (the rewrite found only arithmetic); in "
-                   "a half-precision operation its value is rounded to that precision"))
-    return out
+class TensorScalar:
+    name = "tensor-scalar"
 
+    def find(self, receipt: Receipt, script: str, source: Source) -> list[Edit]:
+        out = []
+        for t in targets(receipt, script, source, lambda guards: set(_value_guards(guards))):
+            kinds = _value_guards(list(t.cause.churn.guards))
+            like = arithmetic_operand(t.compiled.fn, t.name, frozenset(kinds))
+            new = None if like is None else shimmed(
+                source, t.compiled, f"{t.name} as a 0-d tensor: one graph serves every value",
+                [(t.name, _as_tensor(t.name, like), None)])
+            if new is None:
+                continue
+            out.append(churn_edit(
+                f"{self.name}-{t.name}", t.cause, f"recompiles on the value of {t.name}", script, source, new,
+                change=f"pass {t.name} to {t.compiled.alias} as a 0-d tensor (a Python {kinds[t.name]} the guards "
+                       "held to each value), so one graph serves every value (review before applying: a tensor "
+                       "instead of a number)",
+                review=f"{t.name} becomes a 0-d tensor: code that branches on it, uses it as a size or an index, or "
+                       "converts it to a Python number behaves differently (the rewrite found only arithmetic); in "
+                       "a half-precision operation its value is rounded to that precision"))
+        return out
