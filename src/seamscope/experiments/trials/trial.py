@@ -53,7 +53,6 @@ from .cache import (
     warm_paths,
 )
 from .catalogue import (
-    Draft,
     catalogue,
     choose,
     compile_sites,
@@ -63,6 +62,7 @@ from .catalogue import (
     source_of_guard,
     unique_names,
 )
+from .draft import Draft
 from .outputs import baseline_check, differing, output_check, unknown_text
 from .patches import attach as attach_patches
 from .rewrites import rewrites
