@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MODULES = [
     "src/seamscope/model/builder.py",
+    "src/seamscope/model/builder_account.py",  # one call's sums and events, split from the builder
     "src/seamscope/model/plan.py",  # the call plans, split from the builder
     "src/seamscope/analyze/summary.py",
     "src/seamscope/model/hashing.py",

@@ -206,3 +206,6 @@ def test_graph_runs_outside_any_call_are_noted_in_the_message() -> None:
     assert not r.ok and "4 compiled graph run(s) happened inside the budget outside any observed call" in r.message()
     empty = evaluate(Budget(breaks=0), led, [], outside_graph_runs=2)
     assert "2 compiled graph run(s)" in empty.message()
+    assert "torch._dynamo.optimize" in r.message()
+    threads = evaluate(Budget(recompiles=0), led, led.calls, outside_graph_runs=4, foreign_calls=1).message()
+    assert "1 call(s) were made on another thread" in threads and "torch._dynamo.optimize" not in threads

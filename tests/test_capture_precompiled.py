@@ -394,6 +394,54 @@ def test_calls_on_another_thread_while_one_is_open_are_not_observed() -> None:
     assert any("1 call(s) made on another thread" in w for w in s.ledger.run.warnings)
 
 
+def test_graph_runs_of_another_threads_call_after_the_open_one_ended_are_named_as_such() -> None:
+    """A call on another thread starts while one is open (unobserved) and runs its last graph after
+    that call ended: a run outside any call, to be named as the other thread's, not blamed on a
+    callable seamscope could not hook."""
+    barrier, done, first_ended = threading.Event(), threading.Event(), threading.Event()
+
+    @torch.compiler.disable
+    def wait(y):
+        barrier.set()
+        done.wait(10)
+        return y
+
+    @torch.compiler.disable
+    def hand_over(y):
+        done.set()
+        first_ended.wait(10)
+        return y
+
+    @torch.compile(backend="eager")
+    def first(x):
+        return wait(x + 1) * 2
+
+    @torch.compile(backend="eager")
+    def second(x):
+        return hand_over(x - 1) * 3  # its second graph runs once `first`'s call has ended
+
+    def other():
+        barrier.wait(10)
+        second(X)
+
+    done.set()
+    first_ended.set()
+    first(X)  # compiled outside the session: no thread waits for another
+    second(X)
+    for e in (barrier, done, first_ended):
+        e.clear()
+    with session() as s:
+        t = threading.Thread(target=other)
+        t.start()
+        first(X)
+        first_ended.set()
+        t.join()
+    assert s.ledger.totals.calls == 1 and s.ledger.totals.outside_runs == 2
+    (w,) = [w for w in s.ledger.run.warnings if "outside any observed call" in w]
+    assert "1 call(s) were made on another thread while a call was open" in w
+    assert "compile it with torch.compile inside the session" not in w
+
+
 def test_a_breaks_budget_around_graphs_compiled_before_it_fails_saying_it_cannot_judge() -> None:
     with quiet():
         decorated(X)  # compiled and run before the budget: its break was made then
@@ -408,6 +456,20 @@ def test_a_breaks_budget_around_graphs_compiled_before_it_fails_saying_it_cannot
     with pytest.raises(BudgetExceeded, match="1 break site"):
         with quiet(), budget(breaks=0):
             decorated(X)
+
+
+def test_a_budget_tells_a_graph_compiled_after_a_reset_from_one_compiled_before_by_identity() -> None:
+    """After ``torch.compiler.reset()`` Dynamo numbers compile ids from 0/0 again: the graph the
+    budget's own code compiles reuses the id of the graph compiled before it (as a test's fixture
+    that resets, after an earlier test in the same process, does)."""
+    with quiet():
+        scaled(X)  # compiled and run before the budget, as 0/0
+    with quiet(), budget(breaks=0) as w:
+        torch.compiler.reset()
+        scaled(X)  # compiled inside the budget, as 0/0 again
+        scaled(X)
+    assert w.result is not None and w.result.ok, w.result.message()
+    assert {e.compile_id for c in w._calls for e in c.events if type(e).__name__ == "RegionEvent"} == {"0/0"}
 
 
 def test_a_swallowed_ctrl_c_is_raised_again_by_a_callable_compiled_before_the_session() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from fakes import script_forked
-from test_import_torch_trace import compare_with_tlparse
+from tlparse_check import compare_with_tlparse
 
 from seamscope.analyze.findings import analyze_findings
 from seamscope.analyze.receipt import make_receipt

@@ -57,7 +57,7 @@ def test_unchanged_receipt_passes_against_its_baseline() -> None:
     r = _receipt(breaks={"0/0": "print"})
     rep = check(r, Limits(max_steady_regression=0), r)
     assert rep.ok, rep.problems
-    assert any("+0.0%" in ln for ln in rep.lines)
+    assert any("±0.0%" in ln for ln in rep.lines)
 
 
 def test_a_new_site_fails_and_is_named() -> None:

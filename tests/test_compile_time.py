@@ -323,3 +323,23 @@ def test_a_recompile_cause_behind_a_library_wrapper_is_shown_at_the_users_frame(
     assert rows and all(row.where == "models/gpt.py:42" for row in rows)
     axis = [row for row in top_findings(r, ".") if row.kind == "recompiles"]
     assert axis and all(row.where == "models/gpt.py:42" for row in axis)
+
+
+def test_no_inductor_cache_advice_on_a_backend_inductor_caches_do_not_serve():
+    # GIVEN the same run under aot_eager, eager and inductor: AOTAutograd most of the first compile,
+    # and a frame compiled for one later call
+    calls = [_compile("0/0", 10), _steady(), [*_compile("1/0", 3), *_steady()], _steady(), _steady(), _steady()]
+    stages = {"dynamo_ns": 10 * MS, "aot_ns": 8 * MS, "backend_compile_ns": 8 * MS}
+    base = _ledger(calls, c0_0=stages)
+    texts = {}
+    for backend in ("aot_eager", "eager", "inductor"):
+        led = msgspec.structs.replace(base, environment=msgspec.structs.replace(base.environment, backend=backend))
+        ct = analyze_compile_time(led, [])
+        texts[backend] = " ".join(r.text for f in ct.findings for r in f.remedies)
+        assert {f.kind for f in ct.findings} >= {"cold_start", "cold_once"}
+    # THEN only the inductor run is told of a persistent cache
+    for backend in ("aot_eager", "eager"):
+        for advice in ("warm persistent cache", "TORCHINDUCTOR_CACHE_DIR", "save_cache_artifacts"):
+            assert advice not in texts[backend], texts[backend]
+        assert "no persistent cache serves the " + backend in texts[backend]
+    assert "persistent cache" in texts["inductor"]

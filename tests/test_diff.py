@@ -210,7 +210,7 @@ def test_tensor_values_are_hashed_when_torch_is_present() -> None:
 
 
 def _row(phase: str, b_wall: int, a_wall: int, b_med: int | None, a_med: int | None, n: int = 2):
-    from seamscope.analyze.diff import _pct
+    from seamscope.analyze.units import percent_change as _pct
     from seamscope.model.diff import PhaseDelta, PhaseSide
 
     def side(w: int, m: int | None) -> PhaseSide:
@@ -333,7 +333,12 @@ def test_verdict_with_steady_calls_on_one_side_only_or_one_call_each() -> None:
 
 
 def test_pct_and_mean_arithmetic() -> None:
-    from seamscope.analyze.diff import _fmt_pct, _mean, _pct, _side
+    from seamscope.analyze.diff import _mean, _side
+    from seamscope.analyze.units import fmt_change
+    from seamscope.analyze.units import percent_change as _pct
+
+    def _fmt_pct(x: float | None) -> str:
+        return fmt_change(x, 0, "n/a")
 
     assert _pct(200, 150) == -25.0 and _pct(0, 5) is None and _pct(None, 5) is None and _pct(5, None) is None
     assert (_fmt_pct(12.4), _fmt_pct(-12.6), _fmt_pct(0.0), _fmt_pct(None)) == ("+12%", "−13%", "±0%", "n/a")

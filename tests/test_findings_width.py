@@ -13,9 +13,9 @@ from rich.console import Console
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from seamscope.analyze.findings_common import _short  # noqa: E402
 from seamscope.capture.session import session  # noqa: E402
 from seamscope.model.ledger import shown_frame  # noqa: E402
+from seamscope.model.normalize import short_path  # noqa: E402
 from seamscope.render.terminal import TerminalRenderer  # noqa: E402
 
 pytestmark = [pytest.mark.torch]
@@ -71,7 +71,7 @@ def test_every_location_is_printed_in_full_at_a_narrow_width(receipts, name, wid
     for f in r.findings.compile_time.frames[:12]:
         u = f.user_frame
         file, line = (u.file, u.line) if u is not None else (f.file, f.line)
-        assert f"{_short(file)}:{line}" in section
+        assert f"{short_path(file)}:{line}" in section
     assert "chars)" not in text or "(+" in text  # a cut marker is never itself cut
     assert "…" not in "".join(ln for ln in lines if any(loc.split(":")[0][-20:] in ln for loc in sites))
 

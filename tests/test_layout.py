@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 
 import pytest
 
@@ -294,3 +295,126 @@ def test_no_function_of_the_trials_is_over_100_lines() -> None:
     planted = "def f():\n" + "    x = 1\n" * TRIALS_MAX_FUNCTION
     assert long_functions(planted, TRIALS_MAX_FUNCTION) == [f"f ({TRIALS_MAX_FUNCTION + 1} lines)"]
     assert long_functions(planted, TRIALS_MAX_FUNCTION + 1) == []
+
+
+ONE_DEFINITION = {
+    "library_path": "seamscope.model.normalize",
+    "is_library": "seamscope.model.normalize",
+    "package_of": "seamscope.model.normalize",
+    "short_path": "seamscope.model.normalize",
+    "normalize_path": "seamscope.model.normalize",
+    "project_root": "seamscope.model.normalize",
+    "fmt_ns": "seamscope.analyze.units",
+    "fmt_pct": "seamscope.analyze.units",
+    "fmt_change": "seamscope.analyze.units",
+    "fmt_bytes": "seamscope.analyze.units",
+    "percent": "seamscope.analyze.units",
+    "percent_change": "seamscope.analyze.units",
+    "parse_duration": "seamscope.analyze.units",
+    "DEFAULT_OUT": "seamscope.commands.options",
+}
+"""One rule per question, each in one module: which code is a library's, where a run's project
+root is, how a duration, a share or a change is written, how a typed duration is read, where
+output goes by default. ``analyze.verify`` is left out on purpose: it recomputes the figures
+with code of its own, so that one bug cannot sit on both sides."""
+
+INDEPENDENT = ("seamscope.analyze.verify", "seamscope.analyze.verify_hashes")
+
+RETYPED = {
+    "site-packages": "seamscope.model.normalize",
+    "dist-packages": "seamscope.model.normalize",
+    "lib/python3": "seamscope.model.normalize",
+    "seamscope-out": "seamscope.commands.options",
+}
+"""Text that means one of those rules, in code (docstrings and comments apart): written anywhere
+else, it is the rule written again."""
+
+COPIES = ("_pct", "_fmt_pct", "_short", "_is_library", "_library_package", "_project_root", "_share",
+          "_bytes", "_parse_duration")
+"""Names the rules above once had in several modules."""
+
+
+@functools.cache
+def _tree(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once per text (read-only: the checks below share it)."""
+    return ast.parse(text)
+
+
+def rule_definitions() -> dict[str, list[str]]:
+    """Name → the modules that define it at their top level (a function, a class, an assignment)."""
+    out: dict[str, list[str]] = {}
+    for name, path in sorted(_modules().items()):
+        if name in INDEPENDENT:
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = _tree(f.read())
+        for n in tree.body:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.setdefault(n.name, []).append(name)
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    if isinstance(t, ast.Name):
+                        out.setdefault(t.id, []).append(name)
+    return out
+
+
+def retyped_rules() -> list[str]:
+    """``module: text`` for each string constant outside a docstring that holds a rule's text
+    (:data:`RETYPED`) away from the rule's module."""
+    found = []
+    for name, path in sorted(_modules().items()):
+        with open(path, encoding="utf-8") as f:
+            tree = _tree(f.read())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr)}
+        docs |= {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # attribute docstrings
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                found += [f"{name}: {text}" for text, home in RETYPED.items()
+                          if name != home and re.search(r"(?<![\w-])" + re.escape(text), n.value)]
+    return found
+
+
+def test_each_rule_has_one_definition() -> None:
+    defs = rule_definitions()
+    assert {rule: defs.get(rule) for rule in ONE_DEFINITION} == {rule: [m] for rule, m in ONE_DEFINITION.items()}
+    assert {name: defs[name] for name in COPIES if name in defs} == {}
+    assert retyped_rules() == []
+
+
+def test_the_rule_check_finds_a_planted_copy(monkeypatch) -> None:
+    probe = os.path.join(PKG, "analyze", "ranks.py")
+    text = ('def is_library(p):\n    return "/site-packages/" in p\n\n'
+            'def _pct(a, b):\n    """A docstring may say site-packages."""\n    return a / b\n')
+    monkeypatch.setattr("builtins.open", _fake_open(probe, text))
+    defs = rule_definitions()
+    assert defs["is_library"] == ["seamscope.analyze.ranks", "seamscope.model.normalize"]
+    assert defs["_pct"] == ["seamscope.analyze.ranks"]
+    assert retyped_rules() == ["seamscope.analyze.ranks: site-packages"]
+
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def modules_importing_test_modules(folder: str = TESTS) -> list[str]:
+    """``importer imports imported`` for each test module that imports another test module."""
+    out = []
+    for f in sorted(os.listdir(folder)):
+        if not (f.startswith("test_") and f.endswith(".py")):
+            continue
+        with open(os.path.join(folder, f), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for n in ast.walk(tree):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else (
+                [n.module or ""] if isinstance(n, ast.ImportFrom) else [])
+            out += [f"{f[:-3]} imports {m}" for m in names if m.split(".")[-1].startswith("test_")]
+    return out
+
+
+def test_no_test_module_imports_another(tmp_path) -> None:
+    assert modules_importing_test_modules() == []
+    (tmp_path / "test_a.py").write_text("from test_b import helper\nimport fakes\n")
+    (tmp_path / "test_b.py").write_text("def f():\n    import test_a\n")
+    (tmp_path / "helpers.py").write_text("from test_a import x\n")  # a helper module is not a test module
+    assert modules_importing_test_modules(str(tmp_path)) == ["test_a imports test_b", "test_b imports test_a"]

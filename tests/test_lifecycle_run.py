@@ -145,20 +145,18 @@ def test_break_site_ids_are_the_same_from_another_checkout_and_another_spelling(
     assert k.returncode == 0 and "new break site" not in k.stdout, k.stdout
 
 
-def test_a_scripts_own_session_works_under_run_and_leaves_the_runs_lock_alone(tmp_path, fresh_server):
+def test_a_scripts_own_session_works_under_run_and_one_into_the_runs_folder_joins_the_run(tmp_path, fresh_server):
     _script(tmp_path / "nest.py", """
         import json, os, torch
         import seamscope
-        from seamscope.errors import UnusableInput
         f = torch.compile(lambda x: x * 2 + 1, backend="eager")
         for _ in range(3):
             f(torch.ones(3))
         seen = {}
-        try:
-            with seamscope.session(out="outer"):  # the folder `seamscope run` holds
-                pass
-        except UnusableInput as e:
-            seen["refused"] = str(e)
+        with seamscope.session(out="outer") as j:  # the folder `seamscope run` holds: joins the run
+            for _ in range(2):
+                f(torch.ones(3))
+        seen["joined calls"] = j.ledger.totals.calls
         seen["lock kept"] = os.path.exists(os.path.join("outer", ".seamscope.lock"))
         with seamscope.session(out="inner") as s:  # as the README shows
             for _ in range(4):
@@ -172,11 +170,13 @@ def test_a_scripts_own_session_works_under_run_and_leaves_the_runs_lock_alone(tm
     p = seamscope_forked(fresh_server, ["run", "--quiet", "--out", "outer", "nest.py"], tmp_path)
     assert p.returncode == 0, p.stderr
     seen = json.loads((tmp_path / "seen.json").read_text())
-    assert "in use by another seamscope session of this process" in seen["refused"]
+    assert seen["joined calls"] == 5  # the run's so far: 3 before the block, 2 inside it
     assert seen["lock kept"] is True and seen["inner calls"] == 4
     inner, outer = _receipt(tmp_path / "inner"), _receipt(tmp_path / "outer")
     assert inner["summary"]["call_count"] == 4 and inner["ledger"]["run"]["status"]["state"] == "completed"
-    assert outer["summary"]["call_count"] == 5 and outer["ledger"]["run"]["status"]["state"] == "completed"
+    assert outer["summary"]["call_count"] == 7 and outer["ledger"]["run"]["status"]["state"] == "completed"
+    assert any("session(out=outer) opened during this run asked for this run's own folder, and joined" in w
+               for w in outer["ledger"]["run"]["warnings"])
     assert any("seamscope.session() (out=inner)" in w for w in outer["ledger"]["run"]["warnings"])
     assert (
         not (tmp_path / "inner" / ".seamscope.lock").exists() and not (tmp_path / "outer" / ".seamscope.lock").exists()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import MUTATION_CODES, MUTATIONS, apply_mutation, pair
+from fakes import MUTATION_CODES, MUTATIONS, apply_mutation, apply_mutations, pair
 
 from seamscope.analyze.verify import load_raw, verify
 
@@ -31,8 +31,7 @@ def test_unmutated_pair_is_clean(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_mutation_dies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     clean = _hashes(*pair(tmp_path / "clean"))
-    module, edits = MUTATIONS[name]
-    apply_mutation(monkeypatch, module, edits)
+    apply_mutations(monkeypatch, name)
     b, c = pair(tmp_path / "mutant")
     mutant = _hashes(b, c)
     assert mutant[1] != clean[1], "the candidate receipt_sha256 did not change"

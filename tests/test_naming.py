@@ -11,6 +11,7 @@ the structure hash stay those of the compiled frame.
 from __future__ import annotations
 
 import msgspec
+import pytest
 from fakes import fake_ledger
 
 from seamscope.analyze.receipt import make_receipt
@@ -151,3 +152,21 @@ def test_a_receipts_file_name_is_found_where_normalize_path_took_it_from(tmp_pat
     # and what is not here is None: another machine's absolute path, a missing file, <string>, a NUL
     for name in ("/nonexistent/a.py", "pkg/nope.py", "site-packages/lib_x/nope.py", "<string>", "a\0b.py", ""):
         assert local_file(name, str(root)) is None
+
+
+@pytest.mark.parametrize(("path", "package", "rest"), [
+    ("site-packages/transformers/models/x.py", "transformers", "transformers/models/x.py"),
+    ("/venv/lib/python3.11/site-packages/six.py", "six", "six.py"),
+    ("/usr/lib/python3/dist-packages/numpy/core.py", "numpy", "numpy/core.py"),
+    ("/usr/lib/python3.11/collections/__init__.py", "collections", "collections/__init__.py"),
+    ("/opt/py/lib/python3.13t/contextlib.py", "contextlib", "contextlib.py"),
+    ("<frozen importlib._bootstrap>", "importlib", "importlib/_bootstrap"),
+    ("train.py", None, None),
+    ("/home/me/proj/lib/model.py", None, None),
+    ("<string>", None, None),
+    ("/home/me/my-site-packages/x.py", None, None),
+])
+def test_one_rule_says_what_is_library_code(path, package, rest) -> None:
+    from seamscope.model.normalize import is_library, library_path, package_of
+
+    assert (library_path(path), package_of(path), is_library(path)) == (rest, package, package is not None)

@@ -1,7 +1,7 @@
 """The optional C hot path (``seamscope._speedups``) against the pure-Python path.
 
 C must change what capture costs, never what it reports: the same arithmetic as
-``LedgerBuilder._sum_fast`` (property-tested), the same counts on real torch workloads (steady
+``model.builder_account.sum_fast`` (property-tested), the same counts on real torch workloads (steady
 calls summed in C, calls the builder adopts because they compiled or fell back, errors), and the
 same clock as ``time.perf_counter_ns``.
 """
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from seamscope import _native
 from seamscope.model.builder import LedgerBuilder
+from seamscope.model.builder_account import sum_fast
 from seamscope.model.fake import fake_environment
 from seamscope.model.ledger import RegionEvent, RunInfo
 from seamscope.model.plan import RegionAcc, SiteAcc
@@ -216,8 +217,8 @@ def call_spans(draw):  # type: ignore[no-untyped-def]
 @settings(max_examples=examples(300))
 @given(st.lists(call_spans(), min_size=1, max_size=8))
 def test_plan_sums_equal_sum_fast_or_refuse(calls):
-    """Per call: C adds exactly what ``_sum_fast`` adds, or refuses (adds nothing) when any span
-    would need clamping; then ``_sum_fast`` handles it."""
+    """Per call: C adds exactly what ``sum_fast`` adds, or refuses (adds nothing) when any span
+    would need clamping; then ``sum_fast`` handles it."""
     assert speedups is not None
     by_shape: dict[int, object] = {}
     for spans, start, end in calls:
@@ -226,7 +227,7 @@ def test_plan_sums_equal_sum_fast_or_refuse(calls):
         raccs: list[RegionAcc | None] = [None] + [RegionAcc() for _ in range(n - 1)]
         gaccs: list[SiteAcc | None] = [SiteAcc() for _ in range(n)]
         final = SiteAcc()
-        ref = LedgerBuilder._sum_fast(raccs, gaccs, final, spans, start, end)
+        ref = sum_fast(raccs, gaccs, final, spans, start, end)
         ordered = all(
             (s[1] >= (spans[i - 1][7] if spans[i - 1][0] == "r" else spans[i - 1][2]) if i else s[1] >= start)
             and s[2] >= s[1] and (s[0] == "o" or s[7] >= s[2])
@@ -314,7 +315,7 @@ def test_a_call_c_opened_is_adopted_when_it_compiles_and_errors_go_to_the_builde
 
 @needs_c
 def test_sums_c_took_fold_into_the_totals_exactly_as_the_python_path():
-    """The same calls, summed by C between the builder's detailed ones, or by ``_sum_fast``:
+    """The same calls, summed by C between the builder's detailed ones, or by ``sum_fast``:
     identical totals (regions' sums, minima and maxima, the island after the break, phases)."""
     import msgspec
 

@@ -115,7 +115,7 @@ def test_a_patch_is_shown_as_text_in_every_table():
     """The diff is the user's code: inert on the terminal, escaped in HTML, fenced past its own
     backticks in Markdown."""
     import msgspec
-    from test_safety_tables import HOSTILE, assert_inert, hostile_trials, printed
+    from hostile import HOSTILE, assert_inert, hostile_trials, printed
 
     from seamscope.render.trials_table import (
         TrialsHtmlRenderer,

@@ -192,7 +192,7 @@ def _applied_words(flags, script_text):
 
 def test_stacked_candidates_run_their_composed_patch_and_the_recommended_one_hands_it_over(tmp_path, monkeypatch):
     import msgspec
-    from test_trials import _draft, _leaf, _prints, _stack_runs
+    from trial_fakes import draft, leaf, prints, stack_runs
 
     from seamscope.experiments.trials import load as loadmod
     from seamscope.experiments.trials import runs as trial_runs
@@ -213,13 +213,13 @@ def test_stacked_candidates_run_their_composed_patch_and_the_recommended_one_han
         ran[rel_dir] = list(flags)
         key = " ".join(_applied_words(flags, text))
         k = count[key] = count.get(key, -1) + 1
-        fig = msgspec.structs.replace(_stack_runs(key.split(), k), label=label, script_ns=9 * 10**9)
+        fig = msgspec.structs.replace(stack_runs(key.split(), k), label=label, script_ns=9 * 10**9)
         receipt = RECEIPT if len(ran) == 1 else object()  # the baseline's first run: its finding
-        return Outcome(fig, receipt, "", _prints(_leaf()) if fingerprint else None)
+        return Outcome(fig, receipt, "", prints(leaf()) if fingerprint else None)
 
-    reg = _draft("regional", ["--regional", "Block"], cost=900)
-    dyn = _draft("dyn", ["--compile-option", "dynamic=true"], cost=800)
-    cso = _draft("cso", ["--dynamo-config", "capture_scalar_outputs=True"], cost=700)
+    reg = draft("regional", ["--regional", "Block"], cost=900)
+    dyn = draft("dyn", ["--compile-option", "dynamic=true"], cost=800)
+    cso = draft("cso", ["--dynamo-config", "capture_scalar_outputs=True"], cost=700)
     monkeypatch.setattr(tr, "run_once", run_once)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: [reg, dyn, cso])
     monkeypatch.setattr(tr, "rewrites", lambda receipt, script: [])

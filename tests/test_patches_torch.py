@@ -8,14 +8,14 @@ patches that ``git apply`` takes, and a copy with the patch applied runs with th
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from fakes import dynamo_settings_kept, seamscope_forked, seamscope_here
+from fakes import seamscope_forked, seamscope_here
+from trial_checks import load, metric_median, run_patched
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch]
@@ -23,33 +23,6 @@ pytestmark = [pytest.mark.torch]
 HERE = os.path.dirname(os.path.abspath(__file__))
 W = os.path.join(HERE, "workloads", "patches")
 T = os.path.join(HERE, "workloads", "trials")
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def _metric(c, name):
-    return next(m for m in c["metrics"] if m["name"] == name)["median"]
-
-
-def _run(script, words, out):
-    import torch
-
-    from seamscope.capture import adapter
-    from seamscope.capture.runner import run_target
-    from seamscope.experiments.remedy_plan import prepare
-    from seamscope.experiments.remedy_spec import spec_from_words
-
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    with dynamo_settings_kept():
-        result = run_target(str(script), [], out=str(out), setup=prepare(spec_from_words(words), str(script)))
-    assert result.exit_code == 0, result.message
-    r = load(os.path.join(out, "receipt.json"))["summary"]
-    return (r["compile_count"], r["recompile_count"], r["break_site_count"],
-            adapter.dynamo_counters()["stats"]["unique_graphs"])
 
 
 @pytest.mark.parametrize("script,words", [
@@ -73,11 +46,11 @@ def test_a_flag_candidates_patch_compiles_as_its_flags_do(tmp_path, monkeypatch,
     patch = spec_patch(spec_from_words(words), script)
     assert patch is not None and patch.path == script
     path = write_patch(str(tmp_path), "p", patch)
-    base = _run(script, [], tmp_path / "b")
+    base = run_patched(script, [], tmp_path / "b")
     sys.modules.pop("trials_helper", None)  # each run imports the helper as the script does
-    flags = _run(script, words, tmp_path / "f")
+    flags = run_patched(script, words, tmp_path / "f")
     sys.modules.pop("trials_helper", None)
-    patched = _run(script, ["--patch", path], tmp_path / "p")
+    patched = run_patched(script, ["--patch", path], tmp_path / "p")
     sys.modules.pop("trials_helper", None)
     assert patched == flags != base  # (compilations, recompiles, break sites, PyTorch's unique graphs)
     note = load(tmp_path / "p" / "receipt.json")["decision"]["note"]
@@ -128,11 +101,11 @@ def test_an_if_on_a_tensors_value_becomes_torch_where_and_its_break_is_gone(wher
     c, mine = by["tensor-where"], by["user-1"]
     assert mine["patch"] == "mine.patch" and mine["diff"] == (d / "mine.patch").read_text()
     assert "--patch mine.patch" in mine["command"] and mine["outputs"]["status"] == "equal"
-    assert _metric(mine, "breaks") == 1  # the user's patch changed a comment only
+    assert metric_median(mine, "breaks") == 1  # the user's patch changed a comment only
     assert c["review"]
     assert "+    z = torch.where(y.sum() > 0, y * 2, y - 1)" in c["diff"]
-    assert _metric(t["baseline"], "breaks") == 1 and _metric(c, "breaks") == 0
-    assert _metric(c, "recompiles") == 0 and c["outputs"]["status"] == "equal"
+    assert metric_median(t["baseline"], "breaks") == 1 and metric_median(c, "breaks") == 0
+    assert metric_median(c, "recompiles") == 0 and c["outputs"]["status"] == "equal"
 
 
 @pytest.mark.timeout(1200)
@@ -140,7 +113,7 @@ def test_logging_in_a_compiled_frame_is_guarded_and_its_breaks_are_gone(logging_
     d, t, _ = logging_trial
     (c,) = t["candidates"]
     assert c["name"] == "guard-logging" and c["flags"] == [] and c["review"]
-    assert _metric(t["baseline"], "breaks") == 2 and _metric(c, "breaks") == 0
+    assert metric_median(t["baseline"], "breaks") == 2 and metric_median(c, "breaks") == 0
     assert c["outputs"]["status"] == "equal"
     assert f"--patch {c['patch']}" in c["command"]  # its runs applied the diff
     assert c["diff"].count("+    if not torch.compiler.is_compiling():") == 2
@@ -149,13 +122,13 @@ def test_logging_in_a_compiled_frame_is_guarded_and_its_breaks_are_gone(logging_
 
 @pytest.mark.timeout(1200)
 def test_an_optional_mask_always_passed_is_recommended_with_fewer_recompiles(mask_trial):
-    from test_trials_torch import noisy_machine
+    from trial_checks import noisy_machine
 
     d, t, p = mask_trial
     (c,) = t["candidates"]
     assert c["name"] == "always-pass-mask"
     assert "+    if mask is None:\n+        mask = torch.zeros_like(x)\n" in c["diff"]
-    assert _metric(t["baseline"], "recompiles") == 1 and _metric(c, "recompiles") == 0
+    assert metric_median(t["baseline"], "recompiles") == 1 and metric_median(c, "recompiles") == 0
     assert c["outputs"]["status"] == "equal"
     # the flag churn no flag removes is folded, and the line names the code change tried for it
     assert any(f.startswith("none: ") and f.endswith("; the code change always-pass-mask is tried for it")
@@ -215,8 +188,8 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
 
     shutil.copy(os.path.join(W, "blocks.py"), tmp_path / "blocks.py")
     monkeypatch.chdir(tmp_path)
-    base = _run("blocks.py", [], tmp_path / "b")
-    flags = _run("blocks.py", ["--regional", "Block"], tmp_path / "f")
+    base = run_patched("blocks.py", [], tmp_path / "b")
+    flags = run_patched("blocks.py", ["--regional", "Block"], tmp_path / "f")
     receipt = load_receipt(str(tmp_path / "b" / "receipt.json"))
     patch = regional_patch(spec_from_words(["--regional", "Block"]), "blocks.py", receipt)
     assert patch is not None and "+for block in model.modules():" in patch.diff
@@ -225,7 +198,7 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
     (tmp_path / "copy").mkdir()
     text = apply((tmp_path / "blocks.py").read_text(), parse(patch.diff)[0])
     (tmp_path / "copy" / "blocks.py").write_text(text)
-    patched = _run(str(tmp_path / "copy" / "blocks.py"), [], tmp_path / "p")
+    patched = run_patched(str(tmp_path / "copy" / "blocks.py"), [], tmp_path / "p")
     assert patched == flags  # (compilations, recompiles, break sites, PyTorch's unique graphs)
 
     def repeated(out):
@@ -271,7 +244,7 @@ def test_a_block_below_an_encoder_seen_in_the_encoders_frame_gets_a_regional_pat
     script = "encoder_blocks.py"
     shutil.copy(os.path.join(W, script), tmp_path / script)
     monkeypatch.chdir(tmp_path)
-    base = _run(script, [], tmp_path / "b")
+    base = run_patched(script, [], tmp_path / "b")
     receipt = load_receipt(str(tmp_path / "b" / "receipt.json"))
     assert receipt.findings is not None and receipt.findings.compile_time is not None
     (block,) = [f.block for f in receipt.findings.compile_time.findings if f.kind == "repeated_block" and f.block]
@@ -285,8 +258,8 @@ def test_a_block_below_an_encoder_seen_in_the_encoders_frame_gets_a_regional_pat
     (tmp_path / "copy" / "p.patch").write_text(patch.diff)
     subprocess.run(["git", "init", "-q"], cwd=tmp_path / "copy", check=True)
     subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "copy", check=True)
-    patched = _run(str(tmp_path / "copy" / script), [], tmp_path / "p")
-    flags = _run(script, ["--regional", "Layer"], tmp_path / "f")
+    patched = run_patched(str(tmp_path / "copy" / script), [], tmp_path / "p")
+    flags = run_patched(script, ["--regional", "Layer"], tmp_path / "f")
     assert patched == flags  # (compilations, recompiles, break sites, PyTorch's unique graphs)
     assert patched[0] == patched[3] == 1 and patched[2] == 0
 
@@ -306,7 +279,7 @@ def test_an_optimizers_lr_under_a_scheduler_becomes_a_tensor_and_the_step_no_lon
     script = "lr_schedule.py"
     shutil.copy(os.path.join(W, script), tmp_path / script)
     monkeypatch.chdir(tmp_path)
-    base = _run(script, [], tmp_path / "b")
+    base = run_patched(script, [], tmp_path / "b")
     (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), script)
             if d.name.startswith("tensor-attr")]
     assert d.name == "tensor-attr-lr" and d.origin.startswith("FR") and d.review
@@ -316,7 +289,7 @@ def test_an_optimizers_lr_under_a_scheduler_becomes_a_tensor_and_the_step_no_lon
     (tmp_path / "copy" / "p.patch").write_text(d.diff or "")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path / "copy", check=True)
     subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "copy", check=True)
-    patched = _run(str(tmp_path / "copy" / script), [], tmp_path / "p")
+    patched = run_patched(str(tmp_path / "copy" / script), [], tmp_path / "p")
     assert base[1] == 1 and patched[1] == 0  # (compilations, recompiles, break sites, unique graphs)
     assert base[0] == patched[0] + 1
     before, after = (torch.load(tmp_path / w / "weights.pt") for w in (".", "copy"))
@@ -339,15 +312,15 @@ def test_a_stacked_specs_composed_patch_compiles_as_its_flags_do(tmp_path, monke
     assert churn != text
     (tmp_path / "blocks.py").write_text(churn)
     monkeypatch.chdir(tmp_path)
-    base = _run("blocks.py", [], tmp_path / "b")
+    base = run_patched("blocks.py", [], tmp_path / "b")
     words = ["--regional", "Block", "--compile-option", "dynamic=true", "--dynamo-config", "recompile_limit=4"]
     patch = spec_patch(spec_from_words(words), "blocks.py", load_receipt(str(tmp_path / "b" / "receipt.json")))
     assert patch is not None and patch.calls_of == "compiled"
     assert '+        block.compile(backend="eager", dynamic=True)' in patch.diff
     assert "+torch._dynamo.config.recompile_limit = 4" in patch.diff
     path = write_patch(str(tmp_path), "p", patch)
-    flags = _run("blocks.py", words, tmp_path / "f")
-    patched = _run("blocks.py", ["--patch", path, "--calls-of", "compiled"], tmp_path / "p")
+    flags = run_patched("blocks.py", words, tmp_path / "f")
+    patched = run_patched("blocks.py", ["--patch", path, "--calls-of", "compiled"], tmp_path / "p")
     assert patched == flags  # (compilations, recompiles, break sites, PyTorch's unique graphs)
     assert base[1] >= 1 and flags[:2] == (1, 0)
     got, flag = (load(tmp_path / o / "receipt.json") for o in ("p", "f"))
@@ -374,7 +347,7 @@ def test_calls_of_keeps_the_patched_files_lines_and_counts_the_named_objects_cal
     patched = text.replace("import torch\n", "import torch\n# one line more\n", 1)
     (tmp_path / "l.patch").write_text(make(text, patched, "lines.py"))
     monkeypatch.chdir(tmp_path)
-    _run("lines.py", ["--patch", "l.patch", "--calls-of", "compiled"], tmp_path / "p")
+    run_patched("lines.py", ["--patch", "l.patch", "--calls-of", "compiled"], tmp_path / "p")
     got = load(tmp_path / "p" / "receipt.json")
     lines = patched.splitlines()
     assert got["summary"]["call_count"] == 4  # compiled's two and h's two, each once
@@ -404,9 +377,9 @@ def test_a_patch_of_an_imported_module_of_the_user_is_served_as_imported(tmp_pat
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("helper_mod_p", None)
-    assert _run("main.py", [], tmp_path / "b")[2] == 1  # the print's break
+    assert run_patched("main.py", [], tmp_path / "b")[2] == 1  # the print's break
     sys.modules.pop("helper_mod_p", None)
-    assert _run("main.py", ["--patch", "p.patch"], tmp_path / "p")[2] == 0
+    assert run_patched("main.py", ["--patch", "p.patch"], tmp_path / "p")[2] == 0
     sys.modules.pop("helper_mod_p", None)
     assert (tmp_path / "helper_mod_p.py").read_text() == old
     (tmp_path / "bad.patch").write_text(make("x = 1\n", "x = 2\n", "main.py"))

@@ -14,6 +14,7 @@ import sys
 
 import msgspec
 import pytest
+from fakes import seamscope_here
 
 from seamscope.analyze.ranks import MIN_STEADY_CALLS, gather, merge, site_origin
 from seamscope.analyze.receipt import make_receipt
@@ -88,6 +89,25 @@ def test_recompile_at_a_different_call_names_the_rank_and_the_first_call(tmp_pat
     assert d.first_call == 2
     assert "call 2" in d.detail and "call 4" in d.detail
     assert sec.problems == []
+
+
+def test_ranks_on_different_torch_python_or_library_versions_are_a_divergence_of_their_own(tmp_path):
+    runs = ((0, "2.13.0", "3.11.9", "4.57.0"), (1, "2.14.1", "3.11.9", "4.57.0"), (2, "2.13.0", "3.12.1", "4.57.0"),
+            (3, "2.13.0", "3.11.9", "4.56.2"), (4, "2.13.0", "3.11.9", "4.57.0"))
+    for r, torch_v, py, hf in runs:
+        led = ledger([1] * 3, rank=r, world=5)
+        led = msgspec.structs.replace(led, environment=msgspec.structs.replace(
+            led.environment, torch_version=torch_v, python_version=py, packages={"transformers": hf}))
+        write_rank(tmp_path, led)
+    sec = merged(tmp_path)
+    found = [d for d in sec.divergences if d.kind == "versions"]
+    assert [(d.ranks, d.reference_ranks) for d in found] == [([1], [0, 4]), ([2], [0, 4]), ([3], [0, 4])]
+    assert "rank 1 ran torch 2.14.1, rank 0 torch 2.13.0" in found[0].detail
+    assert "rank 2 ran Python 3.12.1, rank 0 Python 3.11.9" in found[1].detail
+    assert "rank 3 ran transformers 4.56.2, rank 0 transformers 4.57.0" in found[2].detail
+    assert {d.kind for d in sec.divergences} == {"versions"}  # the same program otherwise
+    r = seamscope_here(["merge", str(tmp_path), "--out", str(tmp_path / "m")], tmp_path)
+    assert r.returncode == 0 and "no divergence" not in r.stdout + r.stderr and "torch 2.14.1" in r.stdout + r.stderr
 
 
 def test_steady_time_beyond_noise_is_a_divergence_from_its_first_slow_call(tmp_path):
@@ -246,3 +266,19 @@ def _site(file, stack):
 )
 def test_site_origin(file, stack, origin):
     assert site_origin(_site(file, stack)) == origin
+
+
+@pytest.mark.parametrize("file", ["/usr/lib/python3.11/contextlib.py", "<frozen importlib._bootstrap>",
+                                  "site-packages/transformers/x.py"])
+def test_the_ranks_view_and_the_findings_agree_on_library_code(file):
+    """One rule (``model.normalize.is_library``): a frame of the standard library is library code for the
+    ranks view (not the user's break) and for the findings (a package, the user's frame found below it)."""
+    from seamscope.analyze.findings import _where
+
+    site = _site(file, ["train.py", file])
+    where = _where(site)
+    assert site_origin(site) == "framework"
+    assert where.package is not None and where.package in file.replace("/", ".")
+    assert where.user_frame is not None and where.user_frame.file == "train.py"
+    user = _site("train.py", ["train.py"])
+    assert site_origin(user) == "user" and _where(user).package is None

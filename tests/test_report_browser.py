@@ -32,6 +32,10 @@ FLAGS = [
 ]
 
 
+#: What a transformers model's break reasons hold: a long token with no space to break at.
+LONG_TOKEN = "transformers.models.bert.modeling_bert." + "BertSelfAttention.forward." * 12
+
+
 def start_chromium(profile_dir: str):
     """A headless Chromium with a fresh profile; raise (fail) when it is not installed (skip when
     the selenium package, a dev extra, is not)."""
@@ -75,7 +79,7 @@ def test_report_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_path):
     led = live_receipt.ledger
     assert led.break_sites, "the bundled example breaks; capture found no break site"
     sites = list(led.break_sites)
-    sites[0] = msgspec.structs.replace(sites[0], reason=XSS_SCRIPT + " " + sites[0].reason)
+    sites[0] = msgspec.structs.replace(sites[0], reason=XSS_SCRIPT + " " + sites[0].reason + " " + LONG_TOKEN)
     sites[-1] = msgspec.structs.replace(sites[-1], file="evil" + XSS_IMG + ".py")
     comps = [msgspec.structs.replace(c, failed_guards=[XSS_IMG, *c.failed_guards]) if c.is_recompile else c
              for c in led.compilations]
@@ -124,6 +128,12 @@ def test_report_of_a_real_run_renders_and_stays_inert(live_receipt, tmp_path):
             assert XSS_IMG in driver.find_element(By.ID, "recompiles").text
         errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
         assert errors == []
+        # the page fits a laptop's 1,400 px window: no horizontal scroll, the findings' raw fields
+        # collapsed, a long unbroken token in a break reason wrapped
+        assert driver.execute_script("return window.innerWidth") <= 1400
+        assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+        raw = driver.find_element(By.CSS_SELECTOR, "#section-findings details.raw")
+        assert raw.get_attribute("open") is None and not raw.find_element(By.TAG_NAME, "table").is_displayed()
         height = driver.execute_script("return document.body.scrollHeight")
         driver.set_window_size(1400, min(int(height) + 120, 4000))
         shot = tmp_path / "report.png"

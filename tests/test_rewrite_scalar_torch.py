@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 from fakes import seamscope_forked, seamscope_here
-from test_patches_torch import _metric, _run
+from trial_checks import metric_median, run_patched
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch]
@@ -50,7 +50,7 @@ def test_a_float_that_changes_every_call_is_passed_as_a_tensor_with_fewer_recomp
     assert "+    scale = torch.as_tensor(scale, dtype=torch.result_type(x, scale), device=x.device)\n" \
            "+    return _step_compiled(x, scale)\n" in c["diff"]
     assert f"--patch {c['patch']}" in c["command"]  # its runs applied the diff
-    assert _metric(t["baseline"], "recompiles") >= 1 and _metric(c, "recompiles") == 0
+    assert metric_median(t["baseline"], "recompiles") >= 1 and metric_median(c, "recompiles") == 0
     assert c["outputs"]["status"] == "equal"
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -79,12 +79,12 @@ def test_an_int_guarded_by_value_gets_the_rewrite_and_one_graph(tmp_path, monkey
             "for i in range(6):\n    out.append(f(x, i + 2))\n")
     (tmp_path / "ints.py").write_text(text)
     monkeypatch.chdir(tmp_path)
-    base = _run("ints.py", [], tmp_path / "b")
+    base = run_patched("ints.py", [], tmp_path / "b")
     (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), "ints.py")
             if d.name.startswith("tensor-scalar")]
     assert d.name == "tensor-scalar-n" and "Python int" in (d.change or "")
     (tmp_path / "copy").mkdir()
     (tmp_path / "copy" / "ints.py").write_text(apply(text, parse(d.diff or "")[0]))
-    patched = _run(str(tmp_path / "copy" / "ints.py"), [], tmp_path / "p")
+    patched = run_patched(str(tmp_path / "copy" / "ints.py"), [], tmp_path / "p")
     # (compilations, recompiles, break sites, PyTorch's unique graphs)
     assert base[1] == 5 and base[3] == 6 and patched == (1, 0, 0, 1)

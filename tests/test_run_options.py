@@ -108,7 +108,7 @@ class Fakes:
     def run_target(self, target: str, args: list[str], **kw: Any) -> RunResult:
         self.handed.append(("run_target", target, args, _plain({k: v for k, v in kw.items() if k != "launch"})))
         receipt = fake_receipt()
-        path = write_receipt_files(receipt, kw.get("out", "seamscope-out"))
+        path = write_receipt_files(receipt, kw["out"])
         return RunResult(path, 0, SimpleNamespace(ledger=receipt.ledger, last_receipt=receipt))
 
     def run(self, job: Job, timeout: float | None = None, **_: object) -> Ended:  # the fresh processes

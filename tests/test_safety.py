@@ -9,16 +9,15 @@ with one line naming the field. GIVEN many recompiles, THEN the receipt grows li
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
 import re
 from pathlib import Path
 
-import msgspec
 import pytest
 from fakes import fake_ledger, plant
+from hostile import HOSTILE, OSC8, assert_inert, churn_ledger, cli, hostile_receipt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,44 +25,10 @@ from seamscope.analyze.causes import cause_sentence
 from seamscope.analyze.display import cut, markup, shown, visible
 from seamscope.analyze.receipt import make_receipt
 from seamscope.analyze.units import number_ranges
-from seamscope.cli import main
 from seamscope.ingest.receipt import load_receipt
 from seamscope.model.canonical import pretty_bytes
-from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
 from seamscope.model.guard_table import decode_refs, encode_refs
 from seamscope.render.receipt_json import write_receipt_files
-
-OSC8 = "\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\"
-HOSTILE = f"[/][bold]x[/bold]\x1b[2J\x1b]0;TITLE\x07{OSC8}\x9b31m\u202eevil"
-RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e")
-
-
-def cli(*args: str) -> tuple[int, str]:
-    """``seamscope ARGS`` in this process: (exit code, stdout and stderr). Any exception other
-    than the exit itself propagates: a traceback fails the test."""
-    out = io.StringIO()
-    code: int | str | None = None
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        try:
-            main(list(args))
-        except SystemExit as e:
-            code = e.code
-    assert isinstance(code, int), code
-    return code, out.getvalue()
-
-
-def assert_inert(text: str) -> None:
-    for ch in RAW_CONTROLS:
-        assert ch not in text, f"raw {ch!r} reached the terminal"
-
-
-def hostile_receipt(tmp: Path, name: str = "r") -> str:
-    led = plant(fake_ledger(), HOSTILE + "\nsecond line", "m" + HOSTILE + ".py")
-    comps = [msgspec.structs.replace(c, frame_name="f" + HOSTILE) for c in led.compilations]
-    sites = [msgspec.structs.replace(s, function="g" + HOSTILE) for s in led.break_sites]
-    led = msgspec.structs.replace(led, compilations=comps, break_sites=sites)
-    return write_receipt_files(make_receipt(led), tmp / name)
-
 
 # --- the terminal prints only what seamscope wrote -------------------------------------------------
 
@@ -278,18 +243,6 @@ def test_a_torch_trace_record_with_hostile_json_is_a_skipped_record(tmp_path: Pa
 
 
 # --- size: each failed guard once; call ranges ---------------------------------------------------------
-
-
-def churn_ledger(n: int):
-    """One frame recompiled ``n`` times on a Python scalar; compile ``0/k`` lists all ``k`` failed
-    guards before it, as Dynamo does."""
-    S = FakeStep
-    calls = [FakeCall([S("compile", 1_000, f"0/{k}"), S("region", 100, f"0/{k}")]) for k in range(n + 1)]
-    led = play(FakeProgram(calls=calls)).build()
-    guard = "0/{j}: n == {j}   # return x * n + 1  # script.py:6 in f\nUser stack trace:\n  File \"script.py\", line 6"
-    comps = [msgspec.structs.replace(c, failed_guards=[guard.format(j=j) for j in range(k - 1, -1, -1)])
-             for k, c in enumerate(led.compilations)]
-    return msgspec.structs.replace(led, compilations=comps)
 
 
 def test_failed_guards_are_stored_once_and_read_back_whole(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ naming every earlier cache entry's failed guard, THEN ``index.html`` stays small
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -19,9 +18,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from fakes import fake_ledger, fake_probe, fake_trials, plant, shape_policy, shape_study
-from rich.console import Console
-from test_safety import HOSTILE, RAW_CONTROLS, assert_inert, churn_ledger, cli, hostile_receipt
+from fakes import fake_ledger, fake_probe, plant, shape_policy, shape_study
+from hostile import HOSTILE, RAW_CONTROLS, assert_inert, churn_ledger, cli, hostile_receipt, hostile_trials, printed
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.model.probe import (
@@ -34,15 +32,7 @@ from seamscope.model.probe import (
     Samples,
 )
 from seamscope.model.shapes import ShapeCompile
-from seamscope.model.trials import CallGroup, Paired
 from seamscope.render.html import write_html_report
-
-
-def printed(draw) -> str:  # type: ignore[no-untyped-def]
-    """What ``draw`` prints on a console that keeps every character (no colour, no emoji)."""
-    buf = io.StringIO()
-    draw(Console(file=buf, width=400, color_system=None, highlight=False, emoji=False))
-    return buf.getvalue()
 
 
 def hostile_probe():  # type: ignore[no-untyped-def]
@@ -89,17 +79,6 @@ def test_the_shapes_table_prints_hostile_strings_as_text() -> None:
     assert_inert(out)
     for want in ("auto[/][bold]x[/bold]", "err[/]", "g[/]", "fb[/]", "rec[/]", "ex[/]", "study[/]"):
         assert want in out, (want, out)
-
-
-def hostile_trials():  # type: ignore[no-untyped-def]
-    h = HOSTILE
-    t = fake_trials()
-    cand = msgspec.structs.replace(
-        t.candidates[0], name="cso" + h, code_change="change" + h, command="cmd" + h, broke=["broke" + h],
-        adds=["adds" + h], paired=Paired(calls=1, ratio_median=0.5, candidate_ns=1.0,
-                                         unpaired=[CallGroup(first=1, last=2, baseline_phase="w" + h, phase="p" + h)]))
-    return msgspec.structs.replace(t, script="s" + h + ".py", candidates=[cand], chosen=cand.name,
-                                   decision="use" + h, rollback_trigger="if" + h, folded=["fold" + h])
 
 
 def test_the_trials_table_prints_hostile_strings_as_text() -> None:

@@ -19,11 +19,8 @@ from hypothesis import strategies as st
 
 from seamscope.analyze.receipt import make_receipt
 from seamscope.gates.check import Limits, check
-from seamscope.ingest.compile_events import (
-    CompileEventAssembler,
-    legacy_site_id,
-    parse_break_reason,
-)
+from seamscope.ingest.break_reasons import legacy_site_id, parse_break_reason
+from seamscope.ingest.compile_events import CompileEventAssembler
 from seamscope.ingest.source_scope import statement_scope
 from seamscope.ingest.torch_trace import import_torch_trace
 from seamscope.model.fake import FakeCall, FakeProgram, FakeStep, play
@@ -343,7 +340,7 @@ def test_the_frames_that_started_the_script_are_not_the_users_stack():
     import os
 
     import seamscope
-    from seamscope.ingest.compile_events import parse_break_reason
+    from seamscope.ingest.break_reasons import parse_break_reason
 
     pkg = os.path.dirname(os.path.abspath(seamscope.__file__))
     frames = [

@@ -11,6 +11,7 @@ import pytest
 from conftest import examples
 from hypothesis import example, given
 from hypothesis import strategies as st
+from trial_fakes import MS, draft, leaf, prints, run_figures, stack_runs
 
 from seamscope.commands.try_ import parse_budget
 from seamscope.errors import UnusableInput
@@ -34,7 +35,7 @@ from seamscope.experiments.trials.verdicts import (
     rank,
     recommendable,
 )
-from seamscope.model.trials import CallTime, Candidate, OutputCheck, RunFigures, Trials, group_text
+from seamscope.model.trials import Candidate, OutputCheck, RunFigures, Trials, group_text
 from seamscope.render.trials_table import TrialsHtmlRenderer, TrialsMarkdownRenderer
 
 # --- flags ---------------------------------------------------------------------------------------
@@ -155,20 +156,6 @@ def _run(label, steady, total, recompiles=0, ok=True, per_call=()):
                       recompiles=recompiles, fallbacks=0, per_call=list(per_call))
 
 
-def _calls(label, phases_times, breaks=0, recompiles=0, fallbacks=0, frame_status=None, problems=()):
-    """A run from ``[(phase, wall_ns), ...]``: its summary figures as a receipt would give them."""
-    import statistics
-
-    per = [CallTime(index=i, phase=p, wall_ns=int(w)) for i, (p, w) in enumerate(phases_times)]
-    steady = [c.wall_ns for c in per if c.phase == "steady"]
-    return RunFigures(label=label, ok=True, exit_code=0, total_ns=sum(c.wall_ns for c in per),
-                      compile_ns=sum(c.wall_ns for c in per if c.phase == "cold") // 2,
-                      steady_calls=len(steady), steady_median_ns=int(statistics.median(steady)) if steady else None,
-                      steady_p90_ns=max(steady) if steady else None, calls=len(per), breaks=breaks,
-                      recompiles=recompiles, fallbacks=fallbacks, per_call=per, frame_status=frame_status or {},
-                      problems=list(problems))
-
-
 def test_metrics_pair_each_repetition_with_its_baseline():
     base = [_run("rep-1", 100, 1000), _run("rep-2", 200, 2000)]
     cand = [_run("rep-1", 50, 900, 1), _run("rep-2", 100, 1900, 3)]
@@ -236,30 +223,20 @@ def test_ranking_and_combining():
 # --- outputs -------------------------------------------------------------------------------------
 
 
-def _leaf(s=10.0, a=12.0, lo=-1.0, hi=3.0, dtype="torch.float32", shape=(4,)):
-    return fp.Leaf(path="out", kind="tensor", dtype=dtype, shape=list(shape), sum=s, abs_sum=a, min=lo, max=hi,
-                   nans=0)
-
-
-def _prints(*leaves):
-    return fp.Fingerprints(calls=[fp.CallPrint(index=0, leaves=list(leaves))], calls_seen=1,
-                           stopped_at_update=None, fingerprint_ns=0, script_ns=0)
-
-
 def test_a_one_percent_change_is_caught_and_rounding_is_not():
-    base = _prints(_leaf())
-    assert fp.compare(base, _prints(_leaf(s=10.0 * 1.01, a=12.0 * 1.01, lo=-1.01, hi=3.03))).equal is False
-    assert fp.compare(base, _prints(_leaf(s=10.0 + 12.0 * 5e-6))).equal is True
-    assert fp.compare(base, _prints(_leaf(s=10.0 + 12.0 * 2e-5))).equal is False
+    base = prints(leaf())
+    assert fp.compare(base, prints(leaf(s=10.0 * 1.01, a=12.0 * 1.01, lo=-1.01, hi=3.03))).equal is False
+    assert fp.compare(base, prints(leaf(s=10.0 + 12.0 * 5e-6))).equal is True
+    assert fp.compare(base, prints(leaf(s=10.0 + 12.0 * 2e-5))).equal is False
     # bfloat16 is allowed more
-    bf = _prints(_leaf(dtype="torch.bfloat16"))
-    assert fp.compare(bf, _prints(_leaf(dtype="torch.bfloat16", s=10.0 + 12.0 * 5e-3))).equal is True
+    bf = prints(leaf(dtype="torch.bfloat16"))
+    assert fp.compare(bf, prints(leaf(dtype="torch.bfloat16", s=10.0 + 12.0 * 5e-3))).equal is True
     # shapes, dtypes and integers exactly
-    assert not fp.compare(base, _prints(_leaf(shape=(5,)))).equal
-    assert not fp.compare(base, _prints(_leaf(dtype="torch.float64"))).equal
-    ints = _prints(_leaf(dtype="torch.int64"))
-    assert not fp.compare(ints, _prints(_leaf(dtype="torch.int64", s=10.0 + 1e-9))).equal
-    diff = fp.compare(base, _prints(_leaf(s=11.0)))
+    assert not fp.compare(base, prints(leaf(shape=(5,)))).equal
+    assert not fp.compare(base, prints(leaf(dtype="torch.float64"))).equal
+    ints = prints(leaf(dtype="torch.int64"))
+    assert not fp.compare(ints, prints(leaf(dtype="torch.int64", s=10.0 + 1e-9))).equal
+    diff = fp.compare(base, prints(leaf(s=11.0)))
     assert "sum" in (diff.first_difference or "") and diff.max_deviation == pytest.approx(1 / 12)
 
 
@@ -267,12 +244,12 @@ def test_a_one_percent_change_is_caught_and_rounding_is_not():
        st.floats(0, 0.5e-5, allow_nan=False))
 def test_within_tolerance_is_equal(s, extra, rel):
     a = abs(s) + extra
-    base = _prints(_leaf(s=s, a=a))
-    assert fp.compare(base, _prints(_leaf(s=s + rel * a, a=a))).equal
+    base = prints(leaf(s=s, a=a))
+    assert fp.compare(base, prints(leaf(s=s + rel * a, a=a))).equal
 
 
 def test_different_numbers_of_calls_differ():
-    a = _prints(_leaf())
+    a = prints(leaf())
     b = msgspec.structs.replace(a, calls=a.calls * 2)
     c = fp.compare(a, b)
     assert not c.equal and c.max_deviation is None and "calls" in (c.first_difference or "")
@@ -325,8 +302,8 @@ class _FakeRuns:
             return Outcome(RunFigures(label=label, ok=False, exit_code=-11, error="crashed: killed by signal SIGSEGV"),
                            None, "")
         fig = msgspec.structs.replace(_run(label, steady, steady * 100), process_ns=len(self.log) * 1000)
-        leaf = _leaf(s=10.0 * self.scale(key, rel_dir))
-        fps = _prints(leaf) if fingerprint else None
+        out = leaf(s=10.0 * self.scale(key, rel_dir))
+        fps = prints(out) if fingerprint else None
         return Outcome(fig, object(), "", fps)
 
 
@@ -483,7 +460,7 @@ def test_output_check_statuses():
     from seamscope.experiments.trials.runs import Outcome
     from seamscope.experiments.trials.trial import output_check
 
-    base, same, other = _prints(_leaf()), _prints(_leaf()), _prints(_leaf(s=11.0))
+    base, same, other = prints(leaf()), prints(leaf()), prints(leaf(s=11.0))
     ok = RunFigures(label="check", ok=True, exit_code=0)
     cand = Outcome(ok, object(), "", same)
     assert output_check(cand, base, same, True).status == "equal"
@@ -518,8 +495,6 @@ def test_module_of_a_source_file(tmp_path):
 
 # --- paired calls, noise, what a candidate breaks (fake runs with per-call figures) ----------------
 
-MS = 1_000_000
-
 
 class _PerCallRuns:
     """One process per run, its figures from ``make(flags, k)`` (k: the how-many-th run of those
@@ -544,7 +519,7 @@ class _PerCallRuns:
         k = self.count.get(key, 0)
         self.count[key] = k + 1
         fig = msgspec.structs.replace(self.make(flags, k), label=label, script_ns=int(self.run_s * 0.9e9))
-        return Outcome(fig, object(), "", _prints(_leaf()) if fingerprint else None)
+        return Outcome(fig, object(), "", prints(leaf()) if fingerprint else None)
 
 
 def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, first_s=None, max_repeat=None,
@@ -566,12 +541,6 @@ def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, 
     return t, fake.log
 
 
-def _draft(name, words, cost=100):
-    from seamscope.experiments.trials.catalogue import Draft
-
-    return Draft(name=name, spec=spec_from_words(words), origin="F1", targets="t", cost_ns=cost)
-
-
 def _gpt2_like(flags, k):
     """dynamic=False on 12 lengths then 3 repeats (the recompile limit is hit): the baseline's
     steady calls are 12 and 13 only, call 14 runs eagerly; under dynamic=true calls 1-14 are steady
@@ -580,16 +549,16 @@ def _gpt2_like(flags, k):
     if not flags:  # the baseline
         calls = [("cold", 800 * MS)] + [("cold", 300 * MS)] * 11 + [
             ("steady", 1.27 * MS), ("steady", 1.05 * MS), ("fallback", 2.36 * MS)]
-        return _calls("x", [(p, w * j) for p, w in calls], recompiles=11, fallbacks=2)
+        return run_figures("x", [(p, w * j) for p, w in calls], recompiles=11, fallbacks=2)
     calls = [("cold", 900 * MS)] + [("steady", (1.5 + 0.1 * i) * MS) for i in range(1, 12)] + [
         ("steady", 0.93 * MS), ("steady", 1.01 * MS), ("steady", 1.98 * MS)]
-    return _calls("x", [(p, w * j) for p, w in calls])
+    return run_figures("x", [(p, w * j) for p, w in calls])
 
 
 def test_steady_calls_are_paired_when_the_candidate_has_more_of_them(monkeypatch, tmp_path):
     """The candidate's steady calls (1-14) are a superset of the baseline's (12, 13): two medians
     over them say "slower"; call by call it is as fast or faster."""
-    t, _ = _per_call_trial(monkeypatch, tmp_path, _gpt2_like, [_draft("dynamic-true", ["--compile-option",
+    t, _ = _per_call_trial(monkeypatch, tmp_path, _gpt2_like, [draft("dynamic-true", ["--compile-option",
                                                                                         "dynamic=true"])])
     (c,) = t.candidates
     assert c.paired is not None and c.paired.calls == 2
@@ -624,7 +593,7 @@ def _equal_work(speed, outlier=None):
         if outlier is not None and outlier[:2] == (key, k):
             p, w = calls[outlier[2]]
             calls[outlier[2]] = (p, w * 100)
-        return _calls("x", calls)
+        return run_figures("x", calls)
 
     return make
 
@@ -635,18 +604,18 @@ def test_one_repetition_with_a_100x_outlier_moves_no_verdict(monkeypatch, tmp_pa
     gets more repetitions until its interval decides."""
     flags = ["--dynamo-config", "capture_scalar_outputs=True"]
     make = _equal_work(0.8, outlier=(" ".join(flags), 1, 7))
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("cso", flags)])
     (c,) = t.candidates
     assert c.paired.ratio_median == pytest.approx(0.8, rel=0.02)
     assert c.paired.worst_noise == pytest.approx(100, rel=0.05)  # seen, and said
     assert c.steady_verdict == "faster" and c.total_verdict in ("faster", "noisy") and c.repetitions == 3
     # with more repetitions the stall stays one run's: the verdict is never slower
-    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], max_repeat=6)
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [draft("cso", flags)], max_repeat=6)
     (c,) = t.candidates
     assert c.verdict in ("faster", "no measurable change") and c.repetitions > 3
     assert "slower" not in (c.total_verdict, c.steady_verdict) and c.steady_verdict == "faster"
     # and an outlier in the baseline
-    t, _ = _per_call_trial(monkeypatch, tmp_path, _equal_work(0.8, outlier=("", 2, 3)), [_draft("cso", flags)])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, _equal_work(0.8, outlier=("", 2, 3)), [draft("cso", flags)])
     assert "slower" not in (t.candidates[0].total_verdict, t.candidates[0].steady_verdict)
 
 
@@ -660,7 +629,7 @@ def _jittered(effects):
     def make(flags, k):
         f = effects.get(flags[1], 1.0) if flags else 1.0
         j = JITTER[(k + (3 if flags else 0)) % len(JITTER)]
-        return _calls("x", [("cold", 500 * MS * f * j)] + [("steady", 1.0 * MS * f * j)] * 20)
+        return run_figures("x", [("cold", 500 * MS * f * j)] + [("steady", 1.0 * MS * f * j)] * 20)
 
     return make
 
@@ -669,10 +638,10 @@ def test_undecided_candidates_get_more_repetitions_and_decided_ones_none(monkeyp
     fast = ["--dynamo-config", "capture_scalar_outputs=True"]
     slow = ["--compile-option", "dynamic=true"]
     make = _jittered({fast[1]: 0.75, slow[1]: 2.0})
-    t3, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", fast), _draft("dyn", slow)])
+    t3, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("cso", fast), draft("dyn", slow)])
     by3 = {c.name: c for c in t3.candidates}
     assert by3["cso"].verdict != "faster" and by3["cso"].repetitions == 3  # three runs cannot tell
-    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", fast), _draft("dyn", slow)],
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [draft("cso", fast), draft("dyn", slow)],
                              max_repeat=6)
     by = {c.name: c for c in t.candidates}
     assert by["cso"].verdict == "faster" and 3 < by["cso"].repetitions <= 6
@@ -693,16 +662,16 @@ def test_a_busy_machine_is_noisy_never_slower(monkeypatch, tmp_path):
 
     def make(flags, k):
         calls = [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 20
-        return _calls("x", [(p, w * (rng.choice([1.0, 1.0, 3.0, 30.0]))) for p, w in calls])
+        return run_figures("x", [(p, w * (rng.choice([1.0, 1.0, 3.0, 30.0]))) for p, w in calls])
 
     flags = ["--dynamo-config", "capture_scalar_outputs=True"]
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], load=7.5)
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("cso", flags)], load=7.5)
     (c,) = t.candidates
     assert c.verdict in ("noisy", "no measurable change") and "slower" not in (c.steady_verdict, c.total_verdict)
     assert c.verdict == "noisy" and "the machine is busy (load average 7.5 on 2 CPU(s)" in (c.noise_note or "")
     # the same variation on a machine measured idle: said as variation, never as load
     rng.seed(3)
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("cso", flags)], load=1.0)
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("cso", flags)], load=1.0)
     (c,) = t.candidates
     assert c.verdict == "noisy" and "busy" not in (c.noise_note or "")
     assert "load average 1.0 on 2 CPU(s): not from load" in (c.noise_note or "")
@@ -717,14 +686,14 @@ def test_a_candidate_that_breaks_compilation_is_never_recommended(monkeypatch, t
 
     def make(flags, k):
         if flags == unbacked:  # fastest of all, but 0/2 failed and the frame falls back
-            return _calls("x", [("cold", 300 * MS)] + [("steady", 0.5 * MS)] * 10, breaks=1, recompiles=3,
+            return run_figures("x", [("cold", 300 * MS)] + [("steady", 0.5 * MS)] * 10, breaks=1, recompiles=3,
                           fallbacks=1, frame_status={"forward (unet.py:10) ok": 2, "forward (unet.py:10) failed": 1},
                           problems=["0/2 failed: Could not guard on data-dependent expression in forward (unet.py:10)"])
         f = 0.7 if flags == dyn else 1.0
-        return _calls("x", [("cold", 500 * MS * f)] + [("steady", 1.0 * MS)] * 10, recompiles=2,
+        return run_figures("x", [("cold", 500 * MS * f)] + [("steady", 1.0 * MS)] * 10, recompiles=2,
                       frame_status={"forward (unet.py:10) ok": 3})
 
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("unbacked", unbacked), _draft("dyn", dyn)])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("unbacked", unbacked), draft("dyn", dyn)])
     by = {c.name: c for c in t.candidates}
     assert by["unbacked"].verdict == "faster" and by["unbacked"].broke == [
         "0/2 failed: Could not guard on data-dependent expression in forward (unet.py:10)"]
@@ -755,10 +724,10 @@ def test_a_mark_that_matched_no_source_has_no_effect(monkeypatch, tmp_path):
     mark = ["--mark-dynamic", "L['args'][0]:2"]
 
     def make(flags, k):
-        r = _calls("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 10)
+        r = run_figures("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 10)
         return msgspec.structs.replace(r, unmatched_marks=["L['args'][0]:2"] if flags else [])
 
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("mark", mark)])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("mark", mark)])
     (c,) = t.candidates
     assert c.verdict == "no effect" and c.reason == "the mark matched no source"
     assert "no effect: the mark matched no source" in TrialsMarkdownRenderer().render(t)
@@ -767,7 +736,7 @@ def test_a_mark_that_matched_no_source_has_no_effect(monkeypatch, tmp_path):
 def test_the_budget_schedules_by_measured_run_times(monkeypatch, tmp_path):
     """The first run also starts the fork server (50 s here, 10 s each later run): estimating
     every run from it left candidates untried in a budget that had room for all of them."""
-    drafts = [_draft(n, ["--dynamo-config", f"recompile_limit={i}"], cost=100 - i) for i, n in
+    drafts = [draft(n, ["--dynamo-config", f"recompile_limit={i}"], cost=100 - i) for i, n in
               enumerate(["a", "b", "c"], 10)]
     # the baseline: 50 + 10 (rep 2) + 30 (outputs); each candidate 3 runs: 90 s more
     t, log = _per_call_trial(monkeypatch, tmp_path, _equal_work(1.0), drafts, repeat=2, budget=185, first_s=50)
@@ -863,13 +832,13 @@ def test_a_mark_that_leaves_another_dimension_changing_gets_a_candidate_marking_
     mark = ["--mark-dynamic", "L['sample']:2"]
 
     def make(flags, k):
-        r = _calls("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 4)
+        r = run_figures("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 4)
         if flags == mark:
             return msgspec.structs.replace(r, size_guards=["tensor 'sample' size mismatch at index 3. expected 16, "
                                                            "actual 24"])
         return r
 
-    t, log = _per_call_trial(monkeypatch, tmp_path, make, [_draft("mark", mark)], repeat=2)
+    t, log = _per_call_trial(monkeypatch, tmp_path, make, [draft("mark", mark)], repeat=2)
     by = {c.name: c for c in t.candidates}
     assert by["mark-all"].flags == ["--mark-dynamic", "L['sample']:2", "--mark-dynamic", "L['sample']:3"]
     assert log[:3] == ["trials/baseline/rep-1", "trials/mark/rep-1", "trials/mark-all/rep-1"]
@@ -1035,10 +1004,10 @@ def test_a_compile_cut_threefold_is_faster_though_millisecond_calls_vary_on_a_bu
     vary by (weighted by their time), not what the millisecond calls vary by."""
     def make(flags, k):
         cold = (3.0 if flags else 10.0) * 1000 * MS * (1.0 + 0.05 * (k % 2))
-        return _calls("x", [("cold", cold)] + [("steady", MS * (3.0 if (k + i) % 2 else 1.0)) for i in range(4)])
+        return run_figures("x", [("cold", cold)] + [("steady", MS * (3.0 if (k + i) % 2 else 1.0)) for i in range(4)])
 
     flags = ["--regional", "Block"]
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("regional", flags)], repeat=2)
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("regional", flags)], repeat=2)
     (c,) = t.candidates
     total = next(m for m in c.metrics if m.name == "total")
     assert c.paired.noise > 0.25  # the steady calls alone: too noisy to judge
@@ -1126,13 +1095,13 @@ def test_a_family_mark_that_leaves_another_dimension_changing_is_followed_by_the
     mark = ["--mark-dynamic", pat]
 
     def make(flags, k):
-        r = _calls("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 4)
+        r = run_figures("x", [("cold", 500 * MS)] + [("steady", 1.0 * MS)] * 4)
         if flags == mark:
             return msgspec.structs.replace(r, size_guards=["tensor 'cache.layers[3].values' size mismatch at index 1. "
                                                            "expected 1, actual 2"])
         return r
 
-    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [_draft("mark", mark)])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("mark", mark)])
     both = next(c for c in t.candidates if c.name == "mark-all")
     assert both.flags[::2] == ["--mark-dynamic"] * 2
     assert sorted(both.flags[1::2]) == sorted([pat, pat.rpartition(":")[0] + ":1"])
@@ -1178,35 +1147,12 @@ def test_every_cause_gets_a_candidate_or_a_reason_and_a_type_switch_is_not_the_v
     assert any(f.startswith("none: FRL") for f in folded) and any(f.startswith("none: B1") for f in folded)
 
 
-def _stack_runs(flags, k):
-    """A repeated block that recompiles on sequence length: the baseline compiles four times;
-    dynamic=true compiles once; regional alone hits the recompile limit (a fallback) on the same
-    churn; regional with dynamic=true compiles one small block once; capture_scalar_outputs
-    saves a tenth of everything. 2% jitter per run."""
-    j = 1.0 + 0.02 * ((k * 7) % 3 - 1)
-    words = " ".join(flags)
-    scale = 0.9 if "capture_scalar_outputs" in words else 1.0
-    dyn, reg = "dynamic=true" in words, "--regional" in words
-    if reg and dyn:
-        calls = [("cold", 200 * MS)] + [("steady", 1.0 * MS)] * 13
-        return _calls("x", [(p, w * j * scale) for p, w in calls])
-    if reg:
-        calls = [("cold", 300 * MS)] * 4 + [("fallback", 5.0 * MS)] + [("steady", 1.0 * MS)] * 9
-        return _calls("x", [(p, w * j) for p, w in calls], recompiles=3, fallbacks=1,
-                      frame_status={"forward (s.py:1) ok": 4, "forward (s.py:1) fallback": 1})
-    if dyn:
-        calls = [("cold", 600 * MS)] + [("steady", 1.1 * MS)] * 13
-        return _calls("x", [(p, w * j * scale) for p, w in calls])
-    calls = [("cold", 500 * MS)] * 4 + [("steady", 1.0 * MS)] * 10
-    return _calls("x", [(p, w * j * scale) for p, w in calls], recompiles=3, frame_status={"forward (s.py:1) ok": 4})
-
-
 def test_winners_are_stacked_and_a_remedy_that_failed_alone_is_retried_with_the_one_that_removes_its_cause(
         monkeypatch, tmp_path):
-    reg = _draft("regional", ["--regional", "Block"], cost=900)
-    dyn = _draft("dyn", ["--compile-option", "dynamic=true"], cost=800)
-    cso = _draft("cso", ["--dynamo-config", "capture_scalar_outputs=True"], cost=700)
-    t, log = _per_call_trial(monkeypatch, tmp_path, _stack_runs, [reg, dyn, cso])
+    reg = draft("regional", ["--regional", "Block"], cost=900)
+    dyn = draft("dyn", ["--compile-option", "dynamic=true"], cost=800)
+    cso = draft("cso", ["--dynamo-config", "capture_scalar_outputs=True"], cost=700)
+    t, log = _per_call_trial(monkeypatch, tmp_path, stack_runs, [reg, dyn, cso])
     by = {c.name: c for c in t.candidates}
     assert by["regional"].broke and not recommendable(by["regional"])
     def pairs(c):
@@ -1220,7 +1166,7 @@ def test_winners_are_stacked_and_a_remedy_that_failed_alone_is_retried_with_the_
     assert retried.verdict == "faster" and t.chosen == "regional+dyn"
     assert "trials/regional+dyn/check" in log and "stacked remedies" in t.decision
     # without the remedy that failed alone: the stacked winners beat either single one
-    t, _ = _per_call_trial(monkeypatch, tmp_path, _stack_runs, [dyn, cso])
+    t, _ = _per_call_trial(monkeypatch, tmp_path, stack_runs, [dyn, cso])
     assert t.chosen == "combined" and "the best single one, dyn" in t.decision
 
 

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from fakes import seamscope_here
+from trial_checks import load, noisy_machine
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.torch, pytest.mark.usefixtures("fresh_server")]
@@ -26,29 +27,6 @@ SEAMSCOPE = [sys.executable, "-m", "seamscope"]
 def cli(args, cwd):
     """``seamscope ARGS`` in this process; its fresh processes come from the session's ``fresh_server``."""
     return seamscope_here(args, cwd)
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def noisy_machine(c):
-    """Whether the trial could not show the machine quiet enough to tell timings apart: it measured
-    its noise beyond the limit (another process stalled PyTorch's threads), or it measured none.
-    With one repetition no call is timed twice: the total's noise reads 0 and the paired noise is
-    missing, and the verdict rests on the 3% floor alone, which a loaded machine crosses either
-    way. Then a timing verdict is the machine's, not the remedy's, and a test asserts only what
-    the counts and outputs say; where this is False the timing claim holds."""
-    from seamscope.experiments.trials.verdicts import NOISE_LIMIT
-
-    total = next(m for m in c["metrics"] if m["name"] == "total")
-    if len(total["ratios"]) < 2:  # one repetition: no noise measured, "not noisy" would be unfounded
-        return True
-    if "noisy" in (c["verdict"], c["total_verdict"]):  # its interval reached beyond ±25%: the test could not tell
-        return True
-    noises = [(c.get("paired") or {}).get("noise"), total.get("baseline_spread")]
-    return any(n is not None and n > NOISE_LIMIT for n in noises)
 
 
 def run_in_process(script, words, out, capsys=None):

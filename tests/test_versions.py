@@ -13,7 +13,7 @@ from seamscope.analyze.findings_hints import class_clause, earlier_site, hint_re
 from seamscope.capture.adapter import base
 from seamscope.errors import UnusableInput
 from seamscope.experiments.remedy_spec import compile_override, per_callable_limit, spec_from_words
-from seamscope.ingest.compile_events import parse_break_reason
+from seamscope.ingest.break_reasons import parse_break_reason
 from seamscope.ingest.hints import (
     CHAIN_SEPARATOR,
     CLASS_ORDER,

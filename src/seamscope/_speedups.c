@@ -2,7 +2,7 @@
  *
  * Optional. Without this module (no compiler at install time, another clock) capture and the
  * builder use their pure-Python path (the wrappers of capture/calls.py and capture/regions.py,
- * LedgerBuilder._sum_fast), and tests/test_native.py checks both give the same figures.
+ * model.builder_account.sum_fast), and tests/test_native.py checks both give the same figures.
  *
  * Why it exists: the Python path costs about 1 microsecond per region crossing plus 5-10 per call
  * on a slow 2-core machine, mostly cache misses in Python code that runs once between two long
@@ -180,7 +180,7 @@ sums_reset(PlanSums *self)
 
 /* Add one call (1), or nothing when any span would need clamping (0): a span starting before
  * the previous one's bookkeeping ended, ending before it starts, bookkeeping ending before its
- * region, or anything ending after the call. Then the sums are exactly LedgerBuilder._sum_fast's. */
+ * region, or anything ending after the call. Then the sums are exactly model.builder_account.sum_fast's. */
 static int
 plan_add(PlanSums *self, const Rec *rec, Py_ssize_t n, long long start, long long end)
 {

@@ -3,15 +3,21 @@
 Each subcommand lives in ``seamscope/commands/<name>.py`` and exposes ``command`` (a click
 command); this module only finds them, and turns errors into one line and the exit
 codes (0 ok, 1 the answer is no, 2 unusable input, 130 interrupted).
+
+Output, for every command: a reader that closes the pipe early (``| head -1``) is not a verdict:
+the command stops printing and exits 141 (128 + SIGPIPE), as ``git`` and ``grep`` do, never 1
+(click's own handling) or 0. A standard output closed before the command starts (``>&-``) is
+unusable: one line on stderr, exit 2, before anything runs.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -37,7 +43,24 @@ COMMANDS = {
 }
 
 
+#: The exit status of a command whose reader closed the pipe: 128 + SIGPIPE, as a shell reports
+#: ``git`` or ``grep`` stopped by it.
+BROKEN_PIPE_EXIT = 141
+
+
+class _ReaderGone(Exception):
+    """Standard output's reader closed the pipe (EPIPE): nobody reads what is left to print."""
+
+
 class _LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as e:  # before click's own handler, which exits 1 (a verdict) on EPIPE
+            if e.errno == errno.EPIPE:
+                raise _ReaderGone from e
+            raise
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(n for n, m in COMMANDS.items() if importlib.util.find_spec(m) is not None)
 
@@ -57,12 +80,42 @@ def cli(ctx: click.Context) -> None:
         tolerant_output()
 
 
+def _reader_gone() -> NoReturn:
+    """Stop printing: what is still buffered goes nowhere (no "Exception ignored" at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (in-process)
+        pass
+    sys.exit(BROKEN_PIPE_EXIT)
+
+
+def _exit(code: int) -> NoReturn:
+    """Exit with ``code`` once what is printed has reached the reader (or the reader is gone)."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _reader_gone()
+    except (OSError, ValueError):
+        pass
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> Any:
+    if sys.stdout is None:  # descriptor 1 was closed when Python started (`seamscope ... >&-`)
+        if sys.stderr is not None:
+            print("seamscope: standard output is closed, so nothing could be printed: redirect it to a "
+                  "file or /dev/null instead", file=sys.stderr)
+        sys.exit(2)
     try:
         rv = cli.main(args=argv, prog_name="seamscope", standalone_mode=False)
+    except _ReaderGone:
+        _reader_gone()
     except SeamscopeError as e:
         click.echo(f"seamscope: {visible(str(e))}", err=True)
-        sys.exit(e.exit_code)
+        _exit(e.exit_code)
     except (RecursionError, OverflowError) as e:
         # The readers refuse deep nesting and huge numbers (ingest.limits); this is the backstop.
         click.echo(f"seamscope: unusable input: {type(e).__name__}: {visible(str(e))}", err=True)
@@ -87,6 +140,4 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo(f"seamscope: internal error: {type(e).__name__}: {visible(str(e))[:300]} "
                    f"(a seamscope bug; SEAMSCOPE_TRACEBACK=1 shows the traceback)", err=True)
         sys.exit(2)
-    if isinstance(rv, int):
-        sys.exit(rv)
-    sys.exit(0)
+    _exit(rv if isinstance(rv, int) else 0)

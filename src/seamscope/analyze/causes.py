@@ -323,24 +323,31 @@ def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list
         )
         out.append(rc)
     out.sort(key=lambda r: (-r.cost_ns, -r.recompiles, r.cause_id))
-    return [_finish(r, rank) for rank, r in enumerate(out, 1)]
+    return [_finish(r, rank, ledger.run.has_runtime) for rank, r in enumerate(out, 1)]
 
 
-def _finish(r: RecompileCause, rank: int) -> RecompileCause:
+def _finish(r: RecompileCause, rank: int, has_calls: bool = True) -> RecompileCause:
     import msgspec
 
-    return msgspec.structs.replace(r, rank=rank, sentence=cause_sentence(r))
+    return msgspec.structs.replace(r, rank=rank, sentence=cause_sentence(r, has_calls))
 
 
-def cause_sentence(r: RecompileCause) -> str:
+def cause_sentence(r: RecompileCause, has_calls: bool = True) -> str:
+    """``has_calls``: the ledger records calls (a live run); an imported log records none, so its
+    sentence says nothing of calls (never "in call outside calls")."""
     n_calls = len(r.occurrences)
     known = [o.call_index for o in r.occurrences if o.call_index is not None]
-    calls = ", ".join(p for p in (number_ranges(known), "outside calls" if len(known) < n_calls else "") if p)
-    where = f"in call{'s' if n_calls != 1 else ''} {calls}"
+    if not has_calls:
+        where = ""
+    elif not known:
+        where = " outside any observed call"
+    else:
+        outside = " and outside calls" if len(known) < n_calls else ""
+        where = f" in call{'s' if len(known) != 1 else ''} {number_ranges(known)}{outside}"
     recur = f" (recurs {n_calls}×)" if n_calls > 1 else ""
     frames = f"{len(r.frames)} frame{'s' if len(r.frames) != 1 else ''}"
     text = (
-        f"recompile cause {r.cause_id}: {r.change} {where}{recur} recompiled {frames} "
+        f"recompile cause {r.cause_id}: {r.change}{where}{recur} recompiled {frames} "
         f"({r.recompiles} compilation{'s' if r.recompiles != 1 else ''}) and cost {fmt_ns(r.compile_ns)} "
         "of compile time"
     )

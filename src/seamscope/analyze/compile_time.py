@@ -32,9 +32,10 @@ from ..model.compile_time import (
 )
 from ..model.headline import Headline, RankedItem, RecompileCause
 from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compile_frame_index
+from ..model.normalize import short_path
 from ..model.remedy import Remedy
-from .findings_common import _hash_id, _short, compilation_label, frame_label
-from .units import counted, fmt_ns
+from .findings_common import compilation_label, frame_label, hash_id
+from .units import counted, fmt_ns, fmt_pct, percent
 
 STAGE_WORDS: dict[str, str] = {
     "dynamo": "Dynamo tracing",
@@ -120,6 +121,13 @@ def dominant(s: StageSplit) -> Stage | None:
     return max(vals, key=lambda k: (vals[k], -STAGES.index(k)))
 
 
+def inductor_cached(backend: str | None) -> bool:
+    """Whether Inductor's persistent caches (the FX graph and AOTAutograd caches in
+    ``TORCHINDUCTOR_CACHE_DIR``, ``save_cache_artifacts``) can serve the run's backend: inductor,
+    or a backend not recorded (an imported log). ``eager`` and ``aot_eager`` are never served."""
+    return backend is None or str(backend).startswith("inductor")
+
+
 def stage_word(stage: str, backend: str | None) -> str:
     if (
         stage == "aot_autograd"
@@ -133,17 +141,10 @@ def stage_word(stage: str, backend: str | None) -> str:
 def split_words(s: StageSplit, backend: str | None) -> str:
     """``Dynamo tracing 2.1 s (68%), AOTAutograd 980 ms (32%)``."""
     vals = stage_values(s)
-    parts = [f"{stage_word(k, backend)} {fmt_ns(v)} ({_pct(v, s.total_ns)})" for k, v in vals.items()]
+    parts = [f"{stage_word(k, backend)} {fmt_ns(v)} ({fmt_pct(percent(v, s.total_ns))})" for k, v in vals.items()]
     if s.unsplit_ns:
         parts.append(f"not split by stage {fmt_ns(s.unsplit_ns)}")
     return ", ".join(parts) if parts else "no stage recorded"
-
-
-def _pct(part: int, whole: int) -> str:
-    if not whole:
-        return "–"
-    x = part * 100 / whole
-    return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
 
 
 # --- caches --------------------------------------------------------------------------------------
@@ -331,9 +332,9 @@ def _repeated_graph_blocks(
         per = "each" if first.nodes_min == first.nodes_max else f"{first.nodes_min}–{first.nodes_max}"
         stage = dominant(split_of(c for c, _ in rows))
         sentence = (
-            f"{cls}.forward ({_short(file)}:{line}) was traced {first.instances} times in compilation "
+            f"{cls}.forward ({short_path(file)}:{line}) was traced {first.instances} times in compilation "
             f"{', '.join(ids[:4])}{', …' if len(ids) > 4 else ''}, once per instance ({first.nodes_max} graph nodes "
-            f"{per}, {_pct(first.nodes, first.graph_nodes)} of the graph): about {fmt_ns(est)} of "
+            f"{per}, {fmt_pct(percent(first.nodes, first.graph_nodes))} of the graph): about {fmt_ns(est)} of "
             f"{fmt_ns(total)} compile time went to tracing the same block again"
         )
         if stage is not None:
@@ -342,7 +343,7 @@ def _repeated_graph_blocks(
             sentence += ("; its instances update the KV cache, so compiled one by one each would recompile on its "
                          "layer's cache state")
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "repeated_block", first.module, cls), kind="repeated_block", rank=0,
+            finding_id=hash_id("CT", "repeated_block", first.module, cls), kind="repeated_block", rank=0,
             sentence=sentence, cost_ns=cost, total_ns=est, compile_ids=ids,
             basis="estimated: the compile time of the compilation(s) times the share of their graph nodes in the "
             "block's instances after the first",
@@ -418,7 +419,7 @@ def _repeated_frames(
             )
         rem = [Remedy(action="regional_compile", text=text)]
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "repeated_frame", file, name), kind="repeated_block", rank=0,
+            finding_id=hash_id("CT", "repeated_frame", file, name), kind="repeated_block", rank=0,
             sentence=sentence, cost_ns=cost, total_ns=total, compile_ids=[c.compile_id for c in cs], remedies=rem,
             basis="the compile time of the frame's compilations after the first, less what recompile causes claim",
             frame_name=name, file=file, line=line, stage=dominant(split_of(cs[1:])),
@@ -500,7 +501,7 @@ def _cache_findings(
             ))
         ids = [c.compile_id for c in rows]
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "cache_miss", layer), kind="cache_miss", rank=0, sentence=sentence,
+            finding_id=hash_id("CT", "cache_miss", layer), kind="cache_miss", rank=0, sentence=sentence,
             cost_ns=cost, total_ns=total, compile_ids=ids, remedies=rem,
             basis="the backend stages (AOTAutograd, Inductor, autotuning) of the compilations that did not hit",
             stage=dominant(split_of(rows)), missing=missing,
@@ -538,14 +539,15 @@ def _cold_once(
             f"{counted(n_after, 'later call')} needed it (a branch taken once)"
         )
         out.append(CompileTimeFinding(
-            finding_id=_hash_id("CT", "cold_once", c.file, c.frame_name), kind="cold_once", rank=0, sentence=sentence,
+            finding_id=hash_id("CT", "cold_once", c.file, c.frame_name), kind="cold_once", rank=0, sentence=sentence,
             cost_ns=cost, total_ns=c.duration_ns or 0, compile_ids=[c.compile_id],
             basis="the compile time of a first compilation whose code served one call",
             remedies=[Remedy(
                 action="skip_rare_frame",
                 text="if the branch is rare, keep it out of compilation (torch.compiler.disable on the function it "
                 "calls, or move it outside the compiled code): it then runs eagerly without a compile; if it recurs "
-                "in production, it is paid once per worker and a warm persistent cache cuts its backend share",
+                "in production, it is paid once per worker"
+                + (" and a warm persistent cache cuts its backend share" if inductor_cached(backend) else ""),
             )],
             frame_name=c.frame_name, file=c.file, line=c.line, stage=dominant(split_of([c])),
         ))
@@ -584,10 +586,16 @@ def _cold_start(
         f"{fmt_ns(cost)} of the first compilations of {counted(len(frames), 'frame')} is explained by no other finding "
         f"(their stages: {split_words(split, backend)}){foreign}"
     )
-    rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",
-                  text=_STAGE_REMEDY.get(stage or "", "compile less code, or keep the caches warm"))]
+    if inductor_cached(backend) or stage == "dynamo":
+        rem = [Remedy(action="persistent_cache" if stage != "dynamo" else "regional_compile",
+                      text=_STAGE_REMEDY.get(stage or "", "compile less code, or keep the caches warm"))]
+    else:  # eager, aot_eager: no persistent cache serves them, whatever the stage
+        rem = [Remedy(action="regional_compile",
+                      text=f"no persistent cache serves the {backend} backend (Inductor's caches serve inductor only): "
+                      "compile less code (compile the repeated block instead of the whole model, keep cold paths "
+                      "out of the compiled code)")]
     return [CompileTimeFinding(
-        finding_id=_hash_id("CT", "cold_start"), kind="cold_start", rank=0, sentence=sentence, cost_ns=cost,
+        finding_id=hash_id("CT", "cold_start"), kind="cold_start", rank=0, sentence=sentence, cost_ns=cost,
         total_ns=cost, compile_ids=[c.compile_id for c in left][:64],
         basis="first compilations' compile time not claimed by a recompile cause or another compile-time finding",
         remedies=rem, stage=stage,
@@ -620,12 +628,13 @@ def with_stage_sentence(headline: Headline, section: CompileTimeSection, backend
     vals = stage_values(section.split)
     v = vals[st]
     rest = [
-        f"{stage_word(k, backend)} {fmt_ns(x)} ({_pct(x, section.split.total_ns)})" for k, x in vals.items() if k != st
+        f"{stage_word(k, backend)} {fmt_ns(x)} ({fmt_pct(percent(x, section.split.total_ns))})"
+        for k, x in vals.items() if k != st
     ]
     if section.split.unsplit_ns:
         rest.append(f"not split by stage {fmt_ns(section.split.unsplit_ns)}")
     extra = (  # each figure once: the dominant stage, then the others
-        f" {stage_word(st, backend)} dominates compile time ({fmt_ns(v)}, {_pct(v, section.compile_ns)})"
+        f" {stage_word(st, backend)} dominates compile time ({fmt_ns(v)}, {fmt_pct(percent(v, section.compile_ns))})"
         + (f"; then {', '.join(rest)}." if rest else ".")
     )
     return msgspec.structs.replace(headline, sentence=headline.sentence + extra)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from ..errors import UnusableInput
-from ..ingest.compile_events import SKIPPED_FRAME_TYPE, legacy_site_id
+from ..ingest.break_reasons import SKIPPED_FRAME_TYPE, legacy_site_id
 from ..model.diff import (
     CauseChange,
     Comparison,
@@ -30,16 +30,11 @@ from .diff_runs import ONE_RUN, judged, timing_verdicts, verdict_text
 from .diff_setting import frame_changes, known_change_notes, setting_changes, totals
 from .receipt import rehash
 from .stats import median
+from .units import fmt_change, percent_change
 
 PHASE_ORDER = ("cold", "steady", "fallback")
 _NUM = re.compile(r"\d+")
 _WS = re.compile(r"\s+")
-
-
-def _pct(before: int | None, after: int | None) -> float | None:
-    if before is None or after is None or before == 0:
-        return None
-    return (after - before) * 100.0 / before
 
 
 def _mean(total: int, n: int) -> int | None:
@@ -122,13 +117,6 @@ def refusals(before: Receipt, after: Receipt) -> list[str]:
     return why
 
 
-def _fmt_pct(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    sign = "+" if x > 0 else ("−" if x < 0 else "±")
-    return f"{sign}{abs(x):.0f}%"
-
-
 def _verdict(
     rows: dict[str, PhaseDelta], cold_extra: int | None, saving: int | None, n: int | None,
     timing: Sequence[TimingVerdict], one_each: bool,
@@ -139,8 +127,9 @@ def _verdict(
     steady, cold = rows.get("steady"), rows.get("cold")
     if steady is None or steady.before.calls == 0 or steady.after.calls == 0:
         return ["no steady calls on one side or both: the per-call cost cannot be compared"]
-    cold_pct = _pct(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
-    head = f"steady {_fmt_pct(steady.median_pct)} (median), cold {_fmt_pct(cold_pct)} (total)"
+    cold_pct = percent_change(cold.before.wall_ns, cold.after.wall_ns) if cold is not None else None
+    steady_text, cold_text = fmt_change(steady.median_pct, 0, "n/a"), fmt_change(cold_pct, 0, "n/a")
+    head = f"steady {steady_text} (median), cold {cold_text} (total)"
     if one_each:
         return [f"{head}: {ONE_RUN} (give several runs a side: diff A1 A2 A3 -- B1 B2 B3)"]
     out = [verdict_text(t) for t in timing]
@@ -228,22 +217,7 @@ def compare(
     why = refusals(before, after)
     if why and not force:
         raise UnusableInput("will not compare: " + "; ".join(why) + " (--force compares anyway)")
-    bp, ap = _phase_table(before), _phase_table(after)
-    rows: dict[str, PhaseDelta] = {}
-    for name in PHASE_ORDER:
-        b, a = bp.get(name), ap.get(name)
-        if (b is None or b.calls == 0) and (a is None or a.calls == 0):
-            continue
-        b_side = _side(b, n=b.calls if b else 0)
-        a_side = _side(a, n=a.calls if a else 0)
-        rows[name] = PhaseDelta(
-            phase=name,
-            before=b_side,
-            after=a_side,
-            median_pct=_pct(b_side.median_ns, a_side.median_ns),
-            p90_pct=_pct(b_side.p90_ns, a_side.p90_ns),
-            mean_pct=_pct(b_side.mean_ns, a_side.mean_ns),
-        )
+    rows = _phase_rows(before, after)
     cold, steady = rows.get("cold"), rows.get("steady")
     cold_extra = (cold.after.wall_ns - cold.before.wall_ns) if cold is not None else 0
     saving: int | None = None
@@ -257,66 +231,10 @@ def compare(
     decided = not one_each and judged(timing, "steady median") is not None
     n = break_even(cold_extra, saving) if decided else None
 
-    sites: list[SiteChange] = []
-    bsites, asites, site_note = site_keys(before, after)
-    for sid in sorted(set(bsites) | set(asites)):
-        s = asites.get(sid) or bsites[sid]
-        change = "kept" if sid in bsites and sid in asites else ("added" if sid in asites else "removed")
-        sites.append(
-            SiteChange(
-                site_id=s.site_id,
-                change=change,  # type: ignore[arg-type]
-                file=s.file,
-                line=s.line,
-                function=s.function,
-                gb_code=s.gb_code,
-                reason=s.reason.splitlines()[0] if s.reason else "",
-                crossings_before=bsites[sid].crossings if sid in bsites else None,
-                crossings_after=asites[sid].crossings if sid in asites else None,
-            )
-        )
-
-    def recompile_groups(r: Receipt) -> dict[str, tuple[str, list[str], int]]:
-        groups: dict[str, tuple[str, list[str], int]] = {}
-        for rc in r.summary.recompiles:
-            k = recompile_key(rc.frame_name, rc.failed_guards)
-            prev = groups.get(k)
-            groups[k] = (rc.frame_name, rc.failed_guards, (prev[2] if prev else 0) + 1)
-        return groups
-
-    brc, arc = recompile_groups(before), recompile_groups(after)
-    recompiles = []
-    for k in sorted(set(brc) | set(arc)):
-        frame, guards, _ = arc.get(k) or brc[k]
-        recompiles.append(
-            RecompileChange(
-                key=k,
-                change="kept" if k in brc and k in arc else ("added" if k in arc else "removed"),
-                frame_name=frame,
-                failed_guards=guards,
-                count_before=brc[k][2] if k in brc else 0,
-                count_after=arc[k][2] if k in arc else 0,
-            )
-        )
-
+    sites, site_note = _site_changes(before, after)
+    recompiles = _recompile_changes(before, after)
     causes = cause_changes(before, after)
-    verdict = _verdict(rows, cold_extra, saving, n, timing, one_each)
-    added = sum(1 for s in sites if s.change == "added")
-    removed = sum(1 for s in sites if s.change == "removed")
-    if added or removed:
-        verdict.append(f"break sites: {removed} removed, {added} added")
-    rb = sum(r.count_before for r in recompiles)
-    ra = sum(r.count_after for r in recompiles)
-    if rb or ra:
-        verdict.append(f"recompiles: {rb} before, {ra} after")
-    gone = [c for c in causes if c.change == "removed"]
-    new = [c for c in causes if c.change == "added"]
-    if gone or new:
-        verdict.append(
-            f"recompile causes: {len(gone)} removed, {len(new)} added"
-            + "".join(f"; − {c.cause_id} {c.description}" for c in gone)
-            + "".join(f"; + {c.cause_id} {c.description}" for c in new)
-        )
+    verdict = _verdict(rows, cold_extra, saving, n, timing, one_each) + _change_lines(sites, recompiles, causes)
     notes = [site_note] if site_note else []
     setting = setting_changes(before, after)
     notes += known_change_notes(setting)
@@ -359,6 +277,101 @@ def compare(
         runs_after=len(afters),
         timing=timing,
     )
+
+
+def _phase_rows(before: Receipt, after: Receipt) -> dict[str, PhaseDelta]:
+    """Each phase with calls on either side, its two sides and their changes (the first runs)."""
+    bp, ap = _phase_table(before), _phase_table(after)
+    rows: dict[str, PhaseDelta] = {}
+    for name in PHASE_ORDER:
+        b, a = bp.get(name), ap.get(name)
+        if (b is None or b.calls == 0) and (a is None or a.calls == 0):
+            continue
+        b_side = _side(b, n=b.calls if b else 0)
+        a_side = _side(a, n=a.calls if a else 0)
+        rows[name] = PhaseDelta(
+            phase=name,
+            before=b_side,
+            after=a_side,
+            median_pct=percent_change(b_side.median_ns, a_side.median_ns),
+            p90_pct=percent_change(b_side.p90_ns, a_side.p90_ns),
+            mean_pct=percent_change(b_side.mean_ns, a_side.mean_ns),
+        )
+    return rows
+
+
+def _site_changes(before: Receipt, after: Receipt) -> tuple[list[SiteChange], str | None]:
+    """Every break site of either side, kept, added or removed; how sites were matched when one
+    side used the older id scheme."""
+    sites: list[SiteChange] = []
+    bsites, asites, site_note = site_keys(before, after)
+    for sid in sorted(set(bsites) | set(asites)):
+        s = asites.get(sid) or bsites[sid]
+        change = "kept" if sid in bsites and sid in asites else ("added" if sid in asites else "removed")
+        sites.append(
+            SiteChange(
+                site_id=s.site_id,
+                change=change,  # type: ignore[arg-type]
+                file=s.file,
+                line=s.line,
+                function=s.function,
+                gb_code=s.gb_code,
+                reason=s.reason.splitlines()[0] if s.reason else "",
+                crossings_before=bsites[sid].crossings if sid in bsites else None,
+                crossings_after=asites[sid].crossings if sid in asites else None,
+            )
+        )
+    return sites, site_note
+
+
+def _recompile_groups(r: Receipt) -> dict[str, tuple[str, list[str], int]]:
+    groups: dict[str, tuple[str, list[str], int]] = {}
+    for rc in r.summary.recompiles:
+        k = recompile_key(rc.frame_name, rc.failed_guards)
+        prev = groups.get(k)
+        groups[k] = (rc.frame_name, rc.failed_guards, (prev[2] if prev else 0) + 1)
+    return groups
+
+
+def _recompile_changes(before: Receipt, after: Receipt) -> list[RecompileChange]:
+    """Recompiles grouped by frame and failed guards, with their counts on each side."""
+    brc, arc = _recompile_groups(before), _recompile_groups(after)
+    recompiles = []
+    for k in sorted(set(brc) | set(arc)):
+        frame, guards, _ = arc.get(k) or brc[k]
+        recompiles.append(
+            RecompileChange(
+                key=k,
+                change="kept" if k in brc and k in arc else ("added" if k in arc else "removed"),
+                frame_name=frame,
+                failed_guards=guards,
+                count_before=brc[k][2] if k in brc else 0,
+                count_after=arc[k][2] if k in arc else 0,
+            )
+        )
+    return recompiles
+
+
+def _change_lines(sites: list[SiteChange], recompiles: list[RecompileChange], causes: list[CauseChange]) -> list[str]:
+    """The verdict's lines on what changed: break sites, recompiles, recompile causes."""
+    out = []
+    added = sum(1 for s in sites if s.change == "added")
+    removed = sum(1 for s in sites if s.change == "removed")
+    if added or removed:
+        out.append(f"break sites: {removed} removed, {added} added")
+    rb = sum(r.count_before for r in recompiles)
+    ra = sum(r.count_after for r in recompiles)
+    if rb or ra:
+        out.append(f"recompiles: {rb} before, {ra} after")
+    gone = [c for c in causes if c.change == "removed"]
+    new = [c for c in causes if c.change == "added"]
+    if gone or new:
+        out.append(
+            f"recompile causes: {len(gone)} removed, {len(new)} added"
+            + "".join(f"; − {c.cause_id} {c.description}" for c in gone)
+            + "".join(f"; + {c.cause_id} {c.description}" for c in new)
+        )
+    return out
 
 
 def _cold_total(r: Receipt) -> int:

@@ -40,7 +40,7 @@ from ..model.ledger import (
     shown_frame,
 )
 from ..model.remedy import Remedy
-from .findings_common import _hash_id
+from .findings_common import hash_id
 from .units import counted, fmt_ns
 
 MEASURED = ["frames[].entries[].guard_count", "frames[].entries[].guard_latency_ns", "guard_count"]
@@ -194,7 +194,7 @@ def analyze_dispatch(ledger: Ledger) -> DispatchSection | None:
         sentence = (f"dispatch: {counted(len(entries), 'cache entry', 'cache entries')} "
                     f"in {counted(len(frames), 'frame')}" + ("" if timed else ", no guard latency recorded"))
     sentence += _checks_sentence(guards, checks)
-    ident = _hash_id("DP", *sorted((f.file, f.frame_name) for f in frames))
+    ident = hash_id("DP", *sorted((f.file, f.frame_name) for f in frames))
     return DispatchSection(
         sentence=sentence + ".", measured=list(MEASURED), estimated=list(ESTIMATED), basis=BASIS, frames=frames,
         calls=rows, guard_count=guards, guard_checks=checks, steady_calls=n, basis_phase=kind, per_call_ns=per_call,

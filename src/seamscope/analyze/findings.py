@@ -40,13 +40,13 @@ from ..model.ledger import (
     RegionEvent,
     SiteTotal,
 )
-from ..model.normalize import normalize_text
+from ..model.normalize import normalize_text, package_of, short_path
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
-from .findings_churn import _churn_axis, _churn_findings, guard_pattern
-from .findings_common import PROBE, _bytes, _short, _with, config_remedy, retarget
+from .findings_churn import churn_axis, churn_findings, guard_pattern
+from .findings_common import PROBE, config_remedy, replaced, retarget
 from .findings_hints import class_clause, hint_remedies
 from .stats import median_float, quantile
-from .units import counted, fmt_ns
+from .units import counted, fmt_bytes, fmt_ns
 
 __all__ = ["OUTSIDE_CALLS", "PROBE", "analyze_findings", "guard_pattern"]
 
@@ -82,9 +82,9 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
 
     run = ledger.run
     breaks = [
-        _with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)
+        replaced(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _break_findings(ledger, basis_name, basis)
     ]
-    churn = [_with(f, remedies=[retarget(r, run) for r in f.remedies]) for f in _churn_findings(ledger)]
+    churn = [replaced(f, remedies=[retarget(r, run) for r in f.remedies]) for f in churn_findings(ledger)]
     from .causes import recompile_causes
     from .headline import build_headline, rank_across
 
@@ -112,7 +112,7 @@ def analyze_findings(ledger: Ledger) -> FindingsSection:
         ranked_by = _device_ranked_by(ranked_by)
     return FindingsSection(
         fragmentation=_fragmentation(ledger, basis_name, basis),
-        churn=_churn_axis(ledger),
+        churn=churn_axis(ledger),
         findings=breaks + churn,
         ranked_by=ranked_by,
         missing=missing,
@@ -171,26 +171,15 @@ def _crossings(call: Call) -> dict[str, _Crossings]:
     return out
 
 
-def _library_package(file: str) -> str | None:
-    i = file.find("site-packages/")
-    if i < 0:
-        i = file.find("dist-packages/")
-    if i < 0:
-        return None
-    rest = file[i + len("site-packages/") :]
-    head = rest.split("/", 1)[0]
-    return head.removesuffix(".py") or None
-
-
 def _where(site: BreakSite) -> Where:
-    user = next((f for f in reversed(site.user_stack) if _library_package(f.file) is None), None)
-    if user is None and _library_package(site.file) is None:
+    user = next((f for f in reversed(site.user_stack) if package_of(f.file) is None), None)
+    if user is None and package_of(site.file) is None:
         user = Frame(file=site.file, line=site.line, function=site.function)
     return Where(
         file=site.file,
         line=site.line,
         function=site.function,
-        package=_library_package(site.file),
+        package=package_of(site.file),
         user_frame=user,
         frame_skipped=site.frame_skipped,
     )
@@ -295,9 +284,9 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         dcost = _device_break_cost(ledger, site.site_id, basis_name) if cost is not None else None
         if cost is not None and dcost is not None:  # on a device: ranked by what the device lost
             cost = _with_device(cost, dcost)
-            f = _with(f, cost=cost)
+            f = replaced(f, cost=cost)
         cost_ns, cost_basis = _site_cost(site, ledger, cost, site_totals, durations)
-        f = _with(f, cost_ns=cost_ns, basis=cost_basis)
+        f = replaced(f, cost_ns=cost_ns, basis=cost_basis)
         if cost is not None and dcost is not None:
             key: tuple[object, ...] = (-dcost.estimated_ns, -cost.crossings, f.finding_id)
         elif cost is not None:
@@ -319,11 +308,11 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
     clauses = {s.site_id: class_clause(s) for s in ledger.break_sites}
     outside = {s.site_id: _outside_runs(s, ledger) for s in ledger.break_sites}
     for rank, (_, f) in enumerate(rows, 1):
-        f = _with(f, rank=rank)
+        f = replaced(f, rank=rank)
         n_out = outside.get(f.finding_id, 0)
         if f.cost is not None and f.cost.crossings == 0 and n_out:
-            f = _with(f, missing=[*f.missing, OUTSIDE_CALLS])
-        out.append(_with(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""), n_out)))
+            f = replaced(f, missing=[*f.missing, OUTSIDE_CALLS])
+        out.append(replaced(f, sentence=_break_sentence(f, clauses.get(f.finding_id, ""), n_out)))
     return out
 
 
@@ -366,110 +355,137 @@ def _site_cost(
 
 
 def _break_remedies(cause: Cause, where: Where, reason: str) -> list[Remedy]:
+    """What to try for a break, by its class (best first); PyTorch's hints ride on the first."""
     hints = torch_hints(normalize_text(reason))
-    cls = cause.break_class
+    by_class = {
+        "data_dependent_control_flow": _data_dependent_remedies,
+        "host_side_effect": _side_effect_remedies,
+        "unsupported_op": _unsupported_op_remedies,
+        "python_state_mutation": _state_mutation_remedies,
+        "explicit_boundary": _boundary_remedies,
+    }
+    remedies = by_class.get(cause.break_class or "")
+    if remedies is None:
+        return [Remedy(action="read_hints", text="see PyTorch's hints for this break", torch_hints=hints)]
+    return remedies(cause, where, hints)
+
+
+def _data_dependent_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
     code = cause.gb_code
     rs: list[Remedy] = []
-    lib = where.package
-    if cls == "data_dependent_control_flow":
-        if code == "GB0124" or cause.label == "Tensor.item()":
-            rs.append(
-                config_remedy(
-                    "capture_scalar_outputs",
-                    "let Dynamo trace Tensor.item() into the graph (the value becomes a symbolic scalar); "
-                    "measure it, since a later Python branch on that value may still break",
-                    "capture_scalar_outputs", "True", hints=hints,
-                )
-            )
-        elif code in ("GB0036", "GB0037", "GB0033"):
-            rs.append(
-                config_remedy(
-                    "capture_dynamic_output_shape_ops",
-                    "let Dynamo trace operators whose output shape depends on data",
-                    "capture_dynamic_output_shape_ops", "True", hints=hints,
-                )
-            )
-        if cause.label == HOST_VALUE_BRANCH:
-            rs.append(
-                Remedy(
-                    action="host_value_as_python",
-                    text="the branch tests a NumPy (or Python) value computed from sizes or settings, not a "
-                    "tensor: Dynamo traces NumPy calls as tensors. Compute it with plain Python (math.lcm, "
-                    "int(...)) or once outside the compiled function, so the branch sees a constant",
-                    torch_hints=[],
-                )
-            )
-        else:
-            rs.append(
-                Remedy(
-                    action="tensor_ops_or_cond",
-                    text="keep the decision on the device: rewrite the branch with tensor ops (torch.where, "
-                    "masking) or torch.cond, so no value is read back to Python",
-                    torch_hints=[] if rs else hints,
-                )
-            )
-    elif cls == "host_side_effect":
-        logged = _logging_callable(cause.label)
-        if logged is not None:
-            key, target = logged
-            what = ("so Dynamo moves it after the graph instead of breaking" if key == "reorderable_logging_functions"
-                    else "so Dynamo drops the call from compiled code instead of breaking (it no longer logs there)")
-            rs.append(
-                config_remedy(
-                    "reorder_logging", f"add {target.replace(':', '.')} to torch._dynamo.config.{key} {what}",
-                    key, target, add=True, hints=hints,
-                )
-            )
+    if code == "GB0124" or cause.label == "Tensor.item()":
         rs.append(
-            Remedy(
-                action="move_out_of_hot_path",
-                text="move the side effect out of the compiled call (log after it returns, or only every N steps)",
-                torch_hints=[] if rs else hints,
+            config_remedy(
+                "capture_scalar_outputs",
+                "let Dynamo trace Tensor.item() into the graph (the value becomes a symbolic scalar); "
+                "measure it, since a later Python branch on that value may still break",
+                "capture_scalar_outputs", "True", hints=hints,
             )
         )
-    elif cls == "unsupported_op":
-        if lib is None or lib not in ("torch",):
-            rs.append(
-                Remedy(
-                    action="custom_op",
-                    text="register the call as a custom operator (torch.library.custom_op with a fake "
-                    "implementation) so Dynamo records it as one node instead of breaking",
-                    torch_hints=hints,
-                )
-            )
+    elif code in ("GB0036", "GB0037", "GB0033"):
         rs.append(
-            Remedy(
-                action="report_upstream" if lib else "move_out_of_hot_path",
-                text=(f"the break is inside {lib}: try a newer version or report it; meanwhile call it outside "
-                      "the compiled function" if lib else "move the call out of the compiled hot path"),
-                torch_hints=[] if rs else hints,
+            config_remedy(
+                "capture_dynamic_output_shape_ops",
+                "let Dynamo trace operators whose output shape depends on data",
+                "capture_dynamic_output_shape_ops", "True", hints=hints,
             )
         )
-    elif cls == "python_state_mutation":
+    if cause.label == HOST_VALUE_BRANCH:
         rs.append(
             Remedy(
-                action="move_state_out",
-                text="keep the mutated state in tensors or buffers, or move the assignment outside the compiled call",
-                torch_hints=hints,
-            )
-        )
-    elif cls == "explicit_boundary":
-        rs.append(
-            Remedy(
-                action="keep_boundary",
-                text="an eager boundary someone asked for: keep it if the callee cannot be traced; its measured "
-                "cost is what the boundary costs",
-                torch_hints=hints,
-            )
-        )
-        rs.append(
-            Remedy(
-                action="remove_boundary",
-                text="if the callee is traceable, remove the torch.compiler.disable/graph_break and measure again",
+                action="host_value_as_python",
+                text="the branch tests a NumPy (or Python) value computed from sizes or settings, not a "
+                "tensor: Dynamo traces NumPy calls as tensors. Compute it with plain Python (math.lcm, "
+                "int(...)) or once outside the compiled function, so the branch sees a constant",
+                torch_hints=[],
             )
         )
     else:
-        rs.append(Remedy(action="read_hints", text="see PyTorch's hints for this break", torch_hints=hints))
+        rs.append(
+            Remedy(
+                action="tensor_ops_or_cond",
+                text="keep the decision on the device: rewrite the branch with tensor ops (torch.where, "
+                "masking) or torch.cond, so no value is read back to Python",
+                torch_hints=[] if rs else hints,
+            )
+        )
+    return rs
+
+
+def _side_effect_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    rs: list[Remedy] = []
+    logged = _logging_callable(cause.label)
+    if logged is not None:
+        key, target = logged
+        what = ("so Dynamo moves it after the graph instead of breaking" if key == "reorderable_logging_functions"
+                else "so Dynamo drops the call from compiled code instead of breaking (it no longer logs there)")
+        rs.append(
+            config_remedy(
+                "reorder_logging", f"add {target.replace(':', '.')} to torch._dynamo.config.{key} {what}",
+                key, target, add=True, hints=hints,
+            )
+        )
+    rs.append(
+        Remedy(
+            action="move_out_of_hot_path",
+            text="move the side effect out of the compiled call (log after it returns, or only every N steps)",
+            torch_hints=[] if rs else hints,
+        )
+    )
+    return rs
+
+
+def _unsupported_op_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    lib = where.package
+    rs: list[Remedy] = []
+    if lib is None or lib not in ("torch",):
+        rs.append(
+            Remedy(
+                action="custom_op",
+                text="register the call as a custom operator (torch.library.custom_op with a fake "
+                "implementation) so Dynamo records it as one node instead of breaking",
+                torch_hints=hints,
+            )
+        )
+    rs.append(
+        Remedy(
+            action="report_upstream" if lib else "move_out_of_hot_path",
+            text=(f"the break is inside {lib}: try a newer version or report it; meanwhile call it outside "
+                  "the compiled function" if lib else "move the call out of the compiled hot path"),
+            torch_hints=[] if rs else hints,
+        )
+    )
+    return rs
+
+
+def _state_mutation_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    rs: list[Remedy] = []
+    rs.append(
+        Remedy(
+            action="move_state_out",
+            text="keep the mutated state in tensors or buffers, or move the assignment outside the compiled call",
+            torch_hints=hints,
+        )
+    )
+    return rs
+
+
+def _boundary_remedies(cause: Cause, where: Where, hints: list[str]) -> list[Remedy]:
+    rs: list[Remedy] = []
+    rs.append(
+        Remedy(
+            action="keep_boundary",
+            text="an eager boundary someone asked for: keep it if the callee cannot be traced; its measured "
+            "cost is what the boundary costs",
+            torch_hints=hints,
+        )
+    )
+    rs.append(
+        Remedy(
+            action="remove_boundary",
+            text="if the callee is traceable, remove the torch.compiler.disable/graph_break and measure again",
+        )
+    )
     return rs
 
 
@@ -488,7 +504,7 @@ def _logging_callable(label: str) -> tuple[str, str] | None:
 def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) -> str:
     w, c, cost = f.where, f.cause, f.cost
     assert w is not None and c is not None
-    loc = f"{_short(w.file)}:{w.line}"
+    loc = f"{short_path(w.file)}:{w.line}"
     what = f"{c.label}, {c.break_class.replace('_', ' ')}"
     if c.host_read:
         what += ", reads a tensor value on the host"
@@ -496,7 +512,7 @@ def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) 
     if w.package:
         what += f"; in {w.package}"
         if w.user_frame is not None:
-            what += f", reached from {_short(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
+            what += f", reached from {short_path(w.user_frame.file)}:{w.user_frame.line} ({w.user_frame.function})"
     if w.frame_skipped:
         what += "; Dynamo could not resume after it and runs the whole frame eagerly"
     head = f"break {f.finding_id} at {loc} ({what})"
@@ -528,7 +544,7 @@ def _break_sentence(f: Finding, pytorch_class: str = "", outside_runs: int = 0) 
         n = cost.out_tensors_median
         traffic = f", {n} tensor{'' if n == 1 else 's'}"
         if cost.out_bytes_median is not None:
-            traffic += f" ({_bytes(cost.out_bytes_median)})"
+            traffic += f" ({fmt_bytes(cost.out_bytes_median)})"
         traffic += " cross the seam" if n != 1 else " crosses the seam"
     return f"{head} {freq}, {island}, {stab}, {share}{traffic}{_device_clause(cost)}".replace("  ", " ")
 

@@ -15,12 +15,12 @@ from ..model.findings import ChurnAxis, ChurnEvidence, ChurnPattern, Finding, Re
 from ..model.ledger import Compilation, Ledger, compile_frame_index
 from .findings_common import (
     RESUME_FRAME,
-    _hash_id,
-    _stable_text,
-    _with,
     config_remedy,
     frame_label,
+    hash_id,
+    replaced,
     stable_frame,
+    stable_text,
 )
 from .units import fmt_ns
 
@@ -75,7 +75,7 @@ def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
     m = _VALUE.match(first)
     if m:
         return "value", m.group(1).strip(), m.group(3)
-    return "other", _stable_text(first.split("#", 1)[0]).strip()[:80], None
+    return "other", stable_text(first.split("#", 1)[0]).strip()[:80], None
 
 
 _Parsed = tuple[ChurnPattern, str, str | None]
@@ -85,7 +85,7 @@ def _frame_key(c: Compilation) -> tuple[int, str]:
     return compile_frame_index(c.compile_id)[0], c.frame_name
 
 
-def _churn_findings(ledger: Ledger) -> list[Finding]:
+def churn_findings(ledger: Ledger) -> list[Finding]:
     frames: dict[tuple[int, str], list[Compilation]] = defaultdict(list)
     for c in ledger.compilations:
         frames[_frame_key(c)].append(c)
@@ -108,7 +108,7 @@ def _churn_findings(ledger: Ledger) -> list[Finding]:
     found.sort(
         key=lambda f: (-(f.churn.compile_ns if f.churn else 0), -(f.churn.recompiles if f.churn else 0), f.finding_id)
     )
-    return [_with(f, rank=i) for i, f in enumerate(found, 1)]
+    return [replaced(f, rank=i) for i, f in enumerate(found, 1)]
 
 
 def _churn_finding(
@@ -162,7 +162,7 @@ def _churn_finding(
         fed_by=fed_by,
         user_frame=first.user_frame,
     )
-    fid = _hash_id("FR", first.file, stable, fed_by or "", pattern, ",".join(subjects))
+    fid = hash_id("FR", first.file, stable, fed_by or "", pattern, ",".join(subjects))
     missing: list[str] = []
     if any(c.duration_ns is None for c, _ in members):
         missing.append("compile time: not recorded for some compilations")
@@ -177,7 +177,7 @@ def _churn_finding(
         cost_ns=ev.compile_ns,
         basis="compile time of these recompiles of the frame",
     )
-    return _with(f, sentence=_churn_sentence(fid, ev))
+    return replaced(f, sentence=_churn_sentence(fid, ev))
 
 
 _PATTERN_WORDS = {
@@ -224,31 +224,59 @@ def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
 _ARG_COUNT = re.compile(r"^len\((?:L\[')?(args|kwargs)(?:'\])?\)$")
 
 
+def _shape_remedies(ev: ChurnEvidence, dynamic_false: bool) -> list[Remedy]:
+    """Sizes that change between calls: mark the dim dynamic or pad to buckets (drop dynamic=False first)."""
+    dims = ", ".join(user_subject(x) for x in ev.subjects[:3])
+    first = []
+    if dynamic_false:  # the receipt records the option: it forbids what would fix the churn
+        first.append(
+            Remedy(
+                action="drop_dynamic_false",
+                text=f"sizes of {dims} change between calls and the frame was compiled with dynamic=False, "
+                "which keeps every size static: drop dynamic=False so that automatic dynamic shapes "
+                "can compile one variant for all sizes",
+            )
+        )
+    if ev.subjects and all(_STACK.match(x) for x in ev.subjects):
+        text = ("a value carried across a graph break changes size between calls: mark dynamic the input it is "
+                "computed from (its recompile cause names it), or pad that input to a few buckets")
+    else:
+        text = (f"sizes of {dims} change between calls: mark the dim dynamic "
+                "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
+                "static, automatic, dynamic and bucketed policies on your length distribution")
+    return first + [
+        Remedy(action="mark_dynamic_or_bucket", text=text,
+               try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS")
+    ]
+
+
+def _value_remedies(ev: ChurnEvidence) -> list[Remedy]:
+    """A value guard's churn (not an argument count): a scalar specialised as a constant."""
+    resume = ev.fed_by is not None or any(s.startswith("___stack") for s in ev.subjects)
+    rs = []
+    if resume:
+        rs.append(
+            config_remedy(
+                "capture_scalar_outputs",
+                "a value read with .item() is passed into the resume function and guarded by value: "
+                "keep it a tensor (no .item()) or let Dynamo capture it symbolically",
+                "capture_scalar_outputs", "True",
+            )
+        )
+    rs.append(
+        Remedy(
+            action="pass_as_tensor",
+            text="a Python scalar that changes every call is specialised as a constant: pass it as a 0-d "
+            "tensor, or hoist it out of the compiled function",
+        )
+    )
+    return rs
+
+
 def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Remedy]:
     p = ev.pattern
     if p == "shape":
-        dims = ", ".join(user_subject(x) for x in ev.subjects[:3])
-        first = []
-        if dynamic_false:  # the receipt records the option: it forbids what would fix the churn
-            first.append(
-                Remedy(
-                    action="drop_dynamic_false",
-                    text=f"sizes of {dims} change between calls and the frame was compiled with dynamic=False, "
-                    "which keeps every size static: drop dynamic=False so that automatic dynamic shapes "
-                    "can compile one variant for all sizes",
-                )
-            )
-        if ev.subjects and all(_STACK.match(x) for x in ev.subjects):
-            text = ("a value carried across a graph break changes size between calls: mark dynamic the input it is "
-                    "computed from (its recompile cause names it), or pad that input to a few buckets")
-        else:
-            text = (f"sizes of {dims} change between calls: mark the dim dynamic "
-                    "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
-                    "static, automatic, dynamic and bucketed policies on your length distribution")
-        return first + [
-            Remedy(action="mark_dynamic_or_bucket", text=text,
-                   try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS")
-        ]
+        return _shape_remedies(ev, dynamic_false)
     if p == "value" and ev.subjects and all(_ARG_COUNT.match(x) for x in ev.subjects):
         which = sorted({m.group(1) for x in ev.subjects if (m := _ARG_COUNT.match(x))})
         return [
@@ -260,25 +288,7 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
             )
         ]
     if p == "value":
-        resume = ev.fed_by is not None or any(s.startswith("___stack") for s in ev.subjects)
-        rs = []
-        if resume:
-            rs.append(
-                config_remedy(
-                    "capture_scalar_outputs",
-                    "a value read with .item() is passed into the resume function and guarded by value: "
-                    "keep it a tensor (no .item()) or let Dynamo capture it symbolically",
-                    "capture_scalar_outputs", "True",
-                )
-            )
-        rs.append(
-            Remedy(
-                action="pass_as_tensor",
-                text="a Python scalar that changes every call is specialised as a constant: pass it as a 0-d "
-                "tensor, or hoist it out of the compiled function",
-            )
-        )
-        return rs
+        return _value_remedies(ev)
     if p == "type":
         was = f" (it was {', '.join(ev.values_seen[:2])})" if ev.values_seen else ""
         return [
@@ -318,7 +328,7 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
 # --- axes ----------------------------------------------------------------------------------------
 
 
-def _churn_axis(ledger: Ledger) -> ChurnAxis:
+def churn_axis(ledger: Ledger) -> ChurnAxis:
     comps = ledger.compilations
     per_frame: dict[tuple[int, str], int] = defaultdict(int)
     for c in comps:

@@ -11,7 +11,7 @@ import msgspec
 
 from ..model.findings import Finding
 from ..model.ledger import Compilation, Frame, RunInfo
-from ..model.normalize import normalize_text
+from ..model.normalize import normalize_text, short_path
 from ..model.remedy import Remedy, RemedyAction
 
 PROBE = "seamscope probe FILE.py:FUNC"
@@ -65,24 +65,19 @@ def config_remedy(
 _LINE_NO = re.compile(r"(_at_|line |:)\d+")
 
 
-def _stable_text(text: str) -> str:
+def stable_text(text: str) -> str:
     """Reason text with everything that moves between runs or with edits above the site removed."""
     return _LINE_NO.sub(r"\1#", normalize_text(text)).strip()
 
 
-def _hash_id(prefix: str, *parts: object) -> str:
+def hash_id(prefix: str, *parts: object) -> str:
     return prefix + hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:8]
 
 
 
 
-def _with(f: Finding, **changes: object) -> Finding:
+def replaced(f: Finding, **changes: object) -> Finding:
     return msgspec.structs.replace(f, **changes)
-
-
-def _short(path: str) -> str:
-    i = path.find("site-packages/")
-    return path[i + len("site-packages/") :] if i >= 0 else path
 
 
 def frame_label(name: str, file: str, line: int, user_frame: Frame | None = None) -> str:
@@ -90,7 +85,7 @@ def frame_label(name: str, file: str, line: int, user_frame: Frame | None = None
     user's frame instead when the compiled one is a wrapper (``Compilation.user_frame``)."""
     if user_frame is not None:
         name, file, line = user_frame.function, user_frame.file, user_frame.line
-    return f"{name} ({_short(file)}:{line})"
+    return f"{name} ({short_path(file)}:{line})"
 
 
 def compilation_label(c: Compilation) -> str:
@@ -105,10 +100,3 @@ RESUME_FRAME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_(\d+)$")
 def stable_frame(name: str) -> str:
     """A frame's name without the line a resume function's name carries (edits above keep it)."""
     return RESUME_FRAME.sub(lambda m: f"torch_dynamo_resume_in_{m.group(1)}", name)
-
-
-def _bytes(n: int) -> str:
-    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= k:
-            return f"{n / k:.3g} {unit}"
-    return f"{n} B"

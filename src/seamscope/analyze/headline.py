@@ -11,8 +11,8 @@ from ..model.canonical import round_float
 from ..model.findings import Finding
 from ..model.headline import Headline, RankedItem, RecompileCause, TimeSplit
 from ..model.ledger import Compilation, Ledger, shown_frame
-from .findings_common import _short
-from .units import fmt_ns
+from ..model.normalize import short_path
+from .units import fmt_ns, fmt_pct, percent
 
 NO_STEADY_NOTE = (
     "every call compiled something (no steady calls): these figures are warm-up; the cost of a call "
@@ -75,13 +75,6 @@ def time_split(ledger: Ledger) -> list[TimeSplit]:
     return rows
 
 
-def _pct(part: int, whole: int) -> str:
-    if not whole:
-        return "–"
-    x = part * 100 / whole
-    return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
-
-
 def _crash_sentence(comps: list[Compilation]) -> str:
     """The headline's first sentence when Dynamo crashed compiling a frame: the frame then runs
     eagerly on every call, which matters more than what the compilations cost."""
@@ -95,7 +88,7 @@ def _crash_sentence(comps: list[Compilation]) -> str:
     why = (first.fail_reason or "").strip().splitlines()
     what = f"{first.fail_type or 'an error'}" + (f": {why[0][:200]}" if why else "")
     more = f" (and {len(failed) - 1} more frame{'s' if len(failed) != 2 else ''})" if len(failed) > 1 else ""
-    return (f"Dynamo crashed compiling {name} ({_short(file)}:{line}){more}, which runs eagerly instead: {what}.")
+    return (f"Dynamo crashed compiling {name} ({short_path(file)}:{line}){more}, which runs eagerly instead: {what}.")
 
 
 def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[RecompileCause]) -> Headline:
@@ -111,18 +104,18 @@ def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[Recomp
     if ledger.run.has_runtime and total.calls:
         w = total.wall_ns
         parts = [
-            f"{fmt_ns(total.compile_ns)} ({_pct(total.compile_ns, w)}) was compilation"
+            f"{fmt_ns(total.compile_ns)} ({fmt_pct(percent(total.compile_ns, w))}) was compilation"
             + (f" ({recompiles} recompile{'s' if recompiles != 1 else ''})" if recompiles else ""),
-            f"{fmt_ns(total.region_ns)} ({_pct(total.region_ns, w)}) compiled regions",
-            f"{fmt_ns(total.island_ns)} ({_pct(total.island_ns, w)}) eager islands",
-            f"{fmt_ns(total.overhead_ns)} ({_pct(total.overhead_ns, w)}) seamscope's overhead",
+            f"{fmt_ns(total.region_ns)} ({fmt_pct(percent(total.region_ns, w))}) compiled regions",
+            f"{fmt_ns(total.island_ns)} ({fmt_pct(percent(total.island_ns, w))}) eager islands",
+            f"{fmt_ns(total.overhead_ns)} ({fmt_pct(percent(total.overhead_ns, w))}) seamscope's overhead",
         ]
         untimed = ledger.run.untimed_graphs
         if untimed != 0:
             # runs of graphs compiled before capture and not timed are in the islands' figure
             parts[1:3] = [
-                f"{fmt_ns(total.region_ns)} ({_pct(total.region_ns, w)}) timed compiled regions",
-                f"{fmt_ns(total.island_ns)} ({_pct(total.island_ns, w)}) is split between compiled regions "
+                f"{fmt_ns(total.region_ns)} ({fmt_pct(percent(total.region_ns, w))}) timed compiled regions",
+                f"{fmt_ns(total.island_ns)} ({fmt_pct(percent(total.island_ns, w))}) is split between compiled regions "
                 "and eager islands in an unknown way ("
                 + (f"{untimed} graph{'s' if untimed != 1 else ''}" if untimed else "graphs")
                 + " compiled before capture began could not be timed)",
@@ -144,7 +137,7 @@ def build_headline(ledger: Ledger, ranked: list[RankedItem], causes: list[Recomp
         # the figure once: a cause's sentence already says what it cost
         extra = [] if fmt_ns(top.cost_ns) in top.sentence else [fmt_ns(top.cost_ns)]
         if top.share is not None:
-            extra.append(f"{_pct(top.cost_ns or 0, total.wall_ns)} of the calls' time")
+            extra.append(f"{fmt_pct(percent(top.cost_ns or 0, total.wall_ns))} of the calls' time")
         sentence += f" Costliest: {top.sentence}" + (f" ({', '.join(extra)})" if extra else "") + "."
     elif ledger.run.has_runtime and total.calls:
         known = {c.compile_id for c in comps}

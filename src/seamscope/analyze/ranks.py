@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -33,9 +33,9 @@ from ..model.ledger import (
     RunInfo,
     status_text,
 )
+from ..model.normalize import is_library
 from ..model.ranks import (
     DdpSplit,
-    Divergence,
     RankCall,
     RankEntry,
     RankProblem,
@@ -45,23 +45,10 @@ from ..model.ranks import (
     SiteOrigin,
 )
 from ..model.receipt import Receipt
+from .ranks_divergences import MIN_STEADY_CALLS, TIME_RULE, find_divergences, majority, who
 from .stats import median, quantile
-from .units import fmt_ns, number_ranges
 
 #: Steady calls each rank needs before its steady time is compared: fewer give no usable spread.
-MIN_STEADY_CALLS = 5
-#: Relative floor of the noise band: medians closer than this are never called a divergence.
-TIME_FLOOR = 0.10
-#: The noise band is this many times the larger of the two ranks' interquartile ranges.
-IQR_FACTOR = 3
-
-TIME_RULE = (
-    f"steady medians differ beyond noise when |Δ| > max({IQR_FACTOR} × the larger interquartile "
-    f"range of the two ranks, {TIME_FLOOR:.0%} of the reference median); the reference is the "
-    f"rank with the middle median; a rank with fewer than {MIN_STEADY_CALLS} steady calls is not "
-    "judged"
-)
-
 _RANK_DIR = re.compile(r"^rank[-_]?(\d+)$")
 _FSDP_PATHS = ("torch/distributed/fsdp/", "torch/distributed/_composable/fsdp/",
                "torch/distributed/_composable/fully_shard")
@@ -205,12 +192,12 @@ def site_origin(site: BreakSite) -> SiteOrigin:
     ``fully_shard``: ``torch/distributed/fsdp/``, ``torch/distributed/_composable/fsdp/``), ``ddp``
     (``torch/nn/parallel/``, ``replicate``, DDP's comm hooks); else ``framework`` (other library
     code, other parts of torch.distributed)."""
-    if not _is_library(site.file):
+    if not is_library(site.file):
         return "user"
     # Frames after the innermost user frame are the library code the break happened in.
     tail: list[str] = []
     for f in reversed(site.user_stack):
-        if not _is_library(f.file):
+        if not is_library(f.file):
             break
         tail.append(f.file)
     scope = [site.file, *(tail or [f.file for f in reversed(site.user_stack)])]
@@ -221,17 +208,6 @@ def site_origin(site: BreakSite) -> SiteOrigin:
         if any(w in p for w in _DDP_PATHS):
             return "ddp"
     return "framework"
-
-
-def _is_library(path: str) -> bool:
-    p = path.replace(os.sep, "/")
-    return (
-        p.startswith("site-packages/")
-        or "/site-packages/" in p
-        or "/dist-packages/" in p
-        or p.startswith("<")
-        or bool(re.search(r"/lib/python3\.\d+/", p))
-    )
 
 
 def _call_view(c: Any) -> RankCall:
@@ -293,6 +269,9 @@ def rank_entry(rank: int, source: str, receipt: Receipt) -> RankEntry:
         steady_iqr_ns=(q3 - q1) if q1 is not None and q3 is not None else None,
         calls=[_call_view(c) for c in led.calls] if led.run.has_runtime else [],
         compile_calls=[c.call_index for c in led.compilations],
+        torch_version=_i(led.environment.torch_version or "") or None,
+        python_version=_i(led.environment.python_version) or None,
+        packages={_i(k): _i(v) for k, v in sorted(led.environment.packages.items())},
         pg_timeout_ns=_set_or_none(led.run.pg_timeout_ns),
         pg_backend=_set_or_none(led.run.pg_backend),
         status=_i(status_text(led.run.status) or "") or None,
@@ -312,18 +291,22 @@ def _set_or_none(value: Any) -> Any:
 # --- checking the input ---------------------------------------------------------------------------
 
 
-def _majority(groups: dict[Hashable, list[int]]) -> Hashable:
-    """The key shared by most ranks; a tie goes to the group holding the lowest rank."""
-    return min(groups, key=lambda k: (-len(groups[k]), min(groups[k])))
-
-
 def check_inputs(
     gathered: Gathered, world_size: int | None = None
 ) -> tuple[list[tuple[int, RankInput]], list[RankProblem], int | None]:
     """Decide each input's rank, drop what cannot be merged, name every problem."""
     problems = list(gathered.problems)
+    ranked = _ranked(gathered.inputs, problems)
+    ranked = _one_run(ranked, problems)
+    ranked = _unique_ranks(ranked, problems)
+    world_size = _world_size(ranked, world_size, problems)
+    return ranked, problems, world_size
+
+
+def _ranked(inputs: list[RankInput], problems: list[RankProblem]) -> list[tuple[int, RankInput]]:
+    """Each input with its rank (the ledger's, else the folder's); one without is left out."""
     ranked: list[tuple[int, RankInput]] = []
-    for inp in gathered.inputs:
+    for inp in inputs:
         recorded = inp.run.rank
         rank = recorded if recorded is not None else inp.rank
         if rank is None:
@@ -337,8 +320,13 @@ def check_inputs(
                 "taken as rank " + str(recorded),
                 ranks=[recorded], paths=[inp.source]))
         ranked.append((rank, inp))
+    return ranked
 
-    # One run: the same program and arguments (live), or the same kind of source.
+
+def _one_run(ranked: list[tuple[int, RankInput]], problems: list[RankProblem]) -> list[tuple[int, RankInput]]:
+    """The inputs of one run (the majority's): the same program and arguments (live), or the same
+    kind of source; the others are named and left out."""
+
     def run_key(inp: RankInput) -> Hashable:
         run = inp.run
         return (run.source, run.input_trace_sha256 if run.source == "live" else None)
@@ -347,7 +335,7 @@ def check_inputs(
     for rank, inp in ranked:
         groups.setdefault(run_key(inp), []).append(rank)
     if len(groups) > 1:
-        keep = _majority(groups)
+        keep = majority(groups)
         dropped = [(r, i) for r, i in ranked if run_key(i) != keep]
         ranked = [(r, i) for r, i in ranked if run_key(i) == keep]
         desc = "; ".join(f"{i.source} ({_run_desc(i)})" for _, i in dropped)
@@ -357,7 +345,11 @@ def check_inputs(
             message=f"receipts of different runs in one folder: {desc} differ from the run of "
             f"rank(s) {', '.join(map(str, sorted(r for r, _ in ranked)))} ({kept_desc}); left out",
             ranks=sorted(r for r, _ in dropped), paths=[i.source for _, i in dropped]))
+    return ranked
 
+
+def _unique_ranks(ranked: list[tuple[int, RankInput]], problems: list[RankProblem]) -> list[tuple[int, RankInput]]:
+    """One input per rank, the first by source; a second is named and left out."""
     seen: dict[int, RankInput] = {}
     for rank, inp in sorted(ranked, key=lambda t: (t[0], t[1].source)):
         if rank in seen:
@@ -368,7 +360,11 @@ def check_inputs(
             continue
         seen[rank] = inp
     ranked = sorted(seen.items())
+    return ranked
 
+
+def _world_size(ranked: list[tuple[int, RankInput]], world_size: int | None, problems: list[RankProblem]) -> int | None:
+    """The world size (given, else the largest recorded); ranks beyond it and ranks missing named."""
     recorded_ws = sorted({i.run.world_size for _, i in ranked if i.run.world_size})
     if world_size is None and recorded_ws:
         world_size = max(recorded_ws)
@@ -399,7 +395,7 @@ def check_inputs(
                 message=f"world size is {world_size} but no ledger for rank(s) "
                 + ", ".join(map(str, missing)) + ": crashed, or never wrote one",
                 ranks=missing))
-    return ranked, problems, world_size
+    return world_size
 
 
 def _run_desc(inp: RankInput) -> str:
@@ -410,191 +406,6 @@ def _run_desc(inp: RankInput) -> str:
 
 
 # --- divergences --------------------------------------------------------------------------------
-
-
-def _group_divergences(
-    entries: Sequence[RankEntry],
-    key: Callable[[RankEntry], Hashable],
-    compare: Callable[[RankEntry, RankEntry], tuple[int | None, str]],
-    kind: Any,
-) -> list[Divergence]:
-    """Ranks grouped by ``key``; the largest group is the reference; every other group is a
-    divergence, described by ``compare(rank, reference_rank)``."""
-    groups: dict[Hashable, list[int]] = {}
-    for e in entries:
-        groups.setdefault(key(e), []).append(e.rank)
-    if len(groups) < 2:
-        return []
-    ref_key = _majority(groups)
-    ref_ranks = sorted(groups[ref_key])
-    by_rank = {e.rank: e for e in entries}
-    ref = by_rank[ref_ranks[0]]
-    out = []
-    for k, ranks in sorted(groups.items(), key=lambda kv: min(kv[1])):
-        if k == ref_key:
-            continue
-        ranks = sorted(ranks)
-        firsts = [compare(by_rank[r], ref)[0] for r in ranks]
-        known = [f for f in firsts if f is not None]
-        _, detail = compare(by_rank[ranks[0]], ref)
-        out.append(Divergence(kind=kind, ranks=ranks, reference_ranks=ref_ranks,
-                              first_call=min(known) if known else None, detail=detail))
-    return out
-
-
-def _who(ranks: Sequence[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + number_ranges(list(ranks))
-
-
-def _compile_calls(e: RankEntry) -> dict[str, int | None]:
-    return dict(zip(e.compile_ids, e.compile_calls, strict=False))
-
-
-def find_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
-    """Every way the ranks differ, each with the ranks and the first call where it appears."""
-    out: list[Divergence] = []
-    if len(entries) < 2:
-        return out
-
-    def compiled(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
-        mine, theirs = _compile_calls(e), _compile_calls(ref)
-        extra = [k for k in mine if k not in theirs]
-        lacking = [k for k in theirs if k not in mine]
-        calls = [mine[k] for k in extra] + [theirs[k] for k in lacking]
-        known = [c for c in calls if c is not None]
-        parts = []
-        if extra:
-            parts.append(f"rank {e.rank} compiled {_list(extra)} that rank {ref.rank} did not")
-        if lacking:
-            parts.append(f"rank {e.rank} did not compile {_list(lacking)}")
-        return (min(known) if known else None), "; ".join(parts)
-
-    out += _group_divergences(entries, lambda e: tuple(e.compile_ids), compiled, "compiled_graphs")
-
-    def recompiled(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
-        mine = {(r.compile_id, r.call_index): r for r in e.recompiles}
-        theirs = {(r.compile_id, r.call_index): r for r in ref.recompiles}
-        diff = [k for k in mine if k not in theirs] + [k for k in theirs if k not in mine]
-        known = [c for _, c in diff if c is not None]
-        parts = []
-        for k, r in mine.items():
-            if k not in theirs:
-                guard = f" (failed guard: {_one_line(r.failed_guards[0])})" if r.failed_guards else ""
-                parts.append(f"rank {e.rank} recompiled {r.compile_id} {r.frame_name}{_at(r.call_index)}{guard}")
-        for k, r in theirs.items():
-            if k not in mine:
-                parts.append(f"rank {ref.rank} recompiled {r.compile_id} {r.frame_name}{_at(r.call_index)}")
-        others = [f"rank {ref.rank}: {_recompile_list(ref)}", f"rank {e.rank}: {_recompile_list(e)}"]
-        return (min(known) if known else None), "; ".join(parts) + " (" + "; ".join(others) + ")"
-
-    out += _group_divergences(
-        entries, lambda e: tuple((r.compile_id, r.call_index) for r in e.recompiles), recompiled, "recompile_call"
-    )
-
-    runtime = all(e.has_runtime for e in entries)
-    common = set.intersection(*({c.index for c in e.calls} for e in entries)) if runtime else set()
-
-    def site_key(e: RankEntry) -> Hashable:
-        per_call = tuple((c.index, tuple(c.sites)) for c in e.calls if c.index in common)
-        return (tuple(sorted(s.site_id for s in e.sites)), per_call)
-
-    def sites(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
-        first = None
-        ref_calls = {c.index: c for c in ref.calls}
-        for c in e.calls:
-            if c.index in common and c.sites != ref_calls[c.index].sites:
-                first = c.index
-                break
-        mine = {s.site_id: s for s in e.sites}
-        theirs = {s.site_id: s for s in ref.sites}
-        parts = []
-        extra = [s for k, s in mine.items() if k not in theirs]
-        lacking = [s for k, s in theirs.items() if k not in mine]
-        if extra:
-            parts.append(f"rank {e.rank} broke at " + ", ".join(_site(s) for s in extra) + f", rank {ref.rank} did not")
-        if lacking:
-            parts.append(f"rank {e.rank} did not break at " + ", ".join(_site(s) for s in lacking))
-        if first is not None:
-            mine_c = next(c for c in e.calls if c.index == first)
-            parts.append(
-                f"at call {first} rank {e.rank} crossed {len(mine_c.sites)} site(s), rank {ref.rank} "
-                f"{len(ref_calls[first].sites)}"
-            )
-        if first is None and (extra or lacking) and runtime:
-            hit = [c.index for c in e.calls if any(s.site_id in c.sites for s in extra)]
-            first = hit[0] if hit else None
-        return first, "; ".join(parts)
-
-    out += _group_divergences(entries, site_key, sites, "sites")
-
-    if runtime:
-        def calls(e: RankEntry, ref: RankEntry) -> tuple[int | None, str]:
-            return (min(e.call_count, ref.call_count),
-                    f"rank {e.rank} made {e.call_count} calls, rank {ref.rank} {ref.call_count}")
-
-        out += _group_divergences(entries, lambda e: e.call_count, calls, "call_count")
-        out += _time_divergences(entries)
-    return out
-
-
-def _time_divergences(entries: Sequence[RankEntry]) -> list[Divergence]:
-    judged = [e for e in entries if e.steady_calls >= MIN_STEADY_CALLS and e.steady_median_ns]
-    if len(judged) < 2:
-        return []
-    ordered = sorted(judged, key=lambda e: (e.steady_median_ns or 0, e.rank))
-    ref = ordered[(len(ordered) - 1) // 2]
-    m_ref = ref.steady_median_ns or 0
-    found: list[tuple[float, int, int | None, str]] = []
-    for e in judged:
-        if e is ref:
-            continue
-        m = e.steady_median_ns or 0
-        band = max(IQR_FACTOR * max(e.steady_iqr_ns or 0, ref.steady_iqr_ns or 0), int(TIME_FLOOR * m_ref))
-        if abs(m - m_ref) <= band:
-            continue
-        steady = [c for c in e.calls if c.phase == "steady"]
-        beyond = [c.index for c in steady if abs(c.wall_ns - m_ref) > band]
-        first = beyond[0] if beyond else (steady[0].index if steady else None)
-        pct = (m - m_ref) / m_ref if m_ref else 0.0
-        found.append((pct, e.rank, first, f"rank {e.rank} steady median {fmt_ns(m)} vs {fmt_ns(m_ref)} on rank "
-                      f"{ref.rank} ({pct:+.0%}; noise band ±{fmt_ns(band)})"))
-    # One divergence for the slower ranks and one for the faster: with hundreds of ranks, two lines.
-    out = []
-    for side in ([f for f in found if f[0] > 0], [f for f in found if f[0] < 0]):
-        if not side:
-            continue
-        side.sort(key=lambda f: (-abs(f[0]), f[1]))
-        firsts = [f[2] for f in side if f[2] is not None]
-        detail = side[0][3]
-        if len(side) > 1:
-            rest = side[1:]
-            detail += f"; also {_who(sorted(f[1] for f in rest))} (" + ", ".join(
-                f"rank {f[1]} {f[0]:+.0%}" for f in rest[:4]) + (", …" if len(rest) > 4 else "") + ")"
-        out.append(Divergence(kind="steady_time", ranks=sorted(f[1] for f in side), reference_ranks=[ref.rank],
-                              first_call=min(firsts) if firsts else None, detail=detail))
-    return out
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.splitlines()[0].split()) if text else text
-
-
-def _list(items: Sequence[str], n: int = 4) -> str:
-    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
-
-
-def _at(call: int | None) -> str:
-    return f" at call {call}" if call is not None else ""
-
-
-def _recompile_list(e: RankEntry) -> str:
-    if not e.recompiles:
-        return "no recompiles"
-    return ", ".join(f"{r.compile_id}{_at(r.call_index)}" for r in e.recompiles)
-
-
-def _site(s: RankSite) -> str:
-    return f"{s.file}:{s.line} in {s.function} ({s.origin})"
 
 
 # --- the merged receipt ---------------------------------------------------------------------------
@@ -623,7 +434,7 @@ def merge(gathered: Gathered, world_size: int | None = None) -> Receipt:
     judged = [e.rank for e in entries if e.has_runtime and e.steady_calls >= MIN_STEADY_CALLS]
     not_judged = [e.rank for e in entries if e.rank not in judged]
     rule = TIME_RULE + (
-        f"; not judged here: {_who(not_judged)} (too few steady calls, or no runtime data)" if not_judged else ""
+        f"; not judged here: {who(not_judged)} (too few steady calls, or no runtime data)" if not_judged else ""
     )
     timeout_ns, timeout_source = process_group_timeout(entries)
     skews = find_skews(entries, timeout_ns)

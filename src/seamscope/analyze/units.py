@@ -1,6 +1,12 @@
-"""One way to write a duration for people (terminal, findings, reports agree to the digit)."""
+"""One way to write a duration, a count and a percentage for people (terminal, findings, reports
+agree to the digit), and to read a duration a user typed (``90s``, ``10m``)."""
 
 from __future__ import annotations
+
+import re
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*")
+SECONDS_PER_UNIT = {"s": 1, "m": 60, "h": 3600}
 
 
 def fmt_ns(ns: float | None, missing: str = "–") -> str:
@@ -16,6 +22,52 @@ def fmt_ns(ns: float | None, missing: str = "–") -> str:
     if ns >= 1_000:
         return f"{ns / 1e3:.3g} µs"
     return f"{round(ns)} ns"
+
+
+def parse_duration(text: str, unit_required: bool = False) -> float | None:
+    """A duration a user typed, in seconds: ``90``, ``90s``, ``2.5m``, ``1h`` (a bare number is
+    seconds unless ``unit_required``); None when the text is no such duration."""
+    m = _DURATION.fullmatch(text)
+    if m is None or (unit_required and not m.group(2)):
+        return None
+    return float(m.group(1)) * SECONDS_PER_UNIT[m.group(2) or "s"]
+
+
+def fmt_bytes(n: int) -> str:
+    """Three significant digits in the largest binary unit at or above 1: ``1.5 MB``, ``512 B``."""
+    for unit, k in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= k:
+            return f"{n / k:.3g} {unit}"
+    return f"{n} B"
+
+
+def percent(part: float, whole: float) -> float | None:
+    """``part`` as a percentage of ``whole``; None when there is no whole (0 or less)."""
+    return 100.0 * part / whole if whole > 0 else None
+
+
+def percent_change(before: float | None, after: float | None) -> float | None:
+    """How far ``after`` is from ``before``, in percent of ``before`` (-25.0 from 200 to 150); None
+    when either is missing or ``before`` is 0."""
+    if before is None or after is None or before == 0:
+        return None
+    return (after - before) * 100.0 / before
+
+
+def fmt_pct(x: float | None, missing: str = "–") -> str:
+    """A share of a whole (:func:`percent`): two significant digits under 10% (``0.52%``, ``3.1%``),
+    whole percents from there (``42%``); ``missing`` for None."""
+    if x is None:
+        return missing
+    return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
+
+
+def fmt_change(x: float | None, digits: int = 1, missing: str = "–") -> str:
+    """A change (:func:`percent_change`) with its sign, ``digits`` after the point: ``+12.4%``,
+    ``−3.0%`` (a minus sign, not a hyphen), ``±0.0%``; ``missing`` for None."""
+    if x is None:
+        return missing
+    return f"{'+' if x > 0 else ('−' if x < 0 else '±')}{abs(x):.{digits}f}%"
 
 
 def noun(n: int, singular: str, plural: str | None = None) -> str:

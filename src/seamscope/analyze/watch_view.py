@@ -13,11 +13,15 @@ from ..model.watch import parse_warmup_policy
 from .causes import describe, parse_change
 from .findings_common import compilation_label
 
+#: The timeline's time column: when the compilation began, since the run began. An event's
+#: ``since_start_s`` is when it was reported, once its compilation ended: later by ``compile_ns``.
+BEGAN = "began"
+
 
 @dataclass(frozen=True)
 class TimelineRow:
     at_ns: int | None
-    """Since the run began."""
+    """When the compilation began, since the run began (:data:`BEGAN`)."""
     call_index: int | None
     kind: str
     compile_id: str

@@ -109,7 +109,7 @@ class CallHooks(SessionState):
                     t2 = clock()
                     if lane is not None:
                         lane.spans = None
-                    b.end_call(t2, error=_error_text(e))
+                    b.end_call(t2, error=error_text(e))
                     raise
                 t2 = clock()
                 if lane is not None:
@@ -185,7 +185,7 @@ class CallHooks(SessionState):
                     def close_c() -> None:
                         e = sys.exc_info()[1]
                         try:
-                            lane.exit(None if e is None or e is handled else _error_text(e))
+                            lane.exit(None if e is None or e is handled else error_text(e))
                             if e is None or e is handled:
                                 for cb in tuple(session.on_call_end):
                                     cb(session)
@@ -227,7 +227,7 @@ class CallHooks(SessionState):
                     if lane is not None:
                         lane.spans = None
                     if b.in_call:  # (a session stopped inside the call ended it already)
-                        b.end_call(t2, error=_error_text(e) if failed and e is not None else None)
+                        b.end_call(t2, error=error_text(e) if failed and e is not None else None)
                 finally:
                     session._depth = 0
                     session._release()
@@ -279,5 +279,5 @@ def _interrupt() -> None:
         raise KeyboardInterrupt
 
 
-def _error_text(e: BaseException) -> str:
+def error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}".splitlines()[0][:500]

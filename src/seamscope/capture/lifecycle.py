@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import UnusableInput
 from ..model.ledger import RunStatus
-from .calls import _error_text
+from .calls import error_text
 from .persist import DEFAULT_CHECKPOINT_EVERY, RunOutput, as_given, status_of_signal
 
 
@@ -126,4 +126,4 @@ def status_of_exception(exc: BaseException | None) -> RunStatus:
     signum = getattr(exc, "signum", None)
     if isinstance(signum, int):
         return status_of_signal(signum)
-    return RunStatus(state="raised", detail=_error_text(exc), exit_code=1)
+    return RunStatus(state="raised", detail=error_text(exc), exit_code=1)

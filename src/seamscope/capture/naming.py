@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..ingest.compile_events import user_function
+from ..ingest.break_reasons import user_function
 from ..ingest.source_scope import enclosing_def
 from ..model.ledger import Frame
-from ..model.normalize import SITE_PREFIX, local_file, normalize_path
+from ..model.normalize import is_library, local_file, normalize_path
 
 GENERIC_NAMES = frozenset({
     "wrapper", "_wrapper", "wrapped", "_wrapped", "wrapper_fn", "wrapped_fn", "wrapped_func", "wrap",
@@ -41,11 +41,6 @@ _Raw = tuple[str, int, str]
 def is_wrapper(name: str, file: str) -> bool:
     """Whether a frame of this code name and file is a call-through wrapper."""
     return user_function(name) in GENERIC_NAMES or file.endswith(_TORCH_WRAPPERS)
-
-
-def is_library(file: str) -> bool:
-    """Whether a normalised path is installed code (``site-packages/...``), not the user's."""
-    return file.startswith(SITE_PREFIX)
 
 
 def recognisable_frame(

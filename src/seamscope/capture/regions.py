@@ -43,8 +43,11 @@ class RegionHooks(SessionState):
         split of the calls' time between regions and islands is then unknown."""
         try:
             def wrap(fn: Callable[..., Any], cid: str) -> Callable[..., Any]:
-                self.compiled_before.add(cid)
-                return self._wrap_graph(fn, cid, True)
+                timed = self._wrap_graph(fn, cid, True)
+                # by identity: after torch.compiler.reset() Dynamo numbers compile ids from 0/0
+                # again, and a graph compiled in the session can reuse this one's id
+                self.compiled_before.add((cid, self._graph_index[cid]))
+                return timed
 
             live = adapter.wrap_live_graphs(wrap)
         except adapter.AdapterProblem as e:

@@ -94,13 +94,90 @@ class Remedies:
         return _apply(self, session, track)
 
 
+class LateCallables(set):  # type: ignore[type-arg]
+    """A Dynamo set of callables (``ignore_logging_functions``, ...) holding, besides the callables
+    that exist when the run starts, names of ones that do not exist yet: each is looked up again
+    whenever Dynamo reads the set, until it exists. A library can add a method on import
+    (transformers adds ``logging.Logger.warning_once``), and a hint that names it was made in a run
+    that had imported it; the same hint must work when the script imports that library later."""
+
+    def __init__(self, items: Any, pending: list[tuple[Any, str, str]]) -> None:
+        super().__init__(items)
+        self.pending = pending
+        """``(module, MODULE, QUALNAME)`` not found yet."""
+
+    def _fill(self) -> None:
+        if self.pending:
+            still = []
+            for obj, mod, qual in self.pending:
+                found = _attr_path(obj, qual)
+                if found is None:
+                    still.append((obj, mod, qual))
+                else:
+                    set.add(self, found)
+            self.pending = still
+
+    def __contains__(self, item: object) -> bool:
+        self._fill()
+        return set.__contains__(self, item)
+
+    def __iter__(self) -> Any:
+        self._fill()
+        return set.__iter__(self)
+
+    def __len__(self) -> int:
+        self._fill()
+        return set.__len__(self)
+
+    def __reduce__(self) -> Any:  # a copy (Dynamo copies its settings to log them) is a plain set
+        return set, (list(self),)
+
+    def __repr__(self) -> str:
+        self._fill()
+        names = [f"'{mod}:{qual} (looked up as the script runs)'" for _, mod, qual in self.pending]
+        inner = ", ".join([repr(x) for x in set.__iter__(self)] + names)
+        return "{" + inner + "}" if inner else "set()"
+
+
+def _attr_path(obj: Any, qual: str) -> Any:
+    for part in qual.split("."):
+        if not hasattr(obj, part):
+            return None
+        obj = getattr(obj, part)
+    return obj
+
+
+def late_callables(name: str, current: Any, items: list[tuple[str, str]]) -> LateCallables:
+    """``current`` with ``items`` added (``MODULE:QUALNAME`` each, for ``--dynamo-config NAME+=``):
+    the module is imported now (one line and exit 2 when it cannot be); a name it does not hold
+    yet is looked up again as Dynamo reads the set."""
+    found: list[Any] = []
+    pending: list[tuple[Any, str, str]] = []
+    for m, q in items:
+        module = resolve(m, "", f"--dynamo-config {name}+=")
+        obj = _attr_path(module, q)
+        if obj is None:
+            pending.append((module, m, q))
+        else:
+            found.append(obj)
+    return LateCallables([*current, *found], pending)
+
+
 def resolve(mod: str, qual: str, flag: str) -> Any:
     obj: Any = importlib.import_module(mod)
-    for part in qual.split("."):
+    for part in qual.split(".") if qual else ():
         if not hasattr(obj, part):
             raise UnusableInput(f"{flag} {mod}:{qual}: {mod} has no {qual}")
         obj = getattr(obj, part)
     return obj
+
+
+def _never_defined(session: Any, name: str, late: LateCallables) -> None:
+    """At the end of the run: a name that never came to exist had no effect; the receipt says so."""
+    late._fill()
+    for _, mod, qual in late.pending:
+        session.warnings.append(f"--dynamo-config {name}+={mod}:{qual}: {mod} never had {qual} while the "
+                                "script ran (no library it imported added it), so the setting had no effect")
 
 
 def find_def(tree: ast.Module, qual: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
@@ -297,7 +374,8 @@ def _apply(rem: Remedies, session: Any, track: Callable[[Any], Any] | None) -> C
     settings = dict(rem.settings)
     for name, items in rem.additions.items():
         _, current = adapter.dynamo_setting(name)
-        settings[name] = set(current) | {resolve(m, q, f"--dynamo-config {name}+=") for m, q in items}
+        late = settings[name] = late_callables(name, current, items)
+        undo.append(functools.partial(_never_defined, session, name, late))
     if settings:
         stack.enter_context(adapter.dynamo_config_patch(settings))
     if rem.mark_dynamic:

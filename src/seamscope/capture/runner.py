@@ -94,7 +94,7 @@ def run_target(
     args: list[str],
     *,
     module: bool = False,
-    out: str = "seamscope-out",
+    out: str,
     decision: Decision | None = None,
     on_call_end: Callable[[Any], None] | None = None,
     first_calls: int | None = None,
@@ -132,7 +132,7 @@ def run_target(
     session = Session(
         None,
         command=[as_text(w) for w in (("-m " if module else "") + target, *args)],
-        input_trace_sha256=(script_sha256(target.rpartition(":")[0], [target, *args]) if workload
+        input_trace_sha256=(script_sha256(script_file, [target, *args]) if workload
                             else script_sha256(target, args, module=module)),
         decision=decision,
         cwd=root,
@@ -157,22 +157,8 @@ def run_target(
         run.start()  # a failure is recorded below and ends in the receipt (``run.end``)
         if setup is not None:
             finish = setup.setup(session)
-        if launch is not None:
-            sys.argv = [target, *args]
-            launch([target, *args])
-        elif module:
-            sys.argv = [target, *args]
-            user_code = True
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = [target, *args]
-            script = os.path.abspath(target)  # __file__ and code paths absolute, as python's own
-            sys.path[0] = os.path.dirname(script)
-            user_code = True
-            if setup is not None and setup.needs_transform():
-                _run_transformed(script, setup.transform)
-            else:
-                runpy.run_path(script, run_name="__main__")
+        user_code = launch is None
+        _run_the_target(target, args, module, setup, launch)
         session.status = status_of_signal(received[0]) if received else status_of_exception(None)
         if received:  # the script caught the signal's exception and returned
             exit_code = int(session.status.exit_code or 130)
@@ -209,6 +195,24 @@ def run_target(
     return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message,
                      out_shown=out_shown, signalled=received[0] if received else None,
                      forked=os.getpid() != pid)
+
+
+def _run_the_target(target: str, args: list[str], module: bool, setup: Any,
+                    launch: Callable[[list[str]], object] | None) -> None:
+    """Run the script, the module (as ``python -m``) or the launched target, as ``__main__``, with
+    ``sys.argv`` its own (the script's folder first on ``sys.path``, as python puts it)."""
+    sys.argv = [target, *args]
+    if launch is not None:
+        launch([target, *args])
+    elif module:
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        script = os.path.abspath(target)  # __file__ and code paths absolute, as python's own
+        sys.path[0] = os.path.dirname(script)
+        if setup is not None and setup.needs_transform():
+            _run_transformed(script, setup.transform)
+        else:
+            runpy.run_path(script, run_name="__main__")
 
 
 def _ended(e: BaseException, session: Any, received: list[int], target: str) -> tuple[int, str | None]:

@@ -44,7 +44,7 @@ from ..model.ledger import (
 from ..model.normalize import normalize_path
 from ..model.receipt import Receipt
 from . import adapter
-from .calls import CallHooks, _error_text
+from .calls import CallHooks, error_text
 from .naming import recognisable_frame
 from .regions import RegionHooks
 
@@ -66,15 +66,38 @@ class Session(CallHooks, RegionHooks):
     def __enter__(self) -> Session:
         from .lifecycle import ObservedRun
 
+        host = self._holder_of_out()
+        if host is not None:  # `seamscope run` (or a session) already observes into this folder
+            self._host = host
+            note = (f"a seamscope.session(out={self.out}) opened during this run asked for this run's own "
+                    "folder, and joined this run: the calls made inside it are in this receipt")
+            if note not in host.warnings:
+                host.warnings.append(note)
+            return self
         run = ObservedRun(self, self.out, self.checkpoint_every)
         run.__enter__()  # the folder checked and locked before the body runs (UnusableInput)
         self._run = run
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        host, self._host = self._host, None
+        if host is not None:
+            self.ledger = host.build()  # the run's so far, the calls made inside included
+            return
         run, self._run = self._run, None
         if run is not None:
             run.end(exc)  # the user's exception propagates unchanged; a write failure goes with it
+
+    def _holder_of_out(self) -> Session | None:
+        """The session open around this one when it writes into the folder this one asks for (the
+        README's ``session(out="seamscope-out")`` under ``seamscope run``, whose default folder is
+        the same): this one joins it instead of being refused the folder."""
+        host = _ACTIVE
+        held = getattr(host, "output", None)
+        if self.out is None or held is None or host is self:
+            return None
+        same = os.path.realpath(os.path.abspath(self.out)) == os.path.realpath(held.folder)
+        return host if same else None
 
     def start(self) -> None:
         global _ACTIVE
@@ -121,7 +144,7 @@ class Session(CallHooks, RegionHooks):
             self._lane.tensor_type = torch.Tensor  # seam traffic, in the calls kept in detail
             self._lane.owner = self
             self._lane.callbacks = self.on_call_end
-            self._lane.error_text = _error_text
+            self._lane.error_text = error_text
             self._lane.outside_run = self._foreign_run
             self._lane.label_nodes = True  # until the builder lists no more backward runs
             self.builder.attach_lane(self._lane, self.native.PlanSums)
@@ -230,16 +253,24 @@ class Session(CallHooks, RegionHooks):
             ledger.environment, backend=self._backend, compile_options=dict(self._compile_options)
         )
         warnings = [*self.warnings, *ledger.run.warnings]
-        foreign = self._foreign_calls + (self._lane.foreign_calls if self._lane is not None else 0)
+        foreign = self.foreign_calls
         unobserved = self.outside_graph_runs
-        if unobserved:
+        if unobserved and foreign:  # most likely the other threads' calls: not a callable left unhooked
+            warnings.append(
+                f"{unobserved} compiled graph run(s) happened outside any observed call, and {foreign} "
+                "call(s) were made on another thread while a call was open: such a call runs unobserved (one "
+                "call is observed at a time per process) and its graphs count as runs outside any call, so "
+                "these runs are most likely those calls' (else a compiled callable seamscope could not hook "
+                "ran them: one made with torch._dynamo.optimize, or bound before the session began)"
+            )
+        elif unobserved:
             warnings.append(
                 f"{unobserved} compiled graph run(s) happened outside any observed call: a compiled "
                 "callable seamscope could not hook ran them (one made with torch._dynamo.optimize, or "
                 "with a torch.compile bound before the session began and called in it); compile it "
                 "with torch.compile inside the session, or use seamscope run"
             )
-        if foreign:
+        if foreign and not unobserved:
             warnings.append(
                 f"{foreign} call(s) made on another thread while a call was open were run but not "
                 "observed (one call is observed at a time per process); their graphs count as runs "

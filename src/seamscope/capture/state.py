@@ -43,6 +43,8 @@ class SessionState:
         """The session this one was opened inside (paused until this one stops), or None."""
         self._run: Any = None
         """While ``with`` is open: its ``lifecycle.ObservedRun`` (whose process alone writes at exit)."""
+        self._host: Any = None
+        """The session this one joined: the one open around it that holds its very ``out`` folder."""
         self.output: Any = None
         """With ``out``: the folder's lock and checkpoints while active (``persist.RunOutput``)."""
         self.command = command or []
@@ -94,8 +96,10 @@ class SessionState:
         self.graphs_before = 0
         """Graphs compiled before the session began (Dynamo can run them): timed where they could be
         swapped for a timed one, but their compilations and break sites are not in the ledger."""
-        self.compiled_before: set[str] = set()
-        """The compile ids of those graphs timed: a call that ran only these made no break it could name."""
+        self.compiled_before: set[tuple[str, int]] = set()
+        """Those graphs timed, each by its compile id and graph index (``RegionEvent``'s): a call
+        that ran only these made no break it could name. The id alone does not tell them from a
+        graph compiled after ``torch.compiler.reset()``, which numbers compile ids from 0/0 again."""
         self.untimed_graphs: int | None = 0
         """Graphs compiled before the session began that could not be timed (None: an unknown
         number); their runs are in no region, so the calls' split into regions and islands is unknown."""
@@ -137,6 +141,11 @@ class SessionState:
             self._lane.ready = (
                 self.active and self.builder is not None and self._family is None and not self._interrupted
             )
+
+    @property
+    def foreign_calls(self) -> int:
+        """Calls made on another thread while one was open (run, not observed), on either path."""
+        return self._foreign_calls + (self._lane.foreign_calls if self._lane is not None else 0)
 
     def set_foreign_exit(self, fn: Callable[[], None] | None) -> None:
         self.foreign_exit = fn

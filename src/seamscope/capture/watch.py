@@ -39,6 +39,7 @@ import msgspec
 
 from ..analyze.causes import describe, parse_change
 from ..analyze.findings_common import frame_label, stable_frame
+from ..analyze.units import parse_duration
 from ..errors import RecompileAfterWarmup, UnusableInput
 from ..model.ledger import BreakSite, Compilation
 from ..model.watch import (
@@ -76,15 +77,16 @@ def parse_warmup(value: object) -> tuple[int | None, float | None]:
         if not value >= 0:
             raise UnusableInput("--warmup: seconds, 0 or more")
         return None, value
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h|calls?)?\s*", str(value))
-    if not m:
-        raise UnusableInput(f"--warmup {value}: a number of calls (100) or of seconds (30s, 2m)")
-    number, unit = m.group(1), m.group(2)
-    if unit in (None, "call", "calls"):
-        if "." in number:
+    text = str(value)
+    calls = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:calls?)?\s*", text)
+    if calls is not None:
+        if "." in calls.group(1):
             raise UnusableInput(f"--warmup {value}: a whole number of calls, or seconds with s (30s)")
-        return int(number), None
-    return None, float(number) * {"s": 1, "m": 60, "h": 3600}[unit]
+        return int(calls.group(1)), None
+    seconds = parse_duration(text, unit_required=True)
+    if seconds is None:
+        raise UnusableInput(f"--warmup {value}: a number of calls (100) or of seconds (30s, 2m)")
+    return None, seconds
 
 
 def parse_fail(value: object) -> FailMode:

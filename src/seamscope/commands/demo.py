@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from ._common import ProgressLine, finish_run, need_torch
+from .options import DEFAULT_OUT
 
 
 @click.command()
-@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, help="Output folder.")
 @click.option("--backend", default="eager", show_default=True, help="torch.compile backend.")
 @click.option("--quiet", is_flag=True)
 def command(out: str, backend: str, quiet: bool) -> int:

@@ -12,18 +12,14 @@ from rich.table import Table
 
 from ..analyze.diff import attach_comparison, compare
 from ..analyze.display import json_safe, markup, shown
+from ..analyze.units import fmt_change, percent_change
 from ..errors import UnusableInput
 from ..gates.trusted import load_trusted_receipt
 from ..model.canonical import pretty_bytes
 from ..model.diff import Comparison
+from ..render.console import SeamConsole
 from ..render.receipt_json import write_receipt_files
 from ..render.terminal import SENTENCE, fmt_ns
-
-
-def _pct(x: float | None) -> str:
-    if x is None:
-        return "–"
-    return f"{'+' if x > 0 else ('−' if x < 0 else '±')}{abs(x):.1f}%"
 
 
 def _total(value: int | None, unit: str) -> str:
@@ -52,13 +48,13 @@ def _print_setting_and_totals(cmp: Comparison, c: Console) -> None:
             t.add_row(markup(row.name), _total(row.before, row.unit), _total(row.after, row.unit),
                       "" if same or row.before is None or row.after is None
                       else (f"{row.after - row.before:+,}".replace("-", "−") if row.unit == "count"
-                            else _pct(100.0 * (row.after - row.before) / row.before if row.before else None)))
+                            else fmt_change(percent_change(row.before, row.after))))
         c.print(t)
 
 
 def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
     """Formats the figures the comparison holds; computes nothing."""
-    c = console or Console(highlight=False, emoji=False)
+    c = console or SeamConsole(highlight=False, emoji=False)
     runs = f" · {cmp.runs_before} runs before · {cmp.runs_after} after" if (cmp.runs_before, cmp.runs_after) != (1, 1) \
         else ""
     c.print(
@@ -76,9 +72,9 @@ def print_comparison(cmp: Comparison, console: Console | None = None) -> None:
             markup(r.phase),
             f"{r.before.calls} → {r.after.calls}",
             f"{fmt_ns(r.before.median_ns)} → {fmt_ns(r.after.median_ns)}",
-            _pct(r.median_pct),
+            fmt_change(r.median_pct),
             f"{fmt_ns(r.before.p90_ns)} → {fmt_ns(r.after.p90_ns)}",
-            _pct(r.p90_pct),
+            fmt_change(r.p90_pct),
         )
     c.print(t)
     changed = [s for s in cmp.sites if s.change != "kept"]

@@ -19,6 +19,7 @@ import click
 from ..analyze.units import counted
 from ..errors import UnusableInput
 from ._common import say
+from .options import DEFAULT_OUT
 
 if TYPE_CHECKING:
     from ..ingest.torch_trace import TraceImport
@@ -53,7 +54,7 @@ def _out_names(results: list[TraceImport]) -> list[str]:
 
 @click.command("import")
 @click.argument("path", type=click.Path())
-@click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, type=click.Path(),
               help="Folder for receipt.json (rank-N/ subfolders when several logs).")
 @click.option("--strict", is_flag=True,
               help="Exit 2 when the input has any problem (a line that could not be read, a disagreement "

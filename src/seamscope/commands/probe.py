@@ -6,6 +6,7 @@ import click
 
 from ..errors import AnswerIsNo, UnusableInput
 from ._common import need_torch
+from .options import DEFAULT_OUT
 
 
 def parse_settings(items: tuple[str, ...]) -> dict[str, object]:
@@ -29,7 +30,7 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
     if not any(i.partition("=")[0].endswith("+") for i in items):
         return parse_settings(items)
     from ..capture import adapter
-    from ..capture.remedies import resolve
+    from ..capture.remedies import late_callables
     from ..experiments.remedy_plan import prepare
     from ..experiments.remedy_spec import RemedySpec
 
@@ -38,13 +39,13 @@ def dynamo_settings(items: tuple[str, ...], workload: str) -> dict[str, object]:
     out: dict[str, object] = dict(plan.settings)
     for name, targets in plan.additions.items():
         current = adapter.dynamo_setting(name)[1]
-        out[name] = set(current) | {resolve(m, q, f"--dynamo-config {name}+=") for m, q in targets}
+        out[name] = late_callables(name, current, targets)
     return out
 
 
 @click.command()
 @click.argument("workload")
-@click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(),
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, type=click.Path(),
               help="Folder for receipt.json and calls.csv.")
 @click.option("--isolate", is_flag=True, help="Run each ladder layer in a child process (a crash is a result).")
 @click.option("--timeout", type=float, default=None, help="Seconds per isolated layer before it counts as hung.")
@@ -58,11 +59,10 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
             warm: int | None, fail_on_divergence: bool, dynamo_config: tuple[str, ...] = ()) -> int:
     """Probe the workload that FILE.py:FUNC returns (a seamscope.Workload)."""
     need_torch("probe")
-    from rich.console import Console
-
     from ..analyze.display import markup, shown
     from ..experiments.probe import probe
     from ..experiments.workload import load_workload
+    from ..render.console import SeamConsole
     from ..render.probe_table import ProbeTableRenderer
     from ..render.receipt_json import write_receipt_files
     from ..render.terminal import SENTENCE
@@ -76,7 +76,7 @@ def command(workload: str, out: str, isolate: bool, timeout: float | None, backe
         layers = [] if backends.strip() in ("", "none") else [b.strip() for b in backends.split(",") if b.strip()]
     settings = dynamo_settings(dynamo_config, workload)
     wl = load_workload(workload)
-    err_console = Console(stderr=True, highlight=False)
+    err_console = SeamConsole(stderr=True, highlight=False)
     from ..capture.adapter import dynamo_config_patch
 
     try:

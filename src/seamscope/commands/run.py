@@ -322,11 +322,10 @@ def _run_warm(target: str, args: list[str], module: bool, out: str, quiet: bool,
 
         write_atomic(os.path.join(out, "warm-start.json"), pretty_bytes(ws))
     if ws is not None and not quiet:
-        from rich.console import Console
-
         from ..render.compile_time_table import print_warm_start
+        from ..render.console import SeamConsole
 
-        print_warm_start(Console(highlight=False), ws)
+        print_warm_start(SeamConsole(highlight=False), ws)
     if ws is not None:
         also = f", {out}/warm-artifacts" if ws.artifacts is not None else ""
         say(f"wrote {out}/cold, {out}/warm{also} and {out}/warm-start.json (each run's output: {out}/NAME.log)")

@@ -9,6 +9,7 @@ import click
 
 from ..errors import UnusableInput
 from ._common import need_torch
+from .options import DEFAULT_OUT
 
 
 @click.command()
@@ -23,7 +24,7 @@ from ._common import need_torch
                    "(comma- or space-separated; default: static auto dynamic mark_dynamic pow2).")
 @click.option("--recompile-limit", type=int, default=None,
               help="torch._dynamo.config.recompile_limit in every policy's process (default: PyTorch's).")
-@click.option("--out", "out", default="seamscope-out", show_default=True, type=click.Path(file_okay=False),
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
               help="Folder for receipt.json, calls.csv, shapes.png and each policy's own receipt.")
 @click.option("--no-plot", is_flag=True, help="Skip the PNG plot.")
 def command(workload: str, lengths: str | None, lengths_file: str | None, repeat: int, dim: int | None,
@@ -34,8 +35,6 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     PyTorch's reasons, fallbacks, each call's latency (cold or warm), memory after each new length,
     padding work and the total cost, and recommends the cheapest policy that matches eager.
     """
-    from rich.console import Console
-
     from ..analyze.display import markup, shown
     from ..experiments.shapes import (
         lengths_from_file,
@@ -46,6 +45,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
         split_policies,
         study_receipt,
     )
+    from ..render.console import SeamConsole
     from ..render.receipt_json import write_receipt_files
     from ..render.terminal import SENTENCE
 
@@ -60,7 +60,7 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     for name in names:
         parse_policy(name)  # an unknown policy is named before anything else
     need_torch("shapes")  # after the arguments: a bad one is named whether or not torch is here
-    err = Console(stderr=True, highlight=False)
+    err = SeamConsole(stderr=True, highlight=False)
     study = run_study(
         workload,
         trace,
@@ -77,11 +77,11 @@ def command(workload: str, lengths: str | None, lengths_file: str | None, repeat
     receipt = study_receipt(study, cmd)
     path = write_receipt_files(receipt, out)
     for name, r in policy_receipts(study).items():
-        from ..experiments.shapes import _slug
+        from ..experiments.shapes import policy_slug
 
-        write_receipt_files(r, os.path.join(out, "policies", _slug(name)))
+        write_receipt_files(r, os.path.join(out, "policies", policy_slug(name)))
     plot = None if no_plot else write_plot(receipt.shapes, out)
-    print_study(receipt.shapes, Console(highlight=False, emoji=False))
+    print_study(receipt.shapes, SeamConsole(highlight=False, emoji=False))
     click.echo(f"seamscope: wrote {shown(path, None)}" + (f", {shown(plot, None)}" if plot else ""), err=True)
     if study.error is not None:
         raise study.error

@@ -14,21 +14,23 @@ from typing import Any
 
 import click
 
+from ..analyze.units import parse_duration
 from ..errors import RunSignalled, UnusableInput, UserCodeFailed
+from .options import DEFAULT_OUT
 
 
 def parse_budget(text: str | None) -> float | None:
     """``90``, ``90s``, ``10m``, ``1h`` → seconds."""
     if text is None:
         return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if m is None or float(m.group(1)) <= 0:
+    seconds = parse_duration(text)
+    if seconds is None or seconds <= 0:
         raise UnusableInput(f"--budget {text!r}: expected a duration such as 90s, 10m or 1h")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    return seconds
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--out", "out", default="seamscope-out", show_default=True, help="Output folder.")
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, help="Output folder.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed repetitions per candidate (interleaved with the baseline).")
 @click.option("--max-repeat", "max_repeat", type=click.IntRange(min=1), default=None,

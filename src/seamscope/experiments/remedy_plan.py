@@ -178,12 +178,12 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
     """``--patch``: each diff read and applied to the files it names, in memory: the script's text
     becomes ``rem.source``, another file's ``rem.module_sources[path]`` (served when it is imported;
     for a workload target, every file but the workload's own, which it loads by path).
-    A path is taken from the current folder, else from the project root (the script's git work
+    A path is taken from the current folder, else from the patch root (the script's git work
     tree, through any symbolic link), else from the script's folder. The diff is applied to the
     file's bytes as ``git apply`` does (its line endings, byte-order mark and encoding as they are),
     then the result is read as Python reads a source file."""
     from .source_file import SourceUnusable, decode_source
-    from .unified_diff import apply, parse, project_root
+    from .unified_diff import apply, parse, patch_root
 
     workload = os.path.realpath(target.rpartition(":")[0]) if ".py:" in target else None
     script = None if module or workload else os.path.realpath(target)
@@ -195,9 +195,11 @@ def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Rem
                 diffs = parse(f.read().decode("latin-1"))
         except OSError as e:
             raise UnusableInput(f"--patch {p}: cannot read it ({e.strerror or e})") from None
+        except UnusableInput as e:  # no diff: the one line names the option and the file
+            raise UnusableInput(f"--patch {p}: {e}") from None
         for d in diffs:
             name = d.path = d.path.encode("latin-1").decode("utf-8", errors="replace")  # a path is UTF-8
-            roots = [os.getcwd()] + ([project_root(near), os.path.dirname(near), project_root(os.path.abspath(target)),
+            roots = [os.getcwd()] + ([patch_root(near), os.path.dirname(near), patch_root(os.path.abspath(target)),
                                       os.path.dirname(os.path.abspath(target))] if near else [])
             found = [os.path.realpath(c) for r in roots if os.path.isfile(c := os.path.join(r, name))]
             path = script if script in found else next(iter(found), None)  # the script first, where it is named

@@ -338,7 +338,7 @@ def _tail(path: str, n: int = 3) -> str:
         return ""
 
 
-def _slug(policy: str) -> str:
+def policy_slug(policy: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", policy).strip("_") or "policy"
 
 
@@ -397,7 +397,7 @@ def run_study(
         study.warnings += pre.warnings
         for i, pol in enumerate(parsed):
             say(f"policy {i + 1}/{len(parsed)}: {pol.name}")
-            slug = _slug(pol.name)
+            slug = policy_slug(pol.name)
             res_path = os.path.join(tmp, f"{slug}.json")
             led_path = os.path.join(tmp, f"{slug}.receipt.json")
             t0 = time.perf_counter_ns()

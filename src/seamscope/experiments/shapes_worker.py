@@ -22,7 +22,7 @@ from ..errors import SeamscopeError, UnusableInput, UserCodeFailed
 from ..model.canonical import round_float
 from ..model.shapes import MemoryStep, Mismatch, PolicyResult
 from .shapes import Policy, Preflight, WorkerSpec, parse_policy
-from .workload import _move, described, grad_mode, map_tensors
+from .workload import described, grad_mode, map_tensors, to_device
 
 # --- inputs of a given length, padding, slicing back -----------------------------------------------
 
@@ -41,7 +41,7 @@ class Inputs:
 
         torch.manual_seed(self.wl.seed + length)
         if self.wl.make_input is not None:
-            return _move(self.wl.make_input(length), self.wl.device, self.wl.dtype)
+            return to_device(self.wl.make_input(length), self.wl.device, self.wl.dtype)
         entry = self.wl.families()["steady"][0]
         return _map_first_tensor(entry, lambda t: _resize(t, self.dim, length))
 

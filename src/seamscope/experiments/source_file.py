@@ -21,7 +21,7 @@ import os
 import tokenize
 from dataclasses import dataclass
 
-from .unified_diff import apply, make, parse, project_root
+from .unified_diff import apply, make, parse, patch_root
 
 
 class SourceUnusable(ValueError):
@@ -97,14 +97,14 @@ def read_source(path: str) -> SourceFile:
 def rel_path(path: str) -> str:
     """The file's real path relative to its project root: what a patch of it names (``a/REL``)."""
     real = os.path.realpath(path)
-    return os.path.relpath(real, project_root(real)).replace(os.sep, "/")
+    return os.path.relpath(real, patch_root(real)).replace(os.sep, "/")
 
 
 def patch_bytes(diff: str, script: str) -> bytes:
     """The patch file of ``diff`` (made on the normal form of each file it names, paths relative
     to the script's project root): each file's part in that file's own line endings,
     byte-order mark and encoding. :class:`SourceUnusable` where one cannot be."""
-    root = project_root(os.path.realpath(script))
+    root = patch_root(os.path.realpath(script))
     out = []
     for fd in parse(diff):
         src = read_source(os.path.join(root, fd.path))

@@ -17,7 +17,7 @@ NO_NEWLINE = "\\ No newline at end of file"
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
-def project_root(script: str) -> str:
+def patch_root(script: str) -> str:
     """Where a patch of the script applies from: the git work tree that holds it (``git apply``
     run below a work tree's top skips, silently, a path that is not below the current folder),
     else the current folder when the script is below it, else the script's folder."""

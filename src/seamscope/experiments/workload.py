@@ -129,7 +129,7 @@ def map_tensors(obj: Any, fn: Callable[[Any], Any], done: Callable[[], bool] | N
     return walk(obj)
 
 
-def _move(obj: Any, device: str, dtype: Any) -> Any:
+def to_device(obj: Any, device: str, dtype: Any) -> Any:
     def move(t: Any) -> Any:
         t = t.to(device)
         return t.to(dtype) if dtype is not None and t.is_floating_point() else t
@@ -149,7 +149,7 @@ def prepare(wl: Workload) -> Workload:
         m.to(wl.device)
         if wl.dtype is not None:
             m.to(wl.dtype)
-    inputs = {k: [_move(e, wl.device, wl.dtype) for e in v] for k, v in wl.families().items()}
+    inputs = {k: [to_device(e, wl.device, wl.dtype) for e in v] for k, v in wl.families().items()}
     return dataclasses.replace(wl, inputs=inputs)
 
 

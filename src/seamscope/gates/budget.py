@@ -258,8 +258,9 @@ def evaluate(
     *,
     unattributed_compiles: int = 0,
     outside_graph_runs: int = 0,
+    foreign_calls: int = 0,
     graphs_before: int = 0,
-    compiled_before: Collection[str] = (),
+    compiled_before: Collection[tuple[str, int]] = (),
 ) -> BudgetResult:
     """Decide a budget from the calls made inside it (in order) and the ledger they belong to.
 
@@ -267,32 +268,23 @@ def evaluate(
     sign of a model compiled before the budget began (used only to explain an empty budget).
     ``outside_graph_runs``: compiled graphs that ran inside the budget outside any observed call,
     the sign of calls seamscope could not observe (said in the message whenever there are some).
-    ``graphs_before``: graphs compiled before the session began, ``compiled_before`` the compile
-    ids of those timed. Their breaks were made before it: with a ``breaks`` limit, a call in scope
+    ``foreign_calls``: calls made inside the budget on another thread while one was open, run
+    unobserved; their graphs run outside any call, so the message names them, not an unhooked callable.
+    ``graphs_before``: graphs compiled before the session began, ``compiled_before`` those timed,
+    each as ``(compile id, graph index)``: a graph, not an id, since Dynamo reuses ids after
+    ``torch.compiler.reset()``. Their breaks were made before it: with a ``breaks`` limit, a call in scope
     that ran no graph compiled inside it (only those) fails the budget, which could not judge it.
     """
     scope = scope_of(calls, budget.phase)
     result = BudgetResult(budget=budget, calls=len(calls), scope_calls=[c.index for c in scope])
     if not calls:
-        why = (
-            "no compiled call was observed inside the budget, so nothing was checked. Calls of "
-            "callables compiled with torch.compile are observed wherever they were compiled; "
-            "code that calls none inside the budget (or only through torch._dynamo.optimize, or "
-            "a torch.compile reference taken before the budget began and used inside it) leaves "
-            "nothing to judge."
-        )
-        if unattributed_compiles:
-            why += (f" ({unattributed_compiles} compilation(s) did happen inside the budget, outside "
-                    "any observed call.)")
-        if outside_graph_runs:
-            why += " " + _outside_note(outside_graph_runs)
-        result.problems.append(why)
+        result.problems.append(_nothing_observed(unattributed_compiles, outside_graph_runs, foreign_calls))
         return result
     if outside_graph_runs:
-        result.notes.append(_outside_note(outside_graph_runs))
+        result.notes.append(_outside_note(outside_graph_runs, foreign_calls))
     if graphs_before and budget.breaks is not None:
         blind = [c.index for c in scope if c.outcome not in ("fallback", "error")
-                 and not any(isinstance(e, RegionEvent) and e.compile_id not in compiled_before
+                 and not any(isinstance(e, RegionEvent) and (e.compile_id, e.graph_index) not in compiled_before
                              for e in c.events)]
         if blind:
             result.problems.append(
@@ -302,20 +294,54 @@ def evaluate(
                 "compiled, and judged, inside it."
             )
     if not scope:
-        if budget.phase == "steady":
-            result.problems.append(
-                f"no steady call (cache hits only) was observed inside the budget: all {len(calls)} "
-                "call(s) compiled something, so the steady phase was never reached. Call the "
-                "compiled code again with the same inputs after the warm-up, or use phase=None."
-            )
-        else:
-            result.problems.append(
-                "no cold call was observed inside the budget: the first call already only hit the "
-                "cache (the warm-up happened before the budget began). Use phase=\"steady\" or None."
-            )
+        result.problems.append(_phase_not_reached(budget.phase, len(calls)))
         return result
-
     in_scope = {c.index for c in scope}
+    _judge_breaks(result, budget, ledger, scope, in_scope)
+    _judge_compilations(result, ledger, scope, in_scope)
+    checks: list[tuple[str, int | None, int, str]] = [
+        ("breaks", budget.breaks, len(result.breaks), "break site(s) crossed"),
+        ("recompiles", budget.recompiles, len(result.recompiles), "recompile(s)"),
+        ("fallbacks", budget.fallbacks, len(result.fallbacks), "eager fallback(s)"),
+    ]
+    for name, limit, n, what in checks:
+        if limit is not None and n > limit:
+            result.problems.append(f"{n} {what}, over the budget {name}={limit}")
+    return result
+
+
+def _nothing_observed(unattributed_compiles: int, outside_graph_runs: int, foreign_calls: int = 0) -> str:
+    why = (
+        "no compiled call was observed inside the budget, so nothing was checked. Calls of "
+        "callables compiled with torch.compile are observed wherever they were compiled; "
+        "code that calls none inside the budget (or only through torch._dynamo.optimize, or "
+        "a torch.compile reference taken before the budget began and used inside it) leaves "
+        "nothing to judge."
+    )
+    if unattributed_compiles:
+        why += (f" ({unattributed_compiles} compilation(s) did happen inside the budget, outside "
+                "any observed call.)")
+    if outside_graph_runs:
+        why += " " + _outside_note(outside_graph_runs, foreign_calls)
+    return why
+
+
+def _phase_not_reached(phase: BudgetPhase | None, calls: int) -> str:
+    if phase == "steady":
+        return (
+            f"no steady call (cache hits only) was observed inside the budget: all {calls} "
+            "call(s) compiled something, so the steady phase was never reached. Call the "
+            "compiled code again with the same inputs after the warm-up, or use phase=None."
+        )
+    return (
+        "no cold call was observed inside the budget: the first call already only hit the "
+        "cache (the warm-up happened before the budget began). Use phase=\"steady\" or None."
+    )
+
+
+def _judge_breaks(result: BudgetResult, budget: Budget, ledger: Ledger, scope: list[Call], in_scope: set[int]) -> None:
+    """The break sites the calls in scope crossed or compiled, each allowed or not; the allowances
+    no site used."""
     comp_call: dict[str, int | None] = {c.compile_id: c.call_index for c in ledger.compilations}
     crossings: dict[str, int] = {}
     for c in scope:
@@ -351,6 +377,9 @@ def evaluate(
                 used_allow.add(allowed_by)
     result.unused_allow = [a for a in budget.allow if a not in used_allow]
 
+
+def _judge_compilations(result: BudgetResult, ledger: Ledger, scope: list[Call], in_scope: set[int]) -> None:
+    """The recompiles and eager fallbacks of the calls in scope."""
     fallback_ids: set[str] = set()
     for comp in ledger.compilations:
         if comp.call_index not in in_scope:
@@ -368,18 +397,15 @@ def evaluate(
                 fallback_ids.add(e.compile_id)
                 result.fallbacks.append(FallbackItem(e.compile_id, "?", c.index, e.reason))
 
-    checks: list[tuple[str, int | None, int, str]] = [
-        ("breaks", budget.breaks, len(result.breaks), "break site(s) crossed"),
-        ("recompiles", budget.recompiles, len(result.recompiles), "recompile(s)"),
-        ("fallbacks", budget.fallbacks, len(result.fallbacks), "eager fallback(s)"),
-    ]
-    for name, limit, n, what in checks:
-        if limit is not None and n > limit:
-            result.problems.append(f"{n} {what}, over the budget {name}={limit}")
-    return result
 
-
-def _outside_note(runs: int) -> str:
+def _outside_note(runs: int, foreign: int = 0) -> str:
+    if foreign:
+        return (
+            f"{runs} compiled graph run(s) happened inside the budget outside any observed call, and "
+            f"{foreign} call(s) were made on another thread while a call was open: such a call runs "
+            "unobserved (one call is observed at a time per process), so those calls were not judged; "
+            "make them from one thread, or one at a time."
+        )
     return (
         f"{runs} compiled graph run(s) happened inside the budget outside any observed call, so "
         "their calls were not judged: compile those callables with torch.compile (not "
@@ -416,6 +442,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._calls: list[Call] = []
         self._start_index = 0
         self._outside_start = 0
+        self._foreign_start = 0
         self._known_compiles: set[str] = set()
         self._builder: Any = None
         self._hook: Callable[[Call], None] | None = None
@@ -439,6 +466,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         self._builder = b
         self._start_index = b.call_count
         self._outside_start = s.outside_graph_runs
+        self._foreign_start = s.foreign_calls
         # Every call closed inside the window is recorded here, whatever the session's retention
         # (a long joined session keeps only a sample of its calls' detail).
 
@@ -472,6 +500,7 @@ class BudgetWindow(contextlib.ContextDecorator):
         )
         self.result = evaluate(self.spec, ledger, self._calls, unattributed_compiles=unattributed,
                                outside_graph_runs=s.outside_graph_runs - self._outside_start,
+                               foreign_calls=s.foreign_calls - self._foreign_start,
                                graphs_before=s.graphs_before, compiled_before=s.compiled_before)
         if not self.result.ok:
             raise BudgetExceeded(self.result.message(), self.result)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..analyze.units import fmt_ns, number_ranges
+from ..analyze.units import fmt_change, fmt_ns, number_ranges, percent_change
 from ..errors import UnusableInput
 from ..model.diff import CauseChange, SiteChange
 from ..model.headline import RecompileCause
@@ -81,10 +81,6 @@ def site_line(s: SiteSummary) -> str:
     reason = reason_text(s.reason)
     crossed = f", crossed {s.crossings}x" if s.crossings is not None else ""
     return f"{s.site_id}  {s.file}:{s.line} in {s.function}{code}: {reason}{crossed}"
-
-
-def _pct(x: float) -> str:
-    return f"{'+' if x >= 0 else '-'}{abs(x):.1f}%"
 
 
 def check(receipt: Receipt, limits: Limits, baseline: Receipt | None = None) -> CheckReport:
@@ -233,7 +229,7 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
         if steady is not None and steady.median_pct is not None and not why:
             rep.lines.append(
                 f"steady median {fmt_ns(steady.before.median_ns)} -> {fmt_ns(steady.after.median_ns)} "
-                f"({_pct(steady.median_pct)}; not checked: no --max-steady-regression)"
+                f"({fmt_change(steady.median_pct)}; not checked: no --max-steady-regression)"
             )
         return
     if why:
@@ -245,12 +241,12 @@ def _against(receipt: Receipt, baseline: Receipt, limits: Limits, rep: CheckRepo
         )
     rep.lines.append(
         f"steady median {fmt_ns(steady.before.median_ns)} -> {fmt_ns(steady.after.median_ns)} "
-        f"({_pct(steady.median_pct)}, limit +{limits.max_steady_regression:g}%; "
+        f"({fmt_change(steady.median_pct)}, limit +{limits.max_steady_regression:g}%; "
         f"{steady.before.calls} vs {steady.after.calls} steady calls)"
     )
     if steady.median_pct > limits.max_steady_regression:
         rep.problems.append(
-            f"steady median {_pct(steady.median_pct)} slower than the baseline, over "
+            f"steady median {fmt_change(steady.median_pct)} slower than the baseline, over "
             f"--max-steady-regression {limits.max_steady_regression:g}"
         )
 
@@ -264,11 +260,12 @@ def _compile_regression(receipt: Receipt, baseline: Receipt, limits: Limits, rep
     b, a = baseline.summary.compile_ns, receipt.summary.compile_ns
     if b <= 0:
         raise UnusableInput("cannot compare compile time with the baseline: the baseline compiled nothing")
-    pct = (a - b) * 100.0 / b
+    pct = percent_change(b, a) or 0.0
     limit = limits.max_compile_regression
-    rep.lines.append(f"compile time {fmt_ns(b)} -> {fmt_ns(a)} ({_pct(pct)}, limit +{limit:g}%)")
+    rep.lines.append(f"compile time {fmt_ns(b)} -> {fmt_ns(a)} ({fmt_change(pct)}, limit +{limit:g}%)")
     if pct > limit:
-        rep.problems.append(f"compile time {_pct(pct)} above the baseline's, over --max-compile-regression {limit:g}")
+        rep.problems.append(
+            f"compile time {fmt_change(pct)} above the baseline's, over --max-compile-regression {limit:g}")
 
 
 __all__ = ["Limits", "CheckReport", "check", "site_line", "cause_line"]

@@ -27,7 +27,7 @@ from typing import Any
 
 CHAIN_SEPARATOR = "*** While handling this graph break, another graph break occurred: ***"
 _GB_LINK = re.compile(r"/gb/gb(\d{4})\.html", re.I)
-_TABLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "graph_break_hints.json")
+TABLE_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "graph_break_hints.json")
 
 CLASS_ORDER = (
     "FUNDAMENTAL",
@@ -84,7 +84,7 @@ def order(classes: set[str] | list[str] | tuple[str, ...]) -> tuple[str, ...]:
 def shipped_table() -> HintTable:
     """The table this package ships (empty when the file is missing or unreadable)."""
     try:
-        with open(_TABLE, encoding="utf-8") as f:
+        with open(TABLE_FILE, encoding="utf-8") as f:
             raw = json.load(f)
         return HintTable(
             classes={str(k): tuple(str(t) for t in v) for k, v in raw.get("classes", {}).items()},

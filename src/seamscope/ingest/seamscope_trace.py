@@ -79,6 +79,23 @@ def _header(path: str, line: bytes) -> TraceHeader:
         raise UnusableInput(f"{path}:1: trace header does not match docs/trace.schema.json: {e}") from None
 
 
+def _check_counts(path: str, header: TraceHeader, stats: ParseStats, comps: int, sites: int, calls: int,
+                  outside: int) -> None:
+    """A problem for each count that differs from what the header announced, and for calls over
+    the trace's bound (what was read is kept either way)."""
+    if calls > header.bounds.max_calls:
+        stats.problem(path, 0, "bounds", f"{calls} calls, over the trace's bound of {header.bounds.max_calls} (kept)")
+    want = header.counts
+    for what, got, exp in (
+        ("compilations", comps, want.compilations),
+        ("break sites", sites, want.break_sites),
+        ("calls", calls, want.calls),
+        ("outside regions", outside, want.outside),
+    ):
+        if got != exp:
+            stats.problem(path, 0, "count", f"header announces {exp} {what}, {got} read (cut or edited?)")
+
+
 def import_seamscope_trace(path: str) -> TraceImport:
     stats = ParseStats()
     h = hashlib.sha256()
@@ -134,20 +151,7 @@ def import_seamscope_trace(path: str) -> TraceImport:
     stats.sha256 = h.hexdigest()
     if header is None:
         raise UnusableInput(f"{path}: empty file, not a seamscope trace")
-    if len(calls) > header.bounds.max_calls:
-        stats.problem(
-            path, 0, "bounds",
-            f"{len(calls)} calls, over the trace's bound of {header.bounds.max_calls} (kept)",
-        )
-    want = header.counts
-    for what, got, exp in (
-        ("compilations", len(comps), want.compilations),
-        ("break sites", len(sites), want.break_sites),
-        ("calls", len(calls), want.calls),
-        ("outside regions", len(outside), want.outside),
-    ):
-        if got != exp:
-            stats.problem(path, 0, "count", f"header announces {exp} {what}, {got} read (cut or edited?)")
+    _check_counts(path, header, stats, len(comps), len(sites), len(calls), len(outside))
     run = header.run
     retention = header.retention
     if stats.problem_count:

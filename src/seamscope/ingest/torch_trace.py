@@ -23,6 +23,7 @@ from a file is ever executed (JSON only: no eval, no pickle), and torch is never
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -51,9 +52,12 @@ ABSENT = [
 
 #: PyTorch minor versions whose logs this parser was checked against.
 
-LOG_NAME = re.compile(r"^dedicated_log_torch_trace_.*\.log$")
-#: The rank in a log's name: ``..._rank_5_x1y2.log`` (PyTorch's) or ``..._rank_5.log`` (renamed).
-RANK_IN_NAME = re.compile(r"(?:^|_)rank_(\d+)(?:_[^/]*)?\.log$")
+LOG_NAME = re.compile(r"^dedicated_log_torch_trace_.*\.log(?:\.gz)?$")
+#: The rank in a log's name: ``..._rank_5_x1y2.log`` (PyTorch's) or ``..._rank_5.log`` (renamed),
+#: either gzip'd (``.log.gz``).
+RANK_IN_NAME = re.compile(r"(?:^|_)rank_(\d+)(?:_[^/]*?)?\.log(?:\.gz)?$")
+#: The first bytes of a gzip file (RFC 1952): a log compressed to be kept or sent.
+GZIP_MAGIC = b"\x1f\x8b"
 
 MAX_MESSAGES = 50  # issues kept with their line; the rest are only counted
 
@@ -387,8 +391,62 @@ def _notes(path: str, asm: CompileEventAssembler, stats: ParseStats) -> None:
                    f"{asm.generation} generations, the later ones' ids marked x/y@2 … x/y@{asm.generation}")
 
 
+def is_gzip(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
 def import_torch_trace(path: str, cwd: str | None = None) -> TraceImport:
-    """Read one log into a ledger (compile-time evidence only; no calls)."""
+    """Read one log into a ledger (compile-time evidence only; no calls). A gzip'd log is read
+    decompressed (into a temporary file, as the reader scans a file), and says so in a note."""
+    if is_gzip(path):
+        return _import_gzip(path, cwd)
+    return _import_log(path, cwd)
+
+
+def _gunzip(path: str, dst: Any) -> str | None:
+    """Decompress ``path`` (every gzip member) into the open file ``dst``, chunk by chunk; what is
+    wrong with a damaged or cut archive (None: nothing), after writing all that decompressed."""
+    import zlib
+
+    d, fed = zlib.decompressobj(wbits=31), False
+    with open(path, "rb") as src:
+        try:
+            while chunk := src.read(CHUNK):
+                while chunk:
+                    dst.write(d.decompress(chunk))
+                    fed = True
+                    chunk = b""
+                    if d.eof:  # another member may follow (``cat a.gz b.gz``)
+                        chunk = d.unused_data
+                        d, fed = zlib.decompressobj(wbits=31), False
+        except zlib.error as e:
+            return f"damaged ({e})"
+    return "cut (it ends before its end-of-stream marker)" if fed else None
+
+
+def _import_gzip(path: str, cwd: str | None) -> TraceImport:
+    import tempfile
+
+    name = os.path.basename(path).removesuffix(".gz")
+    with tempfile.TemporaryDirectory(prefix="seamscope-gunzip-") as tmp:
+        plain = os.path.join(tmp, name)
+        with open(plain, "wb") as dst:
+            cut = _gunzip(path, dst)
+        r = _import_log(plain, cwd)
+    stats = r.stats
+    stats.issues = [dataclasses.replace(i, file=path) for i in stats.issues]
+    stats.notes = [dataclasses.replace(i, file=path) for i in stats.notes]
+    stats.note(path, 0, "gzip", "gzip-compressed: read decompressed")
+    if cut is not None:
+        stats.problem(path, 0, "gzip", f"the compressed file is {cut}; what decompressed was read")
+    return TraceImport(path=path, ledger=r.ledger, stats=stats)
+
+
+def _import_log(path: str, cwd: str | None) -> TraceImport:
     from .._version import __version__
 
     stats = ParseStats()

@@ -9,7 +9,7 @@ then a systematic sample whose stride doubles), so 100,000 calls do not grow mem
 Speed: a call's structure (its *plan*: which sites it crosses, which island follows which break)
 depends only on the sequence of compile ids it ran, so it is computed once (``plan.py``) and
 cached. A steady call that is not kept in detail then only adds its durations into accumulators
-the plan resolved (``_sum_fast``), and its crossings and region runs are counted per plan, not
+the plan resolved (``sum_fast``), and its crossings and region runs are counted per plan, not
 per call (``Plan.fold``). With capture's C lane attached (``attach_lane``, see
 ``seamscope._speedups``), such a call is opened and closed in C and adds its durations per span
 position into the plan's ``PlanSums``; anything else that happens during it (a compilation, a
@@ -23,26 +23,21 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Literal
 
+from .builder_account import account_detail, sum_fast
 from .device_sums import DeviceSums
 from .ledger import (
     PHASES,
     SCHEMA_VERSION,
     SITE_ID_SCHEME,
-    BreakEvent,
     BreakSite,
     Call,
     Compilation,
-    CompileEvent,
     Environment,
     Event,
-    FallbackEvent,
-    GuardMissEvent,
-    IslandEvent,
     Ledger,
     OutsideRegion,
     Phase,
     PhaseTotal,
-    RegionEvent,
     RegionTotal,
     Retention,
     RunInfo,
@@ -52,15 +47,10 @@ from .ledger import (
 )
 from .plan import Plan, RegionAcc, SiteAcc, make_plan
 from .spans import (
-    BOOK_END,
     COMPILATION,
     COMPILE_ID,
-    END,
-    GRAPH_INDEX,
     KEY,
     KIND,
-    OUT_BYTES,
-    OUT_TENSORS,
     OVERHEAD,
     REGION,
     START,
@@ -86,13 +76,6 @@ _START = operator.itemgetter(START)
 """Spans sort by start; spans that start together keep the order they were reported in."""
 _KEY = operator.itemgetter(KEY)
 
-
-
-def _at(ev: Event) -> int:
-    """An event's time relative to the call's start (spans by their start, points by theirs)."""
-    if isinstance(ev, (RegionEvent, IslandEvent, CompileEvent)):
-        return ev.start_ns
-    return ev.at_ns
 
 
 class _OpenCall:
@@ -502,7 +485,7 @@ class LedgerBuilder:
 
     def _add_sums(self, plan: Plan) -> None:
         """Add the sums of the steady calls C closed on this plan to the totals (what
-        ``_sum_fast`` adds per call, added per span position for all of them at once). C only
+        ``sum_fast`` adds per call, added per span position for all of them at once). C only
         opens calls while no fallback was seen, so they are all steady."""
         if plan.sums is None or not plan.sums.calls or plan.raccs is None:
             return
@@ -648,154 +631,14 @@ class LedgerBuilder:
     ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
         """Sums (region, island, compile, overhead, compilations) and, if ``detail``, the events."""
         if plan.raccs is not None and not detail:
-            return None, self._sum_fast(plan.raccs, plan.gaccs, plan.final_acc, oc.spans, oc.start, end_ns)
-        return self._account_detail(oc, end_ns, plan, detail)
-
-    @staticmethod
-    def _sum_fast(
-        raccs: list[RegionAcc | None],
-        gaccs: list[SiteAcc | None],
-        final_acc: SiteAcc | None,
-        spans: list[_Span],
-        cursor: int,
-        end_ns: int,
-    ) -> tuple[int, int, int, int, int]:
-        """The steady-call hot path: ``_account_detail``'s arithmetic without events, on
-        accumulators the plan resolved once. Spans that overlap or pass the call's end (which
-        capture never produces) are clamped exactly as there."""
-        start = cursor
-        island_sum = overhead_sum = 0
-        for sp, racc, gacc in zip(spans, raccs, gaccs, strict=True):
-            s = sp[START]
-            e = sp[END]
-            if s < cursor or e > end_ns or e < s:
-                s = min(max(s, cursor), end_ns)
-                e = min(max(e, s), end_ns)
-            gap = s - cursor
-            if gap > 0:
-                island_sum += gap
-                if gacc is not None:
-                    gacc.island_after += gap
-            dur = e - s
-            if racc is None:
-                overhead_sum += dur
-                cursor = e
-                continue
-            if dur < racc.min:
-                racc.min = dur
-            if dur > racc.max:
-                racc.max = dur
-            racc.total += dur
-            cursor = sp[BOOK_END]  # the bookkeeping right after the region
-            if cursor > e:
-                if cursor > end_ns:
-                    cursor = end_ns
-                overhead_sum += cursor - e
-            else:
-                cursor = e
-        gap = end_ns - cursor
-        if gap > 0:
-            island_sum += gap
-            if final_acc is not None:
-                final_acc.island_after += gap
-        # every nanosecond of the call is island, overhead or region (no compile on this path)
-        return end_ns - start - island_sum - overhead_sum, island_sum, 0, overhead_sum, 0
-
-    def _account_detail(
-        self, oc: _OpenCall, end_ns: int, plan: Plan, detail: bool, accumulate: bool = True
-    ) -> tuple[list[Event] | None, tuple[int, int, int, int, int]]:
-        """``accumulate=False``: the events only, the totals left alone (a ``_Kept`` call,
-        whose sums were added when it ended)."""
-        start = oc.start
-        spans = oc.spans
-        site_acc: dict[str, SiteAcc] = self._site_acc if accumulate else defaultdict(SiteAcc)
-        regions: dict[str, RegionAcc] = self._regions if accumulate else defaultdict(RegionAcc)
-        final_acc = plan.final_acc if accumulate else SiteAcc()
-        region_sum = compile_sum = overhead_sum = island_sum = compile_n = 0
-        events: list[Event] | None = [] if detail else None
-        cursor = start
-        for sp, step in zip(spans, plan.steps, strict=True):
-            kind, s, e = sp[KIND], sp[START], sp[END]
-            if s < cursor:
-                s = cursor
-            if s > end_ns:
-                s = end_ns
-            if e < s:
-                e = s
-            elif e > end_ns:
-                e = end_ns
-            gap = s - cursor
-            if events is not None:
-                for site in step[0]:
-                    events.append(BreakEvent(site_id=site, at_ns=cursor - start))
-            if gap > 0:
-                island_sum += gap
-                gap_site = step[1]
-                if gap_site is not None:
-                    site_acc[gap_site].island_after += gap
-                if events is not None:
-                    events.append(IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=gap_site))
-            dur = e - s
-            cursor = e
-            if kind == OVERHEAD:
-                overhead_sum += dur
-            elif kind == REGION:
-                region_sum += dur
-                racc = regions.setdefault(sp[KEY], RegionAcc())
-                racc.min = min(racc.min, dur)
-                racc.max = max(racc.max, dur)
-                racc.total += dur
-                if events is not None:
-                    events.append(
-                        RegionEvent(
-                            compile_id=sp[KEY],
-                            graph_index=sp[GRAPH_INDEX],
-                            start_ns=s - start,
-                            duration_ns=dur,
-                            out_tensors=sp[OUT_TENSORS],
-                            out_bytes=sp[OUT_BYTES],
-                        )
-                    )
-                    for site in step[2]:
-                        events.append(BreakEvent(site_id=site, at_ns=e - start))
-                oe = sp[BOOK_END]
-                if oe > e:  # the bookkeeping right after the region
-                    if oe > end_ns:
-                        oe = end_ns
-                    overhead_sum += oe - e
-                    cursor = oe
-            else:
-                compile_sum += dur
-                compile_n += 1
-                if events is not None:
-                    events.append(CompileEvent(compile_id=sp[COMPILE_ID], start_ns=s - start, duration_ns=dur))
-        gap = end_ns - cursor
-        if gap > 0:
-            island_sum += gap
-            if final_acc is not None:
-                final_acc.island_after += gap
-            if events is not None:
-                events.append(
-                    IslandEvent(start_ns=cursor - start, duration_ns=gap, after_site_id=plan.final_gap_site)
-                )
-        if events is not None and oc.points:
-            timed = [(_at(ev), i, ev) for i, ev in enumerate(events)]
-            n = len(timed)
-            for j, (at, cid, reason) in enumerate(oc.points):
-                point: Event = (
-                    GuardMissEvent(compile_id=cid, at_ns=at - start)
-                    if reason is None
-                    else FallbackEvent(compile_id=cid, reason=reason, at_ns=at - start)
-                )
-                timed.append((at - start, n + j, point))
-            timed.sort(key=lambda t: (t[0], t[1]))
-            events = [t[2] for t in timed]
-        return events, (region_sum, island_sum, compile_sum, overhead_sum, compile_n)
+            return None, sum_fast(plan.raccs, plan.gaccs, plan.final_acc, oc.spans, oc.start, end_ns)
+        return account_detail(oc, end_ns, plan, self._site_acc, self._regions, plan.final_acc, detail)
 
     def _made(self, kept: Call | _Kept) -> Call:
         if isinstance(kept, Call):
             return kept
-        events, sums = self._account_detail(kept.oc, kept.end, kept.plan, True, accumulate=False)
+        fresh: dict[str, SiteAcc] = defaultdict(SiteAcc)  # its sums were added when it ended
+        events, sums = account_detail(kept.oc, kept.end, kept.plan, fresh, defaultdict(RegionAcc), SiteAcc(), True)
         return Call(
             index=kept.index,
             phase=kept.phase,

@@ -56,10 +56,10 @@ class Where(Struct, frozen=True):
     line: int
     function: str
     package: str | None
-    """``transformers``, ``torch``, ... when the site is under ``site-packages/<pkg>/``; None for
-    user code."""
+    """``transformers``, ``torch``, ``contextlib``, ... when the site is library code (an installed
+    package or the standard library: :func:`seamscope.model.normalize.package_of`); None for user code."""
     user_frame: Frame | None
-    """The innermost user frame (not under site-packages) of the stack: the user's line that led
+    """The innermost user frame (not library code) of the stack: the user's line that led
     into library code. Equal to the site for a break in user code."""
     frame_skipped: bool = False
     """Dynamo could not resume after this break and ran the whole frame eagerly (``BreakSite``)."""

@@ -85,8 +85,9 @@ def decode_refs(refs: Refs, n_texts: int, where: str) -> list[int]:
             lo, hi = r
         else:
             raise ValueError(f"{where}: a run of guard texts is [first, last], not {len(r)} numbers")
-        if not (0 <= lo < n_texts and 0 <= hi < n_texts):
-            raise ValueError(f"{where}: guard text {max(lo, hi)} is not in the table of {n_texts}")
+        bad = next((i for i in (lo, hi) if not 0 <= i < n_texts), None)
+        if bad is not None:  # the end that is out of the table, not the other one
+            raise ValueError(f"{where}: guard text {bad} is not in the table of {n_texts}")
         out.extend(range(lo, hi + 1) if lo <= hi else range(lo, hi - 1, -1))
     return out
 

@@ -63,6 +63,58 @@ def normalize_path(path: str, cwd: str | None = None) -> str:
     return path
 
 
+_STDLIB = re.compile(r"(?:^|/)lib/python3\.\d+t?/")
+_INSTALLED = ("site-packages/", "dist-packages/")
+
+
+def _installed(p: str) -> str | None:
+    """The part of a ``/``-separated path after its last ``site-packages/`` (``dist-packages/``)."""
+    for marker in _INSTALLED:
+        i = p.rfind(marker)
+        if i == 0 or (i > 0 and p[i - 1] == "/"):
+            return p[i + len(marker) :]
+    return None
+
+
+def library_path(path: str) -> str | None:
+    """A library file's path below the folder it is installed in: ``transformers/models/x.py`` for
+    ``site-packages/transformers/models/x.py`` (as :func:`normalize_path` writes it, or absolute,
+    ``dist-packages`` too) and ``collections/__init__.py`` for the standard library's
+    ``/usr/lib/python3.11/collections/__init__.py``; ``importlib/_bootstrap`` for a frozen module
+    (``<frozen importlib._bootstrap>``); None for the user's code. The one answer to "is this
+    library code?" (:func:`is_library`, :func:`package_of`); code given as text (``<string>``, a
+    notebook's ``<ipython-input-...>``) is the user's."""
+    p = path.replace(os.sep, "/")
+    rest = _installed(p)
+    if rest is not None:
+        return rest
+    if p.startswith("<frozen ") and p.endswith(">"):
+        return p[len("<frozen ") : -1].replace(".", "/")
+    stdlib = list(_STDLIB.finditer(p))
+    return p[stdlib[-1].end() :] if stdlib else None
+
+
+def is_library(path: str) -> bool:
+    """Whether a file is library code (installed packages, the standard library), not the user's."""
+    return library_path(path) is not None
+
+
+def package_of(path: str) -> str | None:
+    """``transformers``, ``torch``, ``contextlib``: the top-level package or module a library file
+    belongs to; None for the user's code."""
+    rest = library_path(path)
+    if rest is None:
+        return None
+    return rest.split("/", 1)[0].removesuffix(".py") or None
+
+
+def short_path(path: str) -> str:
+    """A path as findings and reports show it: an installed package's file from the package's
+    folder on (``transformers/models/x.py``), any other unchanged."""
+    rest = _installed(path.replace(os.sep, "/"))
+    return path if rest is None else rest
+
+
 PROJECT_MARKERS = (".git", "pyproject.toml")
 """What makes a folder a project's root (``project_root``)."""
 

@@ -19,7 +19,7 @@ was reached through (innermost first): torch's FSDP code (``torch/distributed/fs
 (``torch/nn/parallel/``, ``replicate``, DDP's comm hooks), which the user cannot change; other
 library or standard-library code (``framework``)."""
 
-DivergenceKind = Literal["compiled_graphs", "recompile_call", "sites", "call_count", "steady_time"]
+DivergenceKind = Literal["versions", "compiled_graphs", "recompile_call", "sites", "call_count", "steady_time"]
 
 ProblemKind = Literal["missing_rank", "unreadable", "mixed_runs", "world_size", "duplicate_rank", "no_rank"]
 
@@ -97,6 +97,12 @@ class RankEntry(Struct, frozen=True):
     pg_timeout_ns: int | None = None
     """The process group's timeout as this rank recorded it (``RunInfo.pg_timeout_ns``)."""
     pg_backend: str | None = None
+    torch_version: str | None = None
+    python_version: str | None = None
+    """The versions the rank ran (its receipt's ``environment``; None: not recorded)."""
+    packages: dict[str, str] = {}
+    """The tracked libraries' versions it ran (``environment.packages``: ``transformers``, ...;
+    empty: not recorded)."""
     status: str | None = None
     """How the rank's run ended (``completed``, ``terminated (SIGTERM)``, ``incomplete (...)``), as
     its receipt records it; None when it records none (an imported log)."""

@@ -11,7 +11,6 @@ from typing import Literal
 from msgspec import Struct
 
 EventKind = Literal["recompile", "fallback", "graph", "break"]
-EVENT_KINDS: tuple[EventKind, ...] = ("recompile", "fallback", "graph", "break")
 STEADY_BUCKETS_S: tuple[float, ...] = (
     5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 COMPILE_BUCKETS_S: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -50,7 +49,8 @@ class WatchEvent(Struct, frozen=True, kw_only=True):
     """The call it happened in (0-based, counting every observed call of the process)."""
     unix_time: float = 0.0
     since_start_s: float = 0.0
-    """Seconds since watching began."""
+    """Seconds since watching began, when the event was reported: once its compilation ended (the
+    timeline of ``summary`` and ``report`` shows when the compilation began, ``compile_ns`` earlier)."""
     compile_ns: int | None = None
     """What the compilation cost (None for a break site: its compilation is its own event)."""
     context: dict[str, str] = {}

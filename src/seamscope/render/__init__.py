@@ -13,10 +13,7 @@ line and the ``write_*`` helpers write files; :func:`write_rendered` is the one 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar, runtime_checkable
-
-if TYPE_CHECKING:
-    from ..model.receipt import Receipt
+from typing import Protocol, TypeVar, runtime_checkable
 
 S = TypeVar("S", contravariant=True)
 T = TypeVar("T")
@@ -34,8 +31,6 @@ class Renderer(Protocol[S]):
         ...
 
 
-ReceiptRenderer: TypeAlias = "Renderer[Receipt]"
-"""A renderer of a receipt: every renderer here but the trials' tables."""
 
 
 def file_name(renderer: Renderer[T], stem: str) -> str:

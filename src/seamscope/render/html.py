@@ -15,7 +15,7 @@ import markupsafe
 
 from ..analyze.display import visible
 from ..analyze.report_view import COMPILE_COLOUR, ReportView, build_view
-from ..analyze.units import counted
+from ..analyze.units import counted, fmt_pct
 from ..model.receipt import Receipt
 from . import write_rendered
 from .terminal import fmt_ns
@@ -54,14 +54,8 @@ def environment() -> jinja2.Environment:
     env.filters["ns"] = fmt_ns
     env.filters["counted"] = counted
     env.filters["num"] = _num
-    env.filters["pct"] = _pct
+    env.filters["pct"] = fmt_pct
     return env
-
-
-def _pct(x: float | None) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.2g}%" if x < 10 else f"{x:.0f}%"
 
 
 class HtmlRenderer:

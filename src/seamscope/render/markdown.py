@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from ..analyze.display import visible
 from ..analyze.report_view import Comparison, ReportView, build_view, first_line
+from ..analyze.units import fmt_change
+from ..analyze.watch_view import BEGAN
 from ..model.receipt import Receipt
 from .compile_time_table import markdown_lines
 from .terminal import fmt_ns
@@ -26,10 +28,6 @@ def esc(text: str | None, limit: int = 200) -> str:
         t = t[: limit - 1] + "…"
     t = t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in t)
-
-
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{x:+.1f}%"
 
 
 class MarkdownRenderer:
@@ -55,51 +53,77 @@ class MarkdownRenderer:
         if not view.has_runtime:
             lines += [f"> no runtime data: {esc('; '.join(view.absent), 400)}", ""]
         if comparison is not None:
-            lines += [f"**Verdict** ({esc(comparison.verdict_source)}):", ""]
-            lines += [f"- {esc(v, 300)}" for v in comparison.verdict]
-            lines += [
-                "",
-                "| phase | calls before | calls after | median before | median after | change |",
-                "|---|---:|---:|---:|---:|---:|",
-            ]
-            for d in comparison.phases:
-                lines.append(
-                    f"| {esc(d.phase)} | {d.before_calls} | {d.after_calls} | {fmt_ns(d.before_median_ns)} | "
-                    f"{fmt_ns(d.after_median_ns)} | {_pct(d.change_pct)} |"
-                )
-            changed = [(n, b, a) for n, b, a in comparison.counts if b != a]
-            if changed:
-                lines += ["", "Counts changed: " + ", ".join(f"{n} {b} → {a}" for n, b, a in changed) + "."]
-            lines.append("")
-        if view.phases:
-            lines += [
-                "| phase | calls | median | p90 | regions/call | islands | compile |",
-                "|---|---:|---:|---:|---:|---:|---:|",
-            ]
-            for p in view.phases:
-                rpc = "–" if p.regions_per_call is None else f"{p.regions_per_call:g}"
-                lines.append(
-                    f"| {esc(p.phase)} | {p.calls} | {fmt_ns(p.median_ns)} | {fmt_ns(p.p90_ns)} | {rpc} | "
-                    f"{fmt_ns(p.island_ns)} | {fmt_ns(p.compile_ns)} |"
-                )
-            lines.append("")
-        if view.top_findings:
-            basis = (
-                "breaks, recompile causes and compile time, by time spent in this run"
-                if view.headline
-                else "by measured cost"
-            )
-            lines += [f"**Top findings** ({basis})", ""]
-            for f in view.top_findings[: self.max_rows]:
-                plain = f.where and "`" not in f.where and visible(f.where) == f.where and len(f.where) <= 200
-                where = f" `{f.where}`" if plain else (f" {esc(f.where)}" if f.where else "")
-                lines.append(f"{f.rank}. **{esc(f.kind)}**{where}: {esc(f.headline)} ({fmt_ns(f.cost_ns)})")
-                if f.detail:
-                    lines.append(f"   {esc(f.detail, 240)}")
-                for b in f.beneath[:3]:
-                    lines.append(f"   - {esc(b, 240)}")
-            lines.append("")
+            lines += self._comparison(comparison)
+        lines += self._phases(view) + self._findings(view)
         lines += markdown_lines(view.compile_time, esc, self.max_rows)
+        lines += self._recompiles(view) + self._watch(view)
+        lines += self._ranks(view)
+        if view.retention_note:
+            lines += [f"_{esc(view.retention_note)}_", ""]
+        lines.append(f"<sub>receipt `{view.receipt_sha256[:16]}` · structure `{view.structure_sha256[:16]}`</sub>")
+        return "\n".join(lines) + "\n"
+
+    @staticmethod
+    def _comparison(comparison: Comparison) -> list[str]:
+        """The before/after verdict, the phases' medians and the counts that changed."""
+        lines = [f"**Verdict** ({esc(comparison.verdict_source)}):", ""]
+        lines += [f"- {esc(v, 300)}" for v in comparison.verdict]
+        lines += [
+            "",
+            "| phase | calls before | calls after | median before | median after | change |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for d in comparison.phases:
+            lines.append(
+                f"| {esc(d.phase)} | {d.before_calls} | {d.after_calls} | {fmt_ns(d.before_median_ns)} | "
+                f"{fmt_ns(d.after_median_ns)} | {fmt_change(d.change_pct)} |"
+            )
+        changed = [(n, b, a) for n, b, a in comparison.counts if b != a]
+        if changed:
+            lines += ["", "Counts changed: " + ", ".join(f"{n} {b} → {a}" for n, b, a in changed) + "."]
+        lines.append("")
+        return lines
+
+    @staticmethod
+    def _phases(view: ReportView) -> list[str]:
+        if not view.phases:
+            return []
+        lines = [
+            "| phase | calls | median | p90 | regions/call | islands | compile |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for p in view.phases:
+            rpc = "–" if p.regions_per_call is None else f"{p.regions_per_call:g}"
+            lines.append(
+                f"| {esc(p.phase)} | {p.calls} | {fmt_ns(p.median_ns)} | {fmt_ns(p.p90_ns)} | {rpc} | "
+                f"{fmt_ns(p.island_ns)} | {fmt_ns(p.compile_ns)} |"
+            )
+        lines.append("")
+        return lines
+
+    def _findings(self, view: ReportView) -> list[str]:
+        if not view.top_findings:
+            return []
+        basis = (
+            "breaks, recompile causes and compile time, by time spent in this run"
+            if view.headline
+            else "by measured cost"
+        )
+        lines = [f"**Top findings** ({basis})", ""]
+        for f in view.top_findings[: self.max_rows]:
+            plain = f.where and "`" not in f.where and visible(f.where) == f.where and len(f.where) <= 200
+            where = f" `{f.where}`" if plain else (f" {esc(f.where)}" if f.where else "")
+            lines.append(f"{f.rank}. **{esc(f.kind)}**{where}: {esc(f.headline)} ({fmt_ns(f.cost_ns)})")
+            if f.detail:
+                lines.append(f"   {esc(f.detail, 240)}")
+            for b in f.beneath[:3]:
+                lines.append(f"   - {esc(b, 240)}")
+        lines.append("")
+        return lines
+
+    def _recompiles(self, view: ReportView) -> list[str]:
+        """The first recompiles with their first failed guard; the fallbacks in one line."""
+        lines: list[str] = []
         if view.recompiles:
             lines += ["**Recompiles**", "", "| compile id | frame | call | failed guard |", "|---|---|---:|---|"]
             for r in view.recompiles[: self.max_rows]:
@@ -116,21 +140,22 @@ class MarkdownRenderer:
                 + ")",
                 "",
             ]
-        if view.watch is not None:
-            w = view.watch
-            lines += [f"**After warm-up** ({esc(w.warmup)}): {len(w.rows)} event(s)", ""]
-            if w.rows:
-                lines += ["| at | call | kind | frame | cause | compile |", "|---:|---:|---|---|---|---:|"]
-                for r in w.rows[: self.max_rows]:
-                    call = "–" if r.call_index is None else str(r.call_index)
-                    lines.append(f"| {fmt_ns(r.at_ns)} | {call} | {esc(r.kind)} | {esc(r.frame)} | {esc(r.cause, 160)} "
-                                 f"| {fmt_ns(r.compile_ns)} |")
-                lines.append("")
-        lines += self._ranks(view)
-        if view.retention_note:
-            lines += [f"_{esc(view.retention_note)}_", ""]
-        lines.append(f"<sub>receipt `{view.receipt_sha256[:16]}` · structure `{view.structure_sha256[:16]}`</sub>")
-        return "\n".join(lines) + "\n"
+        return lines
+
+    def _watch(self, view: ReportView) -> list[str]:
+        """What happened after the warm-up of a watched run."""
+        w = view.watch
+        if w is None:
+            return []
+        lines = [f"**After warm-up** ({esc(w.warmup)}): {len(w.rows)} event(s)", ""]
+        if w.rows:
+            lines += [f"| {BEGAN} | call | kind | frame | cause | compile |", "|---:|---:|---|---|---|---:|"]
+            for r in w.rows[: self.max_rows]:
+                call = "–" if r.call_index is None else str(r.call_index)
+                lines.append(f"| {fmt_ns(r.at_ns)} | {call} | {esc(r.kind)} | {esc(r.frame)} | {esc(r.cause, 160)} "
+                             f"| {fmt_ns(r.compile_ns)} |")
+            lines.append("")
+        return lines
 
     def _ranks(self, view: ReportView) -> list[str]:
         """A merged receipt's divergences, one line each (the rank × call view is in the HTML)."""

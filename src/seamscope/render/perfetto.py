@@ -48,14 +48,14 @@ def us(ns: int) -> float:
     return ns / 1000.0
 
 
-class PerfettoRenderer:
-    extension = ".json"
+class _Trace:
+    """The trace's events as they are made: track names, slices (``X``) and instants (``i``)."""
 
-    def events(self, receipt: Receipt) -> list[dict[str, Any]]:
+    def __init__(self, receipt: Receipt) -> None:
         led = receipt.ledger
-        sites = {s.site_id: s for s in led.break_sites}
-        comps = {c.compile_id: c for c in led.compilations}
-        out: list[dict[str, Any]] = [
+        self.sites = {s.site_id: s for s in led.break_sites}
+        self.comps = {c.compile_id: c for c in led.compilations}
+        self.out: list[dict[str, Any]] = [
             {
                 "ph": "M",
                 "pid": PID,
@@ -64,112 +64,114 @@ class PerfettoRenderer:
                 "args": {"name": f"seamscope {led.run.source}: {' '.join(led.run.command)}"},
             },
         ]
-        for name, tid in TRACKS.items():
-            out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
-            out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
 
-        def slice_(tid: int, name: str, cat: str, start: int, dur: int, args: dict[str, Any]) -> None:
-            out.append(
-                {
-                    "ph": "X",
-                    "pid": PID,
-                    "tid": tid,
-                    "name": name,
-                    "cat": cat,
-                    "ts": us(start),
-                    "dur": us(dur),
-                    "args": args,
-                }
+    def name_tracks(self, tracks: dict[str, int]) -> None:
+        for name, tid in tracks.items():
+            self.out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
+            self.out.append(
+                {"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}}
             )
 
-        def instant(name: str, cat: str, at: int, args: dict[str, Any]) -> None:
-            out.append(
-                {
-                    "ph": "i",
-                    "s": "t",
-                    "pid": PID,
-                    "tid": TRACKS["calls"],
-                    "name": name,
-                    "cat": cat,
-                    "ts": us(at),
-                    "args": args,
-                }
-            )
+    def slice_(self, tid: int, name: str, cat: str, start: int, dur: int, args: dict[str, Any]) -> None:
+        self.out.append(
+            {
+                "ph": "X",
+                "pid": PID,
+                "tid": tid,
+                "name": name,
+                "cat": cat,
+                "ts": us(start),
+                "dur": us(dur),
+                "args": args,
+            }
+        )
 
+    def instant(self, name: str, cat: str, at: int, args: dict[str, Any]) -> None:
+        self.out.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "pid": PID,
+                "tid": TRACKS["calls"],
+                "name": name,
+                "cat": cat,
+                "ts": us(at),
+                "args": args,
+            }
+        )
+
+    def call(self, call: Any, t0: int) -> None:
+        """The call's slice, then a slice or an instant for each of its events, from ``t0``."""
+        args: dict[str, Any] = {
+            "call": call.index,
+            "phase": call.phase,
+            "outcome": call.outcome,
+            "overhead_ns": call.overhead_ns,
+        }
+        if call.family is not None:
+            args["family"] = call.family
+        if call.error is not None:
+            args["error"] = call.error
+        self.slice_(TRACKS["calls"], f"call {call.index}", "call", t0, call.wall_ns, args)
+        for e in call.events:
+            self.event(call.index, e, t0)
+
+    def event(self, index: int, e: Any, t0: int) -> None:
+        sites, comps, slice_, instant = self.sites, self.comps, self.slice_, self.instant
+        if isinstance(e, RegionEvent):
+            a: dict[str, Any] = {
+                "call": index,
+                "compile_id": e.compile_id,
+                "graph_index": e.graph_index,
+                "duration_ns": e.duration_ns,
+            }
+            c = comps.get(e.compile_id)
+            if c is not None:
+                a["frame"] = "{} {}:{}".format(*c.shown_frame)
+            slice_(TRACKS["regions"], e.compile_id, "region", t0 + e.start_ns, e.duration_ns, a)
+        elif isinstance(e, IslandEvent):
+            a = {"call": index, "duration_ns": e.duration_ns}
+            s = sites.get(e.after_site_id or "")
+            if s is not None:
+                a.update(after_site=s.site_id, where=f"{s.file}:{s.line}", reason=s.reason)
+            slice_(TRACKS["islands"], "island", "island", t0 + e.start_ns, e.duration_ns, a)
+        elif isinstance(e, CompileEvent):
+            a = {"call": index, "compile_id": e.compile_id, "duration_ns": e.duration_ns}
+            c = comps.get(e.compile_id)
+            if c is not None:
+                a.update(status=c.status, frame="{} {}:{}".format(*c.shown_frame), failed_guards=c.failed_guards)
+            slice_(TRACKS["compilations"], f"compile {e.compile_id}", "compile", t0 + e.start_ns, e.duration_ns, a)
+        elif isinstance(e, BreakEvent):
+            s = sites.get(e.site_id)
+            instant(
+                f"break {e.site_id}",
+                "break",
+                t0 + e.at_ns,
+                {"call": index, "reason": s.reason if s else "", "where": f"{s.file}:{s.line}" if s else ""},
+            )
+        elif isinstance(e, GuardMissEvent):
+            c = comps.get(e.compile_id)
+            instant(f"guard miss {e.compile_id}", "guard_miss", t0 + e.at_ns,
+                    {"call": index, "failed_guards": c.failed_guards if c else []})
+        elif isinstance(e, FallbackEvent):
+            instant(f"fallback {e.compile_id}", "fallback", t0 + e.at_ns, {"call": index, "reason": e.reason})
+
+
+class PerfettoRenderer:
+    extension = ".json"
+
+    def events(self, receipt: Receipt) -> list[dict[str, Any]]:
+        led = receipt.ledger
+        trace = _Trace(receipt)
+        trace.name_tracks(TRACKS)
         if any(not isinstance(c.device, msgspec.UnsetType) for c in led.calls):
-            for name, tid in DEVICE_TRACKS.items():
-                out.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": name}})
-                out.append(
-                    {"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}}
-                )
+            trace.name_tracks(DEVICE_TRACKS)
         t0 = 0
         for call in led.calls:
-            args: dict[str, Any] = {
-                "call": call.index,
-                "phase": call.phase,
-                "outcome": call.outcome,
-                "overhead_ns": call.overhead_ns,
-            }
-            if call.family is not None:
-                args["family"] = call.family
-            if call.error is not None:
-                args["error"] = call.error
-            slice_(TRACKS["calls"], f"call {call.index}", "call", t0, call.wall_ns, args)
-            for e in call.events:
-                if isinstance(e, RegionEvent):
-                    a: dict[str, Any] = {
-                        "call": call.index,
-                        "compile_id": e.compile_id,
-                        "graph_index": e.graph_index,
-                        "duration_ns": e.duration_ns,
-                    }
-                    c = comps.get(e.compile_id)
-                    if c is not None:
-                        a["frame"] = "{} {}:{}".format(*c.shown_frame)
-                    slice_(TRACKS["regions"], e.compile_id, "region", t0 + e.start_ns, e.duration_ns, a)
-                elif isinstance(e, IslandEvent):
-                    a = {"call": call.index, "duration_ns": e.duration_ns}
-                    s = sites.get(e.after_site_id or "")
-                    if s is not None:
-                        a.update(after_site=s.site_id, where=f"{s.file}:{s.line}", reason=s.reason)
-                    slice_(TRACKS["islands"], "island", "island", t0 + e.start_ns, e.duration_ns, a)
-                elif isinstance(e, CompileEvent):
-                    a = {"call": call.index, "compile_id": e.compile_id, "duration_ns": e.duration_ns}
-                    c = comps.get(e.compile_id)
-                    if c is not None:
-                        a.update(
-                            status=c.status, frame="{} {}:{}".format(*c.shown_frame), failed_guards=c.failed_guards
-                        )
-                    slice_(
-                        TRACKS["compilations"], f"compile {e.compile_id}", "compile", t0 + e.start_ns, e.duration_ns, a
-                    )
-                elif isinstance(e, BreakEvent):
-                    s = sites.get(e.site_id)
-                    instant(
-                        f"break {e.site_id}",
-                        "break",
-                        t0 + e.at_ns,
-                        {
-                            "call": call.index,
-                            "reason": s.reason if s else "",
-                            "where": f"{s.file}:{s.line}" if s else "",
-                        },
-                    )
-                elif isinstance(e, GuardMissEvent):
-                    c = comps.get(e.compile_id)
-                    instant(
-                        f"guard miss {e.compile_id}",
-                        "guard_miss",
-                        t0 + e.at_ns,
-                        {"call": call.index, "failed_guards": c.failed_guards if c else []},
-                    )
-                elif isinstance(e, FallbackEvent):
-                    instant(
-                        f"fallback {e.compile_id}", "fallback", t0 + e.at_ns, {"call": call.index, "reason": e.reason}
-                    )
-            t0 += _device_lane(call, t0, slice_)
+            trace.call(call, t0)
+            t0 += _device_lane(call, t0, trace.slice_)
         for o in led.outside:
-            slice_(
+            trace.slice_(
                 TRACKS["outside calls"],
                 o.compile_id,
                 o.kind,
@@ -178,7 +180,7 @@ class PerfettoRenderer:
                 {"compile_id": o.compile_id, "kind": o.kind, "attributed_call": o.attributed_call},
             )
             t0 += o.duration_ns
-        return out
+        return trace.out
 
     def render(self, receipt: Receipt) -> bytes:
         led = receipt.ledger

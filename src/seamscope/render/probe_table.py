@@ -9,6 +9,7 @@ from rich.table import Table
 from ..analyze.display import markup
 from ..model.probe import ProbeResult
 from ..model.receipt import Receipt
+from .console import SeamConsole
 from .terminal import SENTENCE, fmt_ns, plain_text
 
 _STYLE = {"within_tolerance": "green", "above_tolerance": "yellow", "boundary_bug": "bold red",
@@ -29,7 +30,7 @@ class ProbeTableRenderer:
     extension = ".txt"
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(highlight=False, emoji=False)
+        self.console = console or SeamConsole(highlight=False, emoji=False)
 
     def render(self, receipt: Receipt) -> str:
         """The receipt's probe as plain text; a receipt without a probe is an error."""

@@ -15,11 +15,12 @@ from ..analyze.display import markup, shown
 from ..analyze.findings import OUTSIDE_CALLS
 from ..analyze.report_view.findings import finding_groups
 from ..analyze.units import counted, fmt_ns
-from ..analyze.watch_view import watch_timeline
+from ..analyze.watch_view import BEGAN, watch_timeline
 from ..model.ledger import shown_frame, shown_frame_name, status_note, status_text
 from ..model.receipt import Receipt
 from ..model.remedy import Remedy
 from .compile_time_table import print_compile_time
+from .console import MIN_WIDTH, SeamConsole
 from .located import Located, piped_width, print_located
 
 
@@ -57,12 +58,14 @@ class TerminalRenderer:
 
     def __init__(self, console: Console | None = None, max_rows: int = 12) -> None:
         self._sized = console is not None
-        self.console = console or Console(highlight=False, emoji=False)
+        self.console = console or SeamConsole(highlight=False, emoji=False)
         self.max_rows = max_rows
 
     def _size_for(self, receipt: Receipt) -> None:
-        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations."""
-        if self._sized or self.console.is_terminal or os.environ.get("COLUMNS"):
+        """The terminal's width, else ``COLUMNS`` (rich reads both), else one that fits the locations.
+        A ``COLUMNS`` narrower than :data:`MIN_WIDTH` (``0``) says nothing usable: as if unset."""
+        columns = os.environ.get("COLUMNS", "")
+        if self._sized or self.console.is_terminal or (columns.isdigit() and int(columns) >= MIN_WIDTH):
             return
         self.console.width = piped_width(_locations(receipt))
 
@@ -147,8 +150,8 @@ class TerminalRenderer:
             )
             return
         t = Table(title=f"after warm-up ({markup(w.warmup)}): {counted(len(w.rows), 'event')}", title_justify="left")
-        for col in ("at", "call", "kind", "frame", "cause", "compile"):
-            t.add_column(col, justify="right" if col in ("at", "call", "compile") else "left")
+        for col in (BEGAN, "call", "kind", "frame", "cause", "compile"):
+            t.add_column(col, justify="right" if col in (BEGAN, "call", "compile") else "left")
         for r in w.rows[: self.max_rows]:
             t.add_row(fmt_ns(r.at_ns), "–" if r.call_index is None else str(r.call_index), markup(r.kind),
                       markup(r.frame, 60), markup(r.cause, 100), fmt_ns(r.compile_ns))

@@ -151,7 +151,9 @@ class TrialsTerminalRenderer:
     def __init__(self, console: Any = None) -> None:
         from rich.console import Console
 
-        self.console = console or Console(highlight=False, emoji=False, width=max(Console().width, 150))
+        from .console import SeamConsole
+
+        self.console = console or SeamConsole(highlight=False, emoji=False, width=max(Console().width, 150))
 
     def render(self, t: Trials) -> str:
         """The table and the decision as plain text, as wide as this renderer's console."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ...model.ledger import (
     Call,
 )
+from ..units import percent
 
 if TYPE_CHECKING:
     from ...model.ledger import Struct
@@ -298,8 +299,9 @@ def guard_lines(guards: list[str], prefix: str = "\nfailed guard: ") -> str:
     return text
 
 
-def _pct(part: int, whole: int) -> float:
-    return round(100.0 * part / whole, 3) if whole > 0 else 0.0
+def bar_pct(part: int, whole: int) -> float:
+    """Where ``part`` falls on a bar of ``whole``, in percent of its width (0 when there is no whole)."""
+    return round(percent(part, whole) or 0.0, 3)
 
 
 def pick_timeline_calls(calls: list[Call], limit: int = MAX_TIMELINE_ROWS) -> list[Call]:
@@ -318,8 +320,8 @@ def pick_timeline_calls(calls: list[Call], limit: int = MAX_TIMELINE_ROWS) -> li
     return sorted(special + chosen, key=lambda c: c.index)
 
 
-def _bar(kind: str, start: int, dur: int, wall: int, colour: str, cid: str, tip: str) -> Bar:
-    x = _pct(start, wall)
-    w = max(_pct(dur, wall), MIN_BAR_PCT)
+def make_bar(kind: str, start: int, dur: int, wall: int, colour: str, cid: str, tip: str) -> Bar:
+    x = bar_pct(start, wall)
+    w = max(bar_pct(dur, wall), MIN_BAR_PCT)
     w = min(w, max(0.0, 100.0 - x)) if x < 100.0 else MIN_BAR_PCT
     return Bar(kind, min(x, 100.0 - MIN_BAR_PCT), round(w, 3), colour, cid, dur, tip)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model.receipt import Receipt
+from ..units import fmt_change
 
 # --- two receipts: before and after ---------------------------------------------------------------
 
@@ -61,7 +62,7 @@ def build_comparison(before: Receipt, after: Receipt) -> Comparison:
     if not verdict:
         source = "median change per phase"
         verdict = [
-            f"{d.phase} {d.change_pct:+.1f}% ({d.before_calls} → {d.after_calls} calls)"
+            f"{d.phase} {fmt_change(d.change_pct)} ({d.before_calls} → {d.after_calls} calls)"
             for d in phases
             if d.change_pct is not None
         ] or ["no phase has calls in both receipts"]

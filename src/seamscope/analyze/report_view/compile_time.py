@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 from ...model.compile_time import StageSplit
 from ...model.ledger import Frame
+from ...model.normalize import short_path
 from ...model.receipt import Receipt
 from ..compile_time import stage_word
-from ..findings_common import _short, frame_label
-from ..units import counted, fmt_ns
+from ..findings_common import frame_label
+from ..units import counted, fmt_ns, fmt_pct
 
 MAX_FRAME_ROWS = 20
 
@@ -52,17 +53,10 @@ def _cells(s: StageSplit) -> list[str]:
     return [fmt_ns(v) if v is not None else "–" for v in stages]
 
 
-def _share(x: float | None) -> str:
-    if x is None:
-        return "–"
-    p = x * 100
-    return f"{p:.2g}%" if p < 10 else f"{p:.0f}%"
-
-
 def _located(name: str, file: str, line: int, user_frame: Frame | None) -> dict[str, str]:
     if user_frame is not None:
         name, file, line = user_frame.function, user_frame.file, user_frame.line
-    return {"location": f"{_short(file)}:{line}", "name": name}
+    return {"location": f"{short_path(file)}:{line}", "name": name}
 
 
 def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
@@ -83,7 +77,7 @@ def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
     rows = [CompileTimeRow(
         frame="all frames", compilations=sec.split.compilations,
         recompiles=sum(f.recompiles for f in sec.frames), stages=_cells(sec.split), total=fmt_ns(sec.compile_ns),
-        share=_share(sec.share), fx_cache=brief(run_fx), aot_cache=brief(run_aot),
+        share=fmt_pct(None if sec.share is None else sec.share * 100), fx_cache=brief(run_fx), aot_cache=brief(run_aot),
     )]
     for f in sec.frames[:MAX_FRAME_ROWS]:
         rows.append(
@@ -93,7 +87,7 @@ def build_compile_time(receipt: Receipt) -> CompileTimeView | None:
                 recompiles=f.recompiles,
                 stages=_cells(f.split),
                 total=fmt_ns(f.split.total_ns),
-                share=_share(f.share),
+                share=fmt_pct(None if f.share is None else f.share * 100),
                 fx_cache=f.fx_cache,
                 aot_cache=f.aot_cache,
                 **_located(f.frame_name, f.file, f.line, f.user_frame),

@@ -12,7 +12,7 @@ from ...model.ledger import (
 )
 from ...model.receipt import Receipt
 from ..units import fmt_ns
-from .base import ISLAND_COLOUR, MAX_TIMELINE_ROWS, PALETTE, Bar, _bar, pick_timeline_calls
+from .base import ISLAND_COLOUR, MAX_TIMELINE_ROWS, PALETTE, Bar, make_bar, pick_timeline_calls
 
 # --- host and device lanes (calls timed on a device) --------------------------------------------
 
@@ -55,7 +55,7 @@ def build_device_lanes(receipt: Receipt, colours: dict[str, str], limit: int = M
             if isinstance(e, RegionEvent):
                 tip = f"region {e.compile_id} on the host (launch): {fmt_ns(e.duration_ns)}"
                 host.append(
-                    _bar(
+                    make_bar(
                         "region",
                         e.start_ns,
                         e.duration_ns,
@@ -67,7 +67,7 @@ def build_device_lanes(receipt: Receipt, colours: dict[str, str], limit: int = M
                 )
             elif isinstance(e, IslandEvent):
                 host.append(
-                    _bar(
+                    make_bar(
                         "island",
                         e.start_ns,
                         e.duration_ns,
@@ -87,14 +87,14 @@ def build_device_lanes(receipt: Receipt, colours: dict[str, str], limit: int = M
                     tip += (f"\n{seam.syncs} device-to-host sync(s) in the island; "
                             f"the host waited {fmt_ns(seam.host_wait_ns or 0)}")
                 device.append(
-                    _bar(kind, cursor, seam.gap_ns, scale, SYNC_COLOUR if seam.syncs else GAP_COLOUR, "", tip)
+                    make_bar(kind, cursor, seam.gap_ns, scale, SYNC_COLOUR if seam.syncs else GAP_COLOUR, "", tip)
                 )
             cursor += seam.gap_ns
             if i < len(d.regions):
                 r = d.regions[i]
                 tip = f"region {r.compile_id} on the device: {fmt_ns(r.duration_ns)}"
                 device.append(
-                    _bar(
+                    make_bar(
                         "region",
                         r.start_ns,
                         r.duration_ns,

@@ -14,13 +14,32 @@ from ...model.normalize import local_file
 from ...model.receipt import Receipt
 from ..findings_common import frame_label
 from ..units import fmt_ns
-from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, _pct
+from .base import CONTEXT_LINES, MAX_SOURCE_BYTES, MAX_TOP_FINDINGS, FindingRow, SourceLine, bar_pct
 
 # --- findings ------------------------------------------------------------------------------------
 
 
-def read_context(file: str, line: int, root: str, around: int = CONTEXT_LINES) -> tuple[list[SourceLine], str]:
-    """A few lines of the user's source around ``line``, when the file is readable from here."""
+#: How far below a decorator line the ``def`` it decorates is looked for.
+DECORATOR_SPAN = 12
+
+
+def def_line(lines: list[str], line: int) -> int:
+    """The ``def`` (or ``class``) line a frame's recorded line stands for: Python records a
+    decorated function's first line at its first decorator (``co_firstlineno``); the line itself
+    when it is no decorator, or no ``def`` follows within :data:`DECORATOR_SPAN` lines."""
+    if not lines[line - 1].lstrip().startswith("@"):
+        return line
+    for n in range(line + 1, min(len(lines), line + DECORATOR_SPAN) + 1):
+        text = lines[n - 1].lstrip()
+        if text.startswith(("def ", "async def ", "class ")):
+            return n
+    return line
+
+
+def read_context(file: str, line: int, root: str, around: int = CONTEXT_LINES,
+                 frame: bool = False) -> tuple[list[SourceLine], str]:
+    """A few lines of the user's source around ``line``, when the file is readable from here.
+    ``frame``: ``line`` is a frame's first line, shown at its ``def`` rather than its decorator."""
     if not file or line <= 0 or file.startswith("<"):
         return [], "source not available"
     path = local_file(file, root)
@@ -35,6 +54,8 @@ def read_context(file: str, line: int, root: str, around: int = CONTEXT_LINES) -
         return [], f"source not readable here ({file})"
     if line > len(lines):
         return [], "source file is shorter than the recorded line (changed since the run?)"
+    if frame:
+        line = def_line(lines, line)
     lo, hi = max(1, line - around), min(len(lines), line + around)
     return [SourceLine(n, lines[n - 1], n == line) for n in range(lo, hi + 1)], ""
 
@@ -74,7 +95,7 @@ def top_findings(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> 
     for r in receipt.summary.recompiles:
         c = comps.get(r.compile_id)
         cost = c.duration_ns if c is not None else None
-        ctx, note = read_context(r.file, r.line, root)
+        ctx, note = read_context(r.file, r.line, root, frame=True)
         cands.append(
             (
                 cost or 0,
@@ -144,7 +165,7 @@ def cause_location(receipt: Receipt, c: RecompileCause) -> tuple[str, int]:
 
 def _cause_row(rank: int, c: RecompileCause, fs: list[Finding], root: str, receipt: Receipt) -> FindingRow:
     file, line = cause_location(receipt, c)
-    ctx, note = read_context(file, line, root) if file else ([], "")
+    ctx, note = read_context(file, line, root, frame=True) if file else ([], "")
     return FindingRow(
         rank=rank,
         kind="recompiles",
@@ -169,7 +190,8 @@ def _finding_row(rank: int, f: Finding, root: str) -> FindingRow:
         file, line = f.churn.file, f.churn.line
     else:
         file, line = "", 0
-    ctx, note = read_context(file, line, root) if file else ([], "")
+    is_break = f.where is not None and bool(f.where.file)
+    ctx, note = read_context(file, line, root, frame=not is_break) if file else ([], "")
     if f.cost is not None:
         cost: int | None = f.cost.estimated_ns
     elif f.churn is not None:
@@ -227,7 +249,7 @@ def headline_parts(receipt: Receipt, root: str) -> dict[str, Any]:
             calls=t.calls,
             wall_ns=t.wall_ns,
             parts=[
-                (name, ns, _pct(ns, t.wall_ns))
+                (name, ns, bar_pct(ns, t.wall_ns))
                 for name, ns in (
                     ("compilation", t.compile_ns),
                     ("compiled regions", t.region_ns),
@@ -290,7 +312,7 @@ def ranked_rows(receipt: Receipt, root: str, limit: int = MAX_TOP_FINDINGS) -> l
             file = f.where.file if f is not None and f.where is not None else ""
             line = f.where.line if f is not None and f.where is not None else 0
             detail = "; ".join(r.text for r in f.remedies) if f is not None else ""
-        ctx, note = read_context(file, line, root) if file else ([], "")
+        ctx, note = read_context(file, line, root, frame=kind != "break") if file else ([], "")
         rows.append(
             FindingRow(
                 rank=item.rank,

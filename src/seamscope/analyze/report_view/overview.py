@@ -47,9 +47,9 @@ from .base import (
     Timeline,
     TimelineRow,
     VariantsChart,
-    _bar,
-    _pct,
+    bar_pct,
     guard_lines,
+    make_bar,
     pick_timeline_calls,
 )
 from .compile_time import build_compile_time
@@ -68,25 +68,6 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
     s = receipt.summary
     root = source_root if source_root is not None else os.getcwd()
     colours = compile_colours(receipt)
-    env = led.environment
-    env_rows = [
-        ("seamscope", env.seamscope_version),
-        ("python", env.python_version),
-        ("torch", env.torch_version or "–"),
-        ("platform", env.platform or "–"),
-        ("device", env.device),
-        ("backend", env.backend or "–"),
-    ]
-    env_rows += [(f"option {k}", v) for k, v in sorted(env.compile_options.items())]
-    env_rows += [(f"dynamo {k}", v) for k, v in sorted(env.dynamo_config.items())]
-    counts = [
-        Stat(noun(s.call_count, "call"), s.call_count),
-        Stat(noun(s.compile_count, "compile"), s.compile_count),
-        Stat(noun(s.recompile_count, "recompile"), s.recompile_count),
-        Stat(noun(s.graph_count, "graph"), s.graph_count),
-        Stat(noun(s.break_site_count, "break site"), s.break_site_count),
-        Stat(noun(s.fallback_count, "fallback"), s.fallback_count),
-    ]
     ret = led.retention
     retention_note = ""
     if ret.dropped:
@@ -103,11 +84,11 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         command=" ".join(led.run.command),
         structure_sha256=receipt.structure_sha256,
         receipt_sha256=receipt.receipt_sha256,
-        environment=env_rows,
+        environment=_environment_rows(led.environment),
         has_runtime=s.has_runtime,
         absent=list(led.run.absent),
         warnings=list(led.run.warnings),
-        counts=counts,
+        counts=_counts(s),
         calls_by_phase=[Stat(k, v) for k, v in s.calls_by_phase.items()],
         phases=[
             carry(PhaseRow, p, regions_per_call=p.regions_per_call_median)
@@ -145,6 +126,33 @@ def build_view(receipt: Receipt, source_root: str | None = None) -> ReportView:
         **run_status_parts(led.run.status),
         **hl_parts,
     )
+
+
+def _environment_rows(env: Any) -> list[tuple[str, str]]:
+    """Versions, platform, device and backend, then the compile options and Dynamo settings."""
+    rows = [
+        ("seamscope", env.seamscope_version),
+        ("python", env.python_version),
+        ("torch", env.torch_version or "–"),
+        ("platform", env.platform or "–"),
+        ("device", env.device),
+        ("backend", env.backend or "–"),
+    ]
+    rows += [(f"option {k}", v) for k, v in sorted(env.compile_options.items())]
+    rows += [(f"dynamo {k}", v) for k, v in sorted(env.dynamo_config.items())]
+    return rows
+
+
+def _counts(s: Any) -> list[Stat]:
+    """The summary's six counts, each with its noun."""
+    return [
+        Stat(noun(s.call_count, "call"), s.call_count),
+        Stat(noun(s.compile_count, "compile"), s.compile_count),
+        Stat(noun(s.recompile_count, "recompile"), s.recompile_count),
+        Stat(noun(s.graph_count, "graph"), s.graph_count),
+        Stat(noun(s.break_site_count, "break site"), s.break_site_count),
+        Stat(noun(s.fallback_count, "fallback"), s.fallback_count),
+    ]
 
 
 def run_status_parts(status: Any) -> dict[str, Any]:
@@ -198,7 +206,7 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                     if own is not None:
                         tip += f"\nends at break {own.site_id} {own.file}:{own.line}: {own.reason}"
                 bars.append(
-                    _bar(
+                    make_bar(
                         "region",
                         e.start_ns,
                         e.duration_ns,
@@ -214,29 +222,29 @@ def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
                 if site is not None:
                     tip += f"\nafter break {site.site_id} at {site.file}:{site.line} ({site.function})"
                     tip += f"\nreason: {site.reason}"
-                bars.append(_bar("island", e.start_ns, e.duration_ns, wall, ISLAND_COLOUR, "", tip))
+                bars.append(make_bar("island", e.start_ns, e.duration_ns, wall, ISLAND_COLOUR, "", tip))
             elif isinstance(e, CompileEvent):
                 comp = comps.get(e.compile_id)
                 tip = f"compile {e.compile_id}: {fmt_ns(e.duration_ns)}"
                 if comp is not None:
                     tip += "\n{} ({}:{}), status ".format(*comp.shown_frame) + comp.status
                     tip += guard_lines(comp.failed_guards)
-                bars.append(_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
+                bars.append(make_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
             elif isinstance(e, BreakEvent):
                 site = sites.get(e.site_id)
                 tip = f"break {e.site_id} crossed"
                 if site is not None:
                     tip += f" at {site.file}:{site.line}: {site.reason}"
                 if e.site_id != last_site:
-                    marks.append(Mark("break", _pct(e.at_ns, wall), tip))
+                    marks.append(Mark("break", bar_pct(e.at_ns, wall), tip))
                 last_site = e.site_id
             elif isinstance(e, GuardMissEvent):
                 comp = comps.get(e.compile_id)
                 guards = comp.failed_guards if comp is not None else []
                 tip = f"guard miss → {e.compile_id}" + guard_lines(guards)
-                marks.append(Mark("guard_miss", _pct(e.at_ns, wall), tip))
+                marks.append(Mark("guard_miss", bar_pct(e.at_ns, wall), tip))
             elif isinstance(e, FallbackEvent):
-                marks.append(Mark("fallback", _pct(e.at_ns, wall), f"fallback {e.compile_id}: {e.reason}"))
+                marks.append(Mark("fallback", bar_pct(e.at_ns, wall), f"fallback {e.compile_id}: {e.reason}"))
         rows.append(
             TimelineRow(
                 call_index=call.index,
@@ -292,7 +300,7 @@ def build_calls_chart(calls: list[Call], limit: int = MAX_CHART_COLUMNS) -> Call
             ("compile", c, COMPILE_COLOUR),
             ("overhead", o, OVERHEAD_COLOUR),
         ):
-            h = _pct(v, top)
+            h = bar_pct(v, top)
             if h > 0:
                 y = round(y - h, 3)
                 segs.append(Segment(kind, y, h, colour))
@@ -315,13 +323,13 @@ def build_variants(receipt: Receipt) -> VariantsChart:
     pts: list[tuple[float, float]] = []
     n = unplaced
     total = len(comps)
-    pts.append((0.0, _pct(n, total)))
+    pts.append((0.0, bar_pct(n, total)))
     for idx in placed:
-        x = _pct(idx, max_call)
-        pts.append((x, _pct(n, total)))
+        x = bar_pct(idx, max_call)
+        pts.append((x, bar_pct(n, total)))
         n += 1
-        pts.append((x, _pct(n, total)))
-    pts.append((100.0, _pct(n, total)))
+        pts.append((x, bar_pct(n, total)))
+    pts.append((100.0, bar_pct(n, total)))
     points = " ".join(f"{x:g},{round(100.0 - y, 3):g}" for x, y in pts)
     note = f"{counted(total, 'compilation')} over {counted(total_calls, 'call')}"
     if unplaced:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...model.ranks import RankEntry
 from ...model.receipt import Receipt
-from ..units import fmt_ns, number_ranges
+from ..units import fmt_ns, fmt_pct, number_ranges
 from .base import MAX_SECTION_ROWS
 
 # --- many ranks: the rank × call view of a merged receipt ------------------------------------------
@@ -202,6 +202,42 @@ def pick_rank_columns(calls_by_rank: list[list[Any]], keep: set[int], limit: int
     return sorted(chosen)
 
 
+def _cell(rank: int, i: int, c: Any, here: list[Any], before: list[Any], height: Any) -> RankCell:
+    """Call ``i`` of a rank (None: the rank has no such call), with its tooltip and whether a
+    divergence starts there or ran since."""
+    if c is None:
+        tip = f"rank {rank} · call {i}: no such call on this rank"
+    else:
+        tip = (
+            f"rank {rank} · call {i} · {c.phase} · {c.outcome}\n"
+            f"wall {fmt_ns(c.wall_ns)} (regions {fmt_ns(c.region_ns)}, islands {fmt_ns(c.island_ns)}, "
+            f"compile {fmt_ns(c.compile_ns)})\n{len(c.regions)} regions: {', '.join(c.regions) or '–'}"
+        )
+        if c.sites:
+            tip += f"\nsites crossed: {', '.join(c.sites)}"
+    tip += "".join(f"\ndivergence starts here: {d.kind}: {d.detail}" for d in here)
+    tip += "".join(f"\ndiverged since call {d.first_call}: {d.kind}" for d in before)
+    mark = "start" if here else ("after" if before else "")
+    if c is None:
+        return RankCell(i, False, "", "", 0, 0, 0.0, mark, tip)
+    return RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip)
+
+
+def _grid_note(shown: int, total: int, rows: int, ranks: int, wall_range: tuple[int, int] | None) -> str:
+    """What the rank × call grid leaves out and how its bars read."""
+    note = f"{shown} of {total} calls shown"
+    if rows < ranks:
+        note += (f"; {ranks} ranks in {rows} rows: ranks that behaved alike (same compilations, "
+                 "recompiles, sites, calls and per-call regions) share a row, showing its lowest rank's calls; "
+                 "every rank a divergence or a compile skew names has its own row")
+    if shown < total:
+        note += "; every call where a divergence starts is kept, then calls that compiled, then calls evenly spaced"
+    if wall_range is not None:
+        lo, hi = wall_range
+        note += f". Bar height: wall time, log scale from {fmt_ns(lo)} to {fmt_ns(hi)}; number: regions run"
+    return note
+
+
 def build_ranks(receipt: Receipt) -> RanksView:
     import math
 
@@ -238,26 +274,7 @@ def build_ranks(receipt: Receipt) -> RanksView:
         for i in shown:
             here = starts.get((e.rank, i), [])
             before = [d for d in since.get(e.rank, []) if d.first_call < i]
-            c = by_index.get(i)
-            if c is None:
-                tip = f"rank {e.rank} · call {i}: no such call on this rank"
-            else:
-                tip = (
-                    f"rank {e.rank} · call {i} · {c.phase} · {c.outcome}\n"
-                    f"wall {fmt_ns(c.wall_ns)} (regions {fmt_ns(c.region_ns)}, islands {fmt_ns(c.island_ns)}, "
-                    f"compile {fmt_ns(c.compile_ns)})\n{len(c.regions)} regions: {', '.join(c.regions) or '–'}"
-                )
-                if c.sites:
-                    tip += f"\nsites crossed: {', '.join(c.sites)}"
-            tip += "".join(f"\ndivergence starts here: {d.kind}: {d.detail}" for d in here)
-            tip += "".join(f"\ndiverged since call {d.first_call}: {d.kind}" for d in before)
-            mark = "start" if here else ("after" if before else "")
-            if c is None:
-                cells.append(RankCell(i, False, "", "", 0, 0, 0.0, mark, tip))
-            else:
-                cells.append(
-                    RankCell(i, True, c.phase, c.outcome, c.wall_ns, len(c.regions), height(c.wall_ns), mark, tip)
-                )
+            cells.append(_cell(e.rank, i, by_index.get(i), here, before, height))
         divergent = e.rank in since or any(e.rank in d.ranks for d in divs)
         rows.append(RankRow(entry=e, divergent=divergent, cells=cells, ranks=[g.rank for g in group],
                             label=group_label(group), steady_median=steady_range(group)))
@@ -267,15 +284,7 @@ def build_ranks(receipt: Receipt) -> RanksView:
         RankColumn(i, str(i) if k % every == 0 or i in div_starts else "", i in div_starts) for k, i in enumerate(shown)
     ]
     total = len({c.index for e in entries for c in e.calls})
-    note = f"{len(shown)} of {total} calls shown"
-    if len(rows) < len(entries):
-        note += (f"; {len(entries)} ranks in {len(rows)} rows: ranks that behaved alike (same compilations, "
-                 "recompiles, sites, calls and per-call regions) share a row, showing its lowest rank's calls; "
-                 "every rank a divergence or a compile skew names has its own row")
-    if len(shown) < total:
-        note += "; every call where a divergence starts is kept, then calls that compiled, then calls evenly spaced"
-    if walls:
-        note += f". Bar height: wall time, log scale from {fmt_ns(lo)} to {fmt_ns(hi)}; number: regions run"
+    note = _grid_note(len(shown), total, len(rows), len(entries), (lo, hi) if walls else None)
     return RanksView(
         present=True,
         world_size=sec.world_size,
@@ -288,7 +297,7 @@ def build_ranks(receipt: Receipt) -> RanksView:
                                    number_ranges(d.ranks), number_ranges(d.reference_ranks)) for d in divs],
         skews=[
             SkewRow(k.call_index, number_ranges(k.slow_ranks), number_ranges(k.fast_ranks), k.max_ns, k.min_ns,
-                    k.wait_ns, f"{k.timeout_share:.1%}" if k.timeout_share is not None else "–", k.sentence,
+                    k.wait_ns, fmt_pct(None if k.timeout_share is None else k.timeout_share * 100), k.sentence,
                     k.warning or "", k.remedy)
             for k in sec.skews
         ][:MAX_SECTION_ROWS],

@@ -142,8 +142,6 @@ def _steps(xy: list[tuple[float, float]]) -> str:
 def build_shapes(receipt: Receipt) -> ShapesView:
     """The shape study's plot: compiled variants and memory over calls, per-call latency coloured
     cold/warm, one line per policy; plus the recommendation and the per-policy totals."""
-    import math
-
     study = receipt.shapes
     if study is None:
         return ShapesView(False)
@@ -151,80 +149,12 @@ def build_shapes(receipt: Receipt) -> ShapesView:
     rec = study.recommendation
     colours = {p.policy: PALETTE[k % len(PALETTE)] for k, p in enumerate(study.policies)}
     last = max([len(spec.trace) - 1, *(c.index for p in study.policies for c in p.calls), 1])
-    x_left, x_right = "call 0", f"call {last}"
-    thinned = {p.policy: _thin(list(p.calls)) for p in study.policies}
-    n_shown = sum(len(v) for v in thinned.values())
+    axes = _Axes(colours, {p.policy: _thin(list(p.calls)) for p in study.policies}, last)
+    n_shown = sum(len(v) for v in axes.thinned.values())
     n_all = sum(len(p.calls) for p in study.policies)
     thin_note = "" if n_shown == n_all else f"; {n_shown} of {n_all} calls drawn (cold calls kept, then evenly spaced)"
-
-    # compiled variants after each call (PyTorch's counters in the policy's process)
-    top_v = max([1, *(c.compiled_variants for p in study.policies for c in p.calls)])
-    variants = [
-        PolicyLine(
-            p.policy,
-            colours[p.policy],
-            _steps([(_sx(c.index, last), _sy(c.compiled_variants / top_v)) for c in thinned[p.policy]]),
-            len(thinned[p.policy]),
-        )
-        for p in study.policies
-        if p.calls
-    ]
-
-    # process memory after each first-seen length
-    mib = [m.rss_bytes / 2**20 for p in study.policies for m in p.memory if m.rss_bytes is not None]
-    lo_m, hi_m = (min(mib), max(mib)) if mib else (0.0, 1.0)
-    if hi_m - lo_m < 1.0:
-        lo_m, hi_m = lo_m - 0.5, hi_m + 0.5
-    memory = []
-    for p in study.policies:
-        steps = [m for m in p.memory if m.rss_bytes is not None]
-        if steps:
-            xy = [(_sx(m.call_index, last), _sy(((m.rss_bytes or 0) / 2**20 - lo_m) / (hi_m - lo_m))) for m in steps]
-            dots = [
-                Dot(x, y, "memory", colours[p.policy],
-                    f"{p.policy} · after call {m.call_index} (first of length {m.length}): "
-                    f"RSS {(m.rss_bytes or 0) / 2**20:.1f} MiB, {m.compiled_variants} compiled variants")
-                for m, (x, y) in zip(steps, xy, strict=True)
-            ]
-            memory.append(PolicyLine(p.policy, colours[p.policy], _steps(xy), len(steps), dots))
-
-    # per-call latency, log scale, dots coloured by phase
-    lat = [max(c.latency_ns, 1) for p in study.policies for c in p.calls]
-    lo_l, hi_l = (min(lat), max(lat)) if lat else (1, 1)
-    span = math.log(hi_l) - math.log(lo_l)
-    phase_colour = {k: col for k, col, _ in SHAPE_PHASES}
-    latency = []
-    for p in study.policies:
-        shown = thinned[p.policy]
-        if not shown:
-            continue
-        xy = [
-            (_sx(c.index, last), _sy((math.log(max(c.latency_ns, 1)) - math.log(lo_l)) / span if span > 0 else 0.5))
-            for c in shown
-        ]
-        dots = [
-            Dot(
-                x,
-                y,
-                c.phase,
-                phase_colour.get(c.phase, OVERHEAD_COLOUR),
-                f"{p.policy} · call {c.index} · length {c.length}"
-                + (f" (padded to {c.padded_length})" if c.padded_length != c.length else "")
-                + f" · {c.phase} · {fmt_ns(c.latency_ns)}"
-                + (f" (compile {fmt_ns(c.compile_ns)})" if c.compile_ns else ""),
-            )
-            for c, (x, y) in zip(shown, xy, strict=True)
-        ]
-        latency.append(PolicyLine(p.policy, colours[p.policy], _pts(xy), len(shown), dots))
-
-    charts = [
-        LineChart("variants", "Compiled variants after each call", str(top_v), "0", x_left, x_right, variants,
-                  "frame compilations that produced code so far (counters frames ok)" + thin_note),
-        LineChart("memory", "Process memory after each first-seen length", f"{hi_m:.1f} MiB", f"{lo_m:.1f} MiB",
-                  x_left, x_right, memory, "RSS" if memory else "no memory measured"),
-        LineChart("latency", "Per-call latency (log scale)", fmt_ns(hi_l), fmt_ns(lo_l), x_left, x_right, latency,
-                  "line colour: policy; dot colour: cold or warm" + thin_note),
-    ]
+    charts = [_variants_chart(study, axes, thin_note), _memory_chart(study, axes),
+              _latency_chart(study, axes, thin_note)]
     recommended = rec.policy if rec is not None else None
     policies = [
         carry(
@@ -257,3 +187,96 @@ def build_shapes(receipt: Receipt) -> ShapesView:
         phases=[(label, col) for _, col, label in SHAPE_PHASES],
         warnings=list(study.warnings) + ([study.error] if study.error else []),
     )
+
+
+@dataclass
+class _Axes:
+    """What the three charts share: each policy's colour, the calls drawn, the last call (x = 100%)."""
+
+    colours: dict[str, str]
+    thinned: dict[str, list[Any]]
+    last: int
+
+    @property
+    def x_left(self) -> str:
+        return "call 0"
+
+    @property
+    def x_right(self) -> str:
+        return f"call {self.last}"
+
+
+def _variants_chart(study: Any, axes: _Axes, thin_note: str) -> LineChart:
+    """Compiled variants after each call (PyTorch's counters in the policy's process)."""
+    top_v = max([1, *(c.compiled_variants for p in study.policies for c in p.calls)])
+    variants = [
+        PolicyLine(
+            p.policy,
+            axes.colours[p.policy],
+            _steps([(_sx(c.index, axes.last), _sy(c.compiled_variants / top_v)) for c in axes.thinned[p.policy]]),
+            len(axes.thinned[p.policy]),
+        )
+        for p in study.policies
+        if p.calls
+    ]
+    return LineChart("variants", "Compiled variants after each call", str(top_v), "0", axes.x_left, axes.x_right,
+                     variants, "frame compilations that produced code so far (counters frames ok)" + thin_note)
+
+
+def _memory_chart(study: Any, axes: _Axes) -> LineChart:
+    """Process memory after each first-seen length."""
+    mib = [m.rss_bytes / 2**20 for p in study.policies for m in p.memory if m.rss_bytes is not None]
+    lo_m, hi_m = (min(mib), max(mib)) if mib else (0.0, 1.0)
+    if hi_m - lo_m < 1.0:
+        lo_m, hi_m = lo_m - 0.5, hi_m + 0.5
+    memory = []
+    for p in study.policies:
+        steps = [m for m in p.memory if m.rss_bytes is not None]
+        if steps:
+            xy = [(_sx(m.call_index, axes.last), _sy(((m.rss_bytes or 0) / 2**20 - lo_m) / (hi_m - lo_m)))
+                  for m in steps]
+            dots = [
+                Dot(x, y, "memory", axes.colours[p.policy],
+                    f"{p.policy} · after call {m.call_index} (first of length {m.length}): "
+                    f"RSS {(m.rss_bytes or 0) / 2**20:.1f} MiB, {m.compiled_variants} compiled variants")
+                for m, (x, y) in zip(steps, xy, strict=True)
+            ]
+            memory.append(PolicyLine(p.policy, axes.colours[p.policy], _steps(xy), len(steps), dots))
+    return LineChart("memory", "Process memory after each first-seen length", f"{hi_m:.1f} MiB", f"{lo_m:.1f} MiB",
+                     axes.x_left, axes.x_right, memory, "RSS" if memory else "no memory measured")
+
+
+def _latency_chart(study: Any, axes: _Axes, thin_note: str) -> LineChart:
+    """Per-call latency, log scale, dots coloured by phase."""
+    import math
+
+    lat = [max(c.latency_ns, 1) for p in study.policies for c in p.calls]
+    lo_l, hi_l = (min(lat), max(lat)) if lat else (1, 1)
+    span = math.log(hi_l) - math.log(lo_l)
+    phase_colour = {k: col for k, col, _ in SHAPE_PHASES}
+    latency = []
+    for p in study.policies:
+        shown = axes.thinned[p.policy]
+        if not shown:
+            continue
+        xy = [
+            (_sx(c.index, axes.last),
+             _sy((math.log(max(c.latency_ns, 1)) - math.log(lo_l)) / span if span > 0 else 0.5))
+            for c in shown
+        ]
+        dots = [
+            Dot(
+                x,
+                y,
+                c.phase,
+                phase_colour.get(c.phase, OVERHEAD_COLOUR),
+                f"{p.policy} · call {c.index} · length {c.length}"
+                + (f" (padded to {c.padded_length})" if c.padded_length != c.length else "")
+                + f" · {c.phase} · {fmt_ns(c.latency_ns)}"
+                + (f" (compile {fmt_ns(c.compile_ns)})" if c.compile_ns else ""),
+            )
+            for c, (x, y) in zip(shown, xy, strict=True)
+        ]
+        latency.append(PolicyLine(p.policy, axes.colours[p.policy], _pts(xy), len(shown), dots))
+    return LineChart("latency", "Per-call latency (log scale)", fmt_ns(hi_l), fmt_ns(lo_l), axes.x_left, axes.x_right,
+                     latency, "line colour: policy; dot colour: cold or warm" + thin_note)

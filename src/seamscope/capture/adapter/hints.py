@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from ...ingest.hints import _TABLE, HintTable, order, shipped_table
+from ...ingest.hints import TABLE_FILE, HintTable, order, shipped_table
 from .base import AdapterProblem
 
 
@@ -80,10 +80,10 @@ def main() -> int:
         "(PyTorch, BSD-3-Clause)",
         **table.to_json(),
     }
-    with open(_TABLE, "w", encoding="utf-8") as f:
+    with open(TABLE_FILE, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"wrote {_TABLE}: {len(table.codes)} codes, torch {', '.join(table.torch_versions)}", file=sys.stderr)
+    print(f"wrote {TABLE_FILE}: {len(table.codes)} codes, torch {', '.join(table.torch_versions)}", file=sys.stderr)
     return 0
 
 

@@ -15,7 +15,7 @@ import ast
 import os
 import re
 
-from ...model.normalize import project_root
+from ...model.normalize import library_path, project_root
 from ...model.receipt import Receipt
 from ..remedy_spec import per_callable_limit, spec_from_words
 from ..source_file import read_source
@@ -87,7 +87,8 @@ def buckets_for(lengths: list[int]) -> str | None:
 
 def module_of(file: str, script: str | None) -> str | None:
     """The importable name of a source file as ``--disable`` takes it: ``__main__`` for the
-    script itself, a dotted path below the script's folder or below ``site-packages``; None when
+    script itself, a dotted path below the script's folder or of a library
+    (:func:`~seamscope.model.normalize.library_path`); None when
     there is none to give (a workload's own file cannot be patched either)."""
     if script is None or not file.endswith(".py"):
         return None
@@ -98,12 +99,10 @@ def module_of(file: str, script: str | None) -> str | None:
     if path == own:
         return None if workload else "__main__"
     root = os.path.dirname(own)
-    norm = path.replace(os.sep, "/")
-    if "/site-packages/" in norm:
-        rel = norm.rsplit("/site-packages/", 1)[1]
-    elif path.startswith(root + os.sep):
+    rel = library_path(file)
+    if rel is None and path.startswith(root + os.sep):
         rel = os.path.relpath(path, root).replace(os.sep, "/")
-    else:
+    if rel is None:
         return None
     parts = rel[: -len(".py")].split("/")
     if parts[-1] == "__init__":

@@ -174,9 +174,3 @@ def undecided(iv: Interval | None, verdict: str) -> bool:
     return False
 
 
-def spread_text(values: list[float]) -> str:
-    """How much a side's figure varied between repetitions: ``±12%`` (max − min over the median)."""
-    if len(values) < 2:
-        return "one run"
-    med = statistics.median(values)
-    return f"{(max(values) - min(values)) / med:.0%} between runs" if med > 0 else "n/a"
