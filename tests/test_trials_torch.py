@@ -559,7 +559,11 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     # aot_eager uses no persistent cache and compiles no kernels: those candidates are skipped, said why
     assert any(x.startswith("warm cache: the baseline's compilations used no persistent cache") for x in t["folded"])
     assert any(x.startswith("compile threads: backend aot_eager") for x in t["folded"])
-    assert reg["trade"].startswith("compile time saved ") and "per process start" in reg["trade"]
+    # a saving is claimed only where the compile time's own test decided it; else its interval is given
+    if _metric(reg, "compile")["verdict"] in ("faster", "slower"):
+        assert reg["trade"].startswith("compile time saved ") and "per process start" in reg["trade"]
+    else:
+        assert reg["trade"].startswith("compile time per process start ") and "saved" not in reg["trade"]
     # the timing claim is about the total and the compile time: asserted where their own test (each
     # one's interval over the repetitions) could tell them apart; noisy says the interval reached
     # beyond ±25%, and the steady calls' noise does not bear on a compile of seconds

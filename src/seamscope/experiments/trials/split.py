@@ -19,13 +19,14 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ...model.receipt import Receipt
 from ..remedy_spec import RemedySpec, spec_from_words
 from .catalogue import Draft, module_of
 from .patches import attach
-from .runs import Outcome, Setup, run_once
+from .runs import Outcome, Runner, TrialSpec, run_once
 
 MAX_CHECKS = 4
 """Functions checked by a run at most (each run is the whole script)."""
@@ -153,9 +154,9 @@ def disable_targets(receipt: Receipt | None, stderr: str, script: str) -> list[s
     return out[:MAX_CHECKS]
 
 
-def _failed_receipt(setup: Setup) -> Receipt | None:
+def _failed_receipt(spec: TrialSpec) -> Receipt | None:
     """The baseline's own receipt (``run`` writes one for a script that raised)."""
-    path = os.path.join(setup.out, "trials", "baseline", "rep-1", "receipt.json")
+    path = os.path.join(spec.out, "trials", "baseline", "rep-1", "receipt.json")
     try:
         from ...ingest.receipt import load_receipt
 
@@ -164,29 +165,30 @@ def _failed_receipt(setup: Setup) -> Receipt | None:
         return None
 
 
-def first_split(setup: Setup, first: Outcome) -> Draft:
+def first_split(runner: Runner, progress: Callable[[str], None] | None, first: Outcome) -> Draft:
     """The eager run, then the smallest function whose eager run lets the rest compile (checked
     by a run of its patch). Raises :class:`EagerFailsToo`, or :class:`BaselineFailed` where no
     function was found."""
+    spec = runner.spec
     error = first.figures.error or "the baseline failed"
-    if setup.progress:
-        setup.progress("the baseline failed: the same script run eagerly (is the error the program's own?)")
-    eager = run_once(setup, EAGER, os.path.join("trials", "eager", "split"), "split")
+    if progress:
+        progress("the baseline failed: the same script run eagerly (is the error the program's own?)")
+    eager = run_once(runner, EAGER, os.path.join("trials", "eager", "split"), "split")
     if not eager.figures.ok:
         raise EagerFailsToo(f"{error}; run eagerly (--stance force_eager) it fails too "
                             f"({eager.figures.error or 'no message'}): the program's own error, not the "
                             "compiler's; nothing tried", eager.stderr or first.stderr)
     tried: list[str] = []
-    for i, target in enumerate(disable_targets(_failed_receipt(setup), first.stderr, setup.script), 1):
+    for i, target in enumerate(disable_targets(_failed_receipt(spec), first.stderr, spec.script), 1):
         qual = target.rpartition(":")[2]
         d = Draft(name=f"disable-{re.sub(r'[^A-Za-z0-9]+', '-', qual).strip('-').lower()}",
                   spec=spec_from_words(["--disable", target]), origin="baseline failed",
                   targets=f"compiled, the script fails ({error}) and runs eagerly; {qual} run eagerly lets the "
                   "rest compile")
-        attach([d], setup.out, setup.script)
-        if setup.progress:
-            setup.progress(f"the baseline failed compiled only: checking {qual} under torch.compiler.disable")
-        check = run_once(setup, d.run_flags(), os.path.join("trials", "split", str(i)), "split")
+        attach([d], spec.out, spec.script)
+        if progress:
+            progress(f"the baseline failed compiled only: checking {qual} under torch.compiler.disable")
+        check = run_once(runner, d.run_flags(), os.path.join("trials", "split", str(i)), "split")
         if check.figures.ok:
             return d
         tried.append(f"{qual} ({check.figures.error or 'failed'})")
