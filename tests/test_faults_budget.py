@@ -2,17 +2,17 @@
 
 GIVEN a trial whose budget ends while a run is still going (the run is killed there:
 ``BudgetSpent``), THEN the trial ends with what it measured, lists what it did not finish as over
-the budget, and runs nothing more. GIVEN the budget left is shorter than ``--timeout``, THEN a run's
-timeout is the budget left; once it is spent no run starts.
+the budget, runs nothing more, and says on its result during which run the budget ended (a run's
+timeout, the budget left where that is shorter than ``--timeout``, is tested in
+``test_trials_budget.py``).
 """
 
 from __future__ import annotations
 
-import pytest
-
 from seamscope.experiments.remedy_spec import spec_from_words
 from seamscope.experiments.trials import runs as trial_runs
 from seamscope.experiments.trials import trial as tr
+from seamscope.experiments.trials.budget import BudgetSpent
 from seamscope.experiments.trials.catalogue import Draft
 from seamscope.model.trials import RunFigures
 
@@ -22,21 +22,6 @@ class _Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def test_a_run_s_timeout_is_the_budget_left_when_that_is_shorter() -> None:
-    clock = _Clock()
-    setup = trial_runs.Setup(script="s.py", args=[], out="o", timeout=100.0, clock=clock, deadline=30.0)
-    assert trial_runs._timeout(setup, "trials/baseline/rep-1") == (30.0, True)
-    clock.now = 29.0
-    assert trial_runs._timeout(setup, "x") == (pytest.approx(1.0), True)
-    setup.deadline = 1000.0
-    assert trial_runs._timeout(setup, "x") == (100.0, False)  # --timeout is the shorter
-    setup.deadline, setup.timeout = 30.0, None
-    clock.now = 31.0
-    with pytest.raises(trial_runs.BudgetSpent, match="the budget ended before trials/a/rep-1"):
-        trial_runs._timeout(setup, "trials/a/rep-1")
-    assert setup.budget_ended == "trials/a/rep-1"
 
 
 def test_a_run_killed_by_the_budget_ends_the_trial_with_what_was_measured(monkeypatch, tmp_path) -> None:
@@ -49,7 +34,7 @@ def test_a_run_killed_by_the_budget_ends_the_trial_with_what_was_measured(monkey
         clock.now += 10.0
         log.append(rel_dir)
         if rel_dir == "trials/dyn/rep-1":  # it hangs: the budget kills it
-            raise trial_runs.BudgetSpent(f"the budget ended during {rel_dir}")
+            raise BudgetSpent(f"the budget ended during {rel_dir}", rel_dir)
         return Outcome(RunFigures(label=label, ok=True, exit_code=0, calls=3, total_ns=1000, steady_calls=2,
                                   steady_median_ns=100, per_call=[]), object(), "")
 
@@ -62,8 +47,10 @@ def test_a_run_killed_by_the_budget_ends_the_trial_with_what_was_measured(monkey
     monkeypatch.setattr(tr, "run_once", fake_run_once)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: drafts)
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
-    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=1000.0, clock=clock)
-    t, _ = tr.run_trials(setup, [], [], [])
+    spec = trial_runs.TrialSpec(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=1000.0)
+    result = tr.run_trials(spec, [], [], [], trial_runs.Services(clock=clock))
+    t = result.trials
+    assert result.budget_ended == "trials/dyn/rep-1"  # carried on the result, not written into the inputs
     assert log[-1] == "trials/dyn/rep-1"  # nothing ran after it
     by = {c.name: c for c in t.candidates}
     assert [r.label for r in by["cso"].runs] == ["rep-1"]  # what finished is kept

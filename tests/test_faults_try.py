@@ -224,9 +224,9 @@ def test_only_matching_no_candidate_is_exit_2_listing_them(monkeypatch, tmp_path
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: list(drafts))
     monkeypatch.setattr(tr, "rewrites", lambda receipt, script: [])
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
-    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=1)
+    spec = trial_runs.TrialSpec(script="s.py", args=[], out=str(tmp_path), repeat=1)
     with pytest.raises(UnusableInput) as e:
-        tr.run_trials(setup, [], ["dynamic=fals"], [])
+        tr.run_trials(spec, [], ["dynamic=fals"], [])
     assert str(e.value) == ("--only dynamic=fals: no candidate matches; the candidates for this script: "
                             "dynamic-true, recompile-limit-64 (a name, or part of its flags)")
     assert ran == [os.path.join("trials", "baseline", "rep-1")]  # only the run that found the candidates

@@ -273,6 +273,30 @@ def test_the_trials_are_one_package_whose_init_imports_nothing() -> None:
     assert imported_names("seamscope.experiments.trials", mods["seamscope.experiments.trials"], mods) == set()
 
 
+TRIALS_MAX_FUNCTION = 100
+"""Lines a function of ``experiments/trials/`` may have at most: ``run_trials`` reads as its rounds."""
+
+
+def long_functions(text: str, limit: int) -> list[str]:
+    """``NAME (N lines)`` of each function in ``text`` longer than ``limit`` lines."""
+    return [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(ast.parse(text))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno is not None
+            and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_no_function_of_the_trials_is_over_100_lines() -> None:
+    long = {}
+    for name, path in _modules().items():
+        if name.startswith("seamscope.experiments.trials."):
+            with open(path, encoding="utf-8") as f:
+                if found := long_functions(f.read(), TRIALS_MAX_FUNCTION):
+                    long[name] = found
+    assert not long, f"cut at its steps: {long}"
+    planted = "def f():\n" + "    x = 1\n" * TRIALS_MAX_FUNCTION
+    assert long_functions(planted, TRIALS_MAX_FUNCTION) == [f"f ({TRIALS_MAX_FUNCTION + 1} lines)"]
+    assert long_functions(planted, TRIALS_MAX_FUNCTION + 1) == []
+
+
 ONE_DEFINITION = {
     "library_path": "seamscope.model.normalize",
     "is_library": "seamscope.model.normalize",

@@ -224,8 +224,8 @@ def test_stacked_candidates_run_their_composed_patch_and_the_recommended_one_han
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: [reg, dyn, cso])
     monkeypatch.setattr(tr, "rewrites", lambda receipt, script: [])
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
-    setup = trial_runs.Setup(script="s.py", args=[], out="o", repeat=3, clock=lambda: clock[0])
-    t, _ = tr.run_trials(setup, [], [], [])
+    spec = trial_runs.TrialSpec(script="s.py", args=[], out="o", repeat=3)
+    t = tr.run_trials(spec, [], [], [], trial_runs.Services(clock=lambda: clock[0])).trials
     by = {c.name: c for c in t.candidates}
     retried, combined = by["regional+dyn"], by["combined"]
     assert spec_from_words(retried.flags) == spec_from_words(["--regional", "Block", "--compile-option",

@@ -179,17 +179,20 @@ def test_overall_verdict_follows_total_time_then_steady():
 
 
 def test_break_even_of_a_remedy_that_slows_steady_calls():
-    from seamscope.experiments.trials.trial import break_even
+    from seamscope.experiments.trials.verdicts import break_even
     from seamscope.model.trials import Metric, Paired
 
-    def cand(total, ratio=None, base_ns=None):
+    def cand(total, ratio=None, base_ns=None, total_verdict="faster", steady="slower"):
         return msgspec.structs.replace(_cand("c", "faster", []), metrics=[
-            Metric(name="total", median=total, min=total, max=total)],
-            paired=Paired(calls=5, ratio_median=ratio, baseline_ns=base_ns))
+            Metric(name="total", median=total, min=total, max=total, verdict=total_verdict)],
+            paired=Paired(calls=5, ratio_median=ratio, baseline_ns=base_ns), steady_verdict=steady)
 
     text = break_even(cand(2e9, 1.5, 100_000), cand(3e9))
     assert "50 µs" in text and "20,000" in text and "paired over 5 calls" in text
     assert break_even(cand(3e9, 1.5, 100_000), cand(2e9)) == "steady calls are slower"
+    # a figure its verdict did not decide is no saving and no loss to build a break-even on
+    assert break_even(cand(2e9, 1.5, 100_000, total_verdict="noisy"), cand(3e9)) == "steady calls are slower"
+    assert break_even(cand(2e9, 1.5, 100_000, steady="noisy"), cand(3e9)) == "steady calls are slower"
 
 
 def _cand(name, verdict, flags, outputs="equal", steady=0.5):
@@ -323,9 +326,9 @@ def _trial(monkeypatch, tmp_path, steady, budget=None, extra=(), starts=(), fake
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: _drafts())
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: list(starts))
-    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget, clock=fake.clock,
-                             progress=progress)
-    t, _ = tr.run_trials(setup, [spec_from_words(shlex.split(e)) for e in extra], [], [])
+    spec = trial_runs.TrialSpec(script="s.py", args=[], out=str(tmp_path), repeat=2, budget_s=budget)
+    t = tr.run_trials(spec, [spec_from_words(shlex.split(e)) for e in extra], [], [],
+                      trial_runs.Services(clock=fake.clock, progress=progress)).trials
     return t, fake.log
 
 
@@ -532,9 +535,9 @@ def _per_call_trial(monkeypatch, tmp_path, make, drafts, repeat=3, budget=None, 
     monkeypatch.setattr(tr, "run_once", fake)
     monkeypatch.setattr(tr, "catalogue", lambda receipt, *_, **__: drafts)
     monkeypatch.setattr(tr, "start_drafts", lambda receipt, *_, **__: [])
-    setup = trial_runs.Setup(script="s.py", args=[], out=str(tmp_path), repeat=repeat, budget_s=budget,
-                             clock=fake.clock, max_repeat=max_repeat)
-    t, _ = tr.run_trials(setup, [], [], [])
+    spec = trial_runs.TrialSpec(script="s.py", args=[], out=str(tmp_path), repeat=repeat, budget_s=budget,
+                                max_repeat=max_repeat)
+    t = tr.run_trials(spec, [], [], [], trial_runs.Services(clock=fake.clock)).trials
     return t, fake.log
 
 
@@ -917,18 +920,22 @@ def test_only_and_skip_reach_the_candidates_without_flags():
     assert [d.name for d in choose(ds, ["capture_scalar"], [])] == ["cso"]  # flags still match as before
 
 
-def _traded(compile_ns, ratio=None, base_ns=None, steady="n/a", name="c", flags=("--x", "1")):
+def _traded(compile_ns, ratio=None, base_ns=None, steady="n/a", name="c", flags=("--x", "1"), compile_verdict=None,
+            ci=(None, None)):
     from seamscope.model.trials import Metric, Paired
 
+    verdict = compile_verdict or ("faster" if compile_ns < 6e9 else "slower")
     return msgspec.structs.replace(
         _cand(name, "faster", list(flags)), steady_verdict=steady,
-        metrics=[Metric(name="compile", median=compile_ns, min=compile_ns, max=compile_ns)],
+        metrics=[Metric(name="compile", median=compile_ns, min=compile_ns, max=compile_ns, verdict=verdict,
+                        ci_low=ci[0], ci_high=ci[1])],
         paired=None if ratio is None else Paired(calls=4, ratio_median=ratio, baseline_ns=base_ns,
                                                  candidate_ns=None if base_ns is None else base_ns * ratio))
 
 
 def test_the_trade_states_compile_saved_steady_change_and_the_lifetime_that_pays():
     from seamscope.experiments.trials.cache import trade_text
+    from seamscope.model.trials import Paired
 
     base = _traded(6e9, name="baseline", flags=())
     # a warm cache: steady unchanged within the noise, compile cut: pays from the first restart
@@ -944,6 +951,17 @@ def test_the_trade_states_compile_saved_steady_change_and_the_lifetime_that_pays
     assert fast.startswith("compile time added 1 s") and "pays off after about 2,001 steady calls" in fast
     none = trade_text(_traded(7e9), base)
     assert "no call steady in both to pair" in none and "does not pay off" in none
+    # a compile time within the noise is its interval, never a saving; a steady time slower as
+    # measured (within the noise) never stands beside "pays off from the first call"
+    noisy = trade_text(_traded(4e9, 1.3, 1e6, "noisy", compile_verdict="noisy", ci=(0.31, 1.9)), base)
+    assert noisy.startswith("compile time per process start 6 s → 4 s (noisy, interval 0.31–1.90×)")
+    assert "saved" not in noisy and noisy.endswith("whether it pays off is not known: the timings were too noisy "
+                                                   "to tell"), noisy
+    first = trade_text(msgspec.structs.replace(
+        _traded(4e9, 1.3, 1e6, "noisy"), paired=Paired(calls=4, ratio_median=1.3, baseline_ns=1e6, candidate_ns=1.3e6,
+                                                        ci_low=0.8, ci_high=2.1)), base)
+    assert "(1.300×, paired over 4 call(s), noisy, interval 0.80–2.10×)" in first, first
+    assert first.startswith("compile time saved 2 s") and "from the first call" not in first, first
     assert trade_text(_traded(1e9), msgspec.structs.replace(base, metrics=[])) is None
 
 
@@ -1006,7 +1024,7 @@ def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved
         warm_paths,
     )
     from seamscope.experiments.trials.catalogue import Draft
-    from seamscope.experiments.trials.runs import Setup
+    from seamscope.experiments.trials.runs import TrialSpec
     from seamscope.experiments.trials.trial import reproduce_command
 
     cache, artifacts = warm_paths(str(tmp_path))
@@ -1019,7 +1037,7 @@ def test_the_artifacts_candidate_starts_empty_and_loads_what_the_first_run_saved
     extra = extra_for(d, str(tmp_path))
     assert extra.cache_dir is None and extra.args == ["--load-cache-artifacts", artifacts]
     assert env_prefix(extra) == 'TORCHINDUCTOR_CACHE_DIR="$(mktemp -d)" '
-    cmd = reproduce_command([], Setup(script="s.py", args=[], out=str(tmp_path)), d.name, extra)
+    cmd = reproduce_command([], TrialSpec(script="s.py", args=[], out=str(tmp_path)), d.name, extra)
     assert f"seamscope run --out {tmp_path}/trials/{WARM_ARTIFACTS}/rep-1 --load-cache-artifacts {artifacts}" in cmd
     assert extra_for(Draft(name="x", spec=RemedySpec(), origin="o", targets="t"), str(tmp_path)) is None
 
@@ -1190,7 +1208,7 @@ def test_a_row_the_total_decided_says_only_the_steady_calls_could_not_tell():
     """A/A on sub-millisecond calls: the total rules out a change, the steady calls vary by half
     between fresh processes. The row is ``no measurable change``; its note must not call the
     total's interval too wide."""
-    from seamscope.experiments.trials.trial import noise_text
+    from seamscope.experiments.trials.verdicts import noise_text
     from seamscope.model.trials import Metric
 
     total = Metric(name="total", median=1.2e9, min=1.0e9, max=1.5e9, ci_low=0.78, ci_high=1.21)

@@ -282,8 +282,8 @@ def test_try_baseline_failure_runs_nothing_else(tmp_path):
                    "raise ValueError('planted failure')\n")
     p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", str(bad)], tmp_path)
     assert p.returncode == 1
-    assert "ValueError: planted failure" in p.stderr and "no candidate was run" in p.stderr
-    assert os.listdir(tmp_path / "o" / "trials") == ["baseline"]
+    assert "ValueError: planted failure" in p.stderr and "fails too" in p.stderr and "nothing tried" in p.stderr
+    assert sorted(os.listdir(tmp_path / "o" / "trials")) == ["baseline", "eager"]  # the eager run said whose error
 
 
 def _ctrl_c_as_a_terminal_delivers_it() -> None:
@@ -539,9 +539,10 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     by = {c["name"]: c for c in t["candidates"]}
     reg = by["regional-llamadecoderlayer"]
     assert reg["flags"] == ["--regional", "LlamaDecoderLayer"]
-    # its patch: a loop over the layers at the path the finding saw; its runs apply it, the model's
-    # calls still the run's calls
-    assert "+for block in model.layers:" in reg["diff"] and "+compiled = model" in reg["diff"]
+    # its patch: a loop over the model's modules, compiling those of the class the finding saw; its
+    # runs apply it, the model's calls still the run's calls
+    assert "+for block in model.modules():" in reg["diff"] and "isinstance(block, LlamaDecoderLayer)" in reg["diff"]
+    assert "+compiled = model" in reg["diff"]
     assert (
         "--patch o/trials/regional-llamadecoderlayer.patch --calls-of compiled " in reg["command"]
         and "--regional" not in reg["command"] and (out / "trials" / "regional-llamadecoderlayer.patch").exists()
@@ -558,7 +559,11 @@ def test_try_recommends_regional_compilation_of_a_whole_compiled_transformers_mo
     # aot_eager uses no persistent cache and compiles no kernels: those candidates are skipped, said why
     assert any(x.startswith("warm cache: the baseline's compilations used no persistent cache") for x in t["folded"])
     assert any(x.startswith("compile threads: backend aot_eager") for x in t["folded"])
-    assert reg["trade"].startswith("compile time saved ") and "per process start" in reg["trade"]
+    # a saving is claimed only where the compile time's own test decided it; else its interval is given
+    if _metric(reg, "compile")["verdict"] in ("faster", "slower"):
+        assert reg["trade"].startswith("compile time saved ") and "per process start" in reg["trade"]
+    else:
+        assert reg["trade"].startswith("compile time per process start ") and "saved" not in reg["trade"]
     # the timing claim is about the total and the compile time: asserted where their own test (each
     # one's interval over the repetitions) could tell them apart; noisy says the interval reached
     # beyond ±25%, and the steady calls' noise does not bear on a compile of seconds

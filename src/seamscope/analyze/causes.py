@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..model.findings import ChurnPattern, Finding, Remedy
 from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
-from .findings_churn import guard_pattern
+from .findings_churn import cause_guards, guard_pattern
 from .findings_common import compilation_label, config_remedy, stable_frame
 from .units import fmt_ns, number_ranges
 
@@ -58,7 +58,7 @@ _FAMILY: dict[ChurnPattern, CauseFamily] = {
 
 @dataclass(frozen=True)
 class GuardChange:
-    """What the first failed guard of one recompile says changed."""
+    """What one recompile's failed guards (:func:`~.findings_churn.cause_guards`) say changed."""
 
     family: CauseFamily
     subject: str
@@ -66,22 +66,46 @@ class GuardChange:
     expected: str | None
     actual: str | None
     guard: str
+    shared: tuple[str, ...] = ()
+    """Other tensors whose size guard failed with the same change (``attention_mask dim 1`` beside
+    ``input_ids dim 1``, padded to one length): one mark covers them all."""
+    first_call: tuple[str, ...] = ()
+    """Flags that were None at the first compilation and that the program set during its first
+    call (:func:`first_call_flags`): they fail once, whatever the inputs."""
 
 
-def parse_change(guards: list[str], status: str = "ok") -> GuardChange:
-    """The change behind one recompile, from the guard that failed on the frame's first variant.
-
-    PyTorch lists one failed guard per cached variant, the most recent first. Against the most
-    recent variant, a call that changes a length after a call that passed an extra argument fails
-    on the argument; against the first variant, on the length, which is what is new. The first
-    variant is what the run started from, so the change is named against it (the last listed)."""
-    typed = next((g for g in guards if g.strip() and guard_pattern(g)[0] == "type"), None)
-    # a type switch fails the earlier variants' value guards too (a tensor is not == 999): the type is what changed
-    first = typed or next((g for g in reversed(guards) if g.strip()), "")
+def parse_change(guards: list[str], status: str = "ok", first_call: frozenset[str] = frozenset()) -> GuardChange:
+    """The change behind one recompile, named by the first of :func:`~.findings_churn.cause_guards`
+    (the rule every analysis uses) that is no first-call flag (``first_call``: their subjects)."""
+    chosen = cause_guards(guards)
+    artifacts = tuple(g for g in chosen if guard_pattern(g)[0] == "flag" and guard_pattern(g)[1] in first_call)
+    first = next((g for g in chosen if g not in artifacts), chosen[0] if chosen else "")
     line = _PREFIX.sub("", first.strip().splitlines()[0] if first.strip() else "").strip()
     if not line:
         fam: CauseFamily = "recompile_limit" if status == "fallback" else "other"
         return GuardChange(fam, "", None, None, None, "")
+    ch = _change_of(first, line)
+    shared = tuple(_shared_dims(ch, [g for g in chosen if g is not first]))
+    names = tuple(guard_pattern(g)[1] for g in artifacts)
+    return GuardChange(ch.family, ch.subject, ch.dim, ch.expected, ch.actual, ch.guard, shared, names)
+
+
+def _shared_dims(ch: GuardChange, others: list[str]) -> list[str]:
+    """``NAME dim N`` of every other tensor whose size guard failed with ``ch``'s change."""
+    if ch.family != "size" or ch.expected is None:
+        return []
+    out = []
+    for g in others:
+        m = _SIZE.search(g)
+        named = _TENSOR.search(g)
+        if m and named and (m.group(2), m.group(3)) == (ch.expected, ch.actual):
+            what = f"{_user_name(named.group(1))} dim {m.group(1)}"
+            if what not in out and what != f"{ch.subject} dim {ch.dim}":
+                out.append(what)
+    return out
+
+
+def _change_of(first: str, line: str) -> GuardChange:
     pattern, subject, value = guard_pattern(first)
     family = _FAMILY[pattern]
     named = _TENSOR.search(line)
@@ -105,6 +129,38 @@ def parse_change(guards: list[str], status: str = "ok") -> GuardChange:
     return GuardChange(family, subject, None, None, None, line)
 
 
+def first_call_flags(ledger: Ledger) -> dict[str, frozenset[str]]:
+    """Per recompile id, the flags the program set during its first call: a guard ``X is None``
+    on an attribute (``self.config.problem_type``, never an argument) that fails at the frame's
+    first recompile, in the call after its first compilation, and explains none of the frame's
+    later recompiles (the value stayed set). A library's lazy setting (transformers' heads set
+    ``config.problem_type`` on the first forward) recompiles once per process whatever the
+    inputs: warmed away, not a shape to mark."""
+    by_frame: dict[int, list[Compilation]] = defaultdict(list)
+    for c in ledger.compilations:
+        by_frame[compile_frame_index(c.compile_id)[0]].append(c)
+    out: dict[str, frozenset[str]] = {}
+    for comps in by_frame.values():
+        comps.sort(key=lambda c: compile_frame_index(c.compile_id)[1])
+        first = comps[0]
+        again = [c for c in comps[1:] if c.is_recompile]
+        if first.is_recompile or not again:
+            continue
+        r = again[0]
+        if first.call_index is not None and r.call_index is not None and r.call_index != first.call_index + 1:
+            continue
+        later = {guard_pattern(g)[1] for c in again[1:] for g in cause_guards(c.failed_guards)}
+        names = set()
+        for g in cause_guards(r.failed_guards):
+            pattern, subject, value = guard_pattern(g)
+            if pattern == "flag" and value in ("is None", "== None") and "." in subject \
+                    and not subject.startswith(("___", "len(")) and subject not in later:
+                names.add(subject)
+        if names:
+            out[r.compile_id] = frozenset(names)
+    return out
+
+
 def _user_name(subject: str) -> str:
     """``L['x']``, ``kwargs['x']``, ``L['kwargs']['x']`` → ``x``; other sources stay as PyTorch
     wrote them (``args[0]``, ``___stack0[1]``)."""
@@ -114,7 +170,22 @@ def _user_name(subject: str) -> str:
 
 
 def describe(ch: GuardChange) -> str:
-    """The change in the user's words."""
+    """The change in the user's words (with the inputs that share a changed length, and the
+    first-call flags that failed beside it)."""
+    notes = []
+    if ch.shared:
+        notes.append(f"with {', '.join(ch.shared)}: the same length")
+    if ch.first_call and not (ch.family == "flag" and ch.subject in ch.first_call):
+        notes.append(f"{', '.join(ch.first_call)} also failed: {_ARTIFACT}")
+    return _describe(ch) + (f" ({'; '.join(notes)})" if notes else "")
+
+
+_ARTIFACT = "a first-call artifact, None at the first compilation and set by the program during its first call"
+
+
+def _describe(ch: GuardChange) -> str:
+    if ch.family == "flag" and ch.subject in ch.first_call:
+        return f"{ch.subject}: {_ARTIFACT}"
     if ch.family == "size":
         what = "stride" if "stride" in ch.guard else "dim"
         arrow = f": {ch.expected} → {ch.actual}" if ch.expected is not None and ch.actual is not None else ""
@@ -203,10 +274,11 @@ class _Cause:
         return (self.family, self.root.file, stable_frame(self.root.frame_name), self.change.subject, self.change.dim)
 
 
-def _call_groups(comps: list[Compilation]) -> list[_Group]:
+def _call_groups(comps: list[Compilation], first_call: dict[str, frozenset[str]]) -> list[_Group]:
     """One call's recompiles split by family, the value guards on a former size joined to the
     size change."""
-    parsed = [(c, parse_change(c.failed_guards, c.status)) for c in sorted(comps, key=_order)]
+    parsed = [(c, parse_change(c.failed_guards, c.status, first_call.get(c.compile_id, frozenset())))
+              for c in sorted(comps, key=_order)]
     sizes = {ch.expected for _, ch in parsed if ch.family == "size" and ch.expected is not None}
     by_family: dict[CauseFamily, list[tuple[Compilation, GuardChange]]] = defaultdict(list)
     for c, ch in parsed:
@@ -241,8 +313,9 @@ def group_recompiles(ledger: Ledger) -> list[_Cause]:
             firsts_by_call[c.call_index].append(c)
     calls = sorted(by_call, key=lambda k: (k is None, k if k is not None else 0))
     causes: list[_Cause] = []
+    first_call = first_call_flags(ledger)
     for call in calls:
-        groups = _call_groups(by_call[call])
+        groups = _call_groups(by_call[call], first_call)
         firsts = firsts_by_call.get(call, []) if call is not None else []
         for g in groups:
             root, ch = g.root
@@ -362,6 +435,13 @@ def cause_sentence(r: RecompileCause, has_calls: bool = True) -> str:
 
 def _remedy(cause: _Cause) -> Remedy:
     ch = cause.change
+    if cause.family == "flag" and ch.subject in ch.first_call:
+        return Remedy(
+            action="warm_first_call",
+            text=f"{ch.subject} is set by the program during its first call: the recompile happens once per "
+            "process whatever the inputs, and a warm-up call before timing absorbs it; set it before the first "
+            "compiled call to avoid it. Nothing to mark: no shape changed",
+        )
     if cause.family == "size" and ch.subject.startswith("___stack"):
         return Remedy(
             action="mark_dynamic_or_bucket",
@@ -371,10 +451,16 @@ def _remedy(cause: _Cause) -> Remedy:
         )
     if cause.family == "size":
         dim = "" if ch.dim is None else f", {ch.dim}"
+        marks = "; ".join([f"torch._dynamo.mark_dynamic({ch.subject}{dim})",
+                           *(f"torch._dynamo.mark_dynamic({n.replace(' dim ', ', ')})" for n in ch.shared)])
+        pair = ", ".join(n.split(" dim ")[0] for n in ch.shared)
+        what = ch.subject if not ch.shared else (
+            f"{ch.subject} (and {pair}, of the same length: mark them together, or the unmarked one keeps the "
+            "length static)")
         return Remedy(
             action="mark_dynamic_or_bucket",
-            text=f"{ch.subject} changes size between calls: mark it dynamic before the first call "
-            f"(torch._dynamo.mark_dynamic({ch.subject}{dim})) or pad it to a few fixed sizes; "
+            text=f"{what} changes size between calls: mark it dynamic before the first call "
+            f"({marks}) or pad it to a few fixed sizes; "
             "`seamscope shapes` measures these policies on your sizes",
             try_with="seamscope shapes FILE.py:FUNC --lengths LENGTHS",
         )

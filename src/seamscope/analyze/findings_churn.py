@@ -81,6 +81,47 @@ def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
 _Parsed = tuple[ChurnPattern, str, str | None]
 
 
+def split_guards(entry: str) -> list[str]:
+    """The failed guards of one cached variant's reason: ``0/0: a; b`` (PyTorch's format for
+    several, which capture writes with every guard that failed) → ``[a, b]``; the compile id and a
+    user stack on the lines after are dropped."""
+    head = _PREFIX.sub("", entry.strip().splitlines()[0] if entry.strip() else "")
+    return [g for g in (p.strip() for p in head.split("; ")) if g]
+
+
+_FAMILY_ORDER: dict[ChurnPattern, int] = {"type": 0, "shape": 1, "stride": 2, "value": 3, "dtype_device": 4,
+                                          "other": 5, "flag": 6, "recompile_limit": 7}
+
+
+def cause_guards(failed_guards: list[str]) -> list[str]:
+    """The guards that explain one recompile, the one rule every analysis uses.
+
+    ``failed_guards`` holds one reason per cached variant of the frame, the most recent first,
+    each with one failed guard (PyTorch's log) or every one (capture). What failed against every
+    variant is what this call changed: a length changed after a call that passed an extra
+    argument fails on the argument against the latest variant, and on the length against both. When
+    no guard failed against all (each variant names only its first), the first variant's guards
+    (listed last) are the change, measured against what the run started from. A type switch
+    fails the earlier variants' value guards too: the type is what changed. The guards come
+    ordered by what names the change best: a type, a size, a value, then a flag."""
+    entries = [gs for gs in map(split_guards, failed_guards) if gs]
+    if not entries:
+        return []
+    flat = [g for gs in entries for g in gs]
+    typed = next((g for g in flat if guard_pattern(g)[0] == "type"), None)
+    if typed is not None:
+        return [typed]
+
+    def key(g: str) -> tuple[ChurnPattern, str]:
+        p = guard_pattern(g)
+        return p[0], p[1]
+
+    common = set(map(key, entries[0])).intersection(*(set(map(key, gs)) for gs in entries[1:]))
+    base = entries[-1]
+    chosen = [g for g in base if key(g) in common] or base
+    return sorted(chosen, key=lambda g: _FAMILY_ORDER.get(guard_pattern(g)[0], 5))
+
+
 def _frame_key(c: Compilation) -> tuple[int, str]:
     return compile_frame_index(c.compile_id)[0], c.frame_name
 
@@ -99,10 +140,11 @@ def churn_findings(ledger: Ledger) -> list[Finding]:
                 continue
             if not c.is_recompile or c.status != "ok":
                 continue
-            parsed: list[_Parsed] = list(map(guard_pattern, c.failed_guards)) or [("other", "", None)]
-            # The guard that failed on the most recent variant is the one that explains this
-            # compile; PyTorch lists it first.
-            groups[parsed[0][0]].append((c, parsed))
+            # what explains this compile (cause_guards) names its group; every guard is evidence
+            explaining = cause_guards(c.failed_guards)
+            parsed: list[_Parsed] = [guard_pattern(g) for gs in map(split_guards, c.failed_guards) for g in gs]
+            pattern = guard_pattern(explaining[0])[0] if explaining else "other"
+            groups[pattern].append((c, parsed or [("other", "", None)]))
         for pattern, members in groups.items():
             found.append(_churn_finding(ledger, fname, comps, variants, pattern, members))
     found.sort(
@@ -127,9 +169,8 @@ def _churn_finding(
     guards: list[str] = []
     values: list[str] = []
     for c, ps in members:
-        for g in c.failed_guards if len(guards) < 5 else ():
-            g1 = _PREFIX.sub("", g.splitlines()[0] if g else "").strip()
-            if g1 and g1 not in guards:
+        for g1 in (g for e in c.failed_guards for g in split_guards(e)) if len(guards) < 5 else ():
+            if g1 not in guards:
                 guards.append(g1)
                 if len(guards) == 5:
                     break

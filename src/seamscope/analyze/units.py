@@ -96,3 +96,11 @@ def number_ranges(numbers: list[int]) -> str:
             parts.extend(str(n) for n in numbers[i : j + 1])
         i = j + 1
     return ", ".join(parts)
+
+
+def fmt_variation(spread: float, digits: int = 0) -> str:
+    """How much a figure varied (``spread``: max − min over the smaller): ``12%`` below twice,
+    else as the ratio of the two, ``38.9×`` (never ``3786%``)."""
+    if spread < 1.0:
+        return f"{spread:.{digits}%}"
+    return f"{1.0 + spread:.3g}×"

@@ -165,7 +165,7 @@ class Session(CallHooks, RegionHooks):
         """The hooks; on resuming after a session opened inside this one, not the timers of the
         graphs compiled before (this session's own keep theirs; the inner one's are its own)."""
         installs = (self._install_trace, self._install_graphs, self._install_live_graphs, self._install_compile,
-                    self._install_calls, self._install_pg)
+                    self._install_calls, self._install_pg, adapter.report_every_failed_guard)
         for install in installs:
             if resume and install == self._install_live_graphs:
                 continue

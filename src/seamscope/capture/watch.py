@@ -38,6 +38,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..analyze.causes import describe, parse_change
+from ..analyze.findings_churn import cause_guards
 from ..analyze.findings_common import frame_label, stable_frame
 from ..analyze.units import parse_duration
 from ..errors import RecompileAfterWarmup, UnusableInput
@@ -309,7 +310,7 @@ class Watcher:
             if c.status != "ok":
                 self._fallbacks[(frame, self.causes(cause), stage)] += 1
         if after and kind is not None:
-            guard = next((g for g in reversed(c.failed_guards) if g.strip()), None)
+            guard = next(iter(cause_guards(c.failed_guards)), None)  # the one rule (analyze.findings_churn)
             self._emit(WatchEvent(
                 kind=kind, frame=frame_label(stable_frame(shown_name), shown_file, shown_line), qualname=frame,
                 file=shown_file, line=shown_line, cause=cause, detail=detail, failed_guard=guard,

@@ -66,7 +66,7 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
     need_torch("try")
     from ..experiments.remedy_plan import prepare
     from ..experiments.remedy_spec import spec_from_words
-    from ..experiments.trials.runs import Setup
+    from ..experiments.trials.runs import Services, TrialSpec, default_max_repeat
     from ..experiments.trials.trial import BaselineFailed, run_trials
 
     args_l = list(args)
@@ -109,27 +109,27 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
                 sys.stderr.write("seamscope try: " + msg + "\n")
             sys.stderr.flush()
 
-    if max_repeat is None:
-        max_repeat = 1 if repeat == 1 else max(repeat, 6)
-    setup = Setup(script=target, args=args_l, out=out, seed=seed, repeat=repeat, max_repeat=max_repeat,
-                  timeout=timeout,
-                  budget_s=budget_s, progress=progress)
-    if budget_s is not None:
-        setup.deadline = setup.clock() + budget_s
+    trial = TrialSpec(script=target, args=args_l, out=out, seed=seed, repeat=repeat,
+                      max_repeat=default_max_repeat(repeat) if max_repeat is None else max_repeat,
+                      timeout=timeout, budget_s=budget_s)
     from ..capture.persist import held_folder
-    from ..experiments.trials.runs import BudgetSpent, fresh_processes
+    from ..experiments.trials.budget import BudgetSpent
+    from ..experiments.trials.runs import fresh_processes
 
     # OUT is this trial's alone (a second try or run into it is refused, naming this one)
     with signals_end_the_trial() as stop, held_folder(out, shlex.join(["seamscope", "try", target])):
         processes = None
         try:
-            processes = setup.processes = fresh_processes(sys.executable)
-            trials, first = run_trials(setup, extra, list(only), list(skip))
+            processes = fresh_processes(sys.executable)
+            result = run_trials(trial, extra, list(only), list(skip), Services(progress=progress, processes=processes))
         except BaselineFailed as e:
             if progress is not None and sys.stderr.isatty():
                 sys.stderr.write("\n")
             sys.stderr.write(e.stderr)
-            raise UserCodeFailed(f"{target} failed in the baseline ({e}); no candidate was run") from None
+            from ..experiments.trials.split import SplitFailed
+
+            told = "" if isinstance(e, SplitFailed) else "; no candidate was run"
+            raise UserCodeFailed(f"{target} failed in the baseline ({e}){told}") from None
         except BudgetSpent as e:
             raise UserCodeFailed(f"{target}: {e} (--budget {budget}), in the baseline's first run; "
                                  "no candidate was run") from None
@@ -143,6 +143,7 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
                 processes.close()
         if progress is not None and sys.stderr.isatty():
             sys.stderr.write("\n")
+        trials = result.trials
         paths = write_trials(trials, out, markdown)
         from ..render.trials_table import TrialsTerminalRenderer
 
@@ -158,8 +159,8 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
                 click.echo(f"seamscope: --write-patch: {why}; nothing written to {shown(write_patch, None)} "
                            f"(each candidate's patch is in {shown(os.path.join(out, 'trials'), None)})", err=True)
         click.echo(f"seamscope: wrote {', '.join(shown(p, None) for p in paths)}", err=True)
-        if setup.budget_ended is not None:
-            click.echo(f"seamscope: the budget (--budget {budget}) ended during {setup.budget_ended}: the "
+        if result.budget_ended is not None:
+            click.echo(f"seamscope: the budget (--budget {budget}) ended during {result.budget_ended}: the "
                        "trial stopped there; what did not finish is listed as over the budget", err=True)
         if stop.signum:
             click.echo(f"seamscope: {signal.Signals(stop.signum).name}: the trial stopped; the runs that "

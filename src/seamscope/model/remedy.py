@@ -28,6 +28,7 @@ RemedyAction = Literal[
     "keep_type",
     "pass_as_tensor",
     "split_by_flag",
+    "warm_first_call",
     "fix_churn_or_raise_limit",
     "report_upstream",
     "read_hints",

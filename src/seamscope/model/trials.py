@@ -11,8 +11,8 @@ from typing import Literal
 
 from .ledger import Struct
 
-Verdict = Literal["faster", "slower", "no measurable change", "noisy", "no effect", "changes outputs", "failed",
-                  "not tried"]
+Verdict = Literal["faster", "slower", "no measurable change", "noisy", "no effect", "did not remove its target",
+                  "changes outputs", "failed", "not tried"]
 MetricVerdict = Literal["faster", "slower", "no measurable change", "noisy", "n/a"]
 OutputStatus = Literal["equal", "changes outputs", "could not decide", "not checked", "failed"]
 
@@ -63,6 +63,8 @@ class RunFigures(Struct, frozen=True, kw_only=True):
     """Distinct failed guards on a tensor's size or stride (what a mark candidate left changing)."""
     unmatched_marks: list[str] = []
     """``--mark-dynamic`` sources that matched no source in any compilation."""
+    break_sites: list[str] = []
+    """The ids of the sites where capture broke (``BreakSite.site_id``: stable across runs)."""
     load_avg: float | None = None
     """The machine's 1-minute load average when the run ended (``/proc/loadavg``)."""
     cpus: int | None = None
@@ -209,6 +211,9 @@ class Candidate(Struct, frozen=True, kw_only=True):
     """The patch's text (a unified diff from the project root)."""
     review: str | None = None
     """Why to read the patch before applying it (a rewrite that changes more than compilation)."""
+    retried: list[str] = []
+    """Each run of it lost to the outside and run again once (``repetition 2 run again: the first
+    ended by SIGTERM, not sent by seamscope``): such a run says nothing of the candidate."""
 
 
 class Overhead(Struct, frozen=True, kw_only=True):

@@ -9,7 +9,7 @@ import html
 from typing import Any
 
 from ..analyze.display import markup, shown, visible
-from ..analyze.units import fmt_ns
+from ..analyze.units import fmt_ns, fmt_variation
 from ..model.trials import Candidate, Metric, Trials, group_text
 
 
@@ -91,8 +91,9 @@ def notes(t: Trials) -> list[str]:
     p = t.baseline.paired
     if p is not None and p.noise is not None and p.worst_noise is not None:
         out.append(f"timings: the same steady call of the baseline varied up to {p.worst_noise:.3g}× between "
-                   f"repetitions (typically {p.noise:.0%}); steady figures are each call's minimum over "
+                   f"repetitions (typically {fmt_variation(p.noise)}); steady figures are each call's minimum over "
                    "the repetitions, compared call by call")
+    out += [f"{c.name}: {r}" for c in [t.baseline, *t.candidates] for r in c.retried]
     for c in t.candidates:
         for b in c.broke:
             out.append(f"{c.name}: {b} (not in the baseline: never recommended)")
@@ -104,8 +105,8 @@ def notes(t: Trials) -> list[str]:
         if total is not None and c.verdict in ("faster", "slower", "no measurable change", "noisy"):
             out.append(f"{c.name}: total {total.ratio_median:.3f}×, interval {total.ci_low:.3f}–{total.ci_high:.3f}"
                        f" over {c.repetitions} repetition(s): {total.verdict}")
-        if c.verdict == "no effect" and c.reason:
-            out.append(f"{c.name}: no effect: {c.reason}")
+        if c.verdict in ("no effect", "did not remove its target") and c.reason:
+            out.append(f"{c.name}: {c.verdict}: {c.reason}")
         if c.trade:
             out.append(f"{c.name}: the trade: {c.trade}")
     if t.deterministic is None and t.baseline.outputs.detail:
@@ -128,7 +129,7 @@ def rows(t: Trials) -> list[list[str]]:
             "" if c.origin == "baseline" else str(c.rank),
             c.name + (" ✓" if c.name == t.chosen else ""),
             verdict_cell(c),
-            str(c.repetitions or len(c.runs)),
+            str(c.repetitions or len(c.runs)) + (f" ({len(c.retried)} run again)" if c.retried else ""),
             _time_cell(c, "total"),
             _time_cell(c, "compile"),
             _steady_cell(c),

@@ -14,6 +14,7 @@ needs is missing: capture then records what it still can and says what it could 
 - ``config``: Dynamo's settings, read and set (``run``'s remedy flags);
 - ``hints``: the graph-break hint classes and registry (``torch._dynamo.graph_break_hints``);
 - ``dynamo``: whether Dynamo is compiling, its reset, counters, backends and errors;
+- ``guard_failures``: every guard that failed on a cached variant at a recompile, not the first;
 - ``modules``: the module classes a graph traced instance by instance (repeated blocks);
 - ``caches``: Inductor's persistent cache directory and its entries;
 - ``logs``: torch's logging settings (``TORCH_LOGS``, ``TORCH_TRACE``), set up again after a fork;
@@ -80,6 +81,7 @@ from .graphs import (
     wrap_backward_of,
     wrap_compiled_graphs,
 )
+from .guard_failures import report_every_failed_guard
 from .hints import live_hint_table
 from .logs import reread_torch_logs, torch_log_environment, torch_log_variables
 from .modules import graph_origin, module_census
@@ -135,6 +137,7 @@ __all__ = [
     "mark_dynamic",
     "reread_compile_threads",
     "reread_torch_logs",
+    "report_every_failed_guard",
     "graph_origin",
     "module_census",
     "may_have_compiled_backward",

@@ -192,43 +192,74 @@ def _median(c: Candidate, name: str) -> float | None:
 def trade_text(c: Candidate, base: Candidate) -> str | None:
     """Compile time saved per process start, the steady time per call (paired: calls steady in both
     runs), and the process lifetime at which the candidate pays off; for a warm cache, the
-    restarts. None without compile figures on both sides."""
+    restarts. A figure enters the arithmetic only where its verdict is ``faster`` or ``slower``:
+    one within the noise is given as its interval, never as a saving. None without compile
+    figures on both sides."""
     bc, cc = _median(base, "compile"), _median(c, "compile")
     if bc is None or cc is None:
         return None
+    comp = next((m for m in c.metrics if m.name == "compile"), None)
     saved = bc - cc
-    parts = [f"compile time {'saved' if saved >= 0 else 'added'} {fmt_ns(abs(saved))} per process start "
-             f"({fmt_ns(bc)} → {fmt_ns(cc)})"]
+    if comp is not None and comp.verdict in ("faster", "slower"):
+        parts = [f"compile time {'saved' if saved >= 0 else 'added'} {fmt_ns(abs(saved))} per process start "
+                 f"({fmt_ns(bc)} → {fmt_ns(cc)})"]
+    else:
+        saved = 0.0  # within the noise: nothing to build a lifetime on
+        verdict = comp.verdict if comp is not None and comp.verdict != "n/a" else "not decided"
+        ci = (f", interval {comp.ci_low:.2f}–{comp.ci_high:.2f}×"
+              if comp is not None and comp.ci_low is not None and comp.ci_high is not None else "")
+        parts = [f"compile time per process start {fmt_ns(bc)} → {fmt_ns(cc)} ({verdict}{ci})"]
     p = c.paired
     delta = 0.0
     steady_ns = p.baseline_ns if p is not None else None
+    looks_slower = False
     if p is None or p.ratio_median is None or p.baseline_ns is None:
         parts.append("no call steady in both to pair")
     else:
         delta = (p.ratio_median - 1.0) * p.baseline_ns
+        ci = (f", interval {p.ci_low:.2f}–{p.ci_high:.2f}×" if c.steady_verdict not in ("faster", "slower")
+              and p.ci_low is not None and p.ci_high is not None else "")
         pair = (f"steady time per call {fmt_ns(p.baseline_ns)} → {fmt_ns(p.candidate_ns)} "
-                f"({p.ratio_median:.3f}×, paired over {p.calls} call(s), {c.steady_verdict})")
+                f"({p.ratio_median:.3f}×, paired over {p.calls} call(s), {c.steady_verdict}{ci})")
         parts.append(pair)
         if c.steady_verdict not in ("faster", "slower"):
+            looks_slower = delta > 0
             delta = 0.0  # within the noise: not a change to build a lifetime on
     if c.flags == [] and any(w in c.name for w in STARTS):
-        if saved <= 0:
-            parts.append("it does not pay off: a warm start compiled no less")
-        else:
-            life = "pays off from the first restart (the first start fills the cache)"
-            if delta > 0:
-                life += f", for workers that serve up to about {int(saved / delta):,} steady calls per start"
-            elif steady_ns:
-                life += f"; each restart saves the time of about {int(saved / steady_ns):,} steady calls"
-            parts.append(life)
+        parts.append(_restarts(saved, delta, steady_ns))
         return "; ".join(parts)
-    if saved > 0 and delta > 0:
-        parts.append(f"pays off for processes of up to about {int(saved / delta):,} steady calls "
-                     "(past that the slower steady calls outweigh the compile time saved)")
-    elif saved > 0:
-        parts.append("pays off from the first call of every process")
-    elif delta < 0:
-        parts.append(f"pays off after about {int(-saved / -delta) + 1:,} steady calls per process")
-    else:
-        parts.append("it does not pay off: neither compile nor steady time is lower")
+    unknown = comp is None or comp.verdict in ("noisy", "n/a") or c.steady_verdict == "noisy"
+    parts.append(_lifetime(saved, delta, looks_slower, unknown))
     return "; ".join(parts)
+
+
+def _restarts(saved: float, delta: float, steady_ns: float | None) -> str:
+    if saved <= 0:
+        return "it does not pay off: a warm start compiled no less"
+    life = "pays off from the first restart (the first start fills the cache)"
+    if delta > 0:
+        life += f", for workers that serve up to about {int(saved / delta):,} steady calls per start"
+    elif steady_ns:
+        life += f"; each restart saves the time of about {int(saved / steady_ns):,} steady calls"
+    return life
+
+
+def _lifetime(saved: float, delta: float, looks_slower: bool, unknown: bool = False) -> str:
+    """When a candidate pays off, from decided figures only (``delta``: steady time lost per call,
+    0 where undecided; ``looks_slower``: undecided, but slower as measured; ``unknown``: a figure
+    was too noisy to decide)."""
+    if saved > 0 and delta > 0:
+        return (f"pays off for processes of up to about {int(saved / delta):,} steady calls "
+                "(past that the slower steady calls outweigh the compile time saved)")
+    if saved > 0 and looks_slower:
+        return ("pays off for short processes; whether the steady calls, slower as measured but within the "
+                "noise, outweigh the compile time saved in long ones is not known")
+    if saved > 0:
+        return "pays off from the first call of every process"
+    if delta < 0 and saved == 0:
+        return "pays off from the first steady call (compile time not measurably changed)"
+    if delta < 0:
+        return f"pays off after about {int(-saved / -delta) + 1:,} steady calls per process"
+    if unknown:
+        return "whether it pays off is not known: the timings were too noisy to tell"
+    return "it does not pay off: neither compile nor steady time is measurably lower"

@@ -320,6 +320,12 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             d = mine[i]
             if (flags := per_callable_limit(d.spec, version)) is not None:
                 mine.insert(i + 1, draft(f"{d.name} per callable", flags, d.origin, d.targets, d.cost_ns))
+    return _best_first(causes, cap, folded)
+
+
+def _best_first(causes: list[tuple[int, str, list[Draft]]], cap: int, folded: list[str]) -> list[Draft]:
+    """Every cause's first candidate (costliest cause first), then every cause's second, and so
+    on; a candidate whose flags another has already is one (the higher cost kept); capped."""
     causes.sort(key=lambda c: (-c[0], c[1]))
     out: dict[str, Draft] = {}
     depth = max((len(c[2]) for c in causes), default=0)

@@ -16,7 +16,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,42 +26,72 @@ from ...model.receipt import Receipt
 from ...model.trials import CallTime, RunFigures
 from ..fresh import FreshProcesses, Job, default_mode
 from . import fingerprint as fpmod
+from .budget import Budget, BudgetSpent
+
+DEFAULT_MAX_REPEAT = 6
+"""``--max-repeat`` when not given: 6 repetitions in all for an undecided candidate (1 with ``--repeat 1``)."""
 
 
-@dataclass
-class Setup:
+def default_max_repeat(repeat: int) -> int:
+    """The command's ``--max-repeat`` when the user gave none."""
+    return 1 if repeat == 1 else max(repeat, DEFAULT_MAX_REPEAT)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What the user asked for: the trial's inputs, fixed before it starts (nothing writes here)."""
+
     script: str
-    args: list[str]
+    args: Sequence[str]
     out: str
     seed: int = 0
     repeat: int = 3
     max_repeat: int | None = None
-    """Repetitions an undecided candidate may get in all (None: ``repeat``, no more)."""
+    """Repetitions an undecided candidate may get in all; None: ``repeat``, no more. Never below
+    ``repeat`` (resolved here, once)."""
     timeout: float | None = None
+    """``--timeout``: seconds before a run counts as hung."""
     budget_s: float | None = None
+    """``--budget`` in seconds (:class:`.budget.Budget` owns what follows from it)."""
     python: str = sys.executable
-    progress: Callable[[str], None] | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    baseline_flags: tuple[str, ...] = ()
+    """The baseline's flags (a run given none gets them): ``--stance force_eager`` where the script
+    fails compiled (:mod:`.split`)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "max_repeat", max(self.repeat, self.max_repeat or self.repeat))
+
+    @property
+    def most(self) -> int:
+        """The repetitions an undecided candidate may get in all (``max_repeat``, resolved)."""
+        return self.max_repeat or self.repeat
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the trial uses but does not own: the clock, the progress line, where processes come from."""
+
     clock: Callable[[], float] = time.monotonic
     """Seconds, for the budget and the ETA."""
+    progress: Callable[[str], None] | None = None
     processes: FreshProcesses | None = None
     """Where each run's fresh process comes from (None: each run a new interpreter)."""
-    deadline: float | None = None
-    """When ``--budget`` ends, on ``clock``: no run starts after it, and a run still going then is
-    killed (:class:`BudgetSpent`), so a run that hangs cannot outlast the budget."""
-    budget_ended: str | None = None
-    """The run the budget ended during (set with :class:`BudgetSpent`)."""
 
 
-class BudgetSpent(Exception):
-    """The trial's budget ended before or during a run: the trial stops there (what was measured
-    is kept; the runs not finished are listed)."""
+@dataclass(frozen=True)
+class Runner:
+    """What one run needs: the inputs, the process source, and the budget (its timeout)."""
+
+    spec: TrialSpec
+    budget: Budget
+    processes: FreshProcesses | None = None
 
 
-def run_command(spec_flags: list[str], setup: Setup, out_dir: str) -> list[str]:
+def run_command(spec_flags: list[str], spec: TrialSpec, out_dir: str) -> list[str]:
     """The ``seamscope run ...`` line of one run (what the table shows, without the output flags)."""
-    return ["seamscope", "run", "--out", out_dir, *spec_flags, "--seed", str(setup.seed), setup.script,
-            *(["--", *setup.args] if setup.args else [])]
+    return ["seamscope", "run", "--out", out_dir, *spec_flags, "--seed", str(spec.seed), spec.script,
+            *(["--", *spec.args] if spec.args else [])]
 
 
 def shell_join(words: list[str]) -> str:
@@ -82,57 +112,94 @@ class Outcome:
     receipt: Receipt | None
     stderr: str
     fingerprints: fpmod.Fingerprints | None = None
+    outside: str | None = None
+    """Why the run ended from outside the script (a signal seamscope did not send, the machine
+    killing it), or None: such a run says nothing of the candidate (:func:`outside_cause`)."""
 
 
-def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False,
+OUTSIDE_EXITS = {128 + signal.SIGHUP: "SIGHUP", 128 + signal.SIGINT: "SIGINT", 128 + signal.SIGTERM: "SIGTERM"}
+"""The exit codes ``seamscope run`` ends with after a signal (it writes what it measured first)."""
+OUTSIDE_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL")
+"""Signals a script does not send itself when it fails (a crash is SIGSEGV, SIGABRT, SIGBUS...)."""
+
+
+def outside_cause(exit_code: int | None, lost: str | None) -> str | None:
+    """Why a run ended from outside, or None (it finished, hung, or its own script failed).
+    seamscope sends a run one signal only, SIGKILL after its timeout, and that run counts as
+    hung (``exit_code`` None); any other SIGKILL came from the machine (the kernel's
+    out-of-memory killer) or a user, and SIGTERM, SIGHUP, SIGINT or SIGQUIT from outside
+    (``seamscope run`` exits 128 + the signal after writing what it measured)."""
+    if lost is not None:
+        return lost
+    if exit_code is None:
+        return None
+    name = OUTSIDE_EXITS.get(exit_code)
+    if name is None and exit_code < 0:
+        name = signal.Signals(-exit_code).name if -exit_code in signal.valid_signals() else None
+        if name not in OUTSIDE_SIGNALS:
+            return None
+    if name is None:
+        return None
+    if name == "SIGKILL":
+        return "killed by SIGKILL, not sent by seamscope (the machine: out of memory, or a user)"
+    return f"ended by {name}, not sent by seamscope"
+
+
+def _command(runner: Runner, flags: list[str], out_dir: str, record: str, fingerprint: bool,
+             extra: Any) -> list[str]:
+    spec = runner.spec
+    argv = ["run", "--quiet", "--no-html", "--out", out_dir, *(extra.args if extra else []), *flags,
+            "--seed", str(spec.seed),
+            "--record-out", record, *(["--fingerprint"] if fingerprint else []), spec.script]
+    return argv + (["--", *spec.args] if spec.args else [])
+
+
+def _env(spec: TrialSpec, extra: Any, cache: str) -> dict[str, str]:
+    env_set = dict(spec.env)
+    env_set.update(extra.env if extra else {})
+    inductor_dir = extra.cache_dir if extra and extra.cache_dir else cache
+    env_set["TORCHINDUCTOR_CACHE_DIR"] = inductor_dir
+    env_set["TRITON_CACHE_DIR"] = os.path.join(inductor_dir, "triton")
+    return env_set
+
+
+def run_once(runner: Runner, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False,
              extra: Any = None) -> Outcome:
     """One fresh process with its own empty inductor cache; a crash or hang is its result.
     ``extra`` (:class:`.cache.RunExtra`): a persistent cache directory instead (kept), more
-    environment, words before the flags."""
-    out_dir = os.path.join(setup.out, rel_dir)
+    environment, words before the flags. Raises :class:`.budget.BudgetSpent` when the budget
+    ended before the run or killed it."""
+    spec = runner.spec
+    flags = flags or list(spec.baseline_flags)
+    out_dir = os.path.join(spec.out, rel_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)
     cache = tempfile.mkdtemp(prefix="seamscope-try-cache-")
     record = os.path.join(out_dir, "fingerprints.json")
     if not fingerprint:
         record = os.path.join(cache, "timing.json")  # only the script's own time is kept
-    argv = ["run", "--quiet", "--no-html", "--out", out_dir, *(extra.args if extra else []), *flags,
-            "--seed", str(setup.seed),
-            "--record-out", record, *(["--fingerprint"] if fingerprint else []), setup.script]
-    if setup.args:
-        argv += ["--", *setup.args]
-    env_set = dict(setup.env)
-    env_set.update(extra.env if extra else {})
-    inductor_dir = extra.cache_dir if extra and extra.cache_dir else cache
-    env_set["TORCHINDUCTOR_CACHE_DIR"] = inductor_dir
-    env_set["TRITON_CACHE_DIR"] = os.path.join(inductor_dir, "triton")
-    unset = ["TORCH_COMPILE_DYNAMIC_SOURCES"]
     t0 = time.perf_counter_ns()
     error = None
     err_path = os.path.join(cache, "stderr.txt")
-    job = Job(entry="seamscope.cli:main", arg=argv, log=err_path, stdout=False, env=env_set, unset=unset,
+    job = Job(entry="seamscope.cli:main", arg=_command(runner, flags, out_dir, record, fingerprint, extra),
+              log=err_path, stdout=False, env=_env(spec, extra, cache), unset=["TORCH_COMPILE_DYNAMIC_SOURCES"],
               cwd=os.getcwd())
     try:  # the cache folder goes however the run ends: a hang, Ctrl-C, SIGTERM, the budget
-        timeout, by_budget = _timeout(setup, rel_dir)
-        if setup.processes is not None:
-            ended = setup.processes.run(job, timeout)
+        timeout, by_budget = runner.budget.timeout(rel_dir)
+        if runner.processes is not None:
+            ended = runner.processes.run(job, timeout)
         else:
-            with FreshProcesses(mode="process", python=setup.python) as one:
+            with FreshProcesses(mode="process", python=spec.python) as one:
                 ended = one.run(job, timeout)
         if ended.timed_out and by_budget:
-            setup.budget_ended = rel_dir
-            raise BudgetSpent(f"the budget ended during {rel_dir}: killed after {timeout:.0f} s")
+            raise BudgetSpent(f"the budget ended during {rel_dir}: killed after {timeout:.0f} s", rel_dir)
         exit_code = ended.exit_code
         if ended.lost is not None:
             error = ended.lost
         elif ended.timed_out:
             error = f"hung: killed after {timeout:g} s"
         process_ns = time.perf_counter_ns() - t0
-        try:
-            with open(err_path, "rb") as f:
-                stderr = f.read().decode(errors="replace")
-        except OSError:
-            stderr = ""
+        stderr = _read(err_path)
         fps = None
         if os.path.exists(record):
             try:
@@ -148,30 +215,28 @@ def run_once(setup: Setup, flags: list[str], rel_dir: str, label: str, fingerpri
 
         receipt = load_receipt(path)
     if error is None and exit_code != 0:
-        if exit_code is not None and exit_code < 0:
-            error = f"crashed: killed by signal {signal.Signals(-exit_code).name}"
-        else:
-            lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith("seamscope: wrote")]
-            error = f"exit {exit_code}: " + (lines[-1].strip() if lines else "no message")
+        error = _error_text(exit_code, stderr)
     fig = figures_of(label, receipt, exit_code, error, process_ns,
-                     os.path.relpath(path, setup.out) if receipt is not None else None,
+                     os.path.relpath(path, spec.out) if receipt is not None else None,
                      fps.script_ns if fps is not None else None)
     if fps is not None:  # the run's own CPU time and preemptions (what load did to it)
         fig = msgspec.structs.replace(fig, cpu_ns=fps.cpu_ns, preempted=fps.preempted)
-    return Outcome(fig, receipt, stderr, fps if fingerprint else None)
+    return Outcome(fig, receipt, stderr, fps if fingerprint else None, outside_cause(exit_code, ended.lost))
 
 
-def _timeout(setup: Setup, rel_dir: str) -> tuple[float | None, bool]:
-    """The run's timeout: ``--timeout``, or the budget left when that is shorter (then True)."""
-    if setup.deadline is None:
-        return setup.timeout, False
-    left = setup.deadline - setup.clock()
-    if left <= 0:
-        setup.budget_ended = rel_dir
-        raise BudgetSpent(f"the budget ended before {rel_dir}")
-    if setup.timeout is None or left < setup.timeout:
-        return left, True
-    return setup.timeout, False
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _error_text(exit_code: int | None, stderr: str) -> str:
+    if exit_code is not None and exit_code < 0:
+        return f"crashed: killed by signal {signal.Signals(-exit_code).name}"
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith("seamscope: wrote")]
+    return f"exit {exit_code}: " + (lines[-1].strip() if lines else "no message")
 
 
 PRELOAD = ("torch", "torch._dynamo", "seamscope.cli", "seamscope.analyze.findings", "seamscope.analyze.receipt",
@@ -211,6 +276,7 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
                   for c in receipt.ledger.calls],
         frame_status=frame_status(receipt), problems=compile_problems(receipt),
         unmatched_marks=unmatched_marks(receipt), size_guards=size_guards(receipt),
+        break_sites=sorted({b.site_id for b in receipt.ledger.break_sites}),
     )
 
 

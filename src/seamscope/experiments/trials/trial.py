@@ -1,44 +1,47 @@
 """Remedy trials: the baseline and one candidate per applicable remedy, each run in a fresh process.
 
-The order of work: a baseline run (its findings choose the candidates), then the timed
-repetitions interleaved (baseline, A, B, baseline, A, B...) so that the machine's drift hits all
-alike, then the output checks (the baseline, an eager run, each candidate once, and the baseline
-again only where a candidate's outputs differ from its first: :mod:`.outputs`), each in a run of
-its own outside the timed repetitions, then a combined candidate of the best remedies that do not
-conflict, measured against a baseline interleaved with it.
+:func:`run_trials` reads as its rounds:
 
-A mark candidate whose first run still recompiles on another dimension of a source it marks gets
-a follow-up candidate that marks them all. Under ``--budget`` a candidate starts only when its
-runs fit, by measured run times. The arithmetic is torch-free and tested on fakes: the catalogue
-in :mod:`.catalogue`, verdicts, pairing and ranking in :mod:`.verdicts`.
+0. **the baseline's first run**: its findings choose the candidates (:func:`_candidates`);
+1. **the single candidates** (:func:`_singles`): the timed repetitions interleaved (baseline, A,
+   B, baseline, A, B...) so that the machine's drift hits all alike, a follow-up for a mark that
+   left other dimensions of its source changing, more repetitions for the undecided, then the
+   output checks (the baseline, an eager run, each candidate once, and the baseline again only
+   where a candidate's outputs differ from its first: :mod:`.outputs`), each in a run of its own
+   outside the timed repetitions;
+2. **the stacked candidates** (:func:`_stacked`): the best remedies that do not conflict as one
+   candidate, and a candidate that failed alone retried with the one that removes what it failed
+   from, measured against a baseline interleaved with them;
+3. **the decision** (:func:`_trials`): ranking, the chosen candidate and its prose
+   (:mod:`.verdicts`).
+
+Under ``--budget`` a candidate starts only when its runs fit (:class:`.budget.Budget`, which owns
+the schedule); the budget that ended is carried on the result (:class:`TrialResult`). A
+repetition ended from outside (a signal seamscope did not send, the machine) is run again once.
+The arithmetic is torch-free and tested on fakes: the catalogue in :mod:`.catalogue`, verdicts,
+pairing, ranking and the decision's prose in :mod:`.verdicts`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import msgspec
 
-from ...analyze.units import fmt_ns
 from ...errors import UnusableInput
 from ...model.receipt import Receipt
-from ...model.trials import (
-    Candidate,
-    Metric,
-    OutputCheck,
-    Overhead,
-    RunFigures,
-    Trials,
-    Verdict,
-    group_text,
-)
+from ...model.trials import Candidate, OutputCheck, Overhead, RunFigures, Trials
 from ..remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
 from . import fingerprint as fpmod
 from . import load as loadmod
+from .budget import BASELINE, OUTPUT_RUNS, Budget, BudgetSpent
 from .cache import (
     RunExtra,
     code_change_of,
@@ -51,7 +54,6 @@ from .cache import (
     warm_paths,
 )
 from .catalogue import (
-    Draft,
     catalogue,
     choose,
     compile_sites,
@@ -61,49 +63,67 @@ from .catalogue import (
     source_of_guard,
     unique_names,
 )
+from .draft import Draft
 from .outputs import baseline_check, differing, output_check, unknown_text
 from .patches import attach as attach_patches
 from .rewrites import rewrites
-from .runs import BudgetSpent, Outcome, Setup, run_command, run_once, shell_join
+from .runs import Outcome, Runner, Services, TrialSpec, run_command, run_once, shell_join
+from .split import EAGER, BaselineFailed, first_split, split_decision
 from .verdicts import (
+    Target,
     choose_best,
     combine,
+    combined_names,
     compile_changes,
+    decision_text,
+    guard_key,
+    is_shape_policy,
+    kept_target,
     metrics_of,
+    noise_text,
     overall,
     paired,
     rank,
-    recommendable,
     retries,
     unmatched,
     wants_more,
 )
 
-# --- the trial ------------------------------------------------------------------------------------
+_T = TypeVar("_T")
+
+# --- the trial's state ----------------------------------------------------------------------------
 
 
-class BaselineFailed(Exception):
-    def __init__(self, message: str, stderr: str) -> None:
-        super().__init__(message)
-        self.stderr = stderr
+@dataclass(frozen=True)
+class TrialResult:
+    """What :func:`run_trials` returns: the trials, the baseline's first receipt, and the run the
+    budget ended during (None: it did not end a run)."""
+
+    trials: Trials
+    receipt: Receipt
+    budget_ended: str | None = None
 
 
 @dataclass
 class _State:
-    setup: Setup
-    drafts: list[Draft]
+    """What the trial has measured so far (its inputs are ``spec``; its schedule is ``budget``)."""
+
+    spec: TrialSpec
+    services: Services
+    budget: Budget
+    runner: Runner
+    first: Receipt | None = None
+    drafts: list[Draft] = field(default_factory=list)
     runs: dict[str, list[RunFigures]] = field(default_factory=dict)
     checks: dict[str, Outcome] = field(default_factory=dict)
     not_tried: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
-    started: float = 0.0
-    run_s: list[float] = field(default_factory=list)
-    times: dict[str, list[float]] = field(default_factory=dict)
-    """Seconds each name's timed runs took (the budget's schedule)."""
     sites: list[str] = field(default_factory=list)
     """``FILE:LINE`` of the script's ``torch.compile`` calls (where a code change goes)."""
+    folded: list[str] = field(default_factory=list)
     compare_ns: int = 0
     baseline_check_runs: list[RunFigures] = field(default_factory=list)
+    eager: Outcome | None = None
     second: Outcome | None = None
     """The baseline's second check run, made only when a candidate's outputs differ from its first."""
     deterministic: bool | None = None
@@ -111,158 +131,354 @@ class _State:
     """How a candidate's processes start, where that is the remedy (:mod:`.cache`)."""
     short: dict[str, float] = field(default_factory=dict)
     """Undecided candidates the budget stopped: seconds one more round would have needed."""
+    retried: dict[str, list[str]] = field(default_factory=dict)
+    """Per name, each run lost to the outside and run again (``repetition 2 run again: ...``)."""
+    targets: dict[str, Target] = field(default_factory=dict)
+    """Per candidate, the failed guards and break sites its cause showed in the baseline."""
+    stopped: str | None = None
+    """``interrupted`` (Ctrl-C, SIGTERM), ``budget`` (it ended during a run), or None."""
+    budget_ended: str | None = None
+    total_runs: int = 0
+    done: int = 1
+    split: Draft | None = None
+    """Where the compiled script fails and runs eagerly: the disabled function's candidate (the
+    baseline is then the script run eagerly, :mod:`.split`)."""
+
+    def over(self, name: str) -> bool:
+        """Nothing more runs for ``name``: it failed or was left out."""
+        return name in self.failed or name in self.not_tried
+
+    def stopped_text(self) -> str:
+        return "interrupted" if self.stopped == "interrupted" else "the budget ended before it"
 
 
-def _progress(st: _State, text: str, remaining_runs: int) -> None:
-    if st.setup.progress is None:
+def _progress(st: _State, text: str) -> None:
+    if st.services.progress is None:
         return
     eta = ""
-    if st.run_s:
-        secs = statistics.median(st.run_s) * remaining_runs
+    if st.budget.run_s:
+        secs = statistics.median(st.budget.run_s) * (st.total_runs - st.done)
         eta = f" · ETA {int(secs // 60)}m{int(secs % 60):02d}s"
-    st.setup.progress(f"{text}{eta}")
+    st.services.progress(f"{text}{eta}")
 
 
-def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], total_runs: int, done: list[int],
-           keys: dict[str, str] | None = None) -> None:
+def _once_more(st: _State, name: str, what: str, flags: list[str], rel_dir: str, label: str,
+               fingerprint: bool = False, extra: RunExtra | None = None) -> Outcome:
+    """A run, and once more where the first ended from outside (a signal seamscope did not send,
+    the machine): that run says nothing of the candidate. The row says which run and why."""
+    oc = run_once(st.runner, flags, rel_dir, label, fingerprint=fingerprint, extra=extra)
+    if oc.outside is not None and not oc.figures.ok:
+        st.retried.setdefault(name, []).append(f"{what} run again: the first {oc.outside}")
+        oc = run_once(st.runner, flags, rel_dir, label, fingerprint=fingerprint, extra=extra)
+    return oc
+
+
+# --- the runs -------------------------------------------------------------------------------------
+
+
+def _admitted(st: _State, name: str, key: str) -> bool:
+    """Whether ``name`` may run now: the baseline always; a candidate's first run only when the
+    runs still owed with it fit (else it is not tried, with the seconds it needed); a later one
+    while the budget lasts (the repetitions done are kept)."""
+    b = st.budget
+    if b.seconds is None or name == BASELINE:
+        return True
+    if st.runs.get(key):
+        return not b.spent()
+    started = [k for k in b.times if not st.over(k) and not k.startswith(BASELINE + "-")]
+    owed = b.admitting(name, st.spec.repeat, started)
+    if b.fits(owed):
+        return True
+    need, left = b.shortfall(owed)
+    st.not_tried[name] = (f"over the budget: its runs and those still owed need about {need:.0f} s, {left:.0f} s "
+                          f"were left; about {need - left:.0f} s more --budget would try it")
+    return False
+
+
+def _timed(st: _State, names: list[tuple[str, list[str]]], reps: list[int], keys: dict[str, str] | None = None) -> None:
     """Interleaved repetitions: for each repetition every candidate once, in order (the baseline
     first). ``reps``: the repetition numbers (each run's folder is ``trials/NAME/rep-K``);
-    ``keys``: where a name's figures are kept, when not under its own name. Under ``--budget`` a
-    candidate starts only when the runs still owed (see :func:`seconds_needed`) fit in what is
-    left; later repetitions stop at the budget (those done are kept)."""
+    ``keys``: where a name's figures are kept, when not under its own name."""
     keys = keys or {}
     for rep in reps:
         for name, flags in names:
             key = keys.get(name, name)
-            if name in st.failed or name in st.not_tried:
+            if st.over(name) or not _admitted(st, name, key):
                 continue
-            budget = st.setup.budget_s
-            if budget is not None and name != "baseline":
-                elapsed = st.setup.clock() - st.started
-                if not st.runs.get(key):
-                    need = seconds_needed(st, name)
-                    if elapsed + need > budget:
-                        left = max(0.0, budget - elapsed)
-                        st.not_tried[name] = (f"over the budget: its runs and those still owed need about "
-                                              f"{need:.0f} s, {left:.0f} s were left; about "
-                                              f"{need - left:.0f} s more --budget would try it")
-                        continue
-                elif elapsed > budget:
-                    continue  # the repetitions done so far are kept
-            _progress(st, f"{name} · repetition {rep} · run {done[0] + 1}/{total_runs}", total_runs - done[0])
-            t0 = st.setup.clock()
-            oc = run_once(st.setup, flags, os.path.join("trials", name, f"rep-{rep}"), f"rep-{rep}",
-                          extra=st.extras.get(name))
-            took = st.setup.clock() - t0
-            st.run_s.append(took)
-            st.times.setdefault(key, []).append(took)
-            done[0] += 1
+            _progress(st, f"{name} · repetition {rep} · run {st.done + 1}/{st.total_runs}")
+            t0 = st.budget.clock()
+            oc = _once_more(st, name, f"repetition {rep}", flags, os.path.join("trials", name, f"rep-{rep}"),
+                            f"rep-{rep}", extra=st.extras.get(name))
+            st.budget.record(key, st.budget.clock() - t0)
+            st.done += 1
             fig = msgspec.structs.replace(oc.figures, load_avg=loadmod.load_average(), cpus=loadmod.cpus())
             st.runs.setdefault(key, []).append(fig)
             if not oc.figures.ok:
-                if name == "baseline":
+                if name == BASELINE:
                     raise BaselineFailed(oc.figures.error or "the baseline failed", oc.stderr)
                 st.failed[name] = oc.figures.error or "failed"
 
 
-def _adaptive(st: _State, drafts: list[Draft], base_key: str, total_runs: int, done: list[int],
-              next_rep: int | None = None) -> int:
+def _adaptive(st: _State, drafts: list[Draft], base_key: str, outputs: dict[str, int],
+              next_rep: int | None = None) -> None:
     """More repetitions, interleaved with the baseline's, for the candidates still undecided that
     could win (:func:`.verdicts.wants_more`), one round at a time, until each is decided,
-    ``max_repeat`` is reached or the next round does not fit in the budget. Returns the runs planned."""
-    setup = st.setup
-    most = max(setup.repeat, setup.max_repeat or setup.repeat)
+    ``max_repeat`` is reached or the round and the output runs owed after it (``outputs``) do
+    not fit in the budget."""
     rep = next_rep or len(st.runs.get(base_key, [])) + 1
     while True:
         base = st.runs.get(base_key, [])
-        more = [d for d in drafts if d.name not in st.failed and d.name not in st.not_tried
-                and 0 < len(st.runs.get(d.name, [])) < most and len(st.runs[d.name]) <= len(base)
+        more = [d for d in drafts if not st.over(d.name)
+                and 0 < len(st.runs.get(d.name, [])) < st.spec.most and len(st.runs[d.name]) <= len(base)
                 and wants_more(st.runs[d.name], base[: len(st.runs[d.name])])]
         if not more:
-            return total_runs
-        if setup.budget_s is not None:
-            typical = statistics.median(st.run_s[1:]) if len(st.run_s) > 1 else first_run_estimate(st)
-            owed = (3 + len(drafts)) * typical if base_key == "baseline" else typical
-            if setup.clock() - st.started + (1 + len(more)) * typical + owed > setup.budget_s:
-                for d in more:
-                    st.short[d.name] = (1 + len(more)) * typical
-                return total_runs
-        total_runs += 1 + len(more)
-        pair: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in more]
-        _timed(st, pair, [rep], total_runs, done, keys={"baseline": base_key})
+            return
+        round_ = {base_key: 1, **{d.name: 1 for d in more}}
+        if not st.budget.fits({**outputs, **{k: n + outputs.get(k, 0) for k, n in round_.items()}}):
+            for d in more:
+                st.short[d.name] = st.budget.owed(round_)
+            return
+        st.total_runs += 1 + len(more)
+        pair: list[tuple[str, list[str]]] = [(BASELINE, [])] + [(d.name, d.run_flags()) for d in more]
+        _timed(st, pair, [rep], keys={BASELINE: base_key})
         rep += 1
 
 
-def seconds_needed(st: _State, admitting: str) -> float:
-    """Seconds of runs the trial still owes if ``admitting`` starts now, from the measured run
-    times: the baseline's missing repetitions and its three output runs (the second check counted
-    though it runs only where a candidate's outputs differ), each started
-    candidate's missing repetitions and output run (at its own median), and the new candidate's
-    repetitions and output run (at the baseline's median, its own being unknown). The first run
-    is left out of the medians once there are others (it also started the fork server)."""
-    # the very first run also waited for the fork server to import torch: later runs say more
-    typical = statistics.median(st.run_s[1:]) if len(st.run_s) > 1 else first_run_estimate(st)
-    own = st.times.get("baseline", [])
-    base = statistics.median(own[1:]) if len(own) > 1 else typical
-    need = (max(0, st.setup.repeat - len(st.runs.get("baseline", []))) + 3) * base
-    for name, times in st.times.items():
-        if name in ("baseline", admitting) or name in st.failed or name.startswith("baseline-"):
-            continue
-        need += (max(0, st.setup.repeat - len(st.runs.get(name, []))) + 1) * statistics.median(times)
-    return need + (st.setup.repeat + 1) * base
-
-
-START_S = 0.5
-"""Seconds a run spends starting and writing its receipt once the fork server is up (a generous
-bound of what the trials' overhead benchmark measures: 0.09-0.45 s)."""
-
-
-def first_run_estimate(st: _State) -> float:
-    """What a run takes, from the first one alone: its script's own time plus a start, not its
-    process time (which also waited for the fork server to import torch)."""
-    first = (st.run_s or [0.0])[0]
-    runs = st.runs.get("baseline") or []
-    fig = runs[0] if runs else None
-    if fig is None or fig.script_ns is None:
-        return first
-    return min(first, fig.script_ns / 1e9 + START_S)
-
-
 def _check(st: _State, name: str, flags: list[str], rel: str) -> Outcome:
-    oc = run_once(st.setup, flags, os.path.join("trials", rel), "check", fingerprint=True, extra=st.extras.get(name))
+    oc = _once_more(st, name, "the output check", flags, os.path.join("trials", rel), "check", fingerprint=True,
+                    extra=st.extras.get(name))
     st.checks[name] = oc
+    st.done += 1
     return oc
 
 
-def _second_check(st: _State, total_runs: int, done: list[int]) -> int:
+def _checks(st: _State, drafts: list[Draft]) -> None:
+    for d in drafts:
+        if not st.over(d.name) and st.runs.get(d.name):
+            _progress(st, f"outputs · {d.name}")
+            _check(st, d.name, d.run_flags(), f"{d.name}/check")
+
+
+def _second_check(st: _State) -> None:
     """The baseline's second check run, once, when a candidate's outputs differ from its first
-    (whether the baseline is deterministic decides only then). Returns the runs planned."""
+    (whether the baseline is deterministic decides only then)."""
     tc = time.perf_counter_ns()
-    differ = st.second is None and differing(st.checks.get("baseline"), st.checks)
+    differ = st.second is None and differing(st.checks.get(BASELINE), st.checks)
     st.compare_ns += time.perf_counter_ns() - tc
     if not differ:
-        return total_runs
-    total_runs += 1
-    _progress(st, "outputs · baseline again (a candidate's outputs differ from its first run)", total_runs - done[0])
-    st.second = run_once(st.setup, [], os.path.join("trials", "baseline", "check-2"), "check-2", fingerprint=True)
+        return
+    st.total_runs += 1
+    _progress(st, "outputs · baseline again (a candidate's outputs differ from its first run)")
+    st.second = run_once(st.runner, [], os.path.join("trials", BASELINE, "check-2"), "check-2", fingerprint=True)
     st.baseline_check_runs.append(st.second.figures)
-    done[0] += 1
+    st.done += 1
     tc = time.perf_counter_ns()
-    b1, b2 = st.checks["baseline"].fingerprints, st.second.fingerprints
+    b1, b2 = st.checks[BASELINE].fingerprints, st.second.fingerprints
     if b1 is not None and b2 is not None:
         st.deterministic = fpmod.compare(b1, b2).equal
     st.compare_ns += time.perf_counter_ns() - tc
-    return total_runs
+
+
+# --- the rounds -----------------------------------------------------------------------------------
+
+
+def _candidates(st: _State, extra: list[RemedySpec], only: list[str], skip: list[str]) -> list[Draft]:
+    """Round 0: the baseline's first run (it also fills the cache directory a warm-start candidate
+    reads), and the candidates its findings suggest, with the user's own, each with its patch."""
+    spec = st.spec
+    _progress(st, "baseline · first run (its findings choose the candidates)")
+    t0 = st.budget.clock()
+    first = _once_more(st, BASELINE, "repetition 1", [], os.path.join("trials", BASELINE, "rep-1"), "rep-1",
+                       extra=prime_extra(spec.out))
+    script_ns = first.figures.script_ns
+    st.budget.record(BASELINE, st.budget.clock() - t0, script_ns / 1e9 if script_ns is not None else None)
+    if not first.figures.ok or first.receipt is None:
+        drop_warm(spec.out)
+        first = _split(st, first)  # raises where the program fails eagerly too, or nothing lets it compile
+        spec = st.spec
+    st.first = receipt = first.receipt
+    assert receipt is not None
+    st.runs[BASELINE] = [first.figures]
+    st.sites = compile_sites(spec.script)
+    if st.split is not None:  # the compiled run fails: a working compiled run first, before any speed
+        found = [st.split]
+        st.folded.append(f"none: the compiled baseline fails ({st.split.targets}): its findings are not known; "
+                         f"the baseline is the script run eagerly ({' '.join(EAGER)})")
+    else:
+        found = catalogue(receipt, *_workload_trace(spec), script=spec.script, folded=st.folded)
+        changes = rewrites(receipt, spec.script)  # code changes no flag makes (:mod:`.rewrites`)
+        for d in changes:  # a cause no flag removes may have a code change that does: say so where it is folded
+            st.folded[:] = [f"{ln}; the code change {d.name} is tried for it" if ln.startswith(f"none: {d.origin} ")
+                            else ln for ln in st.folded]
+        found += changes
+        found += start_drafts(receipt, st.folded, artifacts_file=warm_paths(spec.out)[1],
+                              env={**os.environ, **spec.env})
+    drafts = schedule(choose(found, only, skip))
+    for i, user in enumerate(extra, 1):
+        drafts.append(Draft(name=f"user-{i}", spec=user, origin="user", targets="given with --candidate"))
+    drafts = unique_names(drafts)
+    if only and not drafts:
+        drop_warm(spec.out)
+        raise UnusableInput(only_matched_nothing(found, only))
+    attach_patches(drafts, spec.out, spec.script, receipt, st.folded)  # each run applies its patch
+    st.extras = {d.name: e for d in drafts if (e := extra_for(d, spec.out)) is not None}
+    if not any(d.start for d in drafts):
+        drop_warm(spec.out)  # no candidate reads it
+    st.drafts = drafts
+    return drafts
+
+
+def _split(st: _State, first: Outcome) -> Outcome:
+    """The seeds' first split where the compiled baseline fails (:mod:`.split`): the candidate that
+    disables the failing function, and the baseline's first run again, eagerly (what works today)."""
+    spec = st.spec
+    if first.figures.exit_code != 1 or ".py:" in spec.script:  # a hang or a crash; a workload: no patch
+        raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
+    st.split = first_split(st.runner, st.services.progress, first)
+    st.spec = dataclasses.replace(spec, baseline_flags=tuple(EAGER))
+    st.runner = Runner(st.spec, st.budget, st.services.processes)
+    t0 = st.budget.clock()
+    again = run_once(st.runner, [], os.path.join("trials", BASELINE, "rep-1"), "rep-1")
+    st.budget.record(BASELINE, st.budget.clock() - t0, None)
+    if not again.figures.ok or again.receipt is None:
+        raise BaselineFailed(again.figures.error or "the baseline failed eagerly", again.stderr)
+    return again
+
+
+def _singles(st: _State, drafts: list[Draft]) -> bool:
+    """Round 1: the single candidates' repetitions (the baseline's first is the run of round 0),
+    a mark's follow-up, the undecided's further rounds, then the output runs."""
+    spec = st.spec
+    order: list[tuple[str, list[str]]] = [(BASELINE, [])] + [(d.name, d.run_flags()) for d in drafts]
+    st.total_runs = len(order) * spec.repeat + 2 + len(drafts)  # the baseline's second check added where needed
+    _timed(st, order[1:], [1])
+    for d in more_dims(drafts, st.runs):  # a mark that left other dimensions changing
+        attach_patches([d], spec.out, spec.script, st.first)
+        drafts.append(d)
+        order.append((d.name, d.run_flags()))
+        st.total_runs += spec.repeat + 1
+        _timed(st, [(d.name, d.run_flags())], [1])
+    if spec.repeat > 1:
+        _timed(st, order, list(range(2, spec.repeat + 1)))
+    _adaptive(st, drafts, BASELINE, {BASELINE: OUTPUT_RUNS, **{d.name: 1 for d in drafts}})
+    _progress(st, "outputs · baseline and eager")  # outside the timed repetitions
+    _check(st, BASELINE, [], "baseline/check-1")
+    st.eager = run_once(st.runner, ["--stance", "force_eager"], os.path.join("trials", "eager", "check"), "check",
+                        fingerprint=True)
+    st.baseline_check_runs = [st.eager.figures]
+    st.done += 1
+    _checks(st, drafts)
+    _second_check(st)
+    return True
+
+
+def _stacked(st: _State, second: list[Draft]) -> list[Candidate]:
+    """Round 2, against a baseline of its own (``baseline-2``): the stacked candidates'
+    repetitions, the undecided's further rounds, their output runs."""
+    spec = st.spec
+    attach_patches(second, spec.out, spec.script, st.first)  # stacked: one composed patch
+    st.drafts += second
+    pair: list[tuple[str, list[str]]] = [(BASELINE, [])] + [(d.name, d.run_flags()) for d in second]
+    first_rep = len(st.runs[BASELINE]) + 1  # after the repetitions the singles had
+    st.total_runs += (1 + len(second)) * spec.repeat + len(second)
+    _timed(st, pair, list(range(first_rep, first_rep + spec.repeat)), keys={BASELINE: "baseline-2"})
+    _adaptive(st, second, "baseline-2", {d.name: 1 for d in second}, first_rep + spec.repeat)
+    _checks(st, second)
+    _second_check(st)  # where only a stacked candidate differs
+    tc = time.perf_counter_ns()
+    cands = [_candidate(st, d, st.runs.get("baseline-2", []), _output_check(st, d.name)
+                        if d.name in st.checks else OutputCheck(status="not checked")) for d in second]
+    st.compare_ns += time.perf_counter_ns() - tc
+    return cands
+
+
+def _stopping(st: _State, round_: Callable[[], _T], budget_stops: bool = True) -> _T | None:
+    """A round's result, or None where Ctrl-C or SIGTERM (``interrupted``) or the budget ending
+    during a run stopped it with what it measured. With ``budget_stops`` False the budget ending
+    leaves the round's candidates out, as ones the budget did not fit, and the trial goes on."""
+    try:
+        return round_()
+    except KeyboardInterrupt:
+        st.stopped = "interrupted"
+    except BudgetSpent as e:  # a run outlasted the budget (a hang)
+        st.budget_ended = e.during
+        if budget_stops:
+            st.stopped = "budget"
+    return None
+
+
+def run_trials(spec: TrialSpec, extra: list[RemedySpec], only: list[str], skip: list[str],
+               services: Services | None = None) -> TrialResult:
+    """The whole trial, round by round. Raises :class:`BaselineFailed` (nothing else run) when the
+    script fails, :class:`.budget.BudgetSpent` when the budget ends in the baseline's first run."""
+    t_start = time.perf_counter_ns()
+    services = services or Services()
+    budget = Budget(spec.budget_s, spec.timeout, services.clock)  # the trial's clock starts here
+    st = _State(spec=spec, services=services, budget=budget, runner=Runner(spec, budget, services.processes))
+    drafts = _candidates(st, extra, only, skip)  # 0: the baseline's first run chooses the candidates
+    _stopping(st, lambda: _singles(st, drafts))  # 1: the single candidates
+    ranked = rank(_judged(st, drafts))
+    second = _second_drafts(st, ranked) if st.stopped is None else []
+    stacked = _stopping(st, lambda: _stacked(st, second), budget_stops=False) if second else None  # 2: stacked
+    if stacked is not None:
+        ranked = rank(ranked + stacked)
+    assert st.first is not None
+    return TrialResult(_trials(st, ranked, t_start), st.first, st.budget_ended)  # 3: the decision
+
+
+# --- judging --------------------------------------------------------------------------------------
+
+
+def _output_check(st: _State, name: str) -> OutputCheck:
+    base_fp = st.checks[BASELINE].fingerprints if BASELINE in st.checks else None
+    eager_fp = st.eager.fingerprints if st.eager is not None else None
+    return output_check(st.checks.get(name), base_fp, eager_fp, st.deterministic,
+                        unknown_text(st.second, st.stopped_text()))
+
+
+def _judged(st: _State, drafts: list[Draft]) -> list[Candidate]:
+    """Round 1's candidates with their verdicts; those without runs say why."""
+    tc = time.perf_counter_ns()
+    checks = {d.name: _output_check(st, d.name) for d in drafts}
+    st.compare_ns += time.perf_counter_ns() - tc
+    for d in drafts:
+        if d.name not in st.runs and not st.over(d.name):
+            st.not_tried[d.name] = {"interrupted": "interrupted",
+                                    "budget": "over the budget: the budget ended before its runs"}.get(
+                st.stopped or "", "not reached")
+    st.targets = {d.name: t for d in drafts if (t := target_of(d, st.first, st.runs[BASELINE])) is not None}
+    return [_candidate(st, d, st.runs[BASELINE], checks[d.name]) for d in drafts]
+
+
+def _second_drafts(st: _State, ranked: list[Candidate]) -> list[Draft]:
+    """The winners stacked as one candidate, and a candidate that failed alone retried with the
+    one that removes what it failed from; as many as fit in the budget (the combined one dropped
+    first, then the retries in order)."""
+    second: list[Draft] = []
+    combo = combine(ranked)
+    if combo is not None:
+        second.append(Draft(name="combined", spec=spec_from_words(combo), origin="combined",
+                            targets="the recommended remedies together: " + ", ".join(combined_names(ranked, combo))))
+    for x, y, flags in retries(ranked, st.runs[BASELINE]):
+        second.append(Draft(name=f"{x.name}+{y.name}", spec=spec_from_words(flags), origin="retried",
+                            targets=f"{x.name} again, with {y.name}, which removes the recompiles or fallbacks "
+                            f"{x.name} hit alone"))
+    again = int(st.second is None)  # the baseline's second check, where a stacked candidate differs
+    repeat = st.spec.repeat
+    while second and not st.budget.fits({"baseline-2": repeat, BASELINE: again,
+                                         **{d.name: repeat + 1 for d in second}}):
+        second.pop()
+    return second
 
 
 def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputCheck) -> Candidate:
     flags = [f for f in d.spec.flags()]
     runs = st.runs.get(d.name, [])
-    cmd = reproduce_command(d.run_flags(), st.setup, d.name, st.extras.get(d.name))
+    cmd = reproduce_command(d.run_flags(), st.spec, d.name, st.extras.get(d.name))
     change = d.change or code_change_of(d) or (change_at(d.spec, st.sites) if flags else "(none: the script as it is)")
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
                 code_change=change, command=cmd, start=d.start, env=dict(d.env), patch=d.patch, diff=d.diff,
-                review=d.review, repetitions=len(runs),
+                review=d.review, repetitions=len(runs), retried=st.retried.get(d.name, []),
                 runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
     if d.name in st.not_tried and not runs:
         return Candidate(**base, status="not tried", verdict="not tried",  # type: ignore[arg-type]
@@ -272,10 +488,8 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
                          reason=st.failed[d.name], outputs=check)
     ms = metrics_of(runs, base_runs[: len(runs)])
     pr = paired(runs, base_runs[: len(runs)])
-    steady = pr.verdict
     total_m = next(m for m in ms if m.name == "total")
-    total = total_m.verdict
-    verdict: Verdict = overall(steady, total)
+    verdict = overall(pr.verdict, total_m.verdict)
     broke, adds = compile_changes(runs, base_runs)
     missing, only_marks = unmatched(flags, runs)
     reason = None
@@ -283,60 +497,87 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
         verdict, reason = "no effect", "the mark matched no source"
     elif missing:
         reason = "--mark-dynamic " + ", ".join(missing) + " matched no source"
+    kept = kept_target(st.targets.get(d.name), runs)
+    if kept is not None and verdict != "no effect":
+        verdict, reason = "did not remove its target", kept
     if check.status == "changes outputs":
         verdict = "changes outputs"
     elif check.status == "failed":
         verdict, reason = "failed", check.detail
     note = None
-    if "noisy" in (steady, total, verdict):
+    if "noisy" in (pr.verdict, total_m.verdict, verdict):
         note = noise_text(pr.worst_noise, pr.noise if pr.noise is not None else total_m.baseline_spread,
                           loadmod.busy(runs + base_runs), loadmod.measured(runs + base_runs), total_m,
-                          steady_only=total != "noisy" and verdict != "noisy")
+                          steady_only=total_m.verdict != "noisy" and verdict != "noisy")
     if d.name in st.short and verdict in ("noisy", "no measurable change"):
         more = (f"undecided after {len(runs)} repetitions: one more round needed about "
                 f"{st.short[d.name]:.0f} s beyond the budget")
         note = f"{note}; {more}" if note else more
-    return Candidate(**base, metrics=ms, steady_verdict=steady, total_verdict=total,  # type: ignore[arg-type]
+    return Candidate(**base, metrics=ms, steady_verdict=pr.verdict, total_verdict=total_m.verdict,  # type: ignore[arg-type]
                      verdict=verdict, outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
 
 
-def combined_names(ranked: list[Candidate], combo: list[str]) -> list[str]:
-    """The candidates the combined one is made of: those recommendable whose every flag is in it
-    (a winner left out for a conflict, a second shape policy, is not named)."""
-    taken = set(zip(combo[::2], combo[1::2], strict=True))
-    return [c.name for c in ranked if recommendable(c) and c.flags
-            and set(zip(c.flags[::2], c.flags[1::2], strict=True)) <= taken]
+def _trials(st: _State, ranked: list[Candidate], t_start: int) -> Trials:
+    """Round 3: the baseline's own row, each candidate's trade, the choice, its prose, what the
+    trial cost."""
+    spec = st.spec
+    baseline = Draft(name=BASELINE, spec=RemedySpec(), origin=BASELINE, targets="the script as it is") \
+        if st.split is None else Draft(name=BASELINE, spec=spec_from_words(EAGER), origin=BASELINE,
+                                       targets="the script as it is, run eagerly: compiled, it fails")
+    eager_fp = st.eager.fingerprints if st.eager is not None else None
+    base_cand = _candidate(st, baseline, st.runs[BASELINE], baseline_check(
+        st.checks.get(BASELINE), st.second, eager_fp, st.deterministic, st.checks, st.stopped_text()))
+    base_cand = msgspec.structs.replace(base_cand, verdict="no measurable change", rank=0)
+    ranked = [msgspec.structs.replace(c, trade=trade_text(c, base_cand))
+              if c.runs and c.verdict != "did not remove its target" else c for c in ranked]
+    chosen = choose_best(ranked)
+    decision, trigger = decision_text(chosen, ranked, base_cand, st.deterministic)
+    if st.split is not None:
+        chosen, decision, trigger = split_decision(ranked, chosen, decision, trigger)
+    timed = [r for rs in st.runs.values() for r in rs]
+    checked = [oc.figures for oc in st.checks.values()] + st.baseline_check_runs
+    script_ns = sum(r.script_ns or 0 for r in timed)
+    fp_ns = sum(oc.fingerprints.fingerprint_ns for oc in st.checks.values() if oc.fingerprints is not None)
+    process_ns = sum(r.process_ns for r in timed)
+    own = (process_ns - script_ns) + fp_ns + st.compare_ns
+    overhead = Overhead(trial_ns=time.perf_counter_ns() - t_start, timed_process_ns=process_ns,
+                        timed_script_ns=script_ns, check_process_ns=sum(r.process_ns for r in checked),
+                        fingerprint_ns=fp_ns, compare_ns=st.compare_ns,
+                        own_share=own / script_ns if script_ns else None)
+    return Trials(script=spec.script, args=list(spec.args), seed=spec.seed, repeat=spec.repeat,
+                  tolerance=fpmod.tolerance_text(), deterministic=st.deterministic, baseline=base_cand,
+                  candidates=ranked, chosen=chosen.name if chosen else None, decision=decision,
+                  rollback_trigger=trigger, interrupted=st.stopped == "interrupted", overhead=overhead,
+                  max_repeat=spec.most, folded=st.folded)
 
 
-def noise_text(worst: float | None, typical: float | None, busy: str | None = None, measured: str = "",
-               total: Metric | None = None, steady_only: bool = False) -> str:
-    """One line on why timings could not decide: how much the runs varied, the interval where
-    there is one, and "the machine is busy" only when load was measured (``busy``). With
-    ``steady_only`` the total decided the row and only the steady calls could not tell."""
-    if steady_only:
-        head = noise_text(worst, typical)
-        tail = (f"; the total's interval {total.ci_low:.2f}–{total.ci_high:.2f}× decides the row"
-                if total is not None and total.ci_low is not None and total.ci_high is not None else "")
-        return f"the steady calls alone cannot tell: {head}{tail}"
-    if worst is not None and typical is not None:
-        text = f"the same call varied {worst:.3g}× between repetitions (typically {typical:.0%})"
-    elif typical is not None:
-        text = f"the same call varied typically {typical:.0%} between repetitions"
-    else:
-        text = "the timings varied between repetitions"
-    if total is not None and total.ci_low is not None and total.ci_high is not None:
-        text += f"; the total's interval {total.ci_low:.2f}–{total.ci_high:.2f}× is too wide to tell"
-    if busy is not None:
-        return text + f": the machine is busy ({busy}); rerun with more --repeat or on a quiet machine"
-    return text + (f" ({measured}: not from load); more repetitions narrow the interval" if measured else "")
+def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) -> Target | None:
+    """What a candidate is meant to remove, as its runs can show it: the break site of the finding
+    it comes from, and for a shape policy the size guards that failed in the baseline (for marks,
+    those on the sources it marks; the others, a policy for every input, those of its finding)."""
+    findings = getattr(getattr(receipt, "findings", None), "findings", None) or []
+    finding = next((f for f in findings if getattr(f, "finding_id", None) == d.origin), None)
+    sites = frozenset([finding.site_id] if finding is not None and getattr(finding, "site_id", None) else [])
+    seen = {k: g for r in base_runs[:1] if r.ok for g in r.size_guards if (k := guard_key(g)) is not None}
+    guards: dict[tuple[str, str], str] = {}
+    if d.spec.mark_dynamic:
+        marked = set(d.spec.mark_dynamic)
+        guards = {k: g for k, g in seen.items() if (s := source_of_guard(g)) is not None
+                  and (s in marked or family(s) in marked)}
+    elif is_shape_policy(d.spec.flags()) and finding is not None and getattr(finding, "churn", None) is not None:
+        keys = {k for g in finding.churn.guards if (k := guard_key(g)) is not None}
+        guards = {k: g for k, g in seen.items() if k in keys}
+    if not sites and not guards:
+        return None
+    return Target(guards=guards, sites=sites)
 
 
-def reproduce_command(flags: list[str], setup: Setup, name: str, extra: RunExtra | None = None) -> str:
+def reproduce_command(flags: list[str], spec: TrialSpec, name: str, extra: RunExtra | None = None) -> str:
     """The command line of one timed run as it ran: the same flags and seed, its own empty
     inductor cache or the warm one it read, its environment (``--quiet --no-html`` and the
     timing record left out)."""
-    words = run_command([*(extra.args if extra else []), *flags], setup,
-                        os.path.join(setup.out, "trials", name, "rep-1"))
+    words = run_command([*(extra.args if extra else []), *flags], spec,
+                        os.path.join(spec.out, "trials", name, "rep-1"))
     return env_prefix(extra) + shell_join(words)
 
 
@@ -367,180 +608,15 @@ def _covered(base: str, bases: set[str]) -> bool:
     return base in bases or any(b.endswith("\\Z") and re.match(b, base) is not None for b in bases)
 
 
-def _workload_trace(setup: Setup) -> tuple[list[int] | None, bool]:
+def _workload_trace(spec: TrialSpec) -> tuple[list[int] | None, bool]:
     """(the length trace, whether the target is a workload ``FILE.py:FUNC``)."""
     from ..workload import is_workload_spec
 
-    if not is_workload_spec(setup.script):
+    if not is_workload_spec(spec.script):
         return None, False
     from ..workload_run import parse_args, trace_lengths
 
-    return trace_lengths(parse_args([setup.script, *setup.args])), True
-
-
-def run_trials(setup: Setup, extra: list[RemedySpec], only: list[str], skip: list[str]) -> tuple[Trials, Receipt]:
-    """The whole trial. Raises :class:`BaselineFailed` (nothing else run) when the script fails."""
-    t_start = time.perf_counter_ns()
-    st = _State(setup=setup, drafts=[], started=setup.clock())
-    if setup.progress:
-        setup.progress("baseline · first run (its findings choose the candidates)")
-    t0 = setup.clock()
-    # it also fills the cache directory (and saves the cache artifacts) a warm-start candidate reads
-    first = run_once(setup, [], os.path.join("trials", "baseline", "rep-1"), "rep-1", extra=prime_extra(setup.out))
-    st.run_s.append(setup.clock() - t0)
-    if not first.figures.ok or first.receipt is None:
-        drop_warm(setup.out)
-        raise BaselineFailed(first.figures.error or "the baseline failed", first.stderr)
-    st.runs["baseline"] = [first.figures]
-    st.times["baseline"] = [st.run_s[0]]
-    st.sites = compile_sites(setup.script)
-    folded: list[str] = []
-    found = catalogue(first.receipt, *_workload_trace(setup), script=setup.script, folded=folded)
-    changes = rewrites(first.receipt, setup.script)  # code changes no flag makes (:mod:`.rewrites`)
-    for d in changes:  # a cause no flag removes may have a code change that does: say so where it is folded
-        folded[:] = [f"{ln}; the code change {d.name} is tried for it" if ln.startswith(f"none: {d.origin} ")
-                     else ln for ln in folded]
-    found += changes
-    found += start_drafts(first.receipt, folded, artifacts_file=warm_paths(setup.out)[1],
-                          env={**os.environ, **setup.env})
-    drafts = schedule(choose(found, only, skip))
-    for i, spec in enumerate(extra, 1):
-        drafts.append(Draft(name=f"user-{i}", spec=spec, origin="user", targets="given with --candidate"))
-    drafts = unique_names(drafts)
-    if only and not drafts:
-        drop_warm(setup.out)
-        raise UnusableInput(only_matched_nothing(found, only))
-    attach_patches(drafts, setup.out, setup.script, first.receipt, folded)  # each run applies its patch
-    st.drafts = drafts
-    st.extras = {d.name: e for d in drafts if (e := extra_for(d, setup.out)) is not None}
-    if not any(d.start for d in drafts):
-        drop_warm(setup.out)  # no candidate reads it
-    baseline = Draft(name="baseline", spec=RemedySpec(), origin="baseline", targets="the script as it is")
-    order: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in drafts]
-    total_runs = len(order) * setup.repeat + 2 + len(drafts)  # the baseline's second check added where needed
-    done = [1]
-    trials_interrupted = budget_ended = False
-    eager: Outcome | None = None
-    try:
-        # repetition 1 of the baseline is the run above; the others run interleaved
-        _timed(st, order[1:], [1], total_runs, done)
-        for d in more_dims(drafts, st.runs):  # a mark that left other dimensions changing
-            attach_patches([d], setup.out, setup.script, first.receipt)
-            drafts.append(d)
-            order.append((d.name, d.run_flags()))
-            total_runs += setup.repeat + 1
-            _timed(st, [(d.name, d.run_flags())], [1], total_runs, done)
-        if setup.repeat > 1:
-            _timed(st, order, list(range(2, setup.repeat + 1)), total_runs, done)
-        total_runs = _adaptive(st, drafts, "baseline", total_runs, done)
-        # outputs, outside the timed repetitions
-        _progress(st, "outputs · baseline and eager", total_runs - done[0])
-        _check(st, "baseline", [], "baseline/check-1")
-        eager = run_once(setup, ["--stance", "force_eager"], os.path.join("trials", "eager", "check"), "check",
-                         fingerprint=True)
-        st.baseline_check_runs = [eager.figures]
-        done[0] += 2
-        for d in drafts:
-            if d.name in st.failed or d.name in st.not_tried:
-                continue
-            _progress(st, f"outputs · {d.name}", total_runs - done[0])
-            _check(st, d.name, d.run_flags(), f"{d.name}/check")
-            done[0] += 1
-        total_runs = _second_check(st, total_runs, done)
-    except KeyboardInterrupt:
-        trials_interrupted = True
-    except BudgetSpent:  # a run outlasted the budget (a hang): the trial ends with what it measured
-        budget_ended = True
-    base_fp = st.checks["baseline"].fingerprints if "baseline" in st.checks else None
-    eager_fp = eager.fingerprints if eager is not None else None
-    stopped = "interrupted" if trials_interrupted else "the budget ended before it"
-    tc = time.perf_counter_ns()
-    unknown = unknown_text(st.second, stopped)
-    checks = {d.name: output_check(st.checks.get(d.name), base_fp, eager_fp, st.deterministic, unknown)
-              for d in drafts}
-    st.compare_ns += time.perf_counter_ns() - tc
-    for d in drafts:
-        if d.name not in st.runs and d.name not in st.not_tried and d.name not in st.failed:
-            st.not_tried[d.name] = (
-                "interrupted"
-                if trials_interrupted
-                else "over the budget: the budget ended before its runs"
-                if budget_ended
-                else "not reached"
-            )
-    base_runs = st.runs["baseline"]
-    cands = [_candidate(st, d, base_runs, checks[d.name]) for d in drafts]
-    ranked = rank(cands)
-    # a second round against a baseline of its own: the winners stacked as one candidate, and a
-    # candidate that failed alone retried with the one that removes what it failed from
-    second: list[Draft] = []
-    combo = None if trials_interrupted or budget_ended else combine(ranked)
-    if combo is not None:
-        second.append(Draft(name="combined", spec=spec_from_words(combo), origin="combined",
-                            targets="the recommended remedies together: " + ", ".join(combined_names(ranked, combo))))
-    if not trials_interrupted and not budget_ended:
-        base_figs = st.runs["baseline"]
-        for x, y, flags in retries(ranked, base_figs):
-            second.append(Draft(name=f"{x.name}+{y.name}", spec=spec_from_words(flags), origin="retried",
-                                targets=f"{x.name} again, with {y.name}, which removes the recompiles or fallbacks "
-                                f"{x.name} hit alone"))
-    if second and setup.budget_s is not None:
-        room = setup.budget_s - (setup.clock() - st.started)
-        again = int(st.second is None)  # the baseline's second check, where a stacked candidate differs
-        while second and statistics.median(st.run_s) * ((1 + len(second)) * setup.repeat + len(second) + again) > room:
-            second.pop()  # the combined candidate first, then the retries in order
-    if second:
-        attach_patches(second, setup.out, setup.script, first.receipt)  # stacked: one composed patch
-        st.drafts += second
-        try:
-            pair: list[tuple[str, list[str]]] = [("baseline", [])] + [(d.name, d.run_flags()) for d in second]
-            first_rep = len(st.runs["baseline"]) + 1  # after the repetitions the singles had
-            reps = list(range(first_rep, first_rep + setup.repeat))
-            total_runs += (1 + len(second)) * setup.repeat + len(second)
-            _timed(st, pair, reps, total_runs, done, keys={"baseline": "baseline-2"})
-            _adaptive(st, second, "baseline-2", total_runs, done, first_rep + setup.repeat)
-            to_check = [d for d in second if d.name not in st.failed and st.runs.get(d.name)]
-            for d in to_check:
-                _progress(st, f"outputs · {d.name}", total_runs - done[0])
-                _check(st, d.name, d.run_flags(), f"{d.name}/check")
-                done[0] += 1
-            total_runs = _second_check(st, total_runs, done)  # where only a stacked candidate differs
-            names = {d.name for d in to_check}
-            tc = time.perf_counter_ns()
-            extra_cands = [_candidate(st, d, st.runs.get("baseline-2", []),
-                                      output_check(st.checks[d.name], base_fp, eager_fp, st.deterministic,
-                                                   unknown_text(st.second, stopped))
-                                      if d.name in names else OutputCheck(status="not checked")) for d in second]
-            st.compare_ns += time.perf_counter_ns() - tc
-            ranked = rank(ranked + extra_cands)
-        except KeyboardInterrupt:
-            trials_interrupted = True
-        except BudgetSpent:
-            pass  # the combined candidate is left without its runs, as one the budget left out
-    stopped = "interrupted" if trials_interrupted else "the budget ended before it"
-    base_cand = _candidate(st, baseline, base_runs, baseline_check(st.checks.get("baseline"), st.second, eager_fp,
-                                                                   st.deterministic, st.checks, stopped))
-    base_cand = msgspec.structs.replace(base_cand, verdict="no measurable change", rank=0)
-    ranked = [msgspec.structs.replace(c, trade=trade_text(c, base_cand)) if c.runs else c for c in ranked]
-    chosen = choose_best(ranked)
-    decision, trigger = _decision(chosen, ranked, base_cand, st.deterministic)
-    timed = [r for rs in st.runs.values() for r in rs]
-    checked = [oc.figures for oc in st.checks.values()] + st.baseline_check_runs
-    script_ns = sum(r.script_ns or 0 for r in timed)
-    fp_ns = sum(oc.fingerprints.fingerprint_ns for oc in st.checks.values() if oc.fingerprints is not None)
-    process_ns = sum(r.process_ns for r in timed)
-    own = (process_ns - script_ns) + fp_ns + st.compare_ns
-    overhead = Overhead(trial_ns=time.perf_counter_ns() - t_start, timed_process_ns=process_ns,
-                        timed_script_ns=script_ns, check_process_ns=sum(r.process_ns for r in checked),
-                        fingerprint_ns=fp_ns, compare_ns=st.compare_ns,
-                        own_share=own / script_ns if script_ns else None)
-    trials = Trials(script=setup.script, args=list(setup.args), seed=setup.seed, repeat=setup.repeat,
-                    tolerance=fpmod.tolerance_text(), deterministic=st.deterministic, baseline=base_cand,
-                    candidates=ranked, chosen=chosen.name if chosen else None, decision=decision,
-                    rollback_trigger=trigger, interrupted=trials_interrupted, overhead=overhead,
-                    max_repeat=max(setup.repeat, setup.max_repeat or setup.repeat),
-                    folded=folded)
-    return trials, first.receipt
+    return trace_lengths(parse_args([spec.script, *spec.args])), True
 
 
 def top_receipt(trials: Trials, out: str) -> Receipt | None:
@@ -568,22 +644,6 @@ def top_receipt(trials: Trials, out: str) -> Receipt | None:
     return rehash(msgspec.structs.replace(receipt, decision=decision))
 
 
-def _ratio_text(c: Candidate, name: str) -> str:
-    m = next((m for m in c.metrics if m.name == name and m.ratio_median is not None), None)
-    if m is None:
-        return "n/a"
-    return f"{m.ratio_median:.3f}× ({m.verdict}; noise {m.baseline_spread or 0:.1%})"
-
-
-def paired_text(c: Candidate) -> str:
-    """``0.91× over 3 calls steady in both (0.85–0.97)``, or why there is none."""
-    p = c.paired
-    if p is None or p.ratio_median is None:
-        return "no call steady in both"
-    spread = f", {p.ratio_low:.2f}–{p.ratio_high:.2f}" if p.calls > 1 and p.ratio_low is not None else ""
-    return f"{p.ratio_median:.3f}× over {p.calls} call(s) steady in both (minimum per call{spread})"
-
-
 def change_at(spec: RemedySpec, sites: list[str]) -> str:
     """The code change, placed at the script's ``torch.compile`` call where its source shows one:
     ``pass dynamic=True to torch.compile at model.py:12``; a setting goes before that call."""
@@ -595,90 +655,3 @@ def change_at(spec: RemedySpec, sites: list[str]) -> str:
         vals = ", ".join(f"{k}={v!r}" for k, v in (compile_override(o) for o in spec.compile_option))
         return f"pass {vals} to torch.compile at {where}"
     return f"{text} (before the torch.compile call at {where})"
-
-
-def _decision(chosen: Candidate | None, ranked: list[Candidate], base: Candidate,
-              deterministic: bool | None) -> tuple[str, str | None]:
-    if chosen is None:
-        why = "no candidate was faster with its outputs unchanged and its compilation intact"
-        if deterministic is False:
-            why += " (the baseline is not deterministic, so outputs could not be compared)"
-        for c in ranked:
-            if c.broke and c.verdict == "faster":
-                why += f"; {c.name} was faster but is not recommended: it breaks compilation ({c.broke[0]})"
-        noisy = [c for c in ranked if c.verdict == "noisy"]
-        if noisy:
-            why += ("; the timings were noisy (" + (noisy[0].noise_note or "") + "); what stayed stable: "
-                    + "; ".join(f"{c.name}: {stable_text(c)}" for c in noisy[:3]))
-        return f"keep the script as it is: {why}", None
-    patch = f" (the patch: {chosen.patch})" if chosen.patch else ""
-    evidence = (f"{chosen.name}: {chosen.code_change}{patch}; total {_ratio_text(chosen, 'total')}, "
-                f"compile {_ratio_text(chosen, 'compile')}, steady {paired_text(chosen)} ({chosen.steady_verdict}), "
-                f"outputs {chosen.outputs.status}")
-    if chosen.paired is not None and chosen.paired.unpaired:
-        evidence += "; " + "; ".join(group_text(g) for g in chosen.paired.unpaired[:3])
-    if chosen.origin in ("combined", "retried"):
-        single = next((c for c in ranked if recommendable(c) and c.origin not in ("combined", "retried")), None)
-        evidence += f"; stacked remedies ({chosen.targets})"
-        if single is not None:
-            evidence += (f", measured against a baseline of their own: total {_ratio_text(chosen, 'total')} against "
-                         f"the best single one, {single.name}: {_ratio_text(single, 'total')}")
-    if chosen.adds:
-        evidence += "; it adds " + ", ".join(chosen.adds) + " (and beats every candidate that adds nothing)"
-    if chosen.trade:
-        evidence += "; the trade: " + chosen.trade
-    elif chosen.steady_verdict == "slower":
-        evidence += "; " + break_even(chosen, base)
-    if chosen.noise_note:
-        evidence += "; " + chosen.noise_note
-    return evidence, rollback_trigger(chosen, base)
-
-
-def rollback_trigger(chosen: Candidate, base: Candidate) -> str:
-    """When to undo the chosen remedy, from its own figures: the slowest steady median and the
-    most recompiles it had in any repetition of the trial (what it met every time). The
-    baseline's steady median is over other calls (a remedy changes which calls are steady), so
-    it is said beside the threshold, never used as it."""
-    rec = next((m for m in chosen.metrics if m.name == "recompiles"), None)
-    steady = next((m for m in chosen.metrics if m.name == "steady median"), None)
-    parts = []
-    if steady is not None and steady.max is not None:
-        parts.append(f"if steady calls take longer than {fmt_ns(steady.max)} median per call (the slowest of this "
-                     f"remedy's {chosen.repetitions or len(chosen.runs)} repetition(s); the baseline's: "
-                     f"{fmt_ns(_median_of(base, 'steady median'))}, over the calls steady there)")
-    parts.append(f"if recompiles exceed {int(rec.max) if rec and rec.max is not None else 0} per run")
-    parts.append("or if outputs differ from eager beyond the tolerance")
-    return "roll back " + ", ".join(parts)
-
-
-def stable_text(c: Candidate) -> str:
-    """The figures noise does not move: compile time (its ratio) and the counts."""
-    parts = []
-    comp = next((m for m in c.metrics if m.name == "compile" and m.ratio_median is not None), None)
-    if comp is not None:
-        parts.append(f"compile {comp.ratio_median:.2f}×")
-    parts += c.adds
-    for name in ("recompiles", "fallbacks", "breaks"):
-        m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
-        if m is not None:
-            parts.append(f"{name} {m.median:g}")
-    return ", ".join(parts) or "nothing"
-
-
-def break_even(chosen: Candidate, base: Candidate) -> str:
-    """A remedy that saves compile time but makes steady calls slower pays off only up to some
-    number of steady calls: the total time saved over the steady time lost per call, the loss
-    from the paired comparison (calls steady in both), never from two medians over different calls."""
-    saved = (_median_of(base, "total") or 0) - (_median_of(chosen, "total") or 0)
-    p = chosen.paired
-    lost = 0.0
-    if p is not None and p.ratio_median is not None and p.baseline_ns is not None:
-        lost = (p.ratio_median - 1.0) * p.baseline_ns
-    if saved <= 0 or lost <= 0:
-        return "steady calls are slower"
-    return (f"steady calls are slower by {fmt_ns(lost)} each (paired over {p.calls if p else 0} calls): it pays "
-            f"off for runs of up to about {int(saved / lost):,} more steady calls than this one")
-
-
-def _median_of(c: Candidate, name: str) -> float | None:
-    return next((m.median for m in c.metrics if m.name == name), None)

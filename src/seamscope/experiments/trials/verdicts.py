@@ -9,10 +9,14 @@ the candidate's steady calls then holds work the baseline's does not. Only calls
 
 from __future__ import annotations
 
+import re
 import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import msgspec
 
+from ...analyze.units import fmt_ns, fmt_variation
 from ...model.trials import (
     CallGroup,
     CallTime,
@@ -22,6 +26,7 @@ from ...model.trials import (
     Paired,
     RunFigures,
     Verdict,
+    group_text,
 )
 from ..remedy_spec import parse_assignment
 from . import stats
@@ -314,8 +319,47 @@ def unmatched(c_flags: list[str], runs: list[RunFigures]) -> tuple[list[str], bo
     return missing, len(marks) * 2 == len(c_flags)
 
 
-VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "noisy": 2, "no effect": 3, "slower": 4,
-                 "changes outputs": 5, "failed": 6, "not tried": 7}
+_GUARD = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
+
+
+def guard_key(guard: str) -> tuple[str, str] | None:
+    """``(tensor, index)`` of a failed size or stride guard (its values differ from run to run)."""
+    m = _GUARD.search(guard)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def is_shape_policy(flags: list[str]) -> bool:
+    """Whether the flags set a shape policy (marks, ``dynamic=``, automatic dynamic shapes)."""
+    return any(conflict_key(f, v) == SHAPE_POLICY for f, v in zip(flags[::2], flags[1::2], strict=True))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a candidate is meant to remove, as a run shows it."""
+
+    guards: Mapping[tuple[str, str], str]
+    """Failed size guards the baseline showed, by ``(tensor, index)``: their text."""
+    sites: frozenset[str]
+    """Break site ids."""
+
+
+def kept_target(target: Target | None, runs: list[RunFigures]) -> str | None:
+    """Why a candidate did not remove what it targeted: the same failed guard, or the same break,
+    in every one of its runs (None: it did, or there is nothing to tell it by)."""
+    ok = [r for r in runs if r.ok]
+    if target is None or not ok:
+        return None
+    for key, text in target.guards.items():
+        if all(key in {guard_key(g) for g in r.size_guards} for r in ok):
+            return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}"
+    for site in sorted(target.sites):
+        if all(site in r.break_sites for r in ok):
+            return f"the break it targeted ({site}) happened again in each of its {len(ok)} run(s)"
+    return None
+
+
+VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "noisy": 2, "no effect": 3, "did not remove its target": 4,
+                 "slower": 5, "changes outputs": 6, "failed": 7, "not tried": 8}
 
 
 def _ratio(c: Candidate, name: str) -> float:
@@ -442,3 +486,149 @@ def retries(ranked: list[Candidate], base_runs: list[RunFigures], most: int = 2)
         if len(out) >= most:
             break
     return out
+
+
+# --- the decision's prose -------------------------------------------------------------------------
+
+
+def combined_names(ranked: list[Candidate], combo: list[str]) -> list[str]:
+    """The candidates the combined one is made of: those recommendable whose every flag is in it
+    (a winner left out for a conflict, a second shape policy, is not named)."""
+    taken = set(zip(combo[::2], combo[1::2], strict=True))
+    return [c.name for c in ranked if recommendable(c) and c.flags
+            and set(zip(c.flags[::2], c.flags[1::2], strict=True)) <= taken]
+
+
+def noise_text(worst: float | None, typical: float | None, busy: str | None = None, measured: str = "",
+               total: Metric | None = None, steady_only: bool = False) -> str:
+    """One line on why timings could not decide: how much the runs varied, the interval where
+    there is one, and "the machine is busy" only when load was measured (``busy``). With
+    ``steady_only`` the total decided the row and only the steady calls could not tell."""
+    if steady_only:
+        head = noise_text(worst, typical)
+        tail = (f"; the total's interval {total.ci_low:.2f}–{total.ci_high:.2f}× decides the row"
+                if total is not None and total.ci_low is not None and total.ci_high is not None else "")
+        return f"the steady calls alone cannot tell: {head}{tail}"
+    if worst is not None and typical is not None:
+        text = f"the same call varied {worst:.3g}× between repetitions (typically {fmt_variation(typical)})"
+    elif typical is not None:
+        text = f"the same call varied typically {fmt_variation(typical)} between repetitions"
+    else:
+        text = "the timings varied between repetitions"
+    if total is not None and total.ci_low is not None and total.ci_high is not None:
+        text += f"; the total's interval {total.ci_low:.2f}–{total.ci_high:.2f}× is too wide to tell"
+    if busy is not None:
+        return text + f": the machine is busy ({busy}); rerun with more --repeat or on a quiet machine"
+    return text + (f" ({measured}: not from load); more repetitions narrow the interval" if measured else "")
+
+
+def _ratio_text(c: Candidate, name: str) -> str:
+    m = next((m for m in c.metrics if m.name == name and m.ratio_median is not None), None)
+    if m is None:
+        return "n/a"
+    return f"{m.ratio_median:.3f}× ({m.verdict}; noise {fmt_variation(m.baseline_spread or 0, 1)})"
+
+
+def paired_text(c: Candidate) -> str:
+    """``0.91× over 3 calls steady in both (0.85–0.97)``, or why there is none."""
+    p = c.paired
+    if p is None or p.ratio_median is None:
+        return "no call steady in both"
+    spread = f", {p.ratio_low:.2f}–{p.ratio_high:.2f}" if p.calls > 1 and p.ratio_low is not None else ""
+    return f"{p.ratio_median:.3f}× over {p.calls} call(s) steady in both (minimum per call{spread})"
+
+
+def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candidate,
+              deterministic: bool | None) -> tuple[str, str | None]:
+    """The decision in words, and when to undo it: the chosen candidate's evidence (its verdicts,
+    the trade, the noise), or why the script is kept as it is."""
+    if chosen is None:
+        why = "no candidate was faster with its outputs unchanged and its compilation intact"
+        if deterministic is False:
+            why += " (the baseline is not deterministic, so outputs could not be compared)"
+        for c in ranked:
+            if c.broke and c.verdict == "faster":
+                why += f"; {c.name} was faster but is not recommended: it breaks compilation ({c.broke[0]})"
+        for c in ranked:
+            if c.verdict == "did not remove its target":
+                why += f"; {c.name} did not remove its target ({c.reason})"
+        noisy = [c for c in ranked if c.verdict == "noisy"]
+        if noisy:
+            why += ("; the timings were noisy (" + (noisy[0].noise_note or "") + "); what stayed stable: "
+                    + "; ".join(f"{c.name}: {stable_text(c)}" for c in noisy[:3]))
+        return f"keep the script as it is: {why}", None
+    patch = f" (the patch: {chosen.patch})" if chosen.patch else ""
+    evidence = (f"{chosen.name}: {chosen.code_change}{patch}; total {_ratio_text(chosen, 'total')}, "
+                f"compile {_ratio_text(chosen, 'compile')}, steady {paired_text(chosen)} ({chosen.steady_verdict}), "
+                f"outputs {chosen.outputs.status}")
+    if chosen.paired is not None and chosen.paired.unpaired:
+        evidence += "; " + "; ".join(group_text(g) for g in chosen.paired.unpaired[:3])
+    if chosen.origin in ("combined", "retried"):
+        single = next((c for c in ranked if recommendable(c) and c.origin not in ("combined", "retried")), None)
+        evidence += f"; stacked remedies ({chosen.targets})"
+        if single is not None:
+            evidence += (f", measured against a baseline of their own: total {_ratio_text(chosen, 'total')} against "
+                         f"the best single one, {single.name}: {_ratio_text(single, 'total')}")
+    if chosen.adds:
+        evidence += "; it adds " + ", ".join(chosen.adds) + " (and beats every candidate that adds nothing)"
+    if chosen.trade:
+        evidence += "; the trade: " + chosen.trade
+    elif chosen.steady_verdict == "slower":
+        evidence += "; " + break_even(chosen, base)
+    if chosen.noise_note:
+        evidence += "; " + chosen.noise_note
+    return evidence, rollback_trigger(chosen, base)
+
+
+def rollback_trigger(chosen: Candidate, base: Candidate) -> str:
+    """When to undo the chosen remedy, from its own figures: the slowest steady median and the
+    most recompiles it had in any repetition of the trial (what it met every time). The
+    baseline's steady median is over other calls (a remedy changes which calls are steady), so
+    it is said beside the threshold, never used as it."""
+    rec = next((m for m in chosen.metrics if m.name == "recompiles"), None)
+    steady = next((m for m in chosen.metrics if m.name == "steady median"), None)
+    parts = []
+    if steady is not None and steady.max is not None:
+        parts.append(f"if steady calls take longer than {fmt_ns(steady.max)} median per call (the slowest of this "
+                     f"remedy's {chosen.repetitions or len(chosen.runs)} repetition(s); the baseline's: "
+                     f"{fmt_ns(_median_of(base, 'steady median'))}, over the calls steady there)")
+    parts.append(f"if recompiles exceed {int(rec.max) if rec and rec.max is not None else 0} per run")
+    parts.append("or if outputs differ from eager beyond the tolerance")
+    return "roll back " + ", ".join(parts)
+
+
+def stable_text(c: Candidate) -> str:
+    """The figures noise does not move: compile time (its ratio) and the counts."""
+    parts = []
+    comp = next((m for m in c.metrics if m.name == "compile" and m.ratio_median is not None), None)
+    if comp is not None:
+        parts.append(f"compile {comp.ratio_median:.2f}×")
+    parts += c.adds
+    for name in ("recompiles", "fallbacks", "breaks"):
+        m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
+        if m is not None:
+            parts.append(f"{name} {m.median:g}")
+    return ", ".join(parts) or "nothing"
+
+
+def break_even(chosen: Candidate, base: Candidate) -> str:
+    """A remedy that saves compile time but makes steady calls slower pays off only up to some
+    number of steady calls: the total time saved over the steady time lost per call, the loss
+    from the paired comparison (calls steady in both), never from two medians over different
+    calls, and each figure only where its verdict decided it (``faster``, ``slower``)."""
+    total = next((m for m in chosen.metrics if m.name == "total"), None)
+    saved = 0.0
+    if total is not None and total.verdict == "faster":
+        saved = (_median_of(base, "total") or 0) - (_median_of(chosen, "total") or 0)
+    p = chosen.paired
+    lost = 0.0
+    if chosen.steady_verdict == "slower" and p is not None and p.ratio_median is not None and p.baseline_ns is not None:
+        lost = (p.ratio_median - 1.0) * p.baseline_ns
+    if saved <= 0 or lost <= 0:
+        return "steady calls are slower"
+    return (f"steady calls are slower by {fmt_ns(lost)} each (paired over {p.calls if p else 0} calls): it pays "
+            f"off for runs of up to about {int(saved / lost):,} more steady calls than this one")
+
+
+def _median_of(c: Candidate, name: str) -> float | None:
+    return next((m.median for m in c.metrics if m.name == name), None)
