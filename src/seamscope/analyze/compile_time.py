@@ -34,7 +34,7 @@ from ..model.headline import Headline, RankedItem, RecompileCause
 from ..model.ledger import Compilation, Ledger, ModuleRepeat, RegionEvent, compile_frame_index
 from ..model.normalize import short_path
 from ..model.remedy import Remedy
-from .findings_churn import cause_guards
+from .findings_churn import split_guards
 from .findings_common import compilation_label, frame_label, hash_id
 from .units import counted, fmt_ns, fmt_pct, percent
 
@@ -388,7 +388,9 @@ def _repeated_frames(
         if len(cs) < 2:
             continue
         cs = sorted(cs, key=lambda c: compile_frame_index(c.compile_id))
-        guards = [cause_guards(c.failed_guards) for c in cs if c.is_recompile]  # the one rule (findings_churn)
+        # which instance: the guards that failed against the most recent variant (its own index),
+        # not the cause's guards (what changed since the first variant names the first instance)
+        guards = [split_guards(c.failed_guards[0]) if c.failed_guards else [] for c in cs if c.is_recompile]
         per_index = _same_but_index(guards)
         on_self = bool(guards) and all(g and all(_ON_SELF.search(_guard_expr(x)) for x in g) for g in guards)
         if per_index is None and not on_self:
