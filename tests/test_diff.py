@@ -715,3 +715,13 @@ def test_guards_and_dispatch_totals_where_the_findings_have_them() -> None:
     rows = {t.name: (t.before, t.after) for t in compare(with_dispatch(before, 3017, 616_000),
                                                           with_dispatch(after, 887, 369_000)).totals}
     assert rows["guards"] == (3017, 887) and rows["dispatch per call (estimate)"] == (616_000, 369_000)
+
+
+def test_every_run_of_a_side_must_measure_the_same_work() -> None:
+    befores = _runs(baseline_program, (1.0, 1.03))
+    afters = [build(candidate_program()), build(candidate_program(30))]
+    with pytest.raises(UnusableInput, match="after run 2: unequal sample counts: 20 calls before, 30 after"):
+        compare(befores[0], afters[0], runs=(befores, afters))
+    forced = compare(befores[0], afters[0], runs=(befores, afters), force=True)
+    assert forced.forced_over == ["after run 2: unequal sample counts: 20 calls before, 30 after",
+                                  "after run 2: unequal sample counts per input family (changed: 8 vs 18)"]

@@ -26,7 +26,7 @@ from ..model.diff import (
     TimingVerdict,
 )
 from ..model.receipt import PhaseStats, Receipt, SiteSummary
-from .diff_runs import ONE_RUN, judged, timing_verdicts, verdict_text
+from .diff_runs import ONE_RUN, judged, steady_median, timing_verdicts, verdict_text
 from .diff_setting import frame_changes, known_change_notes, setting_changes, totals
 from .receipt import rehash
 from .stats import median
@@ -214,7 +214,9 @@ def compare(
     counts, sites and causes come from the first run of each side."""
     befores, afters = runs if runs is not None else ([before], [after])
     one_each = len(befores) < 2 or len(afters) < 2
-    why = refusals(before, after)
+    why = refusals(before, after) + [  # every run measured the same work as the first before
+        f"{side} run {i}: {w}" for side, rs in (("before", befores), ("after", afters))
+        for i, r in enumerate(rs[1:], 2) for w in refusals(before, r)]
     if why and not force:
         raise UnusableInput("will not compare: " + "; ".join(why) + " (--force compares anyway)")
     rows = _phase_rows(before, after)
@@ -225,7 +227,7 @@ def compare(
         saving = steady.before.median_ns - steady.after.median_ns
     if not one_each:  # the medians over the runs of each side
         cold_extra = _median_of(afters, _cold_total) - _median_of(befores, _cold_total)
-        sb, sa = _median_of(befores, _steady_median), _median_of(afters, _steady_median)
+        sb, sa = (_median_of(rs, lambda r: steady_median(r) or 0) for rs in (befores, afters))
         saving = sb - sa if steady is not None else None
     timing = timing_verdicts(befores, afters)
     decided = not one_each and judged(timing, "steady median") is not None
@@ -376,10 +378,6 @@ def _change_lines(sites: list[SiteChange], recompiles: list[RecompileChange], ca
 
 def _cold_total(r: Receipt) -> int:
     return sum(p.wall_ns for p in r.summary.phases if p.phase == "cold")
-
-
-def _steady_median(r: Receipt) -> int:
-    return next((p.median_ns for p in r.summary.phases if p.phase == "steady" and p.median_ns is not None), 0)
 
 
 def _median_of(receipts: Sequence[Receipt], figure: Callable[[Receipt], int]) -> int:

@@ -17,11 +17,12 @@ from ..model.receipt import Receipt
 ONE_RUN = "one run each: not a verdict"
 
 
-def _total(r: Receipt) -> int | None:
+def total_wall(r: Receipt) -> int | None:
     return sum(p.wall_ns for p in r.summary.phases) if r.summary.has_runtime else None
 
 
-def _steady(r: Receipt) -> int | None:
+def steady_median(r: Receipt) -> int | None:
+    """The steady calls' median (None without steady calls)."""
     return next((p.median_ns for p in r.summary.phases if p.phase == "steady" and p.calls), None)
 
 
@@ -30,8 +31,8 @@ def _compile(r: Receipt) -> int | None:
 
 
 FIGURES: tuple[tuple[str, Callable[[Receipt], int | None]], ...] = (
-    ("total", _total),
-    ("steady median", _steady),
+    ("total", total_wall),
+    ("steady median", steady_median),
     ("compile time", _compile),
 )
 """The figures judged: the run's total wall time over its calls, the steady calls' median, the

@@ -13,6 +13,7 @@ from ..model.compile_time import STAGES
 from ..model.diff import FrameCompileChange, SettingChange, TotalRow
 from ..model.receipt import Receipt
 from .compile_time import split_of
+from .diff_runs import steady_median
 
 KNOWN_SETTINGS = {
     "nested_graph_breaks": (
@@ -73,10 +74,6 @@ def known_change_notes(changes: list[SettingChange]) -> list[str]:
     return notes
 
 
-def _steady_median(r: Receipt) -> int | None:
-    return next((p.median_ns for p in r.summary.phases if p.phase == "steady" and p.calls), None)
-
-
 def totals(before: Receipt, after: Receipt) -> list[TotalRow]:
     """The summary's counts, compile time in all and by stage, the steady median, and where the
     findings have it, the guards and the dispatch estimate per call, each side."""
@@ -93,7 +90,7 @@ def totals(before: Receipt, after: Receipt) -> list[TotalRow]:
         vb, va = getattr(sb, f"{stage}_ns"), getattr(sa, f"{stage}_ns")
         if vb is not None or va is not None:
             rows.append(TotalRow(name=f"compile time: {stage}", unit="ns", before=vb, after=va))
-    rows.append(TotalRow(name="steady median", unit="ns", before=_steady_median(before), after=_steady_median(after)))
+    rows.append(TotalRow(name="steady median", unit="ns", before=steady_median(before), after=steady_median(after)))
     db, da = (r.findings.dispatch if r.findings is not None else None for r in (before, after))
     if db is not None or da is not None:
         rows.append(TotalRow(name="guards", unit="count", before=db.guard_count if db else None,

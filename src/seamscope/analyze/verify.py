@@ -17,6 +17,7 @@ receipt says about itself is taken as a verdict.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections import Counter, defaultdict
@@ -109,7 +110,8 @@ class Verification:
 
 
 AS_WRITTEN = "\x00as_written"
-"""The key under which :func:`read_raw` keeps the receipt with only the fields its file holds."""
+"""The key under which :func:`read_raw` keeps how to make the receipt with only the fields its
+file holds (made only where the hash over every field does not match)."""
 
 
 def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
@@ -119,7 +121,7 @@ def read_raw(data: bytes, name: str = "<receipt>") -> dict[str, Any]:
     hashed without it, and a newer seamscope must still verify it."""
     filled = parse_receipt_raw(data, name)
     raw = expand_guard_table(filled)
-    raw[AS_WRITTEN] = expand_guard_table(_as_written(filled, decode_json(data, name)))
+    raw[AS_WRITTEN] = functools.cache(lambda: expand_guard_table(_as_written(filled, decode_json(data, name))))
     return raw
 
 
@@ -519,19 +521,21 @@ def _check_counts(v: Verification, raw: dict[str, Any], complete: bool) -> None:
                  f"decision.call_families {fam}, calls say {dict(counts)}")
 
 
-def own_hashes(raw: dict[str, Any], **override: Any) -> list[str]:
-    """The receipt's hash as its writer may have made it: over every field with its default (a
-    file may leave a default out), or over the fields the file holds (written before the others
-    were added to the schema). An edit of any value changes both."""
+def hash_matches(raw: dict[str, Any], expected: str, **override: Any) -> tuple[bool, str]:
+    """Whether ``expected`` is the receipt's hash as its writer may have made it (and the hash over
+    every field, for the message): over every field with its default (a file may leave a default
+    out), else over the fields the file holds (written before the others were added to the
+    schema). An edit of any value changes both."""
     filled = {k: v for k, v in raw.items() if k != AS_WRITTEN}
-    written = raw.get(AS_WRITTEN, filled)
-    return list(dict.fromkeys((receipt_hash(filled, **override), receipt_hash(written, **override))))
+    h = receipt_hash(filled, **override)
+    if h == expected or AS_WRITTEN not in raw:
+        return h == expected, h
+    return receipt_hash(raw[AS_WRITTEN](), **override) == expected, h
 
 
 def _check_hashes(v: Verification, raw: dict[str, Any]) -> None:
-    hs = own_hashes(raw)
-    v.expect(raw["receipt_sha256"] in hs, "HASH_MISMATCH",
-             f"receipt_sha256 {raw['receipt_sha256'][:12]}…, content hashes to {hs[0][:12]}…")
+    ok, h = hash_matches(raw, raw["receipt_sha256"])
+    v.expect(ok, "HASH_MISMATCH", f"receipt_sha256 {raw['receipt_sha256'][:12]}…, content hashes to {h[:12]}…")
     s = structure_hash(raw)
     v.expect(s == raw["structure_sha256"], "HASH_MISMATCH",
              f"structure_sha256 {raw['structure_sha256'][:12]}…, content hashes to {s[:12]}…")
@@ -611,7 +615,7 @@ def check_comparison(
     cmp = raw["comparison"]
     rows = {r["phase"]: r for r in cmp["phases"]}
     # Links: the candidate is this receipt (without the section); the baseline is --against.
-    v.expect(cmp["after_receipt_sha256"] in own_hashes(raw, comparison=None), "COMPARISON_LINK_BROKEN",
+    v.expect(hash_matches(raw, cmp["after_receipt_sha256"], comparison=None)[0], "COMPARISON_LINK_BROKEN",
              "the comparison's candidate hash is not this receipt's")
     v.expect(cmp["after_structure_sha256"] == raw["structure_sha256"]
              and cmp["after_input_trace_sha256"] == raw["ledger"]["run"]["input_trace_sha256"],
@@ -639,10 +643,10 @@ def check_comparison(
     if baseline is None:
         v.notes.append("baseline side of the comparison not recomputed (pass --against BEFORE)")
     else:
-        bh = own_hashes(baseline, comparison=None)
-        v.expect(cmp["before_receipt_sha256"] in bh, "COMPARISON_LINK_BROKEN",
+        linked, bh = hash_matches(baseline, cmp["before_receipt_sha256"], comparison=None)
+        v.expect(linked, "COMPARISON_LINK_BROKEN",
                  "--against is not the receipt this comparison was made from "
-                 f"({cmp['before_receipt_sha256'][:12]}… vs {bh[0][:12]}…)")
+                 f"({cmp['before_receipt_sha256'][:12]}… vs {bh[:12]}…)")
         _check_side(v, "baseline", rows, "before", baseline, cmp["total_before_ns"], cmp["calls_before"])
     # Deltas and the break-even from the stated sides.
     for name, row in rows.items():
