@@ -18,9 +18,10 @@ import tempfile
 import time
 
 # the test suite's trial models, at the sizes of docs/try.md's table: the suite runs them smaller
-# (two layers, four generated tokens) to fit its time budget
+# (one GPT-2 layer for the A/A, two Llama layers, three generated tokens, three lengths) to fit its
+# time budget
 W = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "workloads", "trials")
-SIZES = {"TRIAL_LAYERS": "4", "TRIAL_TOKENS": "6"}
+SIZES = {"TRIAL_LAYERS": "4", "TRIAL_TOKENS": "6", "TRIAL_LENGTHS": "4", "TRIAL_STEADY_LAYERS": "2"}
 
 CASES = {
     # the baseline against itself (recompile_limit=8 is the default) and a planted 40% slowdown

@@ -46,7 +46,7 @@ def _busy(t, c):
 
 @pytest.fixture(scope="module")
 def aa_trial(tmp_path_factory, fresh_server):
-    """GPT-2 from a config, one length, 30 calls; two candidates of the user's: the baseline's
+    """GPT-2 of one layer from a config, one length, 30 calls; two candidates of the user's: the baseline's
     own setting (recompile_limit=8 is the default: an A/A), and a backend that sleeps 0.4× of
     what compiling and each call took."""
     d = tmp_path_factory.mktemp("aa")
@@ -90,7 +90,9 @@ def test_a_kv_cache_under_generate_gets_one_mark_for_every_layer(tmp_path):
     (mark,) = [c for c in t["candidates"] if any(f == "--mark-dynamic" for f in c["flags"])]
     family = [v for f, v in zip(mark["flags"][::2], mark["flags"][1::2], strict=True) if "layers" in v]
     assert family and family[0].endswith(r"\.(keys|values)\Z:2") and r"layers\[\d+\]" in family[0]
-    assert _metric(t["baseline"], "recompiles")["median"] >= 3  # four tokens: one recompile per cache length
+    # three tokens: the prompt's compilation, a recompile for the first new token, one for the cache's
+    # next length (a mark on layer 0's cache alone would leave layer 1's recompile: two)
+    assert _metric(t["baseline"], "recompiles")["median"] >= 2
     assert _metric(mark, "recompiles")["median"] <= 1
     assert not any("cache" in g for r in mark["runs"] for g in r["size_guards"])
     assert mark["code_change"].count("dynamic_sources =") == 1 and mark["outputs"]["status"] == "equal"
@@ -107,7 +109,7 @@ def test_two_remedies_on_different_things_are_stacked(tmp_path):
                           os.path.join(W, "hf_stack.py")])
     by = {c["name"]: c for c in t["candidates"]}
     reg, dyn = by["regional-llamadecoderlayer"], by["dynamic-true"]
-    assert _metric(t["baseline"], "recompiles")["median"] == 3 and _metric(dyn, "recompiles")["median"] == 0
+    assert _metric(t["baseline"], "recompiles")["median"] == 2 and _metric(dyn, "recompiles")["median"] == 0
     stacked = by.get("combined") or by.get("regional-llamadecoderlayer+dynamic-true")
     if reg["verdict"] == dyn["verdict"] == "faster" or stacked is not None:
         assert stacked is not None
