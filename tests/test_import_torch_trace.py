@@ -14,9 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +36,6 @@ from torch._dynamo.utils import counters
 
 backend, counters_out, kind = sys.argv[1], sys.argv[2], sys.argv[3]
 
-if kind == "ranks":
-    import torch.distributed as dist
-    dist.init_process_group("gloo")  # RANK/WORLD_SIZE/MASTER_* from the environment
-
 def helper(x):
     print("inner")                    # a break inside an inlined helper
     return x * 2
@@ -59,7 +52,7 @@ def f(x):
 def g(x, k):
     return x * k
 
-if kind in ("basic", "ranks"):
+if kind == "basic":
     cf = torch.compile(f, backend=backend)
     for n in (4, 4, 5, 6):            # shape recompiles
         cf(torch.randn(n))
@@ -274,36 +267,3 @@ def test_empty_file_and_empty_directory(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["import", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
     assert e.value.code == 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.mark.distributed
-def test_two_ranks_give_two_ledgers(tmp_path):
-    trace_dir = tmp_path / "trace"
-    port = str(_free_port())
-    script = tmp_path / "workload.py"
-    script.write_text(WORKLOAD)
-    procs = []
-    for rank in (0, 1):
-        env = dict(os.environ, TORCH_TRACE=str(trace_dir), RANK=str(rank), WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        procs.append(subprocess.Popen(
-            [sys.executable, str(script), "eager", str(tmp_path / f"c{rank}.json"), "ranks"],
-            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))
-    assert [p.wait(timeout=240) for p in procs] == [0, 0]
-    logs = find_logs(str(trace_dir))
-    assert len(logs) == 2
-    with pytest.raises(SystemExit) as e:
-        main(["import", str(trace_dir), "--out", str(tmp_path / "out")])
-    assert e.value.code == 0
-    for rank in (0, 1):
-        r = json.loads((tmp_path / "out" / f"rank-{rank}" / "receipt.json").read_text())
-        assert r["ledger"]["run"]["rank"] == rank
-        c = json.loads((tmp_path / f"c{rank}.json").read_text())
-        assert r["summary"]["compile_count"] == c["frames"]["ok"]

@@ -5,7 +5,7 @@ Three jobs, each shared by several tests (module-scoped fixtures):
   -- --mode ddp``: DDP over four Linear(512, 512) with ``bucket_cap_mb=1``; the ranks agree.
 - ``diverge``: ``TORCH_TRACE=DIR seamscope run --nproc 2 tests/workloads/ranks_job.py -- --mode
   diverge``: rank 1 takes another branch inside the compiled function from call 3 on; the same
-  job leaves a multi-rank ``TORCH_TRACE`` directory for import.
+  job leaves a multi-rank ``TORCH_TRACE`` directory for import (one ledger per rank).
 - ``fsdp``: ``torchrun --standalone --nproc-per-node 2 -m seamscope run tests/workloads/ranks_job.py
   -- --mode fsdp --at 2 --pg-timeout 300``: FSDP2 ``fully_shard``; from call 2 on rank 1 feeds a
   batch of another size, so at call 2 it compiles alone while rank 0 waits at the barrier. Its
@@ -263,16 +263,27 @@ def test_fail_on_divergence_exits_1(diverge_job):
 
 def test_torch_trace_directory_merges_with_both_ranks(diverge_job):
     pytest.importorskip("seamscope.ingest.torch_trace")
-    _, trace, _ = diverge_job
+    from seamscope.ingest.torch_trace import find_logs
+
+    out, trace, _ = diverge_job
+    assert len(find_logs(str(trace))) == 2  # one log per rank
     sec = merge(gather(str(trace))).ranks
     assert sec.ranks_present == [0, 1]
     found = {d.kind: d for d in sec.divergences}
     # Compile-time evidence only: the ranks and what differs, but no call (logs carry no calls).
     assert found["recompile_call"].ranks == [1] and found["recompile_call"].first_call is None
     assert found["sites"].ranks == [1]
-    # Via import: per-rank receipts, then merge.
+    # Via import: per-rank receipts, each named by its rank and counting that rank's compilations as
+    # its live capture did (rank 1 compiled more: ranks swapped or mixed would not match), then merge.
     r = seamscope("import", str(trace), "--out", str(trace.parent / "imported"))
     assert r.returncode == 0, r.stderr
+    compiles = []
+    for rank in (0, 1):
+        imported = load_receipt(str(trace.parent / "imported" / f"rank-{rank}" / "receipt.json"))
+        assert imported.ledger.run.rank == rank
+        compiles.append(imported.summary.compile_count)
+        assert compiles[-1] == load_receipt(str(out / f"rank-{rank}" / "receipt.json")).summary.compile_count
+    assert compiles[1] > compiles[0]
     r = seamscope("merge", str(trace.parent / "imported"), "--out", str(trace.parent / "m.json"))
     assert r.returncode == 0, r.stderr
     assert "recompile_call: rank(s) 1" in r.stdout
