@@ -40,6 +40,12 @@ def _is_extension(name: str) -> bool:
         f.startswith(leaf + ".") and f.endswith((".so", ".pyd")) for f in os.listdir(folder))
 
 
+@functools.cache
+def _tree(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once per text (read-only: every check here shares it)."""
+    return ast.parse(text)
+
+
 def imported_names(name: str, path: str, mods: dict[str, str]) -> set[str]:
     """Every module a module imports, absolute (``click``, ``seamscope.model.receipt``), lazy
     imports included, ``if TYPE_CHECKING:`` ones not (``from . import x`` names module ``x`` when it
@@ -52,7 +58,7 @@ def imported_names(name: str, path: str, mods: dict[str, str]) -> set[str]:
 @functools.cache
 def _imported_names(name: str, path: str, text: str, mods: frozenset[str]) -> frozenset[str]:
     """:func:`imported_names` of one source text (each module's text is parsed once per test run)."""
-    tree = ast.parse(text)
+    tree = _tree(text)
     typing_only = {id(x) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
                    for b in n.body for x in ast.walk(b)}
     is_pkg = path.endswith("__init__.py")
@@ -227,7 +233,7 @@ def _named_in_strings() -> set[str]:
     out: set[str] = set()
     for path in _modules().values():
         with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
+            tree = _tree(f.read())
         for n in ast.walk(tree):
             if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PRELOAD" for t in n.targets):
                 out.update(
@@ -245,7 +251,7 @@ def _resolves(named: str, mods: dict[str, str]) -> bool:
     if not func:
         return True
     with open(mods[module], encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+        tree = _tree(f.read())
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func for n in tree.body)
 
 
@@ -279,7 +285,7 @@ TRIALS_MAX_FUNCTION = 100
 
 def long_functions(text: str, limit: int) -> list[str]:
     """``NAME (N lines)`` of each function in ``text`` longer than ``limit`` lines."""
-    return [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(ast.parse(text))
+    return [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(_tree(text))
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno is not None
             and n.end_lineno - n.lineno + 1 > limit]
 
@@ -332,12 +338,6 @@ else, it is the rule written again."""
 COPIES = ("_pct", "_fmt_pct", "_short", "_is_library", "_library_package", "_project_root", "_share",
           "_bytes", "_parse_duration")
 """Names the rules above once had in several modules."""
-
-
-@functools.cache
-def _tree(text: str) -> ast.Module:
-    """A module's syntax tree, parsed once per text (read-only: the checks below share it)."""
-    return ast.parse(text)
 
 
 def rule_definitions() -> dict[str, list[str]]:
