@@ -171,9 +171,10 @@ then cached in the process), once for the lane instead of once per worker."""
 
 SLOW_MODULES = frozenset({
     "test_adapter.py", "test_capture_transformers.py", "test_causes_transformers.py", "test_compile_time_torch.py",
-    "test_findings_torch.py", "test_import_torch_trace.py", "test_imports.py", "test_mutations_torch.py",
-    "test_native.py", "test_notebook_kernel.py", "test_probe.py", "test_progress_line.py", "test_report_browser.py",
-    "test_run_cli.py", "test_shapes.py", "test_shapes_torch.py", "test_trace_filter.py", "test_watch_serving.py",
+    "test_ecosystems.py", "test_findings_torch.py", "test_import_torch_trace.py", "test_imports.py",
+    "test_mutations_torch.py", "test_native.py", "test_notebook_kernel.py", "test_probe.py", "test_progress_line.py",
+    "test_report_browser.py", "test_rewrite_static_cache.py", "test_run_cli.py", "test_shapes.py",
+    "test_shapes_torch.py", "test_trace_filter.py", "test_upgrade_check.py", "test_watch_serving.py",
 })
 """Modules with single tests of seconds each (they start processes, compile a transformers model, drive
 a browser) that declare no longer timeout: queued after those that do, before the rest, so that the
