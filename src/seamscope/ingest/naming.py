@@ -49,12 +49,11 @@ _Raw = tuple[str, int, str]
 
 
 #: A node's innermost frame as a graph's printed code gives it (``torch.fx``'s stack-trace summary).
-_GRAPH_FRAME = re.compile(r"^\s*# File: (.+?):(\d+) in (\S+), code: ", re.M)
+_GRAPH_FRAME = re.compile(r"# File: ([^\n]+?):(\d+) in (\S+), code: ")
 #: The compiled frame's ``self`` in a guard tree (``args[0]`` for a ``*args`` wrapper): the guard
-#: manager of that local, with its class.
-_SELF_CLASS = tuple(re.compile(
-    rf"^[\t |]*\+- GuardManager: source=L\[{source}, accessed_by=\w+(?:\([^)]*\))?, type=<class '([\w.]+)'>",
-    re.M) for source in (r"'self'\]", r"'args'\]\[0\]"))
+#: manager of that local (found as text: a guard tree is long), with its class.
+_SELF_MANAGERS = tuple(f"+- GuardManager: source=L[{s}], accessed_by=" for s in ("'self'", "'args'][0"))
+_CLASS = re.compile(r", type=<class '([\w.]+)'>")
 
 
 class FrameNamer:
@@ -90,8 +89,13 @@ def graph_frames(code: str) -> list[_Raw]:
 def self_class(guards: str) -> str | None:
     """The class of the compiled frame's ``self`` (``pkg.module.Class``; its ``args[0]`` when it
     takes ``*args``) in a guard tree (a ``dynamo_cpp_guards_str`` payload), or None."""
-    m = next((m for m in (r.search(guards) for r in _SELF_CLASS) if m), None)
-    return m.group(1) if m else None
+    for manager in _SELF_MANAGERS:
+        i = guards.find(manager)
+        if i >= 0:
+            end = guards.find("\n", i)
+            m = _CLASS.search(guards, i, end if end >= 0 else len(guards))
+            return m.group(1) if m else None
+    return None
 
 
 def trace_origin(frames: Sequence[_Raw], module: dict[str, Any] | None) -> dict[str, Any]:
