@@ -118,9 +118,11 @@ def test_a_logs_graph_and_guards_name_a_wrapper_as_live_capture_does(tmp_path) -
     frames = graph_frames(GRAPH.format(model=model))
     assert frames == [(str(model), 7, "forward"), (str(model), 10, "mix")]
     assert self_class(GUARDS) == "pkg.model.Block"
-    module = trace_module("pkg.model.Block", ["/x/other.py", str(model)], None, CWD)
+    module = trace_module("pkg.model.Block", ["/x/other.py", str(model)], [], CWD)
     assert module == {"cls": "Block", "file": str(model), "line": 2}
-    assert trace_module("pkg.model.Missing", [str(model)], None, CWD) is None
+    assert trace_module("pkg.model.Missing", [str(model)], [], CWD) is None
+    # __main__: the script among the stack's module-level files, whichever defines the class
+    assert trace_module("__main__.Block", [], ["/x/launcher.py", str(model)], CWD) == module
     got = recognisable_frame("wrapper", "deco.py", 1, [trace_origin(frames, module)], CWD)
     assert got == Frame(file=str(model), line=2, function="Block.forward")
     # every node in one function: that function, as the chain live capture reads gives it

@@ -238,8 +238,9 @@ class _Pending:
     """Each graph's nodes' innermost frames (:func:`.naming.graph_frames`; import only)."""
     self_class: str | None = None
     """The class of the compiled frame's ``self``, from its guard tree (import only)."""
-    main_file: str | None = None
-    """The file of ``__main__``: the innermost module-level frame of the stack (import only)."""
+    main_files: list[str] = field(default_factory=list)
+    """The files of the stack's module-level frames, innermost first: where ``__main__`` is one
+    (import only)."""
 
 
 class CompileEventAssembler:
@@ -316,7 +317,7 @@ class CompileEventAssembler:
                     p.line = int(top.get("line") or 0)
                     p.frame_name = str(top.get("name") or "")
                     if self.from_log:
-                        p.main_file = self._main_file(stack) or p.main_file
+                        p.main_files = self._main_files(stack) or p.main_files
             if not p.started:
                 p.started = True
                 if self.sink is not None:
@@ -428,13 +429,17 @@ class CompileEventAssembler:
             self.sink.on_site(site)
         return site
 
-    def _main_file(self, stack: list[Any]) -> str | None:
-        """The innermost module-level frame's file in a ``dynamo_start`` stack: ``__main__``'s."""
+    def _main_files(self, stack: list[Any]) -> list[str]:
+        """The files of a ``dynamo_start`` stack's module-level frames, innermost first: the script
+        run as ``__main__`` is one (a launcher's, ``runpy``'s, an importing module's are others)."""
+        out = []
         for f in reversed(stack):
             if isinstance(f, dict) and f.get("name") == "<module>":
                 fn = f.get("filename")
-                return self.strings.get(fn, str(fn)) if isinstance(fn, int) else str(fn or "") or None
-        return None
+                path = self.strings.get(fn, str(fn)) if isinstance(fn, int) else str(fn or "")
+                if path:
+                    out.append(path)
+        return out
 
     def _user_frame(self, comp: Compilation, p: _Pending) -> Frame | None:
         """The frame reports name for an imported compilation: the rule live capture names its own
@@ -442,7 +447,7 @@ class CompileEventAssembler:
         assert self.namer is not None
         module = None
         if p.self_class is not None:
-            module = trace_module(p.self_class, [*self.strings.values(), *self._paths], p.main_file, self.namer.cwd)
+            module = trace_module(p.self_class, [*self.strings.values(), *self._paths], p.main_files, self.namer.cwd)
         for frames in p.graph_frames:
             if frames or module is not None:
                 self.namer.add_origin(comp.compile_id, trace_origin(frames, module))

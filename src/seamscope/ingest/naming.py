@@ -105,24 +105,22 @@ def trace_origin(frames: Sequence[_Raw], module: dict[str, Any] | None) -> dict[
     return {"chain": common_chain([f] for f in frames), "module": module}
 
 
-def trace_module(cls: str, paths: Iterable[str], main_file: str | None, cwd: str) -> dict[str, Any] | None:
+def trace_module(cls: str, paths: Iterable[str], main_files: Sequence[str], cwd: str) -> dict[str, Any] | None:
     """The module a compiled frame's ``self`` of class ``cls`` (:func:`self_class`) is, as
     ``adapter.graph_origin`` gives one: where its file, found among the ``paths`` a log names
-    (``main_file`` for ``__main__``), defines ``cls.forward``; None when none does."""
+    (one of ``main_files`` for ``__main__``), defines ``cls.forward``; None when none does."""
     parts = cls.split(".")
     known = list(paths)
     for i in range(len(parts) - 1, 0, -1):  # a nested class's module is a shorter prefix
         module, name = ".".join(parts[:i]), ".".join(parts[i:])
-        tail = "/" + module.replace(".", "/")
-        found = main_file if module == "__main__" else next(
-            (p for p in known if p.endswith((tail + ".py", tail + "/__init__.py"))), None)
-        if found is None:
-            continue
-        line = def_start(found, f"{name}.forward")
-        here = local_file(normalize_path(found, cwd), cwd) if line is None else None  # a log made elsewhere
-        line = def_start(here, f"{name}.forward") if here else line
-        if line is not None:
-            return {"cls": name, "file": found, "line": line}
+        tails = tuple("/" + module.replace(".", "/") + end for end in (".py", "/__init__.py"))
+        files = main_files if module == "__main__" else [p for p in known if p.endswith(tails)]
+        for found in files:
+            line = def_start(found, f"{name}.forward")
+            here = local_file(normalize_path(found, cwd), cwd) if line is None else None  # a log made elsewhere
+            line = def_start(here, f"{name}.forward") if here else line
+            if line is not None:
+                return {"cls": name, "file": found, "line": line}
     return None
 
 
