@@ -66,3 +66,11 @@ def test_calls_walk_both_entries_and_verify_agrees(run: dict[str, Any]) -> None:
     assert any(r.axis == "dispatch" for r in run["receipt"].findings.ranked)
     v = verify(run["raw"])
     assert v.ok, v.lines()
+
+
+@pytest.mark.torch
+def test_imported_log_names_the_frames_as_the_live_run(run: dict[str, Any]) -> None:
+    """transformers' decorator ``wrapper`` around ``GPT2Model.forward``: both name the ``forward``."""
+    live = {c.compile_id: c.shown_frame for c in run["receipt"].ledger.compilations}
+    assert {c.compile_id: c.shown_frame for c in run["imported"].ledger.compilations} == live
+    assert {name for name, _, _ in live.values()} == {"GPT2Model.forward"}

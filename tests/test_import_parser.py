@@ -52,7 +52,8 @@ def test_good_records_survive_any_garbage_between_them(tmp_path_factory, junk):
 
 def test_payloads_are_read_only_when_needed(tmp_path: Path):
     data = (
-        record({"dynamo_output_graph": {}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}, "graph\ncode")
+        record({"artifact": {"name": "fx_graph_cache_hit", "encoding": "json"}, "frame_id": 0,
+                "frame_compile_id": 0, "attempt": 0}, '{"key": "components"}')
         + record({"chromium_event": {}}, "big")
         + record({"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"},
                   "frame_id": 0, "frame_compile_id": 0, "attempt": 0}, "Graph break in user code at /a.py:3\nx")

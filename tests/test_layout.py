@@ -418,3 +418,68 @@ def test_no_test_module_imports_another(tmp_path) -> None:
     (tmp_path / "test_b.py").write_text("def f():\n    import test_a\n")
     (tmp_path / "helpers.py").write_text("from test_a import x\n")  # a helper module is not a test module
     assert modules_importing_test_modules(str(tmp_path)) == ["test_a imports test_b", "test_b imports test_a"]
+
+
+
+ROOT = os.path.dirname(SRC)
+#: Names that frameworks call, never the code itself: pytest's and IPython's hooks, click's and
+#: importlib's protocol methods, rich's and logging's overrides, ``ast.NodeVisitor``'s visits.
+CALLED_BY_FRAMEWORKS = re.compile(
+    r"pytest_\w+|unload_ipython_extension|list_commands|get_command|create_module|_recreate_cm|on_broken_pipe|emit"
+    r"|visit_\w+")
+
+
+def unused_names(overrides: dict[str, str] | None = None) -> list[str]:
+    """``module:line name`` for each function, class, method or top-level assignment of ``src/``
+    that nothing reads: no name, attribute, import or identifier string in ``src/`` (its syntax
+    trees: a docstring that names it is no reader), and no word of ``tests/``, ``benchmarks/`` or
+    the report's templates (their text) refers to it (``overrides``: path → text read instead)."""
+    read: set[str] = set()
+    for top in (TESTS, os.path.join(ROOT, "benchmarks"), PKG):
+        for d, _, files in os.walk(top):
+            for f in files:
+                if f.endswith(".j2") or (f.endswith(".py") and top != PKG):
+                    with open(os.path.join(d, f), encoding="utf-8") as fh:
+                        read.update(re.findall(r"[A-Za-z_]\w*", fh.read()))
+    defined: list[tuple[str, int, str]] = []
+    for _, path in sorted(_modules().items()):
+        if overrides and path in overrides:
+            tree = _tree(overrides[path])
+        else:
+            with open(path, encoding="utf-8") as f:
+                tree = _tree(f.read())
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                read.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                read.add(n.attr)
+            elif isinstance(n, ast.alias):
+                read.add(n.name.rsplit(".", 1)[-1])
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier():
+                read.add(n.value)  # __all__, getattr, a lazy import's name
+        methods = [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+                   if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for n in [*tree.body, *methods]:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.append((path, n.lineno, n.name))
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                defined += [(path, n.lineno, t.id) for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                            if isinstance(t, ast.Name)]
+    return [f"{os.path.relpath(p, SRC)}:{line} {name}" for p, line, name in defined
+            if name not in read and not name.startswith("__") and not CALLED_BY_FRAMEWORKS.fullmatch(name)]
+
+
+def test_every_name_defined_in_src_is_read_somewhere() -> None:
+    assert unused_names() == []
+
+
+def test_the_unused_name_check_finds_a_planted_one() -> None:
+    probe = os.path.join(PKG, "analyze", "skew.py")
+    with open(probe, encoding="utf-8") as f:
+        text = f.read()
+    const, cls, method = (f"PLANTED_{k}" for k in ("TEXT", "Class", "method"))  # no word of this file names them
+    planted = text + f"\n\n{const} = 'never read'\n\n\nclass {cls}:\n    def {method}(self):\n        pass\n"
+    n = planted.count("\n")
+    assert unused_names({probe: planted}) == [
+        f"seamscope/analyze/skew.py:{n - 5} {const}", f"seamscope/analyze/skew.py:{n - 2} {cls}",
+        f"seamscope/analyze/skew.py:{n - 1} {method}"]

@@ -15,9 +15,17 @@ import pytest
 from fakes import fake_ledger
 
 from seamscope.analyze.receipt import make_receipt
-from seamscope.capture.naming import common_chain, is_wrapper, recognisable_frame
 from seamscope.gates.budget import Budget, evaluate
 from seamscope.gates.check import Limits, check
+from seamscope.ingest.naming import (
+    common_chain,
+    graph_frames,
+    is_wrapper,
+    recognisable_frame,
+    self_class,
+    trace_module,
+    trace_origin,
+)
 from seamscope.model.ledger import Frame
 from seamscope.render.html import HtmlRenderer
 from seamscope.render.terminal import TerminalRenderer
@@ -82,6 +90,44 @@ def test_a_library_method_without_a_graph_is_named_with_its_class(tmp_path, monk
     # a function says no more than its name; a wrapper without a graph has nothing to show
     assert recognisable_frame("helper", "site-packages/lib/layers.py", 6, [], CWD) is None
     assert recognisable_frame("wrapper", "site-packages/lib/layers.py", 2, [], CWD) is None
+
+
+GRAPH = """class GraphModule(torch.nn.Module):
+    def forward(self, L_x_: "f32[4][1]cpu"):
+        # File: {model}:7 in forward, code: h = self.lin(x)
+        linear = torch._C._nn.linear(l_x_, w, b)
+        # File: {model}:10 in mix, code: return h * 2
+        mul = linear * 2
+        # No stacktrace found for following nodes
+        return (mul,)
+"""
+GUARDS = """TREE_GUARD_MANAGER:
++- RootGuardManager
+| +- GuardManager: source=L['args'], accessed_by=FrameLocalsGuardAccessor(key='args', framelocals_idx=0), type=<class 'tuple'>, tag_safe=(True, False)
+| | +- GuardManager: source=L['args'][0], accessed_by=TupleGetItemGuardAccessor(0), type=<class 'pkg.model.Block'>, tag_safe=(False, False)
+"""  # noqa: E501
+
+
+def test_a_logs_graph_and_guards_name_a_wrapper_as_live_capture_does(tmp_path) -> None:
+    """What a ``TORCH_TRACE`` log keeps: each node's innermost frame, and the class of the frame's
+    ``self`` (``args[0]`` of a ``*args`` wrapper); ``Block.forward`` is found in its file."""
+    model = tmp_path / "pkg" / "model.py"
+    model.parent.mkdir()
+    model.write_text("class Block:\n    @deco\n    def forward(self, x):\n        pass\n\n\n"
+                     "        h = self.lin(x)\n\n    def mix(self, h):\n        return h * 2\n")
+    frames = graph_frames(GRAPH.format(model=model))
+    assert frames == [(str(model), 7, "forward"), (str(model), 10, "mix")]
+    assert self_class(GUARDS) == "pkg.model.Block"
+    module = trace_module("pkg.model.Block", ["/x/other.py", str(model)], [], CWD)
+    assert module == {"cls": "Block", "file": str(model), "line": 2}
+    assert trace_module("pkg.model.Missing", [str(model)], [], CWD) is None
+    # __main__: the script among the stack's module-level files, whichever defines the class
+    assert trace_module("__main__.Block", [], ["/x/launcher.py", str(model)], CWD) == module
+    got = recognisable_frame("wrapper", "deco.py", 1, [trace_origin(frames, module)], CWD)
+    assert got == Frame(file=str(model), line=2, function="Block.forward")
+    # every node in one function: that function, as the chain live capture reads gives it
+    one = recognisable_frame("wrapper", "deco.py", 1, [trace_origin(frames[1:], None)], CWD)
+    assert one == Frame(file=str(model), line=9, function="Block.mix")
 
 
 def test_graphs_that_diverge_below_the_wrapper_name_nothing_below_it() -> None:

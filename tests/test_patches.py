@@ -37,6 +37,13 @@ SPECS = [
     ["--mark-dynamic", "L['x']:0", "--mark-dynamic", "L['args'][0]:1"],
 ]
 
+#: Characters ``str.splitlines`` splits at that end no line for Python's tokenizer or ``git apply``.
+ODD_LINES = [
+    "# a form feed \x0c in a comment\n",
+    's = "a line separator \u2028 and a paragraph separator \u2029 in a string"\n',
+    "t = '\x1c\x1d\x1e and \x85'  # group separators, next line\n",
+]
+
 
 @st.composite
 def scripts(draw):
@@ -52,6 +59,7 @@ def scripts(draw):
     if draw(st.booleans()):
         parts.append("\n\n@torch.compile\ndef other(x):\n    return x + 1\n")
     parts.append("\n\ndef step(x):\n    return helper(x).sum()\n\n\n")
+    parts.extend(draw(st.lists(st.sampled_from(ODD_LINES), max_size=3)))
     parts.append(draw(st.sampled_from(COMPILES)))
     parts.append("f(torch.ones(3))")
     return "".join(parts) + ("\n" if draw(st.booleans()) else "")

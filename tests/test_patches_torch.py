@@ -182,7 +182,7 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
     apply that patch, the model's calls still the run's calls (``--calls-of``), paired with the
     baseline's call by call, outputs compared."""
     from seamscope.experiments.remedy_spec import spec_from_words
-    from seamscope.experiments.trials.patches import regional_patch
+    from seamscope.experiments.trials.patches import spec_patch
     from seamscope.experiments.unified_diff import apply, parse
     from seamscope.ingest.receipt import load_receipt
 
@@ -191,7 +191,7 @@ def test_regional_compilation_as_a_loop_over_the_blocks_compiles_as_the_flag_doe
     base = run_patched("blocks.py", [], tmp_path / "b")
     flags = run_patched("blocks.py", ["--regional", "Block"], tmp_path / "f")
     receipt = load_receipt(str(tmp_path / "b" / "receipt.json"))
-    patch = regional_patch(spec_from_words(["--regional", "Block"]), "blocks.py", receipt)
+    patch = spec_patch(spec_from_words(["--regional", "Block"]), "blocks.py", receipt)
     assert patch is not None and "+for block in model.modules():" in patch.diff
     assert "+    if isinstance(block, Block):\n+        block.compile(backend=\"eager\")" in patch.diff
     assert "+compiled = model" in patch.diff
@@ -238,7 +238,7 @@ def test_a_block_below_an_encoder_seen_in_the_encoders_frame_gets_a_regional_pat
     patch finds them by class below the compiled model; ``git apply`` takes it and the patched
     copy runs, compiling as ``--regional`` does (one graph for the four layers, no break left)."""
     from seamscope.experiments.remedy_spec import spec_from_words
-    from seamscope.experiments.trials.patches import regional_patch
+    from seamscope.experiments.trials.patches import spec_patch
     from seamscope.ingest.receipt import load_receipt
 
     script = "encoder_blocks.py"
@@ -250,7 +250,7 @@ def test_a_block_below_an_encoder_seen_in_the_encoders_frame_gets_a_regional_pat
     (block,) = [f.block for f in receipt.findings.compile_time.findings if f.kind == "repeated_block" and f.block]
     assert (block.cls, block.module, block.first_path) == ("Layer", "__main__", "L['self'].layer.0")
     assert base[2] == 1  # the break in the encoder's forward
-    patch = regional_patch(spec_from_words(["--regional", "Layer"]), script, receipt)
+    patch = spec_patch(spec_from_words(["--regional", "Layer"]), script, receipt)
     assert patch is not None and patch.calls_of == "compiled"
     assert "+    if isinstance(block, Layer):\n+        block.compile(backend=\"eager\")\n" in patch.diff
     (tmp_path / "copy").mkdir()

@@ -27,7 +27,7 @@ MS = 1_000_000
 S = 1000 * MS
 
 
-def ledger(compiles, *, rank, world, timeout_ns=None):
+def ledger(compiles, *, rank, world, timeout_ns=None, backend=None):
     """One call per entry of ``compiles``: the call compiles ``compiles[i]`` ns (0: nothing; call 0
     compiles 0/0, later compiles are recompiles 0/i) and runs a 1 ms region."""
     calls = []
@@ -39,7 +39,8 @@ def ledger(compiles, *, rank, world, timeout_ns=None):
     run = msgspec.structs.replace(led.run, source="live", rank=rank, world_size=world, input_trace_sha256="a" * 64)
     if timeout_ns is not None:
         run = msgspec.structs.replace(run, pg_timeout_ns=timeout_ns, pg_backend="nccl")
-    return msgspec.structs.replace(led, run=run)
+    env = msgspec.structs.replace(led.environment, backend=backend) if backend else led.environment
+    return msgspec.structs.replace(led, run=run, environment=env)
 
 
 def write_ranks(root, per_rank, **kw):
@@ -100,6 +101,17 @@ def test_a_wait_within_half_the_recorded_timeout_is_warned_about_with_the_remedy
     assert k.timeout_share is not None and abs(k.timeout_share - 35 / 60) < 1e-6
     assert k.warning is not None and "58% of the process group's timeout (60 s)" in k.warning
     assert "barrier" in k.remedy and "warm-up" in k.remedy and "cache" in k.remedy
+
+
+def test_the_remedy_advises_a_shared_cache_only_where_inductors_caches_serve_the_backend(tmp_path):
+    remedies = {}
+    for backend in ("inductor", "eager", "aot_eager"):
+        write_ranks(tmp_path / backend, [[30 * MS, 0, 0], [30 * MS, 0, 48 * MS]], backend=backend)
+        (k,) = merge(gather(str(tmp_path / backend))).ranks.skews
+        remedies[backend] = k.remedy
+    assert all("barrier" in r and "warm-up" in r for r in remedies.values())
+    assert "TORCHINDUCTOR_CACHE_DIR" in remedies["inductor"]
+    assert not any("cache" in remedies[b] for b in ("eager", "aot_eager")), remedies
 
 
 def test_a_wait_under_half_the_timeout_is_not_warned_about(tmp_path):

@@ -437,7 +437,7 @@ def merge(gathered: Gathered, world_size: int | None = None) -> Receipt:
         f"; not judged here: {who(not_judged)} (too few steady calls, or no runtime data)" if not_judged else ""
     )
     timeout_ns, timeout_source = process_group_timeout(entries)
-    skews = find_skews(entries, timeout_ns)
+    skews = find_skews(entries, timeout_ns, primary.ledger.environment.backend)
     section = RanksSection(
         world_size=ws,
         ranks_present=[r for r, _ in ranked],

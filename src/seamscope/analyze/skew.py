@@ -18,6 +18,7 @@ import msgspec
 
 from ..model.headline import RankedItem
 from ..model.ranks import CompileSkew, RankEntry
+from .compile_time import inductor_cached
 from .units import fmt_ns, number_ranges
 
 #: A call's compile times count as a skew only from this spread on: below it no wait matters.
@@ -40,12 +41,22 @@ SKEW_RULE = (
     f"process group's timeout; at most {MAX_SKEWS} calls kept, largest wait first"
 )
 
-REMEDY = (
+_WARM_UP = (
     "run warm-up calls on every rank before the first collective (each input shape the job will "
-    "see), then torch.distributed.barrier() after warm-up; or give every rank a shared warm compile "
-    "cache (TORCHINDUCTOR_CACHE_DIR on a shared folder, or torch.compiler.save_cache_artifacts / "
-    "load_cache_artifacts), so that no rank compiles alone"
+    "see), then torch.distributed.barrier() after warm-up"
 )
+REMEDY = (
+    _WARM_UP + "; or give every rank a shared warm compile cache (TORCHINDUCTOR_CACHE_DIR on a shared "
+    "folder, or torch.compiler.save_cache_artifacts / load_cache_artifacts), so that no rank compiles alone"
+)
+#: The remedy where no persistent cache serves the backend (``eager``, ``aot_eager``).
+REMEDY_UNCACHED = _WARM_UP + ", so that no rank compiles alone"
+
+
+def remedy(backend: str | None) -> str:
+    """The skew's remedy for the run's backend: a shared warm cache only where Inductor's caches
+    serve it (:func:`~seamscope.analyze.compile_time.inductor_cached`)."""
+    return REMEDY if inductor_cached(backend) else REMEDY_UNCACHED
 
 
 def who(ranks: Sequence[int]) -> str:
@@ -68,8 +79,10 @@ def process_group_timeout(entries: Sequence[RankEntry]) -> tuple[int, str]:
     return ns, f"recorded by {who(ranks)} ({fmt_ns(ns)}{on})"
 
 
-def find_skews(entries: Sequence[RankEntry], timeout_ns: int | None = None) -> list[CompileSkew]:
-    """Every call in which the ranks' compile times differ past the rule, largest wait first."""
+def find_skews(entries: Sequence[RankEntry], timeout_ns: int | None = None,
+               backend: str | None = None) -> list[CompileSkew]:
+    """Every call in which the ranks' compile times differ past the rule, largest wait first;
+    ``backend`` (the run's; None: not recorded) chooses the :func:`remedy`."""
     if len(entries) < 2:
         return []
     if timeout_ns is None:
@@ -89,12 +102,13 @@ def find_skews(entries: Sequence[RankEntry], timeout_ns: int | None = None) -> l
         spread = hi - lo
         if spread < SKEW_FLOOR_NS or lo >= SKEW_RATIO * hi:
             continue
-        out.append(_skew(index, got, hi, lo, timeout_ns))
+        out.append(_skew(index, got, hi, lo, timeout_ns, backend))
     out.sort(key=lambda s: (-s.wait_ns, s.call_index))
     return out[:MAX_SKEWS]
 
 
-def _skew(index: int, got: list[tuple[int, int, RankEntry]], hi: int, lo: int, timeout_ns: int) -> CompileSkew:
+def _skew(index: int, got: list[tuple[int, int, RankEntry]], hi: int, lo: int, timeout_ns: int,
+          backend: str | None) -> CompileSkew:
     spread = hi - lo
     slow = sorted(r for r, ns, _ in got if ns >= lo + spread / 2)
     fast = sorted(r for r, ns, _ in got if ns < lo + spread / 2)
@@ -139,7 +153,7 @@ def _skew(index: int, got: list[tuple[int, int, RankEntry]], hi: int, lo: int, t
         timeout_share=round(share, 6) if share is not None else None,
         warning=warning,
         sentence=sentence,
-        remedy=REMEDY,
+        remedy=remedy(backend),
     )
 
 
@@ -166,5 +180,5 @@ def rank_with_skews(
     return [msgspec.structs.replace(items[i], rank=k + 1) for k, i in enumerate(order)]
 
 
-__all__ = ["find_skews", "process_group_timeout", "rank_with_skews", "who", "SKEW_RULE", "REMEDY",
+__all__ = ["find_skews", "process_group_timeout", "rank_with_skews", "who", "remedy", "SKEW_RULE", "REMEDY",
            "NCCL_DEFAULT_TIMEOUT_NS", "SKEW_FLOOR_NS", "SKEW_RATIO", "TIMEOUT_SHARE_WARN"]

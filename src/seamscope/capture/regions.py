@@ -34,7 +34,7 @@ class RegionHooks(SessionState):
                 self._census.setdefault(cid, []).extend(found)
             origin = adapter.graph_origin(gm)
             if origin is not None:
-                self._origins.setdefault(cid, []).append(origin)
+                self._namer.add_origin(cid, origin)
 
     def _install_live_graphs(self) -> Callable[[], None]:
         """Time the graphs Dynamo compiled before the session began (an earlier notebook cell, an

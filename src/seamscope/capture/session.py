@@ -34,18 +34,15 @@ from ..model.ledger import (
     Compilation,
     CompileCacheState,
     Environment,
-    Frame,
     Ledger,
     ModuleRepeat,
     RunInfo,
     RunStatus,
-    compile_frame_index,
 )
 from ..model.normalize import normalize_path
 from ..model.receipt import Receipt
 from . import adapter
 from .calls import CallHooks, error_text
-from .naming import recognisable_frame
 from .regions import RegionHooks
 
 _ACTIVE: Session | None = None
@@ -372,23 +369,13 @@ class Session(CallHooks, RegionHooks):
         start = self._compile_start.pop(compilation.compile_id, end)
         modules = _module_repeats(self._census.pop(compilation.compile_id, []), self.cwd)
         b.set_compilation(msgspec.structs.replace(
-            compilation, start_ns=start - b.origin, modules=modules, user_frame=self._user_frame(compilation)))
+            compilation, start_ns=start - b.origin, modules=modules, user_frame=self._namer.name(compilation)))
         b.compile_span(compilation.compile_id, start, end)
         if compilation.is_recompile:
             b.guard_miss(compilation.compile_id, start)
         if compilation.status != "ok":
             reason = (compilation.fail_reason or compilation.fail_type or compilation.status).splitlines()[0]
             b.fallback(compilation.compile_id, reason, end)
-
-    def _user_frame(self, c: Compilation) -> Frame | None:
-        """The frame reports name for ``c`` (``naming``); a compilation without a graph (a
-        recompile-limit fallback) takes its frame's earlier one."""
-        x = compile_frame_index(c.compile_id)[0]
-        found = recognisable_frame(c.frame_name, c.file, c.line, self._origins.pop(c.compile_id, []), self.cwd)
-        if found is None:
-            return self._user_frames.get(x) if c.graph_count == 0 else None
-        self._user_frames.setdefault(x, found)
-        return found
 
     def on_site(self, site: BreakSite) -> None:
         if self.builder is not None:

@@ -11,8 +11,9 @@ from typing import Any
 
 from .. import _native
 from ..ingest.compile_events import CompileEventAssembler
+from ..ingest.naming import FrameNamer
 from ..model.builder import DEFAULT_CALL_CAP, DEFAULT_FIRST_CALLS, LedgerBuilder
-from ..model.ledger import Frame, Ledger, RunStatus
+from ..model.ledger import Ledger, RunStatus
 from ..model.receipt import Decision, Receipt
 from .persist import DEFAULT_CHECKPOINT_EVERY
 
@@ -114,10 +115,9 @@ class SessionState:
         self._compile_start: dict[str, int] = {}
         self._census: dict[str, list[dict[str, Any]]] = {}
         """compile id → the module classes its graphs traced instance by instance."""
-        self._origins: dict[str, list[dict[str, Any]]] = {}
-        """compile id → where its graphs' nodes were traced (``adapter.graph_origin``)."""
-        self._user_frames: dict[int, Frame] = {}
-        """frame id → the user frame its first compilation with a graph was named after."""
+        self._namer = FrameNamer(self.cwd)
+        """Where each compilation's graphs' nodes were traced (``adapter.graph_origin``), and the
+        frame each frame id was named after."""
         self._compile_options: dict[str, str] = {}
         self._backend: str | None = None
         self.builder: LedgerBuilder | None = None

@@ -397,11 +397,6 @@ class Watcher:
         if phase == "steady":
             self._steady.add(wall_ns / 1e9)
 
-    def snapshot(self) -> Snapshot:
-        """The counts so far: between calls, or inside a call the builder holds (``current`` reads
-        them from any thread)."""
-        return self._compose(*self._read())
-
     def _read(self) -> tuple[dict[str, int], dict[str, int], list[int], float]:
         """What the builder and the lane counted (the part read while the call slot is held)."""
         s = self.session

@@ -9,7 +9,7 @@ scrape. In multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set) the endpoint rea
 files instead: each worker pushes its counts into the client's own metric objects (the deltas
 since the last push) every ``sync_every`` seconds from a thread of its own (or at the end of the
 call open then). Either way every series the watch knows before serving exists at 0 from the end
-of warm-up (``Watcher.snapshot``), so ``increase()`` sees the first event.
+of warm-up (``Watcher._compose``), so ``increase()`` sees the first event.
 OpenTelemetry: observable counters and gauges, with units, read the counts when the SDK collects.
 """
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ from ..model.ledger import (
     BreakSite,
     Compilation,
     CompileStatus,
+    Frame,
     compile_frame_index,
 )
 from ..model.normalize import normalize_path, normalize_text, stripped_normalized
@@ -31,6 +33,7 @@ from ..model.normalize import normalized as _reasons
 from .break_reasons import RESUME_AT, ParsedBreak, parse_break_reason, user_function
 from .guard_groups import group_guards
 from .hints import HintTable
+from .naming import FrameNamer, graph_frames, self_class, trace_module, trace_origin
 
 CONTEXT_KEYS = frozenset(
     {"frame_id", "frame_compile_id", "attempt", "rank", "has_payload", "compiled_autograd_id"}
@@ -231,6 +234,13 @@ class _Pending:
     started: bool = False
     ddp_splits: int | None = None
     guard_checks: dict[str, int] = field(default_factory=dict)
+    graph_frames: list[list[tuple[str, int, str]]] = field(default_factory=list)
+    """Each graph's nodes' innermost frames (:func:`.naming.graph_frames`; import only)."""
+    self_class: str | None = None
+    """The class of the compiled frame's ``self``, from its guard tree (import only)."""
+    main_files: list[str] = field(default_factory=list)
+    """The files of the stack's module-level frames, innermost first: where ``__main__`` is one
+    (import only)."""
 
 
 class CompileEventAssembler:
@@ -266,6 +276,9 @@ class CompileEventAssembler:
         """Break records that lacked a field (``user_stack``, ``gb_code``, ``location``), by field;
         such a break is still a site, with the fields it has."""
         self._site_ids: dict[str, set[str]] = {}
+        self.namer = FrameNamer(cwd or os.getcwd()) if from_log else None
+        """Names imported compilations by the rule live capture names its own by (``naming``)."""
+        self._paths: dict[str, None] = {}  # the files a log names in its stacks and graphs (import)
         self._breaks: dict[str, ParsedBreak] = {}
         """Break payloads read, by text: every recompile of a frame breaks at the same statement
         again and writes the same payload, which is read once (at most :data:`BREAKS_KEPT`)."""
@@ -303,6 +316,8 @@ class CompileEventAssembler:
                     p.file = normalize_path(path, self.cwd)
                     p.line = int(top.get("line") or 0)
                     p.frame_name = str(top.get("name") or "")
+                    if self.from_log:
+                        p.main_files = self._main_files(stack) or p.main_files
             if not p.started:
                 p.started = True
                 if self.sink is not None:
@@ -317,6 +332,12 @@ class CompileEventAssembler:
                     # that graph away: only the last attempt's graphs reach the backend.
                     p.graphs, p.graph_attempt = 0, attempt
                 p.graphs += 1
+                if attempt == p.graph_attempt and payload and self.from_log:
+                    if p.graphs == 1:
+                        p.graph_frames = []
+                    frames = graph_frames(payload)
+                    p.graph_frames.append(frames)
+                    self._paths.update(dict.fromkeys(f for f, _, _ in frames))
         elif key == "artifact":
             name = value.get("name") if isinstance(value, dict) else None
             if cid is None or not isinstance(name, str):
@@ -349,7 +370,10 @@ class CompileEventAssembler:
                 p.ddp_splits = (p.ddp_splits or 0) + 1
         elif key == "dynamo_cpp_guards_str":
             if cid is not None and payload:  # the entry's guard tree: its checks by group
-                self.pending.setdefault(cid, _Pending()).guard_checks = group_guards(payload)
+                p = self.pending.setdefault(cid, _Pending())
+                p.guard_checks = group_guards(payload)
+                if self.from_log:
+                    p.self_class = self_class(payload)
         elif key == "compilation_metrics":
             if isinstance(value, dict):
                 self._finish(value, cid, t_ns)
@@ -404,6 +428,30 @@ class CompileEventAssembler:
         if self.sink is not None:
             self.sink.on_site(site)
         return site
+
+    def _main_files(self, stack: list[Any]) -> list[str]:
+        """The files of a ``dynamo_start`` stack's module-level frames, innermost first: the script
+        run as ``__main__`` is one (a launcher's, ``runpy``'s, an importing module's are others)."""
+        out = []
+        for f in reversed(stack):
+            if isinstance(f, dict) and f.get("name") == "<module>":
+                fn = f.get("filename")
+                path = self.strings.get(fn, str(fn)) if isinstance(fn, int) else str(fn or "")
+                if path:
+                    out.append(path)
+        return out
+
+    def _user_frame(self, comp: Compilation, p: _Pending) -> Frame | None:
+        """The frame reports name for an imported compilation: the rule live capture names its own
+        by (:class:`.naming.FrameNamer`), fed with what the log kept of its graphs."""
+        assert self.namer is not None
+        module = None
+        if p.self_class is not None:
+            module = trace_module(p.self_class, [*self.strings.values(), *self._paths], p.main_files, self.namer.cwd)
+        for frames in p.graph_frames:
+            if frames or module is not None:
+                self.namer.add_origin(comp.compile_id, trace_origin(frames, module))
+        return self.namer.name(comp)
 
     def _resume_origin(self, raw_name: str, file: str) -> tuple[str | None, int | None]:
         """The break a resume function ``torch_dynamo_resume_in_<fn>_at_<line>`` resumes after,
@@ -516,6 +564,8 @@ class CompileEventAssembler:
             aot_bypass_reason=p.aot_bypass,
             metrics_absent=sorted({stage for key, stage in STAGE_METRICS.items() if key not in m}),
         )
+        if self.namer is not None:
+            comp = msgspec.structs.replace(comp, user_frame=self._user_frame(comp, p))
         self.compilations[cid] = comp
         if self.sink is not None:
             self.sink.on_compilation(comp, t_ns)

@@ -104,6 +104,16 @@ def enclosing_def(path: str, line: int, function: str = "") -> tuple[str, int] |
     return None if scope is None else (scope.qualname, scope.start)
 
 
+def def_start(path: str, qualname: str) -> int | None:
+    """The first line (its first decorator's) of the ``def`` of qualified name ``qualname``
+    (``Block.forward``) in ``path``, or None when the file cannot be read or defines none."""
+    key = _file_key(path)
+    src = None if key is None else _load(path, *key)
+    if src is None:
+        return None
+    return next((d.start for d in src.defs if d.qualname == qualname), None)
+
+
 def _innermost(src: _Source, line: int, function: str) -> _Def | None:
     around = [d for d in src.defs if d.start <= line <= d.end]
     named = [d for d in around if d.name == function]

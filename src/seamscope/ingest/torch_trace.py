@@ -63,8 +63,9 @@ MAX_MESSAGES = 50  # issues kept with their line; the rest are only counted
 
 _NEEDED = frozenset({b"str", b"dynamo_start", b"dynamo_output_graph", b"artifact", b"compilation_metrics",
                      b"dynamo_cpp_guards_str"})
-#: What a payload is read for: the artifacts named, and each cache entry's guard tree.
-_PAYLOADS = PAYLOAD_ARTIFACTS | {"dynamo_cpp_guards_str"}
+#: What a payload is read for: the artifacts named, each cache entry's guard tree, and each graph's
+#: code (the frames its nodes were traced in name the compilation: ``naming``).
+_PAYLOADS = PAYLOAD_ARTIFACTS | {"dynamo_cpp_guards_str", "dynamo_output_graph"}
 _IGNORED = frozenset(k.encode() for k in IGNORED_EVENTS)
 _decode = msgspec.json.Decoder().decode
 #: Yields the lines of a file that are not payload lines; payload lines go to the sink while it is on.
@@ -200,7 +201,7 @@ def iter_records(
 ) -> Iterator[tuple[int, dict[str, Any], str | None]]:
     """``(line, metadata, payload)`` for the records the ledger needs, in file order.
 
-    Payloads are returned only for :data:`PAYLOAD_ARTIFACTS` and guard trees (else None); records of ignored
+    Payloads are returned only for :data:`PAYLOAD_ARTIFACTS`, guard trees and graphs (else None); records of ignored
     kinds are counted and skipped undecoded; unknown kinds are counted in ``stats``. ``lines``
     gives the lines that are not payload lines (``scan.each_line`` is the one-line-at-a-time
     reference of the default).
@@ -296,8 +297,8 @@ def iter_records(
         md5 = meta.get("has_payload")
         if ln == stats.cut_line and isinstance(md5, str):  # its payload never came
             stats.problem(name, ln, "truncated", CUT_TEXT)
-        if isinstance(md5, str) and key in (b"artifact", b"dynamo_cpp_guards_str"):
-            art = meta.get("artifact") if key == b"artifact" else {"name": "dynamo_cpp_guards_str"}
+        if isinstance(md5, str) and key in (b"artifact", b"dynamo_cpp_guards_str", b"dynamo_output_graph"):
+            art = meta.get("artifact") if key == b"artifact" else {"name": key.decode()}
             if isinstance(art, dict) and art.get("name") in _PAYLOADS:
                 pend = (ln, meta, md5)
                 sink.on = True

@@ -306,9 +306,10 @@ class Compilation(Struct, frozen=True):
     """The frame a user would recognise when the compiled one is a generic wrapper (a
     decorator's ``wrapper``, torch's ``wrap_inline`` ``inner``, a library module's ``forward``):
     the wrapped function (``step``), method (``UNet2DConditionModel.forward``) or module class's
-    ``forward``, read from the frames the graph was traced under; None when the compiled frame
-    is the user's own, or nothing better is known (imported logs). Reports name it; ids and
-    hashes use ``frame_name``, ``file`` and ``line``."""
+    ``forward``, read from the frames the graph was traced under (live capture), or from what a
+    ``TORCH_TRACE`` log keeps of them (import; ``ingest.naming``); None when the compiled frame
+    is the user's own, or nothing better is known. Reports name it; ids and hashes use
+    ``frame_name``, ``file`` and ``line``."""
 
     @property
     def is_recompile(self) -> bool:

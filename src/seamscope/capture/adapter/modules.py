@@ -15,7 +15,7 @@ import inspect
 import re
 from typing import Any
 
-from ..naming import common_chain
+from ...ingest.naming import common_chain
 
 #: Classes kept per compilation, largest first.
 MAX_CLASSES = 4

@@ -286,13 +286,6 @@ def own_module_file(mod: str, script: str) -> str | None:
     return None
 
 
-def regional_patch(spec: RemedySpec, script: str, receipt: Any) -> Patch | None:
-    """The patch of ``--regional CLASS`` alone (see :func:`spec_patch`, which composes it with the rest)."""
-    if len(spec.regional) != 1 or spec.flags() != ["--regional", spec.regional[0]]:
-        return None
-    return spec_patch(spec, script, receipt)
-
-
 class NoPatch(ValueError):
     """Why a remedy cannot be written as a patch of the script (its runs then use the flags)."""
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...model.receipt import Receipt
-from ..remedy_spec import RemedySpec, spec_from_words
+from ..remedy_spec import spec_from_words
 from .catalogue import Draft, module_of
 from .patches import attach
 from .runs import Outcome, Runner, TrialSpec, run_once
@@ -196,9 +196,6 @@ def first_split(runner: Runner, progress: Callable[[str], None] | None, first: O
         "no function of the user's files was found at the failure"
     raise SplitFailed(f"{error}; it runs eagerly, so compilation alone fails, and no disabled function "
                          f"lets the rest compile ({why}); nothing else tried", first.stderr)
-
-
-BASELINE_EAGER = RemedySpec(stance="force_eager")
 
 
 def split_decision(ranked: list[Any], chosen: Any, decision: str, trigger: str | None) -> tuple[Any, str, str | None]:

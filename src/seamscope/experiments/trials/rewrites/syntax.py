@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from ...unified_diff import split_lines
+
 
 class Source:
     """A file's text and syntax tree, and edits at (line, column) positions in characters. A
@@ -19,7 +21,9 @@ class Source:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.lines = text.splitlines(keepends=True)
+        # at "\n" only, as ast numbers lines: the text is in normal form (``source_file``), and a form
+        # feed or a line separator inside a comment or a string ends no line
+        self.lines = split_lines(text)
         self.tree = ast.parse(text)
         self.edits: list[tuple[int, int, int, int, str]] = []
 

@@ -1,4 +1,5 @@
-"""Which frame reports name for a compilation: the user's, not a generic wrapper's.
+"""Which frame reports name for a compilation: the user's, not a generic wrapper's. One rule for
+live capture and import.
 
 Dynamo names a compiled frame after its code object. When that code is a wrapper, the name tells
 the user nothing: a decorator's ``wrapper`` (``functools.wraps`` copies the wrapped function's name
@@ -11,18 +12,27 @@ reports (``Compilation.user_frame``); failing that, the one module every node si
 frame of a telling name is shown with its class (``BertLayer.forward``), graph or not. The
 compilation's ``frame_name``, ``file`` and ``line`` stay the code's, for ids and hashes.
 
+Live capture feeds the rule each graph's nodes (:class:`FrameNamer`); import feeds it what a
+``TORCH_TRACE`` log keeps of them (:func:`trace_origin`): the graph's printed code names only the
+innermost frame of each node (``# File: path:line in fn``), so its chain is that frame when every
+node was traced in the same function, and the module is the compiled frame's ``self`` (its class,
+from the guard tree) with the ``forward`` its source defines. Both name a decorator's ``wrapper``
+around a model's ``forward`` after that ``forward``; a log can name a function deeper than live
+capture would where every node sits in a helper the wrapped function calls.
+
 Torch-free: fed with plain values.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..ingest.break_reasons import user_function
-from ..ingest.source_scope import enclosing_def
-from ..model.ledger import Frame
+from ..model.ledger import Compilation, Frame, compile_frame_index
 from ..model.normalize import is_library, local_file, normalize_path
+from .break_reasons import user_function
+from .source_scope import def_start, enclosing_def
 
 GENERIC_NAMES = frozenset({
     "wrapper", "_wrapper", "wrapped", "_wrapped", "wrapper_fn", "wrapped_fn", "wrapped_func", "wrap",
@@ -36,6 +46,82 @@ another function."""
 _TORCH_WRAPPERS = ("torch/_dynamo/external_utils.py", "torch/_dynamo/eval_frame.py")
 
 _Raw = tuple[str, int, str]
+
+
+#: A node's innermost frame as a graph's printed code gives it (``torch.fx``'s stack-trace summary).
+_GRAPH_FRAME = re.compile(r"# File: ([^\n]+?):(\d+) in (\S+), code: ")
+#: The compiled frame's ``self`` in a guard tree (``args[0]`` for a ``*args`` wrapper): the guard
+#: manager of that local (found as text: a guard tree is long), with its class.
+_SELF_MANAGERS = tuple(f"+- GuardManager: source=L[{s}], accessed_by=" for s in ("'self'", "'args'][0"))
+_CLASS = re.compile(r", type=<class '([\w.]+)'>")
+
+
+class FrameNamer:
+    """Names compilations by :func:`recognisable_frame` as their graphs' origins come in; a
+    compilation without a graph (a recompile-limit fallback) takes its frame's earlier name."""
+
+    def __init__(self, cwd: str) -> None:
+        self.cwd = cwd
+        self._origins: dict[str, list[dict[str, Any]]] = {}
+        self._named: dict[int, Frame] = {}
+
+    def add_origin(self, compile_id: str, origin: dict[str, Any]) -> None:
+        """Where one graph of ``compile_id`` was traced (``adapter.graph_origin``, :func:`trace_origin`)."""
+        self._origins.setdefault(compile_id, []).append(origin)
+
+    def name(self, c: Compilation) -> Frame | None:
+        """The frame reports name for ``c`` (``Compilation.user_frame``), its origins used up."""
+        x = compile_frame_index(c.compile_id)[0]
+        found = recognisable_frame(c.frame_name, c.file, c.line, self._origins.pop(c.compile_id, []), self.cwd)
+        if found is None:
+            return self._named.get(x) if c.graph_count == 0 else None
+        self._named.setdefault(x, found)
+        return found
+
+
+def graph_frames(code: str) -> list[_Raw]:
+    """The innermost frame of each node of a graph's printed code (a ``dynamo_output_graph``
+    payload), ``(file, line, function)``, in order; empty when it names none ("No stacktrace
+    found")."""
+    return [(f, int(ln), fn) for f, ln, fn in _GRAPH_FRAME.findall(code)]
+
+
+def self_class(guards: str) -> str | None:
+    """The class of the compiled frame's ``self`` (``pkg.module.Class``; its ``args[0]`` when it
+    takes ``*args``) in a guard tree (a ``dynamo_cpp_guards_str`` payload), or None."""
+    for manager in _SELF_MANAGERS:
+        i = guards.find(manager)
+        if i >= 0:
+            end = guards.find("\n", i)
+            m = _CLASS.search(guards, i, end if end >= 0 else len(guards))
+            return m.group(1) if m else None
+    return None
+
+
+def trace_origin(frames: Sequence[_Raw], module: dict[str, Any] | None) -> dict[str, Any]:
+    """A graph's origin from a ``TORCH_TRACE`` log, as :func:`recognisable_frame` reads it: its
+    nodes' innermost ``frames`` (:func:`graph_frames`) are its chain when they are all one
+    function's; ``module`` is :func:`trace_module`'s."""
+    return {"chain": common_chain([f] for f in frames), "module": module}
+
+
+def trace_module(cls: str, paths: Iterable[str], main_files: Sequence[str], cwd: str) -> dict[str, Any] | None:
+    """The module a compiled frame's ``self`` of class ``cls`` (:func:`self_class`) is, as
+    ``adapter.graph_origin`` gives one: where its file, found among the ``paths`` a log names
+    (one of ``main_files`` for ``__main__``), defines ``cls.forward``; None when none does."""
+    parts = cls.split(".")
+    known = list(paths)
+    for i in range(len(parts) - 1, 0, -1):  # a nested class's module is a shorter prefix
+        module, name = ".".join(parts[:i]), ".".join(parts[i:])
+        tails = tuple("/" + module.replace(".", "/") + end for end in (".py", "/__init__.py"))
+        files = main_files if module == "__main__" else [p for p in known if p.endswith(tails)]
+        for found in files:
+            line = def_start(found, f"{name}.forward")
+            here = local_file(normalize_path(found, cwd), cwd) if line is None else None  # a log made elsewhere
+            line = def_start(here, f"{name}.forward") if here else line
+            if line is not None:
+                return {"cls": name, "file": found, "line": line}
+    return None
 
 
 def is_wrapper(name: str, file: str) -> bool:
