@@ -2,12 +2,13 @@
 
 Every base model class of ``transformers`` (``MODEL_MAPPING_NAMES``) is built from its config class
 with reduced, coherent sizes, given inputs made by name from its forward signature (the rules are
-in ``census_recipes.py``), run eagerly, then compiled with ``backend="eager"`` and called three times (the second input the
-first's shape, the third a new one) inside a seamscope session, each model in a fresh process of
-its own (forked; a new interpreter with ``--trace``). Per model it compares seamscope's counts with
-PyTorch's (``counters``; the compile ids of the compilation metrics, or with ``--trace`` of a
-``TORCH_TRACE`` of the same run; ``explain`` with ``--explain``) and sorts each break site into a
-root-cause class. Models that cannot be built or that fail eagerly are listed as such and not counted.
+in ``census_recipes.py``), run eagerly, then compiled with ``backend="eager"`` and called three
+times (the second input the first's shape, the third a new one) inside a seamscope session, each
+model in a fresh process of its own (forked; a new interpreter with ``--trace``). Per model it
+compares seamscope's counts with PyTorch's (``counters``; the compile ids of the compilation
+metrics, or with ``--trace`` of a ``TORCH_TRACE`` of the same run; ``explain`` with ``--explain``)
+and sorts each break site into a root-cause class. Models that cannot be built or that fail
+eagerly are listed as such, grouped by the cause of their error, and not counted.
 
     OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/census_sweep.py --sample 60 --explain --json census.json
     .venv/bin/python benchmarks/census_sweep.py --only switch_transformers --explain
