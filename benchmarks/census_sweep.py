@@ -259,7 +259,7 @@ def summary(results: list[dict[str, Any]], versions: str) -> str:
              f"built {built}; ran eagerly {eager}; counts compared on {len(counted)} models (compiled)"]
     kinds: dict[str, int] = {}
     for r in results:
-        if r["status"] != "not built" and "modality" in r:
+        if r["status"] != "not built" and r.get("modality"):
             kinds[r["modality"]] = kinds.get(r["modality"], 0) + 1
     fails: dict[str, int] = {}
     for r in results:
@@ -268,16 +268,16 @@ def summary(results: list[dict[str, Any]], versions: str) -> str:
             fails[key] = fails.get(key, 0) + 1
     lines += [f"  {k:<72} {v:>4}" for k, v in sorted(fails.items(), key=lambda kv: -kv[1])]
     lines.append("inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    walls = [r["wall_s"] for r in results if "wall_s" in r]
+    if walls:
+        lines.append(f"wall time {sum(walls) / 60:.1f} min for the {len(walls)} models that record it "
+                     f"({sum(walls) / len(walls):.1f} s each)")
     for k in keys:
         have = [r for r in counted if k in r["equal"]]
         ok = sum(1 for r in have if r["equal"][k])
         lines.append(f"  {k:<14} equal on {ok}/{len(have)}"
                      + ("" if ok == len(have) else ": differ on " + ", ".join(
                          r["model_type"] for r in have if not r["equal"][k])))
-    walls = [r["wall_s"] for r in results if "wall_s" in r]
-    if walls:
-        lines.append(f"wall time {sum(walls) / 60:.1f} min for {len(walls)} models "
-                     f"({sum(walls) / len(walls):.1f} s each)")
     rule = [r for r in counted if all(v for k, v in r["equal"].items() if k != "fallbacks_raw")]
     lines.append(f"  all compared counts equal on {len(rule)}/{len(counted)}")
     broke = [r for r in counted if r["sites"]]
@@ -292,6 +292,9 @@ def summary(results: list[dict[str, Any]], versions: str) -> str:
     for c, (n_sites, n_models) in sorted(classes.items(), key=lambda kv: -kv[1][0]):
         lines.append(f"  {c:<44} {n_sites:>4} sites in {n_models} models")
     return "\n".join(lines)
+
+
+_OLD_MODALITY = {"token ids": "text", "encoder-decoder ids": "text (encoder-decoder)", "audio features": "audio"}
 
 
 def main() -> int:
@@ -320,7 +323,8 @@ def main() -> int:
             saved["versions"] = one["versions"]
         last = {r["model_type"]: r for r in saved["results"]}  # a model run again: its last result
         saved["results"] = list(last.values())
-        for r in saved["results"]:  # classes as this version sorts them
+        for r in saved["results"]:  # classes and modalities as this version names them
+            r["modality"] = _OLD_MODALITY.get(r.get("modality", ""), r.get("modality", ""))
             for site in r.get("sites", []):
                 site["class"] = root_cause(site["gb_code"], site["gb_type"], site.get("reason", ""))
         print(summary(saved["results"], saved["versions"]))
