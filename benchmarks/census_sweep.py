@@ -159,7 +159,8 @@ def compiled_run(model: Any, calls: list[dict[str, Any]], explain: bool, torch: 
              for b in sm.break_sites]
     if explain and out["status"] == "compiled":
         torch._dynamo.reset()
-        ex = torch._dynamo.explain(model)(**calls[0])
+        with torch.no_grad():  # the grad mode of the observed calls: some breaks exist only under grad
+            ex = torch._dynamo.explain(model)(**calls[0])
         ex_sites = {(os.path.basename(r.user_stack[-1].filename), r.user_stack[-1].lineno)
                     for r in ex.break_reasons if r.user_stack}
         theirs["explain_sites"] = len(ex_sites)
