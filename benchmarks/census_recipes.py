@@ -8,7 +8,8 @@ scaled to the new head size, experts picked per token no more than experts. Inpu
 name from the forward signature: the main input, every required argument, both towers of a
 dual encoder (``return_loss`` in the signature); when the eager run names an input it misses
 ("You have to specify bbox", "missing 1 required positional argument: 'x'"), that one is added
-and the run tried again.
+and the run tried again; an image too small for the model is doubled, audio features that do not
+fit are tried in the other layout.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class Ctx:
         self.cfg, self.torch = model.config, torch
         self.gen = torch.Generator().manual_seed(0)
         self.zoom = 1  # images made larger where the model says they are too small
+        self.flip = False  # audio features in the other layout where the first one does not fit
 
     def get(self, name: str, default: Any) -> Any:
         for c in (self.cfg, *(getattr(self.cfg, s, None) for s in ("vision_config", "audio_config",
@@ -159,8 +161,8 @@ def _pixels(c: Ctx, b: int, n: int) -> Any:
 
 def _features(c: Ctx, b: int, n: int) -> Any:
     mel = int(c.get("num_mel_bins", c.get("input_feat_per_channel", c.get("feature_size", 80))))
-    if isinstance(c.get("max_source_positions", None), int) and isinstance(c.get("num_mel_bins", None), int):
-        # Whisper-like: (batch, mel, 2 x positions)
+    whisper = isinstance(c.get("max_source_positions", None), int) and isinstance(c.get("num_mel_bins", None), int)
+    if whisper != c.flip:  # Whisper-like: (batch, mel, 2 x positions)
         return c.randn(b, mel, 2 * c.get("max_source_positions", 50))
     return c.randn(b, 10 * n, mel)  # conformers, Speech2Text: (batch, frames, mel)
 
@@ -249,9 +251,9 @@ def input_names(model: Any) -> list[str]:
     return names
 
 
-def make_calls(model: Any, torch: Any, names: list[str], zoom: int = 1) -> list[dict[str, Any]]:
+def make_calls(model: Any, torch: Any, names: list[str], zoom: int = 1, flip: bool = False) -> list[dict[str, Any]]:
     c = Ctx(model, torch)
-    c.zoom = zoom
+    c.zoom, c.flip = zoom, flip
     makers = dict(MAKERS)
     for key, extra in FAMILY.items():
         if key in names:
@@ -272,9 +274,9 @@ def recipe(model: Any, torch: Any, tries: int = 3) -> tuple[str, list[dict[str, 
     an error names as missing, up to ``tries`` more times."""
     params = inspect.signature(model.forward).parameters
     names = input_names(model)
-    error, zoom = None, 1
+    error, zoom, flip = None, 1, False
     for _ in range(tries + 1):
-        calls = make_calls(model, torch, names, zoom)
+        calls = make_calls(model, torch, names, zoom, flip)
         try:
             with torch.no_grad():
                 for kw in calls:
@@ -287,6 +289,8 @@ def recipe(model: Any, torch: Any, tries: int = 3) -> tuple[str, list[dict[str, 
             names += more
         elif "pixel_values" in names and zoom < 4 and _TOO_SMALL.search(error):
             zoom *= 2
+        elif "input_features" in names and not flip:
+            flip = True
         else:
             break
     return modality(names), calls, error
