@@ -1,16 +1,16 @@
 """Census sweep: seamscope's counts against PyTorch's on transformers' model zoo (not in `make test`).
 
 Every base model class of ``transformers`` (``MODEL_MAPPING_NAMES``) is built from its config class
-with reduced sizes (layers, hidden size, heads, vocabulary, image size), given inputs by a small
-recipe for its modality (token ids, pixel values, audio values or features, encoder-decoder ids),
-run eagerly, then compiled with ``backend="eager"`` and called three times (the second input the
-first's shape, the third a new one) inside a seamscope session, each model in a fresh process of
-its own (forked; a new interpreter with ``--trace``). Per model it compares seamscope's counts with
-PyTorch's (``counters``; the compile ids of the compilation metrics, or with ``--trace`` of a
-``TORCH_TRACE`` of the same run; ``explain`` with ``--explain``) and sorts each break site into a
-root-cause class. Models that cannot be built or that fail eagerly are listed as such and not counted.
+with reduced, coherent sizes, given inputs made by name from its forward signature (the rules are
+in ``census_recipes.py``), run eagerly, then compiled with ``backend="eager"`` and called three
+times (the second input the first's shape, the third a new one) inside a seamscope session, each
+model in a fresh process of its own (forked; a new interpreter with ``--trace``). Per model it
+compares seamscope's counts with PyTorch's (``counters``; the compile ids of the compilation
+metrics, or with ``--trace`` of a ``TORCH_TRACE`` of the same run; ``explain`` with ``--explain``)
+and sorts each break site into a root-cause class. Models that cannot be built or that fail
+eagerly are listed as such, grouped by the cause of their error, and not counted.
 
-    OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/census_sweep.py --sample 60 --json census.json
+    OMP_NUM_THREADS=1 nice .venv/bin/python benchmarks/census_sweep.py --sample 60 --explain --json census.json
     .venv/bin/python benchmarks/census_sweep.py --only switch_transformers --explain
 
 The rules compared (docs/capture.md, "Counts agree with PyTorch"):
@@ -35,86 +35,36 @@ from typing import Any
 
 # --- the child: one model in a process of its own -----------------------------------------------
 
-LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-              "num_decoder_layers", "num_encoder_layers", "num_blocks")
-HIDDEN_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "projection_dim")
-HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-             "decoder_attention_heads")
-FF_KEYS = ("intermediate_size", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner")
-VOCAB = 128
-
-
-def reduce_config(cfg: Any, depth: int = 0) -> Any:
-    """Small sizes for every size field the config has (sub-configs too); token ids kept in range."""
-    from transformers import PretrainedConfig
-
-    d = cfg.__dict__
-    small = {**dict.fromkeys(LAYER_KEYS, 2), **dict.fromkeys(HIDDEN_KEYS, 32), **dict.fromkeys(HEAD_KEYS, 2),
-             **dict.fromkeys(FF_KEYS, 64), "vocab_size": VOCAB, "num_key_value_heads": 1, "head_dim": 16,
-             "image_size": 32, "num_experts": 2, "num_local_experts": 2, "n_routed_experts": 2,
-             "num_experts_per_tok": 2, "top_k": 2, "moe_topk": 2, "n_group": 1, "topk_group": 1}
-    for key, value in small.items():
-        if isinstance(d.get(key), int) and not isinstance(d.get(key), bool) and d[key] > value:
-            setattr(cfg, key, value)
-    for key in ("depths",):
-        if isinstance(d.get(key), list):
-            setattr(cfg, key, [1] * len(d[key]))
-    for key, value in list(d.items()):
-        if key.endswith("token_id") and isinstance(value, int) and value >= VOCAB:
-            setattr(cfg, key, VOCAB - 1)
-        elif isinstance(value, PretrainedConfig) and depth < 2:
-            reduce_config(value, depth + 1)
-    return cfg
-
-
-def make_inputs(model: Any, torch: Any) -> tuple[str, list[dict[str, Any]]]:
-    """The modality and three calls' inputs: the first two alike, the third of another shape."""
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    cfg = model.config
-    main = getattr(model, "main_input_name", "input_ids")
-    gen = torch.Generator().manual_seed(0)
-
-    def sub(name: str, default: int) -> int:
-        for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "audio_config", None)):
-            v = getattr(c, name, None) if c is not None else None
-            if isinstance(v, int):
-                return v
-        return default
-
-    if main == "pixel_values":
-        ch, size = sub("num_channels", 3), sub("image_size", 32)
-        return "image", [{"pixel_values": torch.randn(b, ch, size, size, generator=gen)} for b in (1, 1, 2)]
-    if main == "input_values":
-        return "audio", [{"input_values": torch.randn(1, n, generator=gen)} for n in (4000, 4000, 4800)]
-    if main == "input_features":
-        mel = sub("num_mel_bins", sub("feature_size", 80))
-        frames = 2 * sub("max_source_positions", 50)
-        calls = [{"input_features": torch.randn(b, mel, frames, generator=gen)} for b in (1, 1, 2)]
-        if "decoder_input_ids" in params:
-            for c in calls:
-                c["decoder_input_ids"] = torch.randint(3, VOCAB, (c["input_features"].shape[0], 4), generator=gen)
-        return "audio features", calls
-    calls = [{"input_ids": torch.randint(3, VOCAB, (1, n), generator=gen)} for n in (8, 8, 12)]
-    if "decoder_input_ids" in params and getattr(cfg, "is_encoder_decoder", False):
-        for c in calls:
-            c["decoder_input_ids"] = c["input_ids"].clone()
-        return "encoder-decoder ids", calls
-    return "token ids", calls
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from census_recipes import recipe, reduce_config  # noqa: E402 - next to this script
 
 CLASSES = (  # (root-cause class, pattern on gb code, gb type and reason), first match wins
     ("nonzero / data-dependent shape", r"GB0036|Dynamic shape operator|data-dependent output shape|nonzero"),
-    (".item()", r"GB0124|Tensor\.item\(\)"),
-    ("data-dependent branching", r"Data-dependent branching|generic_jump|data dependent"),
+    (".item() / data-dependent scalar", r"GB0124|GB0033|Tensor\.item\(\)|Data dependent operator"),
+    ("data-dependent branching", r"GB0170|Data-dependent branching|generic_jump"),
     ("copy.deepcopy", r"deepcopy"),
     ("requires_grad mutation", r"requires_grad"),
     ("logging / print", r"logging|\bprint\b|warnings\.warn|Logger"),
     ("skipped call", r"marked as skipped|skip_files|Attempted to call function marked|GB0007|GB0098|disable"),
     ("generator / iterator", r"generator|tp_iternext|GB4347"),
     ("exception in traced code", r"GB0088|Observed exception"),
+    ("object without python_type() (a Dynamo gap)", r"GB4841|python_type\(\)"),
 )
+
+
+FAILURES = (  # (why a model was not compared, pattern on its error), first match wins
+    ("an optional package is missing", r"ImportError|ModuleNotFoundError"),
+    ("no forward of its own (a container class)", r"missing the required \"forward\"|_forward_unimplemented"),
+    ("an input no maker gives (sessions, embeddings, masks)", r"missing \d+ required|must specify|have to specify"
+     r"|is required|must be a 5D|unexpected keyword"),
+    ("a reduced size its own code rejects", r"mat1 and mat2|size of tensor|is invalid for input|normalized_shape"
+     r"|channels|divisible|multiple of|too small|out of range|expected|must match|split_with_sizes|unpack"),
+    ("its config class is incomplete without a checkpoint", r"has no attribute|NoneType|KeyError|validation error"),
+)
+
+
+def failure_class(error: str) -> str:
+    return next((name for name, pat in FAILURES if re.search(pat, error)), "other")
 
 
 def root_cause(gb_code: str | None, gb_type: str | None, reason: str) -> str:
@@ -159,15 +109,12 @@ def child(model_type: str, class_name: str, explain: bool) -> dict[str, Any]:
     try:
         cfg = reduce_config(AutoConfig.for_model(model_type))
         model = getattr(transformers, class_name)(cfg).eval()
-        out["modality"], calls = make_inputs(model, torch)
     except Exception as e:  # noqa: BLE001 - any failure to build is the result
         return {**out, "status": "not built", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
-    try:
-        with torch.no_grad():
-            for kw in calls:
-                model(**kw)
-    except Exception as e:  # noqa: BLE001
-        return {**out, "status": "fails eagerly", "error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+    out["modality"], calls, error = recipe(model, torch)
+    out["inputs"] = sorted(calls[0])
+    if error is not None:
+        return {**out, "status": "fails eagerly", "error": error}
     return {**out, **compiled_run(model, calls, explain, torch)}
 
 
@@ -212,7 +159,8 @@ def compiled_run(model: Any, calls: list[dict[str, Any]], explain: bool, torch: 
              for b in sm.break_sites]
     if explain and out["status"] == "compiled":
         torch._dynamo.reset()
-        ex = torch._dynamo.explain(model)(**calls[0])
+        with torch.no_grad():  # the grad mode of the observed calls: some breaks exist only under grad
+            ex = torch._dynamo.explain(model)(**calls[0])
         ex_sites = {(os.path.basename(r.user_stack[-1].filename), r.user_stack[-1].lineno)
                     for r in ex.break_reasons if r.user_stack}
         theirs["explain_sites"] = len(ex_sites)
@@ -305,9 +253,26 @@ def summary(results: list[dict[str, Any]], versions: str) -> str:
         by[r["status"]] = by.get(r["status"], 0) + 1
     counted = [r for r in results if "equal" in r]
     keys = sorted({k for r in counted for k in r["equal"]})
+    built = len(results) - by.get("not built", 0)
+    eager = built - by.get("fails eagerly", 0)
     lines = [f"census sweep: {versions}",
              f"models tried {len(results)}; " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())),
-             f"counts compared on {len(counted)} models (built, run eagerly, compiled)"]
+             f"built {built}; ran eagerly {eager}; counts compared on {len(counted)} models (compiled)"]
+    kinds: dict[str, int] = {}
+    for r in results:
+        if r["status"] != "not built" and r.get("modality"):
+            kinds[r["modality"]] = kinds.get(r["modality"], 0) + 1
+    fails: dict[str, int] = {}
+    for r in results:
+        if r["status"] in ("not built", "fails eagerly"):
+            key = f"{r['status']}: {failure_class(r.get('error', ''))}"
+            fails[key] = fails.get(key, 0) + 1
+    lines += [f"  {k:<72} {v:>4}" for k, v in sorted(fails.items(), key=lambda kv: -kv[1])]
+    lines.append("inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
+    walls = [r["wall_s"] for r in results if "wall_s" in r]
+    if walls:
+        lines.append(f"wall time {sum(walls) / 60:.1f} min for the {len(walls)} models that record it "
+                     f"({sum(walls) / len(walls):.1f} s each)")
     for k in keys:
         have = [r for r in counted if k in r["equal"]]
         ok = sum(1 for r in have if r["equal"][k])
@@ -326,8 +291,11 @@ def summary(results: list[dict[str, Any]], versions: str) -> str:
         for c in seen:
             classes[c][1] += 1
     for c, (n_sites, n_models) in sorted(classes.items(), key=lambda kv: -kv[1][0]):
-        lines.append(f"  {c:<32} {n_sites:>4} sites in {n_models} models")
+        lines.append(f"  {c:<44} {n_sites:>4} sites in {n_models} models")
     return "\n".join(lines)
+
+
+_OLD_MODALITY = {"token ids": "text", "encoder-decoder ids": "text (encoder-decoder)", "audio features": "audio"}
 
 
 def main() -> int:
@@ -342,6 +310,8 @@ def main() -> int:
     ap.add_argument("--json", help="write every model's result here")
     ap.add_argument("--skip", metavar="JSON", action="append", default=[],
                     help="leave out the models a --json file of an earlier sweep holds (repeatable)")
+    ap.add_argument("--skip-compared", metavar="JSON", action="append", default=[],
+                    help="leave out the models whose counts a --json file compared (run the rest again)")
     ap.add_argument("--summarize", metavar="JSON", help="print the summary of --json files (comma-separated) and stop")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -354,7 +324,8 @@ def main() -> int:
             saved["versions"] = one["versions"]
         last = {r["model_type"]: r for r in saved["results"]}  # a model run again: its last result
         saved["results"] = list(last.values())
-        for r in saved["results"]:  # classes as this version sorts them
+        for r in saved["results"]:  # classes and modalities as this version names them
+            r["modality"] = _OLD_MODALITY.get(r.get("modality", ""), r.get("modality", ""))
             for site in r.get("sites", []):
                 site["class"] = root_cause(site["gb_code"], site["gb_type"], site.get("reason", ""))
         print(summary(saved["results"], saved["versions"]))
@@ -373,9 +344,9 @@ def main() -> int:
 
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
     todo = models(args.only)
-    for path in args.skip:
+    for path in args.skip + args.skip_compared:
         with open(path, encoding="utf-8") as f:
-            done = {r["model_type"] for r in json.load(f)["results"]}
+            done = {r["model_type"] for r in json.load(f)["results"] if path in args.skip or "equal" in r}
         todo = [m for m in todo if m[0] not in done]
     if args.sample and not args.only:
         todo = sorted(random.Random(args.seed).sample(todo, min(args.sample, len(todo))))
@@ -383,6 +354,7 @@ def main() -> int:
     for i, (model_type, class_name) in enumerate(todo, 1):
         t0 = time.perf_counter()
         r = run_one(model_type, class_name, args)
+        r["wall_s"] = round(time.perf_counter() - t0, 1)  # the whole model: fork, build, eager run, compile
         results.append(r)
         diff = [k for k, v in r.get("equal", {}).items() if not v and k != "fallbacks_raw"]
         print(f"[{i}/{len(todo)}] {class_name}: {r['status']}" + (f" ({r['error'][:90]})" if "error" in r else "")

@@ -86,6 +86,30 @@ def test_census_sweep_compares_one_model_and_prints_the_summary(tmp_path):
     assert res["equal"]["compile_ids"] and res["theirs"]["compile_ids"]["ids"] == res["ours"]["compiles"]
 
 
+def test_census_recipes_read_the_missing_input_and_keep_sizes_coherent():
+    """The recipe rules: the input an eager error names is added; a reduced config's sizes agree."""
+    pytest.importorskip("transformers")
+    import sys
+
+    sys.path.insert(0, BENCH)
+    from census_recipes import _scaled, missing_inputs, reduce_config
+    from transformers import AutoConfig
+
+    assert missing_inputs("TypeError: M.forward() missing 2 required positional arguments: 'a' and 'grid_thw'") == [
+        "a", "grid_thw"]
+    assert missing_inputs("ValueError: You have to specify pixel_values") == ["pixel_values"]
+    assert missing_inputs("ValueError: Bbox is required for horizontal relative position bias") == ["bbox"]
+    assert missing_inputs("RuntimeError: shape mismatch") == []
+    assert sum(_scaled([16, 24, 24], 16)) == 8 and _scaled([16, 24, 24], 16) == [2, 3, 3]
+    mla = reduce_config(AutoConfig.for_model("deepseek_v3"))
+    assert mla.head_dim == mla.qk_rope_head_dim and mla.num_experts_per_tok <= mla.n_routed_experts
+    hybrid = reduce_config(AutoConfig.for_model("qwen3_5_text"))
+    assert set(hybrid.layer_types) == {"linear_attention", "full_attention"}
+    assert hybrid.num_hidden_layers == len(hybrid.layer_types)
+    swin = reduce_config(AutoConfig.for_model("swinv2"))
+    assert all(swin.embed_dim % h == 0 for h in swin.num_heads)
+
+
 @pytest.mark.torch
 def test_dispatch_cost_prints_the_estimate_beside_the_profilers_lookup():
     pytest.importorskip("transformers")
