@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from ...analyze.findings_churn import cause_guards, guard_pattern
+from ...analyze.findings_churn import cause_guards, guard_pattern, split_guards
 from ...model.receipt import Receipt
 from ...model.trials import CallTime, RunFigures
 from ..fresh import FreshProcesses, Job, default_mode
@@ -283,11 +283,11 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
 
 
 def size_guards(receipt: Receipt) -> list[str]:
-    """The distinct size and stride guards that failed in the run, up to twenty."""
+    """The distinct size and stride guards that failed in the run, up to twenty, each on its own
+    (a variant's reason lists every guard that failed against it: ``0/0: a; b``)."""
     out: list[str] = []
     for c in receipt.ledger.compilations:
-        for g in c.failed_guards:
-            text = g.split(": ", 1)[1] if g[:1].isdigit() and ": " in g else g
+        for text in (g for entry in c.failed_guards for g in split_guards(entry)):
             if " mismatch at index " in text and text not in out and len(out) < 20:
                 out.append(text)
     return out
