@@ -138,6 +138,7 @@ def test_a_class_that_is_no_module_gets_a_tensor_attribute():
     ("x * int(self.scale)", ""),
     ("x * self.scale", "print(model.scale)\n"),  # read outside the class as a number
     ("x * self.scale", "model.scale, y = 0.7, 1\n"),  # unpacked into: not rewritten
+    ("x * self.scale", "class Other:\n    def __init__(self):\n        self.scale = 2.0\n"),  # another's own
 ])
 def test_no_candidate_where_a_use_is_not_arithmetic(expr, extra):
     assert _attr(MODULE.format(init="0.5", expr=expr) + extra) == []

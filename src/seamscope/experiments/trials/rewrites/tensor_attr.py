@@ -166,13 +166,17 @@ def _reads_are_arithmetic(cls: ast.ClassDef, attr: str) -> bool:
 
 def _outside_assignments(tree: ast.Module, cls: ast.ClassDef, attr: str) -> list[ast.Assign] | None:
     """The script's plain assignments to an attribute ``attr`` outside ``cls`` (``model.scale = v``);
-    None where the script uses such an attribute otherwise (reads it, unpacks into it)."""
+    None where the script uses such an attribute otherwise (reads it, unpacks into it) or another
+    class has one of that name (its own: not this one's to write into)."""
     inside = {id(n) for n in ast.walk(cls)}
+    others = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c is not cls for n in ast.walk(c)}
     up = parents(tree)
     out = []
     for n in ast.walk(tree):
         if id(n) in inside or not (isinstance(n, ast.Attribute) and n.attr == attr):
             continue
+        if id(n) in others:
+            return None
         stmt = up.get(id(n))
         if isinstance(stmt, ast.AugAssign) and stmt.target is n:
             continue  # ``model.scale *= 0.9``: in place on the tensor
