@@ -129,6 +129,14 @@ LIB = "transformers.models.bert.modeling_bert"
 MODEL = "model = BertModel(config)\ncompiled = torch.compile(model, backend=\"eager\")\n"
 
 
+def test_a_compiled_forward_gets_the_loop_over_its_models_blocks(tmp_path, monkeypatch):
+    text = "import torch\nfrom transformers import BertModel\n\n" + MODEL.replace("(model,", "(model.forward,")
+    p = _patch(tmp_path, monkeypatch, ["--regional", "BertLayer"], text, _receipt_of("BertLayer", LIB))
+    assert p is not None and p.calls_of == "compiled"
+    new = _applies(tmp_path, p, text)
+    assert "for block in model.modules():" in new and new.endswith("compiled = model.forward\n")
+
+
 @pytest.mark.parametrize("head,ref", [
     ("import torch\nfrom transformers import BertModel\n", "BertLayer"),  # the import added
     (f"import torch\nfrom {LIB} import BertLayer as Layer, BertModel\n", "Layer"),  # the script's own name
@@ -153,7 +161,9 @@ def test_the_regional_loop_names_the_class_the_run_saw_however_the_script_reache
     (SCRIPT.replace("compiled = torch.compile(model,", "compiled = torch.compile(model, **{},"), "Block", "__main__",
      "**options"),
     (SCRIPT + "other = torch.compile(model)\n", "Block", "__main__", "one `NAME = torch.compile(MODEL, ...)`"),
-], ids=["local-class", "not-top-level", "name-taken", "star-options", "two-compiles"])
+    (SCRIPT.replace("compiled = torch.compile(model,", "def run(x):\n    return model(x)\n\n\n"
+                    "compiled = torch.compile(run,"), "Block", "__main__", "compiles the function run, not a module"),
+], ids=["local-class", "not-top-level", "name-taken", "star-options", "two-compiles", "a-function"])
 def test_a_regional_patch_that_cannot_be_made_says_why_and_none_is_written(tmp_path, monkeypatch, text, cls, module,
                                                                           why):
     (tmp_path / "s.py").write_text(text, encoding="utf-8")

@@ -273,28 +273,57 @@ def test_an_optimizers_lr_under_a_scheduler_becomes_a_tensor_and_the_step_no_lon
     and the patched copy recompiles no more, its trained weights those of the script as it is."""
     import torch
 
-    from seamscope.experiments.trials.rewrites import rewrites
-    from seamscope.ingest.receipt import load_receipt
-
-    script = "lr_schedule.py"
-    shutil.copy(os.path.join(W, script), tmp_path / script)
-    monkeypatch.chdir(tmp_path)
-    base = run_patched(script, [], tmp_path / "b")
-    (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), script)
-            if d.name.startswith("tensor-attr")]
+    base, d = _tensor_attr(tmp_path, monkeypatch, "lr_schedule.py")
     assert d.name == "tensor-attr-lr" and d.origin.startswith("FR") and d.review
     assert "+opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(1e-3))\n" in (d.diff or "")
-    (tmp_path / "copy").mkdir()
-    shutil.copy(tmp_path / script, tmp_path / "copy" / script)
-    (tmp_path / "copy" / "p.patch").write_text(d.diff or "")
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "copy", check=True)
-    subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "copy", check=True)
-    patched = run_patched(str(tmp_path / "copy" / script), [], tmp_path / "p")
+    patched = _run_applied(tmp_path, "lr_schedule.py", d.diff or "")
     assert base[1] == 1 and patched[1] == 0  # (compilations, recompiles, break sites, unique graphs)
     assert base[0] == patched[0] + 1
     before, after = (torch.load(tmp_path / w / "weights.pt") for w in (".", "copy"))
     for k in before:
         torch.testing.assert_close(after[k], before[k])
+
+
+def _tensor_attr(tmp_path, monkeypatch, script):
+    """The script of ``W`` run as it is in ``tmp_path``: its counts, and its one ``tensor-attr`` draft."""
+    from seamscope.experiments.trials.rewrites import rewrites
+    from seamscope.ingest.receipt import load_receipt
+
+    shutil.copy(os.path.join(W, script), tmp_path / script)
+    monkeypatch.chdir(tmp_path)
+    base = run_patched(script, [], tmp_path / "b")
+    (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), script)
+            if d.name.startswith("tensor-attr")]
+    return base, d
+
+
+def _run_applied(tmp_path, script, diff):
+    """The script copied to ``copy/``, ``diff`` applied there by ``git apply``, the copy run."""
+    (tmp_path / "copy").mkdir()
+    shutil.copy(tmp_path / script, tmp_path / "copy" / script)
+    (tmp_path / "copy" / "p.patch").write_text(diff)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path / "copy", check=True)
+    subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path / "copy", check=True)
+    return run_patched(str(tmp_path / "copy" / script), [], tmp_path / "p")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_module_attribute_set_between_calls_becomes_a_tensor_buffer_and_forward_no_longer_recompiles(
+        tmp_path, monkeypatch, dynamo_reset):
+    """``self.scale = 0.5`` read as ``... * self.scale`` in ``forward``, set to a new value before
+    each call: the baseline recompiles ``forward`` on ``self.scale == 0.5``; the
+    ``tensor-attr-scale`` patch makes it a buffer written in place, and the patched copy compiles
+    once, its outputs those of the script as it is."""
+    import torch
+
+    base, d = _tensor_attr(tmp_path, monkeypatch, "module_attr.py")
+    assert d.name == "tensor-attr-scale" and d.origin.startswith("FR") and d.review
+    assert '+        self.register_buffer("scale", torch.tensor(0.5), persistent=False)\n' in (d.diff or "")
+    assert "+    model.scale.fill_(v)\n" in (d.diff or "")
+    patched = _run_applied(tmp_path, "module_attr.py", d.diff or "")
+    assert base[1] == 1 and patched[1] == 0 and base[0] == patched[0] + 1
+    before, after = (torch.load(tmp_path / w / "outputs.pt") for w in (".", "copy"))
+    torch.testing.assert_close(after, before)
 
 
 def test_a_stacked_specs_composed_patch_compiles_as_its_flags_do(tmp_path, monkeypatch, dynamo_reset):

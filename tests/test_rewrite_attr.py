@@ -5,10 +5,13 @@ nothing where PyTorch refuses a tensor ``lr`` or the value may be a tensor alrea
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from types import SimpleNamespace
 
 import pytest
 
+from seamscope.experiments.trials.rewrites.base import draft
 from seamscope.experiments.trials.rewrites.syntax import Source
 from seamscope.experiments.trials.rewrites.tensor_attr import TensorAttr
 
@@ -61,3 +64,98 @@ def test_foreach_with_capturable_takes_a_tensor_and_other_guards_get_nothing():
     assert len(_find(text)) == 1
     plain = "import torch\nopt = torch.optim.AdamW(ps, lr=1e-3)\n"
     assert _find(plain, _receipt(["self.param_groups[0]['weight_decay'] == 0.01", "scale == 0.5"])) == []
+
+
+# the guard of a real run (torch 2.13, ``x * self.scale`` in forward, ``model.scale = v`` between calls)
+ATTR_GUARD = "self.scale == 0.5                                        # return self.lin(x) * self.scale + 1  # s.py:7"
+MODULE = '''import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self, lin):
+        super().__init__()
+        self.lin = lin
+        self.scale = {init}
+
+    def forward(self, x):
+        return {expr}
+
+
+model = Scaled(nn.Linear(8, 8))
+cmodel = torch.compile(model)
+for v in (0.5, 0.7):
+    model.scale = v
+    cmodel(torch.randn(2, 8))
+'''
+
+
+def _attr_receipt(guards=(ATTR_GUARD,), frame="forward", line=11):
+    churn = SimpleNamespace(file="s.py", frame_name=frame, line=line, guards=list(guards), compile_ns=7)
+    finding = SimpleNamespace(churn=churn, finding_id="FR2", sentence="forward recompiled on self.scale")
+    return SimpleNamespace(findings=SimpleNamespace(findings=[finding]))
+
+
+def _attr(text, receipt=None):
+    return _find(text, receipt or _attr_receipt())
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_module_attribute_becomes_a_buffer_set_in_place_and_the_patch_applies(tmp_path):
+    text = MODULE.format(init="0.5", expr="self.lin(x) * self.scale + 1")
+    (e,) = _attr(text)
+    assert e.name == "tensor-attr-scale" and e.origin == "FR2" and e.cost_ns == 7 and "review" in e.change
+    assert e.after == text.replace("self.scale = 0.5", 'self.register_buffer("scale", torch.tensor(0.5), '
+                                   "persistent=False)").replace("model.scale = v", "model.scale.fill_(v)")
+    (tmp_path / "s.py").write_text(text)
+    (tmp_path / "p.patch").write_text(draft(e).diff or "")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", "p.patch"], cwd=tmp_path, check=True)
+    assert (tmp_path / "s.py").read_text() == e.after
+
+
+@pytest.mark.parametrize("init,expr,made", [
+    ("scale", "x * self.scale", "torch.tensor(float(scale))"),  # a name: its value made a float
+    ("0.5", "(x + 1) * self.scale / 2", "torch.tensor(0.5)"),
+    ("0.5", "torch.relu(x) - self.scale", "torch.tensor(0.5)"),
+])
+def test_each_arithmetic_read_takes_the_buffer(init, expr, made):
+    text = MODULE.format(init=init, expr=expr)
+    text = text.replace("def __init__(self, lin):", "def __init__(self, lin, scale=0.5):")
+    (e,) = _attr(text)
+    assert f'self.register_buffer("scale", {made}, persistent=False)' in e.after
+
+
+def test_a_class_that_is_no_module_gets_a_tensor_attribute():
+    text = MODULE.format(init="0.5", expr="x * self.scale").replace("class Scaled(nn.Module):", "class Scaled:")
+    (e,) = _attr(text)
+    assert "        self.scale = torch.tensor(0.5)\n" in e.after and "model.scale.fill_(v)" in e.after
+
+
+@pytest.mark.parametrize("expr,extra", [
+    ("x * self.scale if self.scale > 0 else x", ""),  # a test: a tensor there breaks the graph
+    ("x.view(self.scale, -1)", ""),  # a size
+    ("x * int(self.scale)", ""),
+    ("x * self.scale", "print(model.scale)\n"),  # read outside the class as a number
+    ("x * self.scale", "model.scale, y = 0.7, 1\n"),  # unpacked into: not rewritten
+    ("x * self.scale", "class Other:\n    def __init__(self):\n        self.scale = 2.0\n"),  # another's own
+])
+def test_no_candidate_where_a_use_is_not_arithmetic(expr, extra):
+    assert _attr(MODULE.format(init="0.5", expr=expr) + extra) == []
+
+
+@pytest.mark.parametrize("receipt", [
+    _attr_receipt(["self.scale == 2"]),  # an int: a size or a count, as likely as a factor
+    _attr_receipt(["self.other == 0.5"]),
+    _attr_receipt(frame="other"),
+    _attr_receipt(line=3),  # a forward of another class
+])
+def test_no_candidate_for_another_guard_or_frame(receipt):
+    assert _attr(MODULE.format(init="0.5", expr="x * self.scale"), receipt) == []
+
+
+def test_in_place_arithmetic_outside_the_class_is_kept_and_a_call_in_init_is_not_edited():
+    text = MODULE.format(init="0.5", expr="x * self.scale") + "model.scale *= 0.9\n"
+    (e,) = _attr(text)
+    assert e.after.endswith("model.scale *= 0.9\n")
+    assert _attr(MODULE.format(init="make()", expr="x * self.scale")) == []  # may be a tensor already

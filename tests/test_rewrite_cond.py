@@ -178,3 +178,27 @@ def test_the_import_is_added_once_and_the_diff_names_the_lines(tmp_path, monkeyp
     new = apply(text, parse(d.diff or "")[0])
     assert d.name == "tensor-cond" and "(s.py:2)" in d.targets and new.startswith("import torch\n")
     assert new.count("import torch") == 1 and _run(new, 3.0) == _run(text, 3.0)
+
+
+def test_an_if_without_an_else_becomes_torch_where_with_the_name_itself_where_it_is_bound_before(tmp_path,
+                                                                                               monkeypatch):
+    text, by = _drafts(tmp_path, monkeypatch, "h = x * k\nif h.sum() > 1:\n    h = h / 2\nreturn h\n")
+    new = apply(text, parse(by["tensor-where"].diff or "")[0])
+    assert "    h = torch.where(h.sum() > 1, h / 2, h)\n    return h\n" in new and "if " not in new
+    _, by = _drafts(tmp_path, monkeypatch, "if x.sum() > 1:\n    x = x / 2\nreturn x\n")  # a parameter
+    assert "tensor-where" in by
+    _, by = _drafts(tmp_path, monkeypatch, "if x.sum() > 1:\n    h = x / 2\nreturn h\n")  # unbound without the if
+    assert "tensor-where" not in by
+    _, by = _drafts(tmp_path, monkeypatch, "if x.sum() > 1:\n    h = x / 2\nh = x\nreturn h\n")  # bound after it
+    assert "tensor-where" not in by
+
+
+def test_a_rewrite_at_one_break_comes_from_that_breaks_finding(tmp_path, monkeypatch):
+    """So the trial checks its runs for that break (``did not remove its target``), and the break's
+    ``none:`` line says the code change is tried for it."""
+    _, by = _drafts(tmp_path, monkeypatch, "h = x * k\nif h.sum() > 1:\n    h = h / 2\nreturn h\n")
+    assert by["tensor-where"].origin == "code change"  # no finding to name
+    receipt = _receipt(6)  # the if's line, its site B6
+    receipt.findings = SimpleNamespace(findings=[SimpleNamespace(finding_id="B6", site_id="B6", cost_ns=3, churn=None)])
+    (d,) = [d for d in rewrites(receipt, "s.py") if d.name == "tensor-where"]  # type: ignore[arg-type]
+    assert d.origin == "B6" and d.cost_ns == 3

@@ -47,7 +47,7 @@ def _sites(receipt):
 def test_an_if_with_two_statements_a_branch_becomes_torch_cond_and_its_break_is_gone(cond_trial, tmp_path):
     d, t = cond_trial
     (c,) = t["candidates"]
-    assert c["name"] == "tensor-cond" and c["origin"] == "code change" and c["review"] and c["flags"] == []
+    assert c["name"] == "tensor-cond" and c["origin"][:1] == "B" and c["review"] and c["flags"] == []  # its break
     assert f"--patch {c['patch']}" in c["command"]  # its runs applied the diff
     assert "+    def _then_8(y):\n" in c["diff"] and "+    def _else_8(y):\n" in c["diff"]
     assert "+    t, y = torch.cond(x.sum() > 0, _then_8, _else_8, (y,))\n" in c["diff"]

@@ -248,6 +248,28 @@ def test_within_tolerance_is_equal(s, extra, rel):
     assert fp.compare(base, prints(leaf(s=s + rel * a, a=a))).equal
 
 
+def test_a_kv_cache_is_one_leaf_whatever_its_class_and_other_objects_keep_theirs():
+    """A dynamic and a static ``transformers`` cache in an output (state the next call reads: its
+    effect is in the logits compared) fingerprint alike; another object is still told by its class."""
+    from types import SimpleNamespace
+
+    def cls(name, module, base=object):
+        return type(name, (base,), {"__module__": module})
+
+    cache = cls("Cache", "transformers.cache_utils")
+    torch = SimpleNamespace(Tensor=cls("Tensor", "torch"))
+
+    def prints_of(obj):
+        out: list = []
+        fp._leaves({"logits": None, "past_key_values": obj}, "out", out, torch)
+        return fp.Fingerprints(calls=[fp.CallPrint(index=0, leaves=out)], calls_seen=1, stopped_at_update=None,
+                               fingerprint_ns=0, script_ns=0)
+
+    dynamic, static = cls("DynamicCache", "transformers.cache_utils", cache), cls("StaticCache", "mylib", cache)
+    assert fp.compare(prints_of(dynamic()), prints_of(static())).equal
+    assert not fp.compare(prints_of(cls("DynamicCache", "mylib")()), prints_of(cls("StaticCache", "mylib")())).equal
+
+
 def test_different_numbers_of_calls_differ():
     a = prints(leaf())
     b = msgspec.structs.replace(a, calls=a.calls * 2)

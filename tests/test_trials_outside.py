@@ -33,7 +33,7 @@ GUARD = "tensor 'input_ids' size mismatch at index 1. expected 7, actual 9"
 OTHER = "tensor 'attention_mask' size mismatch at index 1. expected 7, actual 9"
 
 
-def _figures(speed: float, k: int, guards: list[str], breaks: list[str] = ()) -> RunFigures:
+def _figures(speed: float, k: int, guards: list[str], breaks: list[str] = (), causes: list[str] = ()) -> RunFigures:
     """Call 0 compiles, calls 1-20 steady at ``speed``× the baseline (1% jitter per repetition)."""
     j = 1.0 + 0.01 * ((k * 5) % 3 - 1)
     per = [CallTime(index=0, phase="cold", wall_ns=int(500 * MS * speed * j))] + [
@@ -42,7 +42,7 @@ def _figures(speed: float, k: int, guards: list[str], breaks: list[str] = ()) ->
     return RunFigures(label="x", ok=True, exit_code=0, total_ns=sum(c.wall_ns for c in per),
                       compile_ns=per[0].wall_ns // 2, steady_calls=20, steady_median_ns=int(statistics.median(steady)),
                       steady_p90_ns=max(steady), calls=21, breaks=len(breaks), recompiles=len(guards), fallbacks=0,
-                      per_call=per, size_guards=list(guards), break_sites=list(breaks))
+                      per_call=per, size_guards=list(guards), break_sites=list(breaks), cause_guards=list(causes))
 
 
 class _Runs:
@@ -155,6 +155,57 @@ def test_a_candidate_whose_target_break_happens_again_in_every_run_is_labelled(m
     by = {c.name: c for c in t.candidates}
     assert by["stays"].verdict == "did not remove its target" and site in (by["stays"].reason or "")
     assert by["cso"].verdict == "faster" and t.chosen == "cso"
+
+
+def test_a_code_change_whose_target_value_guard_still_fails_in_every_run_is_labelled(monkeypatch, tmp_path):
+    """A ``tensor-scalar`` candidate for a recompile on ``L['scale'] == 0.5`` whose runs still
+    recompile on that guard (another value of it: the same cause) is labelled and not chosen; an
+    ``always-pass`` one whose flag guard is gone, though its runs recompile on something else, is
+    ranked and chosen."""
+    from types import SimpleNamespace as NS
+
+    value, flag = "L['scale'] == 0.5", "L['mask'] is None"
+    receipt = NS(findings=NS(findings=[
+        NS(finding_id="FR1", site_id=None, churn=NS(pattern="value", guards=[value + "  # return x * scale"])),
+        NS(finding_id="FR2", site_id=None, churn=NS(pattern="flag", guards=[flag]))]))
+
+    def make(name, k):
+        if name == "baseline":
+            return _figures(1.0, k, [], causes=[value, flag])
+        if name == "tensor-scalar-scale":  # timed faster, yet recompiles on the value it was to remove
+            return _figures(0.6, k, [], causes=["L['scale'] == 0.7"])
+        return _figures(0.8, k, [], causes=[value])  # the mask's recompile is gone
+
+    from seamscope.experiments.unified_diff import make as make_diff
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.py").write_text("y = f(x, 0.5)\n")
+    scalar, passed = (Draft(name=name, spec=spec_from_words([]), origin=origin, targets="t", cost_ns=100,
+                            diff=make_diff("y = f(x, 0.5)\n", after, "s.py"), change=name)
+                      for name, origin, after in (("tensor-scalar-scale", "FR1", "y = f(x, t(0.5))\n"),
+                                                  ("always-pass-mask", "FR2", "y = f(x, 0.5, m)\n")))
+    t, _ = _trial(monkeypatch, tmp_path, [scalar, passed], make, receipt=receipt)
+    by = {c.name: c for c in t.candidates}
+    c = by["tensor-scalar-scale"]
+    assert c.total_verdict == "faster" and c.verdict == "did not remove its target" and c.trade is None
+    assert c.reason == f"the guard it targeted failed again in each of its 2 run(s): {value}"
+    assert by["always-pass-mask"].verdict == "faster" and t.chosen == "always-pass-mask"
+    assert [x.name for x in t.candidates] == ["always-pass-mask", "tensor-scalar-scale"]
+
+
+def test_a_runs_recompile_causes_are_read_by_the_findings_rule():
+    """Each recompile's cause as the findings name it (``cause_guards``: what failed against every
+    cached variant), once per pattern and subject: another value of the same guard is the same cause."""
+    from types import SimpleNamespace as NS
+
+    from seamscope.experiments.trials.runs import recompile_causes, size_guards
+
+    comps = [NS(failed_guards=[]), NS(failed_guards=["0/0: L['scale'] == 0.5  # return x * scale"]),
+             NS(failed_guards=["0/1: L['scale'] == 0.7; L['mask'] is None", "0/0: L['scale'] == 0.5"])]
+    assert recompile_causes(NS(ledger=NS(compilations=comps))) == ["L['scale'] == 0.5"]
+    # a size guard is kept on its own, not with the other guards its variant's reason lists
+    comps = [NS(failed_guards=[f"0/0: {GUARD}; {OTHER}; L['cache'].layers[0].is_initialized == False"])]
+    assert size_guards(NS(ledger=NS(compilations=comps))) == [GUARD, OTHER]
 
 
 # --- a repetition lost to the outside ---------------------------------------------------------------

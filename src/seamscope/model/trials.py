@@ -61,6 +61,10 @@ class RunFigures(Struct, frozen=True, kw_only=True):
     """Compilations that failed or fell back: ``0/2 failed: REASON at FILE:LINE``."""
     size_guards: list[str] = []
     """Distinct failed guards on a tensor's size or stride (what a mark candidate left changing)."""
+    cause_guards: list[str] = []
+    """The guards that explained the run's recompiles (the rule of the findings: each
+    recompile's ``cause_guards``), one per distinct pattern and subject, up to twenty: what a value
+    or flag candidate (``tensor-scalar``, ``tensor-attr``, ``always-pass``) left changing."""
     unmatched_marks: list[str] = []
     """``--mark-dynamic`` sources that matched no source in any compilation."""
     break_sites: list[str] = []

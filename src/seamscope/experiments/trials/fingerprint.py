@@ -3,7 +3,11 @@
 Each tensor leaf of a call's output becomes its shape, dtype and a few float64 reductions (sum,
 sum of absolute values, min, max, NaN count); other leaves their ``repr`` (numbers exactly). Only
 top-level calls made before the first optimizer step are kept: after a parameter update two runs
-drift apart chaotically, whatever the compiler did.
+drift apart chaotically, whatever the compiler did. A ``transformers`` KV cache in an output (a
+model's ``past_key_values``) is one leaf of kind ``kv cache``, whatever its class: it is state the
+next call reads, not a result, and its layout is what a remedy may change (``cache_implementation=
+"static"`` allocates it at the generation's full length); what it holds shows in the next call's
+logits, which are compared.
 
 The comparison is torch-free. Tolerances are relative to the leaf's scale (the sum of absolute
 values for sums, the largest magnitude for min and max), per dtype:
@@ -95,6 +99,15 @@ def output_view(view: Callable[[Any], Any] | None) -> Iterator[None]:
         _VIEW.reset(token)
 
 
+KV_CACHE = "kv cache"
+
+
+def is_kv_cache(obj: Any) -> bool:
+    """Whether ``obj`` is a ``transformers`` KV cache (``DynamicCache``, ``StaticCache``, ...)."""
+    return any(c.__module__.split(".", 1)[0] == "transformers" and c.__name__.endswith("Cache")
+               for c in type(obj).__mro__)
+
+
 def _leaves(obj: Any, path: str, out: list[Leaf], torch: Any) -> None:
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
@@ -123,6 +136,9 @@ def _leaves(obj: Any, path: str, out: list[Leaf], torch: Any) -> None:
         return
     if obj is None or isinstance(obj, (bool, int, float, str)):
         out.append(Leaf(path=path, kind=type(obj).__name__, value=repr(obj)))
+        return
+    if is_kv_cache(obj):
+        out.append(Leaf(path=path, kind=KV_CACHE))
         return
     fields = getattr(obj, "__dataclass_fields__", None)
     if fields:

@@ -19,7 +19,9 @@ What becomes what:
 
 Regional compilation (``--regional CLASS``) becomes a loop over ``model.modules()`` that compiles
 each instance of the class the baseline's compile-time finding saw (``if isinstance(block, CLASS):
-block.compile(...)``), the compiled name then bound to the model itself: found by class, the
+block.compile(...)``), the compiled name then bound to what was compiled, the model itself (or
+``model.forward``, its blocks found below ``model``; a function of the script has no modules to
+look below: no patch): found by class, the
 blocks are found wherever they sit below the model and whichever frame traced them (the path the
 finding names, ``L['self'].layer.0``, is relative to that frame's ``self``, an encoder after a
 break). A frame Dynamo traced and gave up on (a break in a loop) gets the same loop
@@ -338,14 +340,17 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     assert isinstance(call, ast.Call)
     if any(k.arg is None for k in call.keywords) or not src.alone(assign):
         raise NoPatch("its torch.compile call takes **options or shares its line")
-    model = dotted(call.args[0])
+    model = dotted(call.args[0]) or ""
+    if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == model for n in ast.walk(src.tree)):
+        raise NoPatch(f"the script compiles the function {model}, not a module: no .modules() to find the blocks in")
+    owner = model.removesuffix(".forward")  # torch.compile(model.forward): the blocks are below model
     given = dict(opts)
     kwargs = [f"{k.arg}={_literal(given.pop(k.arg))}" if k.arg in given else ast.get_source_segment(src.text, k) or ""
               for k in call.keywords]
     kwargs += [f"{k}={_literal(v)}" for k, v in given.items()]
     name: str = assign.targets[0].id  # type: ignore[attr-defined]
     indent = src.indent(assign)
-    loop = (f"{indent}for block in {model}.modules():  # each {cls} compiled once, one compilation serving them all\n"
+    loop = (f"{indent}for block in {owner}.modules():  # each {cls} compiled once, one compilation serving them all\n"
             f"{indent}    if isinstance(block, {ref}):\n"
             f"{indent}        block.compile({', '.join(kwargs)})\n"
             f"{indent}{name} = {model}\n")

@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from ...analyze.findings_churn import cause_guards, guard_pattern, split_guards
 from ...model.receipt import Receipt
 from ...model.trials import CallTime, RunFigures
 from ..fresh import FreshProcesses, Job, default_mode
@@ -276,19 +277,32 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
                   for c in receipt.ledger.calls],
         frame_status=frame_status(receipt), problems=compile_problems(receipt),
         unmatched_marks=unmatched_marks(receipt), size_guards=size_guards(receipt),
+        cause_guards=recompile_causes(receipt),
         break_sites=sorted({b.site_id for b in receipt.ledger.break_sites}),
     )
 
 
 def size_guards(receipt: Receipt) -> list[str]:
-    """The distinct size and stride guards that failed in the run, up to twenty."""
+    """The distinct size and stride guards that failed in the run, up to twenty, each on its own
+    (a variant's reason lists every guard that failed against it: ``0/0: a; b``)."""
     out: list[str] = []
     for c in receipt.ledger.compilations:
-        for g in c.failed_guards:
-            text = g.split(": ", 1)[1] if g[:1].isdigit() and ": " in g else g
+        for text in (g for entry in c.failed_guards for g in split_guards(entry)):
             if " mismatch at index " in text and text not in out and len(out) < 20:
                 out.append(text)
     return out
+
+
+def recompile_causes(receipt: Receipt) -> list[str]:
+    """The guards that explained the run's recompiles (:func:`~...analyze.findings_churn.cause_guards`,
+    the one rule), one per distinct ``(pattern, subject)``, up to twenty."""
+    out: dict[tuple[str, str], str] = {}
+    for c in receipt.ledger.compilations:
+        for g in cause_guards(list(c.failed_guards)):
+            pattern, subject, _ = guard_pattern(g)
+            if len(out) < 20:
+                out.setdefault((pattern, subject), g.split("#", 1)[0].strip())
+    return list(out.values())
 
 
 def _frame(c: Any) -> str:

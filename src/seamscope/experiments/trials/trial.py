@@ -86,6 +86,7 @@ from .verdicts import (
     rank,
     retries,
     unmatched,
+    value_targets,
     wants_more,
 )
 
@@ -553,8 +554,9 @@ def _trials(st: _State, ranked: list[Candidate], t_start: int) -> Trials:
 
 def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) -> Target | None:
     """What a candidate is meant to remove, as its runs can show it: the break site of the finding
-    it comes from, and for a shape policy the size guards that failed in the baseline (for marks,
-    those on the sources it marks; the others, a policy for every input, those of its finding)."""
+    it comes from, for a shape policy the size guards that failed in the baseline (for marks,
+    those on the sources it marks; the others, a policy for every input, those of its finding),
+    and for a code change answering a value or flag finding, that finding's guards."""
     findings = getattr(getattr(receipt, "findings", None), "findings", None) or []
     finding = next((f for f in findings if getattr(f, "finding_id", None) == d.origin), None)
     sites = frozenset([finding.site_id] if finding is not None and getattr(finding, "site_id", None) else [])
@@ -567,9 +569,13 @@ def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) ->
     elif is_shape_policy(d.spec.flags()) and finding is not None and getattr(finding, "churn", None) is not None:
         keys = {k for g in finding.churn.guards if (k := guard_key(g)) is not None}
         guards = {k: g for k, g in seen.items() if k in keys}
-    if not sites and not guards:
+    churn = getattr(finding, "churn", None)
+    causes = {}  # a code change for a value or flag finding (tensor-scalar, always-pass): each recompile's cause
+    if d.diff and churn is not None and getattr(churn, "pattern", None) in ("value", "flag"):
+        causes = value_targets(list(churn.guards), base_runs)
+    if not sites and not guards and not causes:
         return None
-    return Target(guards=guards, sites=sites)
+    return Target(guards=guards, sites=sites, causes=causes)
 
 
 def reproduce_command(flags: list[str], spec: TrialSpec, name: str, extra: RunExtra | None = None) -> str:

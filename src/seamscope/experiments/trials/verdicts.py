@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 
+from ...analyze.findings_churn import guard_pattern
 from ...analyze.units import fmt_ns, fmt_variation
 from ...model.trials import (
     CallGroup,
@@ -341,6 +342,28 @@ class Target:
     """Failed size guards the baseline showed, by ``(tensor, index)``: their text."""
     sites: frozenset[str]
     """Break site ids."""
+    causes: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """Value and flag guards (``L['scale'] == 0.5``, ``L['mask'] is None``) that explained the
+    baseline's recompiles, by :func:`cause_key`: their text."""
+
+
+def cause_key(guard: str) -> tuple[str, str] | None:
+    """``(pattern, subject)`` of a value or flag guard, the same for every value it held
+    (``L['scale'] == 0.5`` and ``== 0.7``); None for a guard of another kind."""
+    pattern, subject, _ = guard_pattern(guard)
+    return (pattern, subject) if pattern in ("value", "flag") else None
+
+
+def value_targets(guards: list[str], base_runs: list[RunFigures]) -> dict[tuple[str, str], str]:
+    """The value and flag guards among a finding's ``guards`` that explained a recompile of the
+    baseline's first run (:attr:`RunFigures.cause_guards`), by :func:`cause_key`."""
+    seen = {k for r in base_runs[:1] if r.ok for g in r.cause_guards if (k := cause_key(g)) is not None}
+    out: dict[tuple[str, str], str] = {}
+    for g in guards:
+        k = cause_key(g)
+        if k is not None and k in seen:
+            out.setdefault(k, g.split("#", 1)[0].strip())
+    return out
 
 
 def kept_target(target: Target | None, runs: list[RunFigures]) -> str | None:
@@ -351,6 +374,9 @@ def kept_target(target: Target | None, runs: list[RunFigures]) -> str | None:
         return None
     for key, text in target.guards.items():
         if all(key in {guard_key(g) for g in r.size_guards} for r in ok):
+            return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}"
+    for ckey, text in target.causes.items():
+        if all(ckey in {cause_key(g) for g in r.cause_guards} for r in ok):
             return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}"
     for site in sorted(target.sites):
         if all(site in r.break_sites for r in ok):

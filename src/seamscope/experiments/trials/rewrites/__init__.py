@@ -17,7 +17,8 @@ Adding a rewrite is one module and one line here (a test fails for a module not 
 - :mod:`.always_pass`: an optional argument a frame recompiled on being ``None``, always passed;
 - :mod:`.tensor_scalar`: a Python number a frame recompiled on the value of, passed as a 0-d tensor;
 - :mod:`.tensor_attr`: an optimizer's ``lr`` the step recompiled on (an LR scheduler's), made a
-  0-d tensor where the optimizer is made;
+  0-d tensor where the optimizer is made; a module's float attribute ``forward`` recompiled on,
+  made a 0-d tensor buffer written in place;
 - :mod:`.skipped_frame`: a frame Dynamo traced and gave up on (a break in a loop), no longer traced
   (``torch.compiler.disable(recursive=False)``: what it calls still compiles);
 - :mod:`.static_cache`: a ``transformers`` model's ``generate`` that recompiled as its KV cache

@@ -72,12 +72,16 @@ def break_lines(receipt: Receipt, script: str) -> set[int]:
 def site_edit(name: str, receipt: Receipt, script: str, source: Source, after: str, lines: list[int],
               targets: str, change: str, review: str) -> Edit:
     """The edit of a rewrite at break sites (``lines``): ``N targets (FILE:LINE, ...)``, ``{where}``
-    in ``change`` filled in, its cost the summed cost of those sites' findings."""
+    in ``change`` filled in, its cost the summed cost of those sites' findings; its origin the
+    break's finding where it answers one (``try`` then checks its runs for that break), else
+    ``code change``."""
     where = ", ".join(f"{os.path.basename(script)}:{n}" for n in lines)
     findings = receipt.findings.findings if receipt.findings else []
     cost = {f.site_id: (f.cost_ns or 0) for f in findings if f.site_id}
     sites = [s.site_id for s in receipt.ledger.break_sites if is_script_file(s.file, script) and s.line in lines]
-    return Edit(name=name, path=rel_path(script), before=source.text, after=after, origin="code change",
+    answered = {f.finding_id for f in findings if f.site_id and f.site_id in sites}
+    origin = answered.pop() if len(answered) == 1 else "code change"
+    return Edit(name=name, path=rel_path(script), before=source.text, after=after, origin=origin,
                 targets=f"{len(lines)} {targets} ({where})", change=change.format(where=where), review=review,
                 cost_ns=sum(cost.get(i, 0) for i in sites))
 

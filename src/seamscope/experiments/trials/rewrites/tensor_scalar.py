@@ -61,10 +61,20 @@ def _leaves(node: ast.AST) -> list[ast.AST]:
     return [node]
 
 
-def _tensorish(leaf: ast.AST, name: str, numbers: set[str]) -> str | None:
-    """Whether an operand can be a tensor: not a constant, not ``name``, not a parameter with a
-    number for default, not a size or a builtin's number. The operand's parameter name where it
-    is one (``x``), ``""`` for another such operand, None for a number."""
+def _is_use(node: ast.AST, name: str, owner: str | None) -> bool:
+    """Whether ``node`` is ``name`` (``owner`` None) or the attribute ``owner.name`` (``self.scale``)."""
+    if owner is None:
+        return isinstance(node, ast.Name) and node.id == name
+    return isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.value, ast.Name) \
+        and node.value.id == owner
+
+
+def _tensorish(leaf: ast.AST, name: str, numbers: set[str], owner: str | None = None) -> str | None:
+    """Whether an operand can be a tensor: not a constant, not ``name`` (``owner.name``), not a
+    parameter with a number for default, not a size or a builtin's number. The operand's parameter
+    name where it is one (``x``), ``""`` for another such operand, None for a number."""
+    if owner is not None and _is_use(leaf, name, owner):
+        return None
     if isinstance(leaf, ast.Name):
         if leaf.id == name or leaf.id in numbers or hasattr(builtins, leaf.id):
             return None
@@ -118,12 +128,14 @@ def _context_ok(top: ast.AST, up: dict[int, ast.AST]) -> bool:
     return False
 
 
-def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = frozenset()) -> str | None:
+def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = frozenset(),
+                       owner: str | None = None) -> str | None:
     """The parameter of ``fn`` that ``name`` meets in arithmetic (``x`` in ``x * scale + 1``),
     ``""`` when that operand is no parameter; None when some use of ``name`` is not arithmetic with
     a tensor (``range(n)``, ``if scale > 0``, ``x.view(n, -1)``, ``int(scale)``, ``scale * 2``
     alone, passed on to a call) or ``name`` is assigned in ``fn``: no candidate then. ``others``:
-    parameters known to be numbers too (other guarded values)."""
+    parameters known to be numbers too (other guarded values). With ``owner`` the uses are the
+    attribute ``owner.name`` (``self.scale`` in a method), by the same rules."""
     a = fn.args
     params = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
     defaults = list(zip(reversed(a.args), reversed(a.defaults), strict=False)) + [
@@ -133,16 +145,17 @@ def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = 
     up = parents(fn)
     found: list[str] = []
     uses = 0
+    bound = owner or name
     for n in ast.walk(fn):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not fn:
             args = n.args
-            if name in {p.arg for p in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
+            if bound in {p.arg for p in (*args.posonlyargs, *args.args, *args.kwonlyargs)}:
                 return None  # shadowed in a nested function: too subtle to follow
-        if isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and bound in n.names:
             return None
-        if not (isinstance(n, ast.Name) and n.id == name):
+        if not _is_use(n, name, owner):
             continue
-        if not isinstance(n.ctx, ast.Load):
+        if not isinstance(n.ctx, ast.Load):  # type: ignore[attr-defined]
             return None  # reassigned: the number is not only the argument
         uses += 1
         top: ast.AST = n
@@ -151,11 +164,11 @@ def arithmetic_operand(fn: ast.FunctionDef, name: str, others: frozenset[str] = 
         parent = up.get(id(top))
         if top is n and isinstance(parent, ast.AugAssign) and isinstance(parent.op, _ARITH) \
                 and parent.value is n and isinstance(parent.target, ast.Name) and parent.target.id != name:
-            operands: list[str | None] = [_tensorish(parent.target, name, numbers)]  # y *= scale
+            operands: list[str | None] = [_tensorish(parent.target, name, numbers, owner)]  # y *= scale
         elif top is n:
             return None  # used alone: passed on, compared, indexed...
         else:
-            operands = [_tensorish(leaf, name, numbers) for leaf in _leaves(top)]
+            operands = [_tensorish(leaf, name, numbers, owner) for leaf in _leaves(top)]
             if not _context_ok(top, up):
                 return None
         if all(o is None for o in operands):
