@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import Any
 
 from ...model.normalize import library_path, project_root
 from ...model.receipt import Receipt
@@ -310,6 +311,7 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     for target, cost, n in disable_targets(receipt, script)[:2]:
         causes.append((cost, f"disable {target}", [draft(f"disable {target}", ["--disable", target], "breaks",
                                                          f"{n} break sites inside {target}", cost)]))
+    causes += _guard_causes(receipt, draft)
     if receipt.summary.fallback_count:
         causes.append((0, "fallbacks", [draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"],
                                               "fallbacks",
@@ -321,6 +323,45 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             if (flags := per_callable_limit(d.spec, version)) is not None:
                 mine.insert(i + 1, draft(f"{d.name} per callable", flags, d.origin, d.targets, d.cost_ns))
     return _best_first(causes, cap, folded)
+
+
+GUARD_CANDIDATES = ("skip_guard_on_all_nn_modules_unsafe", "skip_guard_on_inbuilt_nn_modules_unsafe")
+"""The guard filters tried where module attributes dominate the guards, best first."""
+
+
+def warmup_calls(receipt: Receipt) -> int | None:
+    """The calls up to the last one that compiled (the warm-up after which the baseline only hit its
+    cache); None when no kept call compiled."""
+    cold = [c.index for c in receipt.ledger.calls if c.phase == "cold"]
+    return max(cold) + 1 if cold else None
+
+
+def _guard_causes(receipt: Receipt, draft: Any) -> list[tuple[int, str, list[Draft]]]:
+    """The guard settings PyTorch names ``_unsafe``, where the dispatch finding fits them: checks on
+    nn.Module attributes at least half of the guard trees' checks → the module guard filters; a
+    frame with several cache entries (or several frames) → ``skip_guard_eval_unsafe`` after the
+    warm-up (the baseline's calls up to its last compilation), when calls follow it. Each is
+    checked by ``try``'s check run before it can be recommended (``guard_check.py``)."""
+    dp = getattr(receipt.findings, "dispatch", None)
+    if dp is None or not dp.estimate_ns:
+        return []
+    out = []
+    checks, total = dp.guard_checks, sum(dp.guard_checks.values())
+    module = checks.get("module", 0)
+    if total and module * 2 >= total:
+        why = (f"dispatch: {module:,} of the {total:,} guard checks are on nn.Module attributes "
+               f"(unsafe: a changed module attribute runs a stale graph)")
+        out.append((dp.estimate_ns, f"{dp.finding_id} guard filters",
+                    [draft(n, ["--guard-filter", n], dp.finding_id, why, dp.estimate_ns) for n in GUARD_CANDIDATES]))
+    entries = sum(len(f.entries) for f in dp.frames)
+    warm = warmup_calls(receipt)
+    if entries >= 2 and warm is not None and warm < receipt.summary.call_count:
+        why = (f"dispatch: {entries} cache entries in {len(dp.frames)} frame(s), every lookup checking their guards "
+               f"(unsafe: after call {warm}, only the guards that tell the entries apart are checked)")
+        out.append((dp.estimate_ns, f"{dp.finding_id} skip guard eval",
+                    [draft(f"skip_guard_eval_unsafe after {warm} calls", ["--skip-guard-eval-unsafe-after", str(warm)],
+                           dp.finding_id, why, dp.estimate_ns)]))
+    return out
 
 
 def _best_first(causes: list[tuple[int, str, list[Draft]]], cap: int, folded: list[str]) -> list[Draft]:
