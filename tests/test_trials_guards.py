@@ -13,7 +13,7 @@ from trial_fakes import MS, leaf, run_figures
 from seamscope.errors import UnusableInput
 from seamscope.experiments.remedy_spec import code_change, spec_from_words
 from seamscope.experiments.trials import fingerprint as fp
-from seamscope.experiments.trials.guard_check import guard_check
+from seamscope.experiments.trials.guard_check import REPLAY, guard_check
 from seamscope.model.trials import Candidate, GuardCheck, OutputCheck, ProbeResult, Trials
 from seamscope.render.trials_table import TrialsMarkdownRenderer, notes, verdict_cell
 
@@ -116,6 +116,16 @@ def test_the_check_run_names_what_a_candidate_broke():
     assert guard_check(only_na, only_na).status == "could not check"
     missing = guard_check(base, _probes(("Net.scale: 1.0 → 2.0", 20.0)))
     assert missing.status == "could not check" and "missing" in [r.outcome for r in missing.probes]
+    # the control: the last call again, unchanged; where it differs already, nothing is judged
+    replayed = _probes((REPLAY, 5.0), ("Net.scale: 1.0 → 2.0", 20.0))
+    assert guard_check(replayed, _probes((REPLAY, 5.0), ("Net.scale: 1.0 → 2.0", 20.0))).status == \
+        "kept every recompile"
+    drift = guard_check(replayed, _probes((REPLAY, 6.0), ("Net.scale: 1.0 → 2.0", 20.0)))
+    assert drift.status == "could not check" and "unchanged, did not give the baseline's outputs (stale" in drift.detail
+    # stale already on the script's own last call, and on a change made on purpose: that change is named
+    both = guard_check(replayed, _probes((REPLAY, 6.0), ("Net.scale: 1.0 → 2.0", 10.0)))
+    assert both.broke == "kept a stale graph when Net.scale changed 1.0 → 2.0"
+    assert guard_check(base, same, deterministic=False).status == "could not check"
 
 
 # --- the table ---------------------------------------------------------------------------------
@@ -182,7 +192,8 @@ class _Runs:
         fig = run_figures(label, [("cold", 500 * MS)] + [("steady", wall)] * 5)
         fps = None
         if fingerprint:
-            pr = [fp.Probe(label="Net.scale: 1.0 → 2.0", kind="attribute", leaves=[leaf(s=10.0 if flags else 20.0)])]
+            pr = [fp.Probe(label=REPLAY, kind="replay", leaves=[leaf()]),
+                  fp.Probe(label="Net.scale: 1.0 → 2.0", kind="attribute", leaves=[leaf(s=10.0 if flags else 20.0)])]
             fps = msgspec.structs.replace(fp.Fingerprints(calls=[fp.CallPrint(index=0, leaves=[leaf()])], calls_seen=1,
                                                           stopped_at_update=None, fingerprint_ns=0, script_ns=0),
                                           probes=pr if probe else None)

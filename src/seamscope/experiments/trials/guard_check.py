@@ -8,7 +8,9 @@ script's own calls may never make such a change, so the differential check of it
 show it. The check run makes it (``run --guard-probe``, given to the output-check runs of the
 baseline and of each unsafe candidate): once the script has returned, and only where it took no
 optimizer step, each compiled callable it made (the first :data:`MAX_CALLABLES`) is called again
-with its last call's inputs, changed one way at a time:
+with its last call's inputs, under the grad and inference mode of that call: once as they were
+(:data:`REPLAY`, the control: a candidate that differs there, and on no change beyond it, is not
+judged), then changed one way at a time:
 
 1. **a module attribute**: each plain ``int`` or ``float`` attribute of the compiled module and its
    submodules (the script's own classes first, then PyTorch's; at most :data:`MAX_ATTRIBUTES`),
@@ -44,6 +46,8 @@ MAX_CALLABLES = 2
 MAX_ATTRIBUTES = 3
 """Module attributes changed, per callable."""
 PROBE_SEED = 0
+REPLAY = "the last call again: unchanged"
+"""The control probe's label: the last call's inputs as they were."""
 
 
 # --- recording (torch, in the check run) ------------------------------------------------------
@@ -55,6 +59,9 @@ class _Entry:
     """The compiled callable under the output recorder (a probe is no call of the script's)."""
     module: Any
     last: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+    modes: tuple[bool, bool] = (True, False)
+    """The last call's grad mode and inference mode (a probe in another mode would fail a global
+    guard, not the one under check)."""
 
 
 @dataclass
@@ -69,8 +76,11 @@ class Prober:
         entry = _Entry(call=call, module=_module_of(compiled))
         self.entries.append(entry)
 
+        import torch
+
         def watched(*args: Any, **kwargs: Any) -> Any:
             entry.last = (args, kwargs)
+            entry.modes = (torch.is_grad_enabled(), torch.is_inference_mode_enabled())
             return recorded(*args, **kwargs)
 
         return watched
@@ -85,7 +95,7 @@ class Prober:
             for label, kind, apply in _changes(e.module, args, kwargs, e.call):
                 torch.manual_seed(PROBE_SEED)
                 try:
-                    with apply() as (a, kw):
+                    with apply() as (a, kw), torch.inference_mode(e.modes[1]), torch.set_grad_enabled(e.modes[0]):
                         result = e.call(*a, **kw)
                         leaves = leaves_of(result)
                     out.append(Probe(label=label, kind=kind, leaves=leaves))
@@ -113,7 +123,11 @@ def _changes(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], call: C
     """The changes to make, in an order both runs share: attributes, training, shape, dtype."""
     import contextlib
 
-    out: list[Change] = []
+    @contextlib.contextmanager
+    def unchanged() -> Iterator[Any]:
+        yield args, kwargs
+
+    out: list[Change] = [(REPLAY, "replay", unchanged)]
     if module is not None:
         root = type(module).__name__
         for owner, path, name, value in _attributes(module):
@@ -259,10 +273,14 @@ def probe_results(base: list[Probe], cand: list[Probe]) -> list[ProbeResult]:
     return out
 
 
-def guard_check(base: Fingerprints | None, cand: Fingerprints | None, cand_error: str | None = None) -> GuardCheck:
+def guard_check(base: Fingerprints | None, cand: Fingerprints | None, cand_error: str | None = None,
+                deterministic: bool | None = None) -> GuardCheck:
     """An unsafe candidate's check: ``broke a recompile`` at the first change it ran stale or
     raised on, ``kept every recompile`` when every change the baseline took gave the baseline's
-    outputs, ``could not check`` otherwise (why in ``detail``)."""
+    outputs, ``could not check`` otherwise (why in ``detail``): among others where the baseline's
+    two check runs disagree (``deterministic`` False: a difference could be its own)."""
+    if deterministic is False:
+        return GuardCheck(status="could not check", detail="the baseline is not deterministic: its two runs disagree")
     if cand is None or base is None:
         side = "the candidate's" if cand is None else "the baseline's"
         return GuardCheck(status="could not check", detail=f"{side} check run recorded nothing"
@@ -272,10 +290,16 @@ def guard_check(base: Fingerprints | None, cand: Fingerprints | None, cand_error
             why = f": {fp.probe_note}" if fp.probe_note else ""
             return GuardCheck(status="could not check", detail=f"{side} check run made no probe{why}")
     results = probe_results(base.probes or [], cand.probes or [])
-    bad = next((r for r in results if r.outcome in ("stale", "raised")), None)
+    control = next((r for r in results if r.label == REPLAY), None)
+    bad = next((r for r in results if r.label != REPLAY and r.outcome in ("stale", "raised")), None)
     if bad is not None:
         text = _BROKE[bad.outcome].format(_changed(bad.label), bad.detail)
         return GuardCheck(status="broke a recompile", probes=results, broke=text)
+    if control is not None and control.outcome != "recompiled":  # and no change made a difference of its own
+        return GuardCheck(status="could not check", probes=results,
+                          detail=f"the last call made again, unchanged, did not give the baseline's outputs "
+                          f"({control.outcome}: {control.detail})")
+    results = [r for r in results if r.label != REPLAY]
     if not any(r.outcome == "recompiled" for r in results):
         why = "no change could be made (no compiled callable was called with a tensor or a module)" if not results \
             else "the baseline raised on every change, or the candidate made none"

@@ -533,7 +533,8 @@ def _guard_check(st: _State, d: Draft) -> GuardCheck | None:
     if cand is None:
         return GuardCheck(status="could not check", detail="its check run did not run")
     base = st.checks.get(BASELINE)
-    return guard_check(base.fingerprints if base is not None else None, cand.fingerprints, cand.figures.error)
+    return guard_check(base.fingerprints if base is not None else None, cand.fingerprints, cand.figures.error,
+                       st.deterministic)
 
 
 def _trials(st: _State, ranked: list[Candidate], t_start: int) -> Trials:
