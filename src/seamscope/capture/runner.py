@@ -116,28 +116,11 @@ def run_target(
     from ..model.ledger import RunStatus
     from .lifecycle import ObservedRun, status_of_exception
     from .persist import hard_exit_on_signal, status_of_signal, watch_signals
-    from .session import Session
 
-    workload = launch is not None
-    if not module and not workload and not os.path.isfile(target):
+    if not module and launch is None and not os.path.isfile(target):
         raise UnusableInput(f"{target}: no such script")
     out_shown = default_out_dir(out)
-    script_file = target.rpartition(":")[0] if workload else target
-    root = project_root(os.getcwd() if module else os.path.dirname(os.path.abspath(script_file)))
-    kwargs: dict[str, Any] = {}
-    if first_calls is not None:
-        kwargs["first_calls"] = first_calls
-    if call_cap is not None:
-        kwargs["call_cap"] = call_cap
-    session = Session(
-        None,
-        command=[as_text(w) for w in (("-m " if module else "") + target, *args)],
-        input_trace_sha256=(script_sha256(script_file, [target, *args]) if workload
-                            else script_sha256(target, args, module=module)),
-        decision=decision,
-        cwd=root,
-        **kwargs,
-    )
+    session = _new_session(target, args, module, launch is not None, decision, first_calls, call_cap)
     run = ObservedRun(session, out_shown, checkpoint_every)  # the folder resolved once, before the script
     run.prepare()  # writable and ours, before the script starts (exit 2 otherwise)
     assert run.output is not None
@@ -171,11 +154,8 @@ def run_target(
             raise
     except SystemExit as e:
         session.status = status_of_exception(e)
-        code = e.code
-        exit_code = 0 if code in (None, 0) else (code if isinstance(code, int) else 1)
-        if exit_code:
-            exit_code = 1
-            message = f"{target} exited with status {code}"
+        if e.code not in (None, 0):  # any non-zero status is the script's failure: exit 1
+            exit_code, message = 1, f"{target} exited with status {e.code}"
     except BaseException as e:
         exit_code, message = _ended(e, session, received, target)
     finally:
@@ -195,6 +175,32 @@ def run_target(
     return RunResult(receipt_path=path, exit_code=exit_code, session=session, message=message,
                      out_shown=out_shown, signalled=received[0] if received else None,
                      forked=os.getpid() != pid)
+
+
+def _new_session(
+    target: str, args: list[str], module: bool, workload: bool, decision: Decision | None,
+    first_calls: int | None, call_cap: int | None,
+) -> Any:
+    """The run's session: its command, the hash of what it runs, and the project root its
+    paths are shown from (the working directory for ``-m``, else the script's folder)."""
+    from .session import Session
+
+    script_file = target.rpartition(":")[0] if workload else target
+    root = project_root(os.getcwd() if module else os.path.dirname(os.path.abspath(script_file)))
+    kwargs: dict[str, Any] = {}
+    if first_calls is not None:
+        kwargs["first_calls"] = first_calls
+    if call_cap is not None:
+        kwargs["call_cap"] = call_cap
+    return Session(
+        None,
+        command=[as_text(w) for w in (("-m " if module else "") + target, *args)],
+        input_trace_sha256=(script_sha256(script_file, [target, *args]) if workload
+                            else script_sha256(target, args, module=module)),
+        decision=decision,
+        cwd=root,
+        **kwargs,
+    )
 
 
 def _run_the_target(target: str, args: list[str], module: bool, setup: Any,

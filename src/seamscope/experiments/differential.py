@@ -255,6 +255,63 @@ def _ratio(e: torch.Tensor, a: torch.Tensor, rtol: float, atol: float) -> tuple[
     return float(r.max()), float(diff.max()), float(rel.max())
 
 
+def _mismatch(base: dict[str, Any], expected: torch.Tensor, actual: Any) -> LeafDiff | None:
+    """A compiled leaf of another type, shape, dtype or device: a boundary bug before any value."""
+    if not isinstance(actual, torch.Tensor):
+        return LeafDiff(**base, klass="boundary_bug", reason=f"type: eager Tensor, compiled {type(actual).__name__}")
+    if list(actual.shape) != base["shape"]:
+        got = list(actual.shape)
+        return LeafDiff(**base, klass="boundary_bug", reason=f"shape: eager {base['shape']}, compiled {got}")
+    if actual.dtype != expected.dtype:
+        compiled = str(actual.dtype).replace("torch.", "")
+        return LeafDiff(**base, klass="boundary_bug", reason=f"dtype: eager {base['dtype']}, compiled {compiled}")
+    if actual.device.type != expected.device.type:
+        return LeafDiff(
+            **base, klass="boundary_bug", reason=f"device: eager {expected.device}, compiled {actual.device}"
+        )
+    return None
+
+
+def _exact(base: dict[str, Any], e: torch.Tensor, a: torch.Tensor) -> LeafDiff:
+    """Integers and booleans: equal, or a boundary bug (no tolerance applies)."""
+    neq = int((e != a).sum())
+    if neq:
+        d = (a.to(torch.float64) - e.to(torch.float64)).abs().max() if e.dtype != torch.bool else torch.tensor(1.0)
+        return LeafDiff(
+            **base, klass="boundary_bug", reason=f"exact dtype: {neq} of {e.numel()} elements differ",
+            max_abs=float(d), tolerance_ratio=None,
+        )
+    return LeafDiff(**base, klass="within_tolerance", reason="equal", max_abs=0.0, max_rel=0.0, max_ulp=0)
+
+
+def _float_reason(
+    klass: str, ratio: float, max_abs: float, rr: float | None, judged: dict[str, Any], what: Any, large: bool | None
+) -> str:
+    """Why a floating leaf got its class, with the figures that decided it."""
+    if klass == "within_tolerance":
+        return "equal" if max_abs == 0 else "arithmetic drift"
+    if math.isinf(ratio) or math.isnan(ratio):
+        return "non-finite where eager is finite"
+    if "rounding_bound" in judged:
+        rr_text = f"{rr:.3g}" if rr is not None and math.isfinite(rr) else "inf"
+        own = f"eager's own error vs float64 {judged['eager_error']:.3g}"
+        basis = own if what == "eager's own error" else f"set by {what}; {own}"
+        nums = (f"max |compiled - eager| {max_abs:.3g} is {rr_text}x what rounding explains,"
+                f" {judged['rounding_bound']:.3g} ({basis}); {ratio:.3g}x the tolerance")
+        if klass == "boundary_bug":
+            return f"rounding cannot explain it: {nums}"
+        return f"over the tolerance, rounding explains it: {nums}"
+    why = judged.get("no_float64")
+    tail = f"; no float64 reference ({why}), judged by the tolerance factor" if why else ""
+    if klass == "above_tolerance":
+        if large:
+            return "above tolerance; a large reduction lies behind this leaf (a new summation order can do this)" + tail
+        if large is False:
+            return "above tolerance; no large reduction behind this leaf" + tail
+        return "above tolerance" + tail
+    return f">= {BUG_FACTOR:g}x the tolerance ({ratio:.3g}x)" + tail
+
+
 def _compare_tensor(
     path: str,
     expected: torch.Tensor,
@@ -264,34 +321,15 @@ def _compare_tensor(
     rounding: Rounding | None = None,
 ) -> LeafDiff:
     dt = expected.dtype
-    shape = list(expected.shape)
-    base: dict[str, Any] = {"path": path, "dtype": str(dt).replace("torch.", ""), "shape": shape}
-    if not isinstance(actual, torch.Tensor):
-        return LeafDiff(**base, klass="boundary_bug", reason=f"type: eager Tensor, compiled {type(actual).__name__}")
-    if list(actual.shape) != shape:
-        return LeafDiff(**base, klass="boundary_bug", reason=f"shape: eager {shape}, compiled {list(actual.shape)}")
-    if actual.dtype != dt:
-        return LeafDiff(
-            **base,
-            klass="boundary_bug",
-            reason=f"dtype: eager {base['dtype']}, compiled {str(actual.dtype).replace('torch.', '')}",
-        )
-    if actual.device.type != expected.device.type:
-        return LeafDiff(
-            **base, klass="boundary_bug", reason=f"device: eager {expected.device}, compiled {actual.device}"
-        )
+    base: dict[str, Any] = {"path": path, "dtype": str(dt).replace("torch.", ""), "shape": list(expected.shape)}
+    bad = _mismatch(base, expected, actual)
+    if bad is not None:
+        return bad
     rtol, atol = tolerance_for(dt, override)
     e = expected.detach().cpu()
     a = actual.detach().cpu()
     if not (dt.is_floating_point or dt.is_complex):
-        neq = int((e != a).sum())
-        if neq:
-            d = (a.to(torch.float64) - e.to(torch.float64)).abs().max() if dt != torch.bool else torch.tensor(1.0)
-            return LeafDiff(
-                **base, klass="boundary_bug", reason=f"exact dtype: {neq} of {e.numel()} elements differ",
-                max_abs=float(d), tolerance_ratio=None,
-            )
-        return LeafDiff(**base, klass="within_tolerance", reason="equal", max_abs=0.0, max_rel=0.0, max_ulp=0)
+        return _exact(base, e, a)
     wide = torch.complex128 if dt.is_complex else torch.float64
     e64, a64 = e.to(wide), a.to(wide)
     nan_e, nan_a = torch.isnan(e64), torch.isnan(a64)
@@ -313,33 +351,7 @@ def _compare_tensor(
     if ratio > 1.0 and not math.isnan(ratio):
         extra["judged_by"] = "rounding" if has_bound else "tolerance"
     klass = classify_leaf(ratio, rr if has_bound else None)
-    if klass == "within_tolerance":
-        reason = "equal" if max_abs == 0 else "arithmetic drift"
-    elif math.isinf(ratio) or math.isnan(ratio):
-        reason = "non-finite where eager is finite"
-    elif has_bound:
-        rr_text = f"{rr:.3g}" if rr is not None and math.isfinite(rr) else "inf"
-        own = f"eager's own error vs float64 {judged['eager_error']:.3g}"
-        basis = own if what == "eager's own error" else f"set by {what}; {own}"
-        nums = (f"max |compiled - eager| {max_abs:.3g} is {rr_text}x what rounding explains,"
-                f" {judged['rounding_bound']:.3g} ({basis}); {ratio:.3g}x the tolerance")
-        if klass == "boundary_bug":
-            reason = f"rounding cannot explain it: {nums}"
-        else:
-            reason = f"over the tolerance, rounding explains it: {nums}"
-    else:
-        why = judged.get("no_float64")
-        tail = f"; no float64 reference ({why}), judged by the tolerance factor" if why else ""
-        if klass == "above_tolerance":
-            reason = (
-                "above tolerance; a large reduction lies behind this leaf (a new summation order can do this)"
-                if large
-                else "above tolerance; no large reduction behind this leaf"
-                if large is False
-                else "above tolerance"
-            ) + tail
-        else:
-            reason = f">= {BUG_FACTOR:g}x the tolerance ({ratio:.3g}x)" + tail
+    reason = _float_reason(klass, ratio, max_abs, rr, judged, what, large)
     return LeafDiff(
         **base, **extra, klass=klass, reason=reason, max_abs=max_abs if math.isfinite(max_abs) else None,
         max_rel=max_rel if math.isfinite(max_rel) else None, max_ulp=ulp, tolerance_ratio=_finite(ratio),

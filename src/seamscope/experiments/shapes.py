@@ -342,6 +342,52 @@ def policy_slug(policy: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", policy).strip("_") or "policy"
 
 
+def _checked(
+    trace: Sequence[int], policies: Sequence[str], repeat: int, dim: int | None
+) -> tuple[list[int], list[Policy]]:
+    """The trace repeated and the policies parsed: any unusable option refused before anything runs."""
+    if repeat < 1:
+        raise UnusableInput(f"--repeat must be >= 1, got {repeat}")
+    full = list(parse_lengths(list(trace))) * repeat
+    parsed = [parse_policy(p) for p in (list(policies) or list(DEFAULT_POLICIES))]
+    if len({p.name for p in parsed}) != len(parsed):
+        raise UnusableInput("a policy is listed twice")
+    if dim is not None and dim < 0:
+        raise UnusableInput(f"--dim {dim}: must be >= 0")
+    return full, parsed
+
+
+def _preflight(runner: Any, spec: WorkerSpec, workdir: str) -> Preflight:
+    """Eager on every distinct length in a process of its own; a failure there is the program's."""
+    reply = runner.run(_job(spec))
+    pre = _read(spec.result, Preflight)
+    if pre is None:
+        tail = _tail(os.path.join(workdir, "preflight.log"))
+        raise UserCodeFailed(f"the preflight process died ({_reply_text(reply)})" + (f": {tail}" if tail else ""))
+    if not pre.ok:
+        if pre.exit_code == 2:
+            raise UnusableInput(pre.error or "unusable input")
+        raise UserCodeFailed(pre.error or "the workload failed eagerly")
+    return pre
+
+
+def _policy_run(runner: Any, spec: WorkerSpec, pol: Policy, workdir: str, slug: str) -> PolicyResult:
+    """One policy in its own process; a process that died is a ``crashed`` result, never a raise."""
+    t0 = time.perf_counter_ns()
+    reply = runner.run(_job(spec))
+    wall = time.perf_counter_ns() - t0
+    res = _read(spec.result, PolicyResult)
+    if res is None:
+        res = PolicyResult(
+            policy=pol.name,
+            kind=pol.kind,  # type: ignore[arg-type]
+            compile_options={},
+            status="crashed",
+            error=f"the policy's process died ({_reply_text(reply)}): " + _tail(os.path.join(workdir, f"{slug}.log")),
+        )
+    return msgspec.structs.replace(res, process_wall_ns=wall)
+
+
 def run_study(
     workload: str,
     trace: Sequence[int],
@@ -359,16 +405,7 @@ def run_study(
     policy in its own fresh process. Never raises for a problem met after a policy was measured:
     the error is kept on the returned study, with every result measured before it."""
     say = progress or (lambda m: None)
-    if repeat < 1:
-        raise UnusableInput(f"--repeat must be >= 1, got {repeat}")
-    base = list(parse_lengths(list(trace)))
-    full = base * repeat
-    names = list(policies) or list(DEFAULT_POLICIES)
-    parsed = [parse_policy(p) for p in names]  # an unknown policy is unusable before anything runs
-    if len({p.name for p in parsed}) != len(parsed):
-        raise UnusableInput("a policy is listed twice")
-    if dim is not None and dim < 0:
-        raise UnusableInput(f"--dim {dim}: must be >= 0")
+    full, parsed = _checked(trace, policies, repeat, dim)
     os.makedirs(workdir, exist_ok=True)
     mode = isolation or os.environ.get("SEAMSCOPE_SHAPES_ISOLATION") or default_mode()
     spec = ShapeSpec(workload=workload, backend="", dim=dim if dim is not None else -1, trace=full, repeat=repeat,
@@ -380,44 +417,22 @@ def run_study(
     runner = _runner(workload, mode, os.path.join(workdir, "zygote.log"))
     try:
         say(f"preflight: eager on {len(set(full))} distinct lengths")
-        pre_path = os.path.join(tmp, "preflight.json")
-        reply = runner.run(_job(WorkerSpec(kind="preflight", workload=workload, trace=full, dim=dim, refs=refs,
-                                           result=pre_path, log=os.path.join(workdir, "preflight.log"),
-                                           recompile_limit=recompile_limit)))
-        pre = _read(pre_path, Preflight)
-        if pre is None:
-            raise UserCodeFailed(f"the preflight process died ({_reply_text(reply)})"
-                                 + (f": {_tail(os.path.join(workdir, 'preflight.log'))}" or ""))
-        if not pre.ok:
-            if pre.exit_code == 2:
-                raise UnusableInput(pre.error or "unusable input")
-            raise UserCodeFailed(pre.error or "the workload failed eagerly")
+        pre = _preflight(runner, WorkerSpec(
+            kind="preflight", workload=workload, trace=full, dim=dim, refs=refs,
+            result=os.path.join(tmp, "preflight.json"), log=os.path.join(workdir, "preflight.log"),
+            recompile_limit=recompile_limit), workdir)
         study.spec = spec = msgspec.structs.replace(spec, dim=pre.dim, backend=pre.backend, device=pre.device,
                                                     rtol=pre.rtol, atol=pre.atol)
         study.warnings += pre.warnings
         for i, pol in enumerate(parsed):
             say(f"policy {i + 1}/{len(parsed)}: {pol.name}")
             slug = policy_slug(pol.name)
-            res_path = os.path.join(tmp, f"{slug}.json")
-            led_path = os.path.join(tmp, f"{slug}.receipt.json")
-            t0 = time.perf_counter_ns()
-            reply = runner.run(_job(WorkerSpec(
+            res = _policy_run(runner, WorkerSpec(
                 kind="policy", workload=workload, trace=full, dim=pre.dim, policy=pol.name, refs=refs,
-                result=res_path, log=os.path.join(workdir, f"{slug}.log"), recompile_limit=recompile_limit,
-                delay_ns=(delays or {}).get(pol.name, 0))))
-            wall = time.perf_counter_ns() - t0
-            res = _read(res_path, PolicyResult)
-            if res is None:
-                res = PolicyResult(
-                    policy=pol.name,
-                    kind=pol.kind,  # type: ignore[arg-type]
-                    compile_options={},
-                    status="crashed",
-                    error=f"the policy's process died ({_reply_text(reply)}): "
-                    + _tail(os.path.join(workdir, f"{slug}.log")),
-                )
-            res = msgspec.structs.replace(res, process_wall_ns=wall)
+                result=os.path.join(tmp, f"{slug}.json"), log=os.path.join(workdir, f"{slug}.log"),
+                recompile_limit=recompile_limit, delay_ns=(delays or {}).get(pol.name, 0)), pol, workdir, slug)
             study.results.append(res)
+            led_path = os.path.join(tmp, f"{slug}.receipt.json")
             if os.path.exists(led_path):
                 with open(led_path, "rb") as f:
                     study.ledgers[pol.name] = f.read()

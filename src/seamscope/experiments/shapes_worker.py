@@ -194,6 +194,97 @@ def preflight(spec: WorkerSpec) -> tuple[Preflight, dict[int, list[tuple[str, An
 # --- one policy over the trace --------------------------------------------------------------------
 
 
+def _references(spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None) -> dict[int, list[tuple[str, Any]]]:
+    """The eager references: given by the study, read from its file, or (a policy run alone)
+    computed here as part of this policy's own cost."""
+    import torch
+
+    if refs is not None:
+        return refs
+    if spec.refs and os.path.exists(spec.refs):
+        return dict(torch.load(spec.refs, weights_only=False))
+    pre, computed = preflight(spec)
+    if not pre.ok:
+        raise UnusableInput(pre.error or "preflight failed") if pre.exit_code == 2 else UserCodeFailed(pre.error or "")
+    return computed
+
+
+def _refusal(pol: Policy, wl: Any, trace: list[int], opts: dict[str, Any]) -> PolicyResult | None:
+    """A padding policy that would pad past what the model accepts is refused before it runs."""
+    if pol.pads and wl.max_length is not None:
+        over = sorted({(m, pol.target(m)) for m in trace if pol.target(m) > wl.max_length})
+        if over:
+            m, t = over[0]
+            return _bare(pol, opts, "unusable", f"pads length {m} to {t}, beyond what the model accepts "
+                         f"(max_length {wl.max_length})")
+    return None
+
+
+class _Loop:
+    """The trace's calls under one policy: each call's record, the first output of each length
+    (compared with eager) and a memory step at each new length."""
+
+    def __init__(self, wl: Any, pol: Policy, inputs: Inputs, mdim: int, delay_s: float) -> None:
+        import torch
+
+        self.wl, self.pol, self.inputs, self.mdim, self.delay_s = wl, pol, inputs, mdim, delay_s
+        self.cuda = str(wl.device).startswith("cuda") and torch.cuda.is_available()
+        self.recs: list[CallRecord] = []
+        self.firsts: dict[int, list[tuple[str, Any]]] = {}
+        self.memory: list[MemoryStep] = []
+
+    def call(self, compiled: Any, sess: Any, i: int, length: int) -> tuple[str, str] | None:
+        """One call; ``(status, error)`` where it failed (the loop stops there)."""
+        import torch
+
+        from ..capture import adapter
+        from .workload import as_call
+
+        inputs, pol = self.inputs, self.pol
+        entry = inputs.make(length)
+        target = pol.target(length)
+        real = int(inputs.varying(entry).numel())
+        t0 = time.perf_counter_ns()
+        e = inputs.pad(entry, target) if target != length else entry
+        v = inputs.varying(e)
+        if pol.kind == "mark_dynamic" and pol.in_range(target):
+            # An input outside [MIN, MAX] is left unmarked (marking it raises in PyTorch):
+            # it fails the range guard and recompiles, and the guard's text is reported.
+            adapter.mark_dynamic(v, self.mdim, min=pol.lo, max=pol.hi)
+        args, kwargs = as_call(e)
+        try:
+            with sess.family(str(length)):
+                out = compiled(*args, **kwargs)
+        except Exception as ex:
+            if target != length and _fails_eager(self.wl, e):
+                return "unusable", (f"pads length {length} to {target}, which the model does not accept "
+                                    f"(eager raises too): {described(ex)}")
+            return "failed", f"call {i} (length {length}): {described(ex)}"
+        if target != length:
+            out = inputs.slice(out, length, target)
+        if self.cuda:
+            torch.cuda.synchronize()
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        t1 = time.perf_counter_ns()
+        self.recs.append(CallRecord(length=length, padded_length=target, latency_ns=t1 - t0,
+                                    numel_padded=int(v.numel()), numel_real=real,
+                                    compiled_variants=adapter.frames_ok()))
+        if length not in self.firsts:
+            self.firsts[length] = _leaves(out)
+            self.memory.append(self._memory_step(i, length))
+        return None
+
+    def _memory_step(self, i: int, length: int) -> MemoryStep:
+        import torch
+
+        from ..capture import adapter
+        from .probe import rss_bytes
+
+        return MemoryStep(call_index=i, length=length, compiled_variants=adapter.frames_ok(), rss_bytes=rss_bytes(),
+                          cuda_allocated_bytes=int(torch.cuda.memory_allocated()) if self.cuda else None)
+
+
 def run_policy(
     spec: WorkerSpec, refs: dict[int, list[tuple[str, Any]]] | None = None
 ) -> tuple[PolicyResult, bytes | None]:
@@ -204,98 +295,37 @@ def run_policy(
     from ..capture import adapter
     from ..capture.session import Session
     from .ladder import compile_kwargs, resolve_backend
-    from .probe import rss_bytes
-    from .workload import as_call
 
     t_start = time.perf_counter_ns()
     pol = parse_policy(spec.policy)
     wl, dim = _load(spec)
-    mdim = pol.dim if pol.dim is not None else dim
-    inputs = Inputs(wl, dim)
     opts = {**compile_kwargs(wl.compile_options), **pol.compile_options()}
     trace = list(spec.trace)
-    n = len(trace)
-    warnings: list[str] = []
-    if refs is None:
-        if spec.refs and os.path.exists(spec.refs):
-            refs = torch.load(spec.refs, weights_only=False)
-        else:  # run alone: compute the eager references here (part of this policy's own cost)
-            pre, refs = preflight(spec)
-            if not pre.ok:
-                raise (
-                    UnusableInput(pre.error or "preflight failed")
-                    if pre.exit_code == 2
-                    else UserCodeFailed(pre.error or "")
-                )
-    status = "ok"
-    error: str | None = None
+    refs = _references(spec, refs)
     adapter.dynamo_reset()
     adapter.clear_counters()
     if spec.recompile_limit is not None:
         adapter.set_recompile_limit(spec.recompile_limit)
-    if pol.pads and wl.max_length is not None:
-        over = sorted({(m, pol.target(m)) for m in trace if pol.target(m) > wl.max_length})
-        if over:
-            m, t = over[0]
-            return _bare(pol, opts, "unusable", f"pads length {m} to {t}, beyond what the model accepts "
-                         f"(max_length {wl.max_length})"), None
+    refused = _refusal(pol, wl, trace, opts)
+    if refused is not None:
+        return refused, None
+    warnings: list[str] = []
     if pol.kind == "buckets" and trace and max(trace) > pol.sizes[-1]:
         k = sum(1 for m in trace if m > pol.sizes[-1])
         warnings.append(f"{k} calls longer than the largest bucket ({pol.sizes[-1]}) ran unpadded")
-    cuda = str(wl.device).startswith("cuda") and torch.cuda.is_available()
-    recs: list[CallRecord] = []
-    firsts: dict[int, list[tuple[str, Any]]] = {}
-    memory: list[MemoryStep] = []
+    loop = _Loop(wl, pol, Inputs(wl, dim), pol.dim if pol.dim is not None else dim, spec.delay_ns / 1e9)
+    status, error = "ok", None
+    n = len(trace)
     sess = Session(first_calls=max(n + 1, 256), call_cap=max(n + 1, 1024), write_html=False)
-    delay = spec.delay_ns / 1e9
     sess.start()
     try:
         compiled = torch.compile(wl.fn_or_module, backend=resolve_backend(wl.backend), **opts)
         with grad_mode(wl):
             for i, length in enumerate(trace):
-                entry = inputs.make(length)
-                target = pol.target(length)
-                real = int(inputs.varying(entry).numel())
-                t0 = time.perf_counter_ns()
-                e = inputs.pad(entry, target) if target != length else entry
-                v = inputs.varying(e)
-                if pol.kind == "mark_dynamic" and pol.in_range(target):
-                    # An input outside [MIN, MAX] is left unmarked (marking it raises in PyTorch):
-                    # it fails the range guard and recompiles, and the guard's text is reported.
-                    adapter.mark_dynamic(v, mdim, min=pol.lo, max=pol.hi)
-                args, kwargs = as_call(e)
-                try:
-                    with sess.family(str(length)):
-                        out = compiled(*args, **kwargs)
-                except Exception as ex:
-                    if target != length and _fails_eager(wl, e):
-                        status = "unusable"
-                        error = (f"pads length {length} to {target}, which the model does not accept "
-                                 f"(eager raises too): {described(ex)}")
-                    else:
-                        status, error = "failed", f"call {i} (length {length}): {described(ex)}"
+                stopped = loop.call(compiled, sess, i, length)
+                if stopped is not None:
+                    status, error = stopped
                     break
-                if target != length:
-                    out = inputs.slice(out, length, target)
-                if cuda:
-                    torch.cuda.synchronize()
-                if delay:
-                    time.sleep(delay)
-                t1 = time.perf_counter_ns()
-                recs.append(CallRecord(length=length, padded_length=target, latency_ns=t1 - t0,
-                                       numel_padded=int(v.numel()), numel_real=real,
-                                       compiled_variants=adapter.frames_ok()))
-                if length not in firsts:
-                    firsts[length] = _leaves(out)
-                    memory.append(
-                        MemoryStep(
-                            call_index=i,
-                            length=length,
-                            compiled_variants=adapter.frames_ok(),
-                            rss_bytes=rss_bytes(),
-                            cuda_allocated_bytes=int(torch.cuda.memory_allocated()) if cuda else None,
-                        )
-                    )
     except KeyboardInterrupt:
         status, error = "interrupted", "interrupted"
     except Exception as ex:  # torch.compile itself refused (bad options, unknown backend)
@@ -305,17 +335,16 @@ def run_policy(
     ctr = adapter.dynamo_counters()
     ledger = sess.ledger
     assert ledger is not None
-    correctness, worst = _compare(refs or {}, firsts, wl.tolerance)
+    correctness, worst = _compare(refs, loop.firsts, wl.tolerance)
     res = policy_result(PolicyRecords(
         policy=pol.name, kind=pol.kind, compile_options=opts, status=status, error=error, trace=trace,
-        calls=recs, ledger=ledger, frames_ok=adapter.frames_ok(),
+        calls=loop.recs, ledger=ledger, frames_ok=adapter.frames_ok(),
         frames_total=int(ctr.get("frames", {}).get("total", 0)),
         unique_graphs=int(ctr.get("stats", {}).get("unique_graphs", 0)),
-        memory=memory, correctness=correctness, worst=worst, warnings=warnings,
+        memory=loop.memory, correctness=correctness, worst=worst, warnings=warnings,
         run_ns=time.perf_counter_ns() - t_start,
     ))
-    receipt = sess.receipt()
-    return res, msgspec.json.encode(receipt)
+    return res, msgspec.json.encode(sess.receipt())
 
 
 def _bare(pol: Policy, opts: dict[str, Any], status: str, error: str) -> PolicyResult:

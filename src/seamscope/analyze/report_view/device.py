@@ -6,10 +6,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from ...model.ledger import (
-    IslandEvent,
-    RegionEvent,
-)
+from ...model.ledger import Call, DeviceTimeline, IslandEvent, RegionEvent
 from ...model.receipt import Receipt
 from ..units import fmt_ns
 from .base import ISLAND_COLOUR, MAX_TIMELINE_ROWS, PALETTE, Bar, make_bar, pick_timeline_calls
@@ -37,6 +34,43 @@ class DeviceLanes:
     note: str
 
 
+def _host_lane(call: Call, scale: int, colours: dict[str, str]) -> list[Bar]:
+    """The call's regions as launched from the host, and its eager islands."""
+    host: list[Bar] = []
+    for e in call.events:
+        if isinstance(e, RegionEvent):
+            tip = f"region {e.compile_id} on the host (launch): {fmt_ns(e.duration_ns)}"
+            colour = colours.get(e.compile_id, PALETTE[0])
+            host.append(make_bar("region", e.start_ns, e.duration_ns, scale, colour, e.compile_id, tip))
+        elif isinstance(e, IslandEvent):
+            tip = f"eager island: {fmt_ns(e.duration_ns)}"
+            host.append(make_bar("island", e.start_ns, e.duration_ns, scale, ISLAND_COLOUR, "", tip))
+    return host
+
+
+def _device_lane(d: DeviceTimeline, scale: int, colours: dict[str, str]) -> list[Bar]:
+    """The regions' device work, each preceded by its seam's gap (a sync where the island synced)."""
+    device: list[Bar] = []
+    cursor = 0
+    for i, seam in enumerate(d.seams):
+        if seam.gap_ns:
+            kind = "sync" if seam.syncs else "gap"
+            tip = f"device seam gap: {fmt_ns(seam.gap_ns)} (the island's kernels, or the device idle)"
+            if seam.syncs:
+                tip += (f"\n{seam.syncs} device-to-host sync(s) in the island; "
+                        f"the host waited {fmt_ns(seam.host_wait_ns or 0)}")
+            colour = SYNC_COLOUR if seam.syncs else GAP_COLOUR
+            device.append(make_bar(kind, cursor, seam.gap_ns, scale, colour, "", tip))
+        cursor += seam.gap_ns
+        if i < len(d.regions):
+            r = d.regions[i]
+            tip = f"region {r.compile_id} on the device: {fmt_ns(r.duration_ns)}"
+            colour = colours.get(r.compile_id, PALETTE[0])
+            device.append(make_bar("region", r.start_ns, r.duration_ns, scale, colour, r.compile_id, tip))
+            cursor = r.start_ns + r.duration_ns
+    return device
+
+
 def build_device_lanes(receipt: Receipt, colours: dict[str, str], limit: int = MAX_TIMELINE_ROWS) -> DeviceLanes | None:
     """Each call timed on the device: its host lane (regions and islands, as launched) above its
     device lane (the regions' device work and the seam gaps), both on the scale of the longer of
@@ -50,65 +84,11 @@ def build_device_lanes(receipt: Receipt, colours: dict[str, str], limit: int = M
         d = call.device
         assert not isinstance(d, msgspec.UnsetType)
         scale = max(call.wall_ns, d.span_ns, 1)
-        host: list[Bar] = []
-        for e in call.events:
-            if isinstance(e, RegionEvent):
-                tip = f"region {e.compile_id} on the host (launch): {fmt_ns(e.duration_ns)}"
-                host.append(
-                    make_bar(
-                        "region",
-                        e.start_ns,
-                        e.duration_ns,
-                        scale,
-                        colours.get(e.compile_id, PALETTE[0]),
-                        e.compile_id,
-                        tip,
-                    )
-                )
-            elif isinstance(e, IslandEvent):
-                host.append(
-                    make_bar(
-                        "island",
-                        e.start_ns,
-                        e.duration_ns,
-                        scale,
-                        ISLAND_COLOUR,
-                        "",
-                        f"eager island: {fmt_ns(e.duration_ns)}",
-                    )
-                )
-        device: list[Bar] = []
-        cursor = 0
-        for i, seam in enumerate(d.seams):
-            if seam.gap_ns:
-                kind = "sync" if seam.syncs else "gap"
-                tip = f"device seam gap: {fmt_ns(seam.gap_ns)} (the island's kernels, or the device idle)"
-                if seam.syncs:
-                    tip += (f"\n{seam.syncs} device-to-host sync(s) in the island; "
-                            f"the host waited {fmt_ns(seam.host_wait_ns or 0)}")
-                device.append(
-                    make_bar(kind, cursor, seam.gap_ns, scale, SYNC_COLOUR if seam.syncs else GAP_COLOUR, "", tip)
-                )
-            cursor += seam.gap_ns
-            if i < len(d.regions):
-                r = d.regions[i]
-                tip = f"region {r.compile_id} on the device: {fmt_ns(r.duration_ns)}"
-                device.append(
-                    make_bar(
-                        "region",
-                        r.start_ns,
-                        r.duration_ns,
-                        scale,
-                        colours.get(r.compile_id, PALETTE[0]),
-                        r.compile_id,
-                        tip,
-                    )
-                )
-                cursor = r.start_ns + r.duration_ns
         rows.append(
             DeviceLaneRow(
                 call_index=call.index, phase=call.phase, wall_ns=call.wall_ns, span_ns=d.span_ns, complete=d.complete,
-                syncs=sum(s.syncs or 0 for s in d.seams), host=host, device=device,
+                syncs=sum(s.syncs or 0 for s in d.seams), host=_host_lane(call, scale, colours),
+                device=_device_lane(d, scale, colours),
             )
         )
     note = (

@@ -7,7 +7,9 @@ from typing import Any
 
 from ...model.ledger import (
     BreakEvent,
+    BreakSite,
     Call,
+    Compilation,
     CompileEvent,
     FallbackEvent,
     GuardMissEvent,
@@ -183,82 +185,86 @@ def compile_colours(receipt: Receipt) -> dict[str, str]:
     return {cid: PALETTE[k % len(PALETTE)] for k, cid in enumerate(ordered)}
 
 
+def _region_tip(e: RegionEvent, comp: Compilation | None, sites: dict[str, BreakSite]) -> str:
+    tip = f"region {e.compile_id} graph {e.graph_index}: {fmt_ns(e.duration_ns)}"
+    if comp is not None:
+        tip += "\n{} ({}:{})".format(*comp.shown_frame)
+        if comp.failed_guards:
+            tip += "\ncompiled because a guard failed: " + comp.failed_guards[0]
+        own = sites.get(comp.own_break_site_id or "")
+        if own is not None:
+            tip += f"\nends at break {own.site_id} {own.file}:{own.line}: {own.reason}"
+    return tip
+
+
+def _island_tip(e: IslandEvent, sites: dict[str, BreakSite]) -> str:
+    tip = f"eager island: {fmt_ns(e.duration_ns)}"
+    site = sites.get(e.after_site_id or "")
+    if site is not None:
+        tip += f"\nafter break {site.site_id} at {site.file}:{site.line} ({site.function})"
+        tip += f"\nreason: {site.reason}"
+    return tip
+
+
+def _compile_tip(e: CompileEvent, comp: Compilation | None) -> str:
+    tip = f"compile {e.compile_id}: {fmt_ns(e.duration_ns)}"
+    if comp is not None:
+        tip += "\n{} ({}:{}), status ".format(*comp.shown_frame) + comp.status
+        tip += guard_lines(comp.failed_guards)
+    return tip
+
+
+def _timeline_row(
+    call: Call, sites: dict[str, BreakSite], comps: dict[str, Compilation], colours: dict[str, str]
+) -> TimelineRow:
+    """One call's bars (regions, islands, compilations) and marks (breaks crossed, guard misses,
+    fallbacks), each with its tooltip."""
+    wall = call.wall_ns
+    bars: list[Bar] = []
+    marks: list[Mark] = []
+    last_site: str | None = None
+    for e in call.events:
+        if isinstance(e, RegionEvent):
+            tip = _region_tip(e, comps.get(e.compile_id), sites)
+            colour = colours.get(e.compile_id, PALETTE[0])
+            bars.append(make_bar("region", e.start_ns, e.duration_ns, wall, colour, e.compile_id, tip))
+        elif isinstance(e, IslandEvent):
+            bars.append(make_bar("island", e.start_ns, e.duration_ns, wall, ISLAND_COLOUR, "", _island_tip(e, sites)))
+        elif isinstance(e, CompileEvent):
+            tip = _compile_tip(e, comps.get(e.compile_id))
+            bars.append(make_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
+        elif isinstance(e, BreakEvent):
+            site = sites.get(e.site_id)
+            tip = f"break {e.site_id} crossed" + (f" at {site.file}:{site.line}: {site.reason}" if site else "")
+            if e.site_id != last_site:
+                marks.append(Mark("break", bar_pct(e.at_ns, wall), tip))
+            last_site = e.site_id
+        elif isinstance(e, GuardMissEvent):
+            comp = comps.get(e.compile_id)
+            tip = f"guard miss → {e.compile_id}" + guard_lines(comp.failed_guards if comp is not None else [])
+            marks.append(Mark("guard_miss", bar_pct(e.at_ns, wall), tip))
+        elif isinstance(e, FallbackEvent):
+            marks.append(Mark("fallback", bar_pct(e.at_ns, wall), f"fallback {e.compile_id}: {e.reason}"))
+    return TimelineRow(
+        call_index=call.index,
+        phase=call.phase,
+        outcome=call.outcome,
+        family=call.family,
+        wall_ns=wall,
+        region_count=sum(1 for b in bars if b.kind == "region"),
+        island_count=sum(1 for b in bars if b.kind == "island"),
+        bars=bars,
+        marks=marks,
+        error=call.error,
+    )
+
+
 def build_timeline(receipt: Receipt, colours: dict[str, str]) -> Timeline:
     led = receipt.ledger
     sites = {b.site_id: b for b in led.break_sites}
     comps = {c.compile_id: c for c in led.compilations}
     shown = pick_timeline_calls(led.calls)
-    rows = []
-    for call in shown:
-        wall = call.wall_ns
-        bars: list[Bar] = []
-        marks: list[Mark] = []
-        last_site: str | None = None
-        for e in call.events:
-            if isinstance(e, RegionEvent):
-                comp = comps.get(e.compile_id)
-                tip = f"region {e.compile_id} graph {e.graph_index}: {fmt_ns(e.duration_ns)}"
-                if comp is not None:
-                    tip += "\n{} ({}:{})".format(*comp.shown_frame)
-                    if comp.failed_guards:
-                        tip += "\ncompiled because a guard failed: " + comp.failed_guards[0]
-                    own = sites.get(comp.own_break_site_id or "")
-                    if own is not None:
-                        tip += f"\nends at break {own.site_id} {own.file}:{own.line}: {own.reason}"
-                bars.append(
-                    make_bar(
-                        "region",
-                        e.start_ns,
-                        e.duration_ns,
-                        wall,
-                        colours.get(e.compile_id, PALETTE[0]),
-                        e.compile_id,
-                        tip,
-                    )
-                )
-            elif isinstance(e, IslandEvent):
-                tip = f"eager island: {fmt_ns(e.duration_ns)}"
-                site = sites.get(e.after_site_id or "")
-                if site is not None:
-                    tip += f"\nafter break {site.site_id} at {site.file}:{site.line} ({site.function})"
-                    tip += f"\nreason: {site.reason}"
-                bars.append(make_bar("island", e.start_ns, e.duration_ns, wall, ISLAND_COLOUR, "", tip))
-            elif isinstance(e, CompileEvent):
-                comp = comps.get(e.compile_id)
-                tip = f"compile {e.compile_id}: {fmt_ns(e.duration_ns)}"
-                if comp is not None:
-                    tip += "\n{} ({}:{}), status ".format(*comp.shown_frame) + comp.status
-                    tip += guard_lines(comp.failed_guards)
-                bars.append(make_bar("compile", e.start_ns, e.duration_ns, wall, COMPILE_COLOUR, e.compile_id, tip))
-            elif isinstance(e, BreakEvent):
-                site = sites.get(e.site_id)
-                tip = f"break {e.site_id} crossed"
-                if site is not None:
-                    tip += f" at {site.file}:{site.line}: {site.reason}"
-                if e.site_id != last_site:
-                    marks.append(Mark("break", bar_pct(e.at_ns, wall), tip))
-                last_site = e.site_id
-            elif isinstance(e, GuardMissEvent):
-                comp = comps.get(e.compile_id)
-                guards = comp.failed_guards if comp is not None else []
-                tip = f"guard miss → {e.compile_id}" + guard_lines(guards)
-                marks.append(Mark("guard_miss", bar_pct(e.at_ns, wall), tip))
-            elif isinstance(e, FallbackEvent):
-                marks.append(Mark("fallback", bar_pct(e.at_ns, wall), f"fallback {e.compile_id}: {e.reason}"))
-        rows.append(
-            TimelineRow(
-                call_index=call.index,
-                phase=call.phase,
-                outcome=call.outcome,
-                family=call.family,
-                wall_ns=wall,
-                region_count=sum(1 for b in bars if b.kind == "region"),
-                island_count=sum(1 for b in bars if b.kind == "island"),
-                bars=bars,
-                marks=marks,
-                error=call.error,
-            )
-        )
+    rows = [_timeline_row(call, sites, comps, colours) for call in shown]
     note = f"{len(shown)} of {len(led.calls)} recorded calls shown"
     if len(led.calls) < led.totals.calls:
         note += f" ({led.totals.calls} calls in the run)"
