@@ -50,14 +50,15 @@ def test_a_guard_setting_runs_as_its_flags_and_stacks_with_no_second_filter(tmp_
 # --- the catalogue -----------------------------------------------------------------------------
 
 
-def _receipt(checks, entries=(2,), phases=("cold", "steady", "cold", "steady", "steady"), estimate=5 * MS):
+def _receipt(checks, entries=(2,), phases=("cold", "steady", "cold", "steady", "steady"), estimate=5 * MS,
+             wall=100 * MS):
     frames = [NS(entries=[object()] * n) for n in entries]
     dispatch = NS(estimate_ns=estimate, guard_checks=checks, frames=frames, finding_id="DP1",
                   sentence="dispatch: ...")
     calls = [NS(index=i, phase=p) for i, p in enumerate(phases)]
     return NS(findings=NS(findings=[], compile_time=None, dispatch=dispatch),
               ledger=NS(compilations=[], break_sites=[], calls=calls, environment=NS(torch_version="2.13.0")),
-              summary=NS(fallback_count=0, call_count=len(calls)))
+              summary=NS(fallback_count=0, call_count=len(calls), phases=[NS(wall_ns=wall)]))
 
 
 def test_the_dispatch_finding_gives_the_guard_settings_that_fit_it():
@@ -80,6 +81,12 @@ def test_the_dispatch_finding_gives_the_guard_settings_that_fit_it():
     assert catalogue(_receipt({"tensor": 60}, phases=("cold", "cold"))) == []
     # no dispatch cost estimated (an imported log): no candidate
     assert catalogue(_receipt({"module": 60}, estimate=0)) == []
+    # a saving under 3% of the run (its compilation outweighs it) could not show: folded, with why
+    folded: list[str] = []
+    assert catalogue(_receipt({"module": 60}, wall=200 * MS), folded=folded) == []
+    assert folded == ["none: DP1 (dispatch): its estimate over the run, 5 ms, is under 3% of the run's 200 ms: a "
+                      "guard setting could not show a saving here; a run with more steady calls, or --candidate "
+                      "\"--guard-filter NAME\", tries one"]
 
 
 # --- the check run's verdict -------------------------------------------------------------------

@@ -680,9 +680,9 @@ def test_a_forked_runs_first_compilation_imports_nothing_the_server_could_have(t
 def test_a_guard_filter_that_drops_a_needed_recompile_is_caught_by_the_check_run(tmp_path):
     """The module's forward reads ``self.scale``, set from 1.0 to 2.0 halfway: PyTorch guards on it
     and recompiles. ``skip_guard_on_all_nn_modules_unsafe`` drops that guard (no recompile: the
-    second half runs the first graph). The check run changes ``scale`` again on purpose: the
-    baseline recompiles, the candidate keeps its stale graph; the row says so and it is never
-    recommended."""
+    second half runs the first graph), after the calls the output check compares. The check run
+    changes ``scale`` again on purpose: the baseline recompiles, the candidate keeps its stale
+    graph; the row says so and it is never recommended."""
     name = "skip-guard-on-all-nn-modules-unsafe"
     p = cli(["try", "--quiet", "--repeat", "1", "--out", "g", "--only", "skip_guard_on_all_nn_modules_unsafe",
              os.path.join(W, "guard_scale.py")], tmp_path)
@@ -698,7 +698,7 @@ def test_a_guard_filter_that_drops_a_needed_recompile_is_caught_by_the_check_run
     # the script's own change of scale: PyTorch recompiled for it in the baseline, not under the filter
     assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 1
     assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0
-    assert c["outputs"]["status"] == "changes outputs"
+    assert c["outputs"]["status"] == "equal"  # the calls it fingerprints came before the change: the check run sees it
     rep = load(tmp_path / "g" / c["runs"][0]["receipt"])  # the receipt records the setting the run had
     assert rep["ledger"]["environment"]["compile_options"]["options"] == (
         "{'guard_filter_fn': torch.compiler.skip_guard_on_all_nn_modules_unsafe}")
