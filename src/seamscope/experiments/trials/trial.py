@@ -168,7 +168,7 @@ def _once_more(st: _State, name: str, what: str, flags: list[str], rel_dir: str,
     """A run, and once more where the first ended from outside (a signal seamscope did not send,
     the machine): that run says nothing of the candidate. The row says which run and why.
     ``probe``: the check run of an unsafe guard setting (:mod:`.guard_check`)."""
-    more = {"probe": True} if probe else {}
+    more = {"probe": True} if probe else {}  # a run that probes nothing is started as every other run is
     oc = run_once(st.runner, flags, rel_dir, label, fingerprint=fingerprint, extra=extra, **more)
     if oc.outside is not None and not oc.figures.ok:
         st.retried.setdefault(name, []).append(f"{what} run again: the first {oc.outside}")
