@@ -250,6 +250,11 @@ def test_the_stance_switches_after_the_warm_up_and_a_missing_filter_is_one_line(
         guards.undo()
     assert session.options == {"skip_guard_eval_unsafe": "True after 2 calls (stance 'default')"}
     assert torch.equal(f(torch.ones(5)), torch.full((5,), 2.0))  # the stance set back: it recompiles
+    from seamscope.capture import adapter  # the module a check run changes: from what torch.compile returned
+
+    m = torch.nn.Linear(2, 2)
+    assert adapter.compiled_module(torch.compile(m)) is m and adapter.compiled_module(torch.compile(m.forward)) is m
+    assert adapter.compiled_module(f) is None
     monkeypatch.delattr(torch.compiler, "skip_guard_on_all_nn_modules_unsafe")
     with pytest.raises(UnusableInput, match="^--guard-filter skip_guard_on_all_nn_modules_unsafe: "
                        "guard-filter-unavailable: torch .* has no torch.compiler.skip_guard_on_all_nn_modules_unsafe$"):

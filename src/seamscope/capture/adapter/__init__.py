@@ -87,7 +87,7 @@ from .graphs import (
 from .guard_failures import report_every_failed_guard
 from .hints import live_hint_table
 from .logs import reread_torch_logs, torch_log_environment, torch_log_variables
-from .modules import graph_origin, module_census
+from .modules import compiled_module, graph_origin, module_census
 from .structured_trace import (
     TraceWants,
     add_trace_handler,
@@ -147,6 +147,7 @@ __all__ = [
     "set_recompile_limit",
     "shapes_argument",
     "stance_names",
+    "compiled_module",
     "guard_filter",
     "set_skip_guard_eval",
     "check_skip_guard_eval",

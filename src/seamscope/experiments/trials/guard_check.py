@@ -73,7 +73,9 @@ class Prober:
     def watch(self, compiled: Any, call: Callable[..., Any], recorded: Callable[..., Any]) -> Callable[..., Any]:
         """``recorded`` (what the script calls), keeping its last inputs; ``call`` is what a probe
         calls; ``compiled`` what ``torch.compile`` returned (its module is found from it)."""
-        entry = _Entry(call=call, module=_module_of(compiled))
+        from ...capture import adapter
+
+        entry = _Entry(call=call, module=adapter.compiled_module(compiled))
         self.entries.append(entry)
 
         import torch
@@ -103,17 +105,6 @@ class Prober:
                     first = (str(ex).strip().splitlines() or [""])[0][:200]
                     out.append(Probe(label=label, kind=kind, error=f"{type(ex).__name__}: {first}"))
         return out
-
-
-def _module_of(compiled: Any) -> Any:
-    import torch
-
-    orig = getattr(compiled, "_orig_mod", None)  # torch.compile(module) returns an OptimizedModule
-    if isinstance(orig, torch.nn.Module):
-        return orig
-    fn = inspect.unwrap(compiled) if callable(compiled) else None
-    owner = getattr(fn, "__self__", None)  # torch.compile(model.forward)
-    return owner if isinstance(owner, torch.nn.Module) else None
 
 
 Change = tuple[str, str, Callable[[], Any]]
