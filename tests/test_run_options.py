@@ -46,6 +46,7 @@ VALUES = {
     "fail_after_warmup": "log",
     "patch": "given.patch",
     "calls_of": "f",
+    "guard_filter": "skip_guard_on_all_nn_modules_unsafe",
     "python": "python-elsewhere",
 }
 """A valid value for an option whose type does not give one (others: from their click type)."""

@@ -674,3 +674,33 @@ def test_a_forked_runs_first_compilation_imports_nothing_the_server_could_have(t
     assert ended.exit_code == 0, err.read_text()
     new = json.loads(out.read_text())
     assert not [m for m in new if m.startswith(("torch.", "networkx", "functorch"))], new
+
+
+@pytest.mark.timeout(1200)
+def test_a_guard_filter_that_drops_a_needed_recompile_is_caught_by_the_check_run(tmp_path):
+    """The module's forward reads ``self.scale``, set from 1.0 to 2.0 halfway: PyTorch guards on it
+    and recompiles. ``skip_guard_on_all_nn_modules_unsafe`` drops that guard (no recompile: the
+    second half runs the first graph), after the calls the output check compares. The check run
+    changes ``scale`` again on purpose: the baseline recompiles, the candidate keeps its stale
+    graph; the row says so and it is never recommended."""
+    name = "skip-guard-on-all-nn-modules-unsafe"
+    p = cli(["try", "--quiet", "--repeat", "1", "--out", "g", "--only", "skip_guard_on_all_nn_modules_unsafe",
+             os.path.join(W, "guard_scale.py")], tmp_path)
+    assert p.returncode == 0, p.stderr
+    t = load(tmp_path / "g" / "trials.json")
+    (c,) = t["candidates"]
+    assert c["name"] == name and c["unsafe"] is True and t["chosen"] is None
+    g = c["guard_check"]
+    assert g["status"] == "broke a recompile" and g["broke"] == "kept a stale graph when Scaled.scale changed 2.0 → 4.0"
+    probes = {r["label"]: r["outcome"] for r in g["probes"]}
+    assert probes["Scaled.scale: 2.0 → 4.0"] == "stale" and probes["dim 0 of x: 4 → 5"] == "recompiled"
+    assert g["broke"] in c["broke"]
+    # the script's own change of scale: PyTorch recompiled for it in the baseline, not under the filter
+    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 1
+    assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0
+    assert c["outputs"]["status"] == "equal"  # the calls it fingerprints came before the change: the check run sees it
+    rep = load(tmp_path / "g" / c["runs"][0]["receipt"])  # the receipt records the setting the run had
+    assert rep["ledger"]["environment"]["compile_options"]["options"] == (
+        "{'guard_filter_fn': torch.compiler.skip_guard_on_all_nn_modules_unsafe}")
+    table = (tmp_path / "g" / "trials.md").read_text()
+    assert "unsafe · breaks a needed recompile" in table and "kept a stale graph when Scaled.scale changed" in table

@@ -22,6 +22,16 @@ from . import adapter
 from .state import SessionState
 
 
+def _option_text(value: Any) -> str:
+    """An option as written: a function in ``options`` (``guard_filter_fn``) by its qualified name,
+    not its repr (which holds a memory address)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_option_text(v)}" for k, v in value.items()) + "}"
+    if callable(value) and hasattr(value, "__qualname__") and hasattr(value, "__module__"):
+        return f"{value.__module__}.{value.__qualname__}"
+    return repr(value)
+
+
 class CallHooks(SessionState):
     # --- hook 1: compiled callables, one call per top-level entry -------------------------------
 
@@ -57,7 +67,12 @@ class CallHooks(SessionState):
         for k in ("mode", "dynamic", "fullgraph", "options", "recompile_limit", "isolate_recompiles",
                   *adapter.SHAPES_ARGUMENTS):
             if k in kwargs and kwargs[k] is not None:
-                self._compile_options.setdefault(k, repr(kwargs[k]))
+                self._compile_options.setdefault(k, _option_text(kwargs[k]))
+
+    def note_compile_setting(self, name: str, text: str) -> None:
+        """A setting a remedy flag gave the run's compiled callables (``--skip-guard-eval-unsafe-after``),
+        recorded with the compile options (so ``diff`` shows it)."""
+        self._compile_options[name] = text
 
     def track(self, compiled: Any) -> Any:
         """Make each top-level call of ``compiled`` a ledger call."""

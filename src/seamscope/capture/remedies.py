@@ -10,8 +10,9 @@ What each one changes, and how it is undone when the script ends:
   not yet imported is patched as it is imported, by a finder first on ``sys.meta_path``); a
   function of the script itself is decorated in the script's syntax tree (``transform``), the
   decorator reached through ``builtins`` for the run;
-- ``torch.compile``'s arguments (``--compile-option``) and regional compilation: ``torch.compile``
-  wrapped for the run, outside the session's own wrapper;
+- ``torch.compile``'s arguments (``--compile-option``), the guard settings (``--guard-filter``,
+  ``--skip-guard-eval-unsafe-after``: ``guard_settings.py``) and regional compilation:
+  ``torch.compile`` wrapped for the run, outside the session's own wrapper;
 - ``--patch``: the script's source patched in memory (``transform`` compiles the patched text, and
   ``linecache`` serves it, so tracebacks and break sites show the patched lines); another file the
   patch names is served patched as it is imported (a finder first on ``sys.meta_path``);
@@ -70,6 +71,10 @@ class Remedies:
     """Other files' patched texts, by absolute path."""
     calls_of: str | None = None
     """The script's name whose object's calls are the run's calls (``--calls-of``)."""
+    guard_filter: str | None = None
+    """``--guard-filter``: one of PyTorch's guard filters, by name (``guard_settings.py``)."""
+    skip_guard_eval_after: int | None = None
+    """``--skip-guard-eval-unsafe-after``: the calls of warm-up before guard evaluation is skipped."""
 
     def transform(self, tree: ast.Module) -> ast.Module:
         """The patched source instead of the file's; then the script's own ``--disable`` targets
@@ -428,8 +433,14 @@ def _apply(rem: Remedies, session: Any, track: Callable[[Any], Any] | None) -> C
         from .regional import install_regional
 
         undo.append(install_regional(rem.regional, session))
-    if rem.overrides or track is not None:
-        undo.append(_wrap_compile(rem.overrides, track))
+    guards = None
+    if rem.guard_filter is not None or rem.skip_guard_eval_after is not None:
+        from .guard_settings import GuardSettings
+
+        guards = GuardSettings(session, rem.guard_filter, rem.skip_guard_eval_after, rem.stance)
+        undo.append(guards.undo)
+    if rem.overrides or track is not None or guards is not None:
+        undo.append(_wrap_compile(rem.overrides, track, guards))
     t0 = time.perf_counter_ns()
 
     def finish() -> None:
@@ -506,8 +517,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _wrap_compile(overrides: dict[str, Any], track: Callable[[Any], Any] | None) -> Callable[[], None]:
-    """Override ``torch.compile``'s arguments, and hand each compiled callable to ``track``."""
+def _wrap_compile(overrides: dict[str, Any], track: Callable[[Any], Any] | None,
+                  guards: Any = None) -> Callable[[], None]:
+    """Override ``torch.compile``'s arguments, add the guard settings' (``guards``:
+    :class:`.guard_settings.GuardSettings`), and hand each compiled callable to ``track``."""
     import torch
 
     inner = torch.compile
@@ -525,11 +538,15 @@ def _wrap_compile(overrides: dict[str, Any], track: Callable[[Any], Any] | None)
         return overrides
 
     def tracked(compiled: Any) -> Any:
+        if guards is not None:
+            compiled = guards.track(compiled)
         return compiled if track is None else track(compiled)
 
     @functools.wraps(inner)
     def compile(model: Any = None, **kwargs: Any) -> Any:
         kwargs.update(options())
+        if guards is not None:
+            guards.options(kwargs)
         if model is None:
             decorator = inner(**kwargs)
             return lambda fn: tracked(decorator(fn))

@@ -65,6 +65,7 @@ RUN_OPTIONS: dict[str, Callable[[Any], Any]] = {
                                      "boundary; 0: never."),
     # what ``try`` passes to each of its runs (``experiments/trials/runs.py``), not for a user
     "fingerprint": click.option("--fingerprint", "fingerprint", is_flag=True, hidden=True),
+    "guard_probe": click.option("--guard-probe", "guard_probe", is_flag=True, hidden=True),
     "record_out": click.option("--record-out", "record_out", default=None, hidden=True),
     "no_html": click.option("--no-html", "no_html", is_flag=True, hidden=True),
 }
@@ -76,6 +77,7 @@ CELL_OPTIONS = ("out", "quiet", "note", "intervention", "rollback_trigger", "tra
 
 
 NEEDS = {"trace_calls": "trace_out", "trace_events": "trace_out", "fingerprint": "record_out",
+         "guard_probe": "record_out",
          **dict.fromkeys(("warmup", "events", "fail_after_warmup", "metrics_port", "otel"), "watch")}
 """Options that mean nothing without another one."""
 

@@ -28,6 +28,7 @@ NOT_WITH: dict[str, dict[str, str]] = {
         "save_artifacts": "each rank would write the same file",
         **{f.dest: "remedy flags are not passed to the ranks" for f in FLAGS},
         "fingerprint": "it is try's own flag for its runs",
+        "guard_probe": "it is try's own flag for its runs",
         "record_out": "it is try's own flag for its runs",
         "no_html": "it is try's own flag for its runs",
         "watch": "watch mode watches one process",
@@ -39,6 +40,7 @@ NOT_WITH: dict[str, dict[str, str]] = {
         "save_artifacts": "it saves the cold run's cache artifacts and loads them itself",
         "load_artifacts": "it saves the cold run's cache artifacts and loads them itself",
         "fingerprint": "it is try's own flag for its runs",
+        "guard_probe": "it is try's own flag for its runs",
         "record_out": "it is try's own flag for its runs",
         "watch": "watch mode watches one process",
     },
@@ -126,7 +128,7 @@ ARGV = "seamscope.run.argv"
 def command(out: str, module: bool, quiet: bool, note: str | None, intervention: str | None,
             rollback_trigger: str | None, nproc: int | None, trace_out: str | None, trace_calls: int,
             trace_events: int, warm: bool, save_artifacts: str | None, load_artifacts: str | None,
-            checkpoint_every: float, fingerprint: bool, record_out: str | None, no_html: bool,
+            checkpoint_every: float, fingerprint: bool, guard_probe: bool, record_out: str | None, no_html: bool,
             target: str, args: tuple[str, ...], python: str | None, **remedies: object) -> int:
     """Run TARGET (a script, -m MODULE, or a workload FILE.py:FUNC) with every torch.compile in it observed;
     write receipt.json, calls.csv, index.html. A workload takes --lengths, --lengths-file and --dim after --."""
@@ -155,7 +157,8 @@ def command(out: str, module: bool, quiet: bool, note: str | None, intervention:
                          passed=passed_on(click.get_current_context()))
     if warm:
         return _run_warm(target, args_l, module, out, quiet, remedies, passed_on(click.get_current_context()))
-    plan = _remedy_plan(target, module, remedies, record_out=record_out, fingerprint=fingerprint)
+    plan = _remedy_plan(target, module, remedies, record_out=record_out, fingerprint=fingerprint or guard_probe,
+                        guard_probe=guard_probe)
     if save_artifacts is not None or load_artifacts is not None:
         from ..capture.cache_artifacts import WithCacheArtifacts
 
@@ -348,11 +351,12 @@ def spec_of(remedies: dict[str, object]) -> RemedySpec:
 
 
 def _remedy_plan(target: str, module: bool, remedies: dict[str, object], *, record_out: str | None = None,
-                 fingerprint: bool = False) -> object:
+                 fingerprint: bool = False, guard_probe: bool = False) -> object:
     """The remedy flags checked before anything runs (None when none was given and nothing is recorded)."""
     from ..experiments.remedy_plan import prepare
 
     spec = spec_of(remedies)
     if spec.is_empty() and record_out is None:
         return None
-    return prepare(spec, target, module=module, record_out=record_out, fingerprint=fingerprint)
+    return prepare(spec, target, module=module, record_out=record_out, fingerprint=fingerprint,
+                   guard_probe=guard_probe)

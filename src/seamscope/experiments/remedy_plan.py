@@ -5,8 +5,10 @@ the wrong type, a missing ``--disable`` target, ``--pad`` on a target that is no
 :class:`UnusableInput`, exit 2) and returns a :class:`Plan`, the runner's ``setup``: its
 ``setup(session)`` applies the remedies (``capture/remedies.py``) once the session has started and
 returns the undo. With ``record_out`` (what ``try`` passes to each of its runs) the undo also writes
-the script's own wall time there, and with ``fingerprint`` the outputs of its compiled calls: the
-file is the run's channel back to ``try``, which runs it in a process of its own.
+the script's own wall time there, with ``fingerprint`` the outputs of its compiled calls, and with
+``guard_probe`` (``try``'s check run of an unsafe guard setting, ``trials/guard_check.py``) the
+calls it makes on purpose once the script has returned: the file is the run's channel back to
+``try``, which runs it in a process of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..capture.remedies import Remedies, binding_of, find_def
 from ..errors import UnusableInput
 from .remedy_spec import (
     CALLABLE_SETS,
+    GUARD_FILTERS,
     PER_CALLABLE_OPTIONS,
     SCRIPT_MODULES,
     RemedySpec,
@@ -44,6 +47,7 @@ class Plan:
     record_out: str | None = None
     """Where ``try`` reads the script's own wall time (and the output fingerprints)."""
     fingerprint: bool = False
+    guard_probe: bool = False
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -61,49 +65,77 @@ class Plan:
 
     def setup(self, session: Any) -> Callable[[], None]:
         from .trials.fingerprint import Recorder
+        from .trials.guard_check import Prober
 
         recorder = Recorder() if self.record_out is not None else None
         remove = recorder.install() if recorder is not None and self.fingerprint else None
-        track = _tracker(recorder) if recorder is not None and self.fingerprint else None
+        prober = Prober() if recorder is not None and self.fingerprint and self.guard_probe else None
+        track = _tracker(recorder, prober) if recorder is not None and self.fingerprint else None
         undo = self.remedies.apply(session, track)
 
         def finish() -> None:
+            probes, note = None, None
             try:
+                if prober is not None:  # before the undo: the settings under check still hold
+                    probes, note = _probes(prober, recorder, session)
                 undo()
             finally:
                 if remove is not None:
                     remove()
             if recorder is not None and self.record_out is not None:
-                recorder.write(self.record_out, script_ns=self.remedies.script_ns)
+                recorder.write(self.record_out, script_ns=self.remedies.script_ns, probes=probes, probe_note=note)
 
         return finish
 
 
-def _tracker(recorder: Any) -> Callable[[Any], Any]:
-    """Fingerprint the outputs of a compiled callable's top-level calls."""
+def _probes(prober: Any, recorder: Any, session: Any) -> tuple[list[Any], str | None]:
+    """The check run's probes, or why none ran: only after a script that returned without
+    updating parameters (after an update two runs differ whatever the compiler did)."""
+    status = getattr(getattr(session, "status", None), "state", None)
+    if status != "completed":
+        return [], f"the script did not complete ({status})"
+    if recorder.stopped_at is not None:
+        return [], "the script updated parameters (an optimizer step): its compiled calls cannot be compared after it"
+    return prober.run(), None
+
+
+def _tracker(recorder: Any, prober: Any = None) -> Callable[[Any], Any]:
+    """Fingerprint the outputs of a compiled callable's top-level calls; with ``prober``, keep their
+    last inputs for the check run (its probes call under the recorder)."""
     import functools
 
     import torch
 
     def track(compiled: Any) -> Any:
         if isinstance(compiled, torch.nn.Module):
-            object.__setattr__(compiled, "forward", recorder.wrap(compiled.forward))
+            inner = compiled.forward
+            forward = recorder.wrap(inner)
+            if prober is not None:
+                forward = prober.watch(compiled, inner, forward)
+            object.__setattr__(compiled, "forward", forward)
             return compiled
         if callable(compiled):
-            return functools.wraps(compiled)(recorder.wrap(compiled))
+            wrapped = recorder.wrap(compiled)
+            if prober is not None:
+                wrapped = prober.watch(compiled, compiled, wrapped)
+            return functools.wraps(compiled)(wrapped)
         return compiled
 
     return track
 
 
 def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str | None = None,
-            fingerprint: bool = False) -> Plan:
+            fingerprint: bool = False, guard_probe: bool = False) -> Plan:
     """Check every flag before anything runs; raise :class:`UnusableInput` naming the bad one."""
     from ..capture import adapter
 
     rem = Remedies(target=target, mark_dynamic=spec.mark_dynamic, stance=spec.stance, seed=spec.seed,
-                   regional=spec.regional, calls_of=spec.calls_of)
-    plan = Plan(spec=spec, remedies=rem, record_out=record_out, fingerprint=fingerprint and record_out is not None)
+                   regional=spec.regional, calls_of=spec.calls_of, guard_filter=spec.guard_filter,
+                   skip_guard_eval_after=spec.skip_guard_eval_after)
+    fingerprint = fingerprint and record_out is not None
+    plan = Plan(spec=spec, remedies=rem, record_out=record_out, fingerprint=fingerprint,
+                guard_probe=guard_probe and fingerprint)
+    _check_guard_settings(spec)
     for item in spec.dynamo_config:
         name, op, raw = parse_assignment("--dynamo-config", item)
         exists, current = adapter.dynamo_setting(name)
@@ -172,6 +204,28 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
             _check_importable("--disable", d, target)
             rem.module_disables.append((mod, qual))
     return plan
+
+
+def _check_guard_settings(spec: RemedySpec) -> None:
+    """``--guard-filter``: one of PyTorch's filters, which this torch has; ``--skip-guard-eval-unsafe-after``:
+    a count of calls, and a ``set_stance`` that takes ``skip_guard_eval_unsafe``."""
+    from ..capture import adapter
+
+    if spec.guard_filter is not None:
+        if spec.guard_filter not in GUARD_FILTERS:
+            raise UnusableInput(f"--guard-filter {spec.guard_filter!r}: expected one of {', '.join(GUARD_FILTERS)}")
+        try:
+            adapter.guard_filter(spec.guard_filter)
+        except adapter.AdapterProblem as e:
+            raise UnusableInput(f"--guard-filter {spec.guard_filter}: {e}") from None
+    if spec.skip_guard_eval_after is not None:
+        if spec.skip_guard_eval_after < 0:
+            raise UnusableInput(f"--skip-guard-eval-unsafe-after {spec.skip_guard_eval_after}: expected a count of "
+                                "calls (0 or more)")
+        try:
+            adapter.check_skip_guard_eval()
+        except adapter.AdapterProblem as e:
+            raise UnusableInput(f"--skip-guard-eval-unsafe-after: {e}") from None
 
 
 def _patch_sources(patches: tuple[str, ...], target: str, module: bool, rem: Remedies) -> None:

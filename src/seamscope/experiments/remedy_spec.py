@@ -4,7 +4,10 @@
 ``--compile-option NAME=VALUE`` (overrides an argument of every ``torch.compile``),
 ``--mark-dynamic SOURCE`` (``torch.compiler.config.dynamic_sources``), ``--stance NAME``,
 ``--disable MODULE:QUALNAME`` (wraps one function in ``torch.compiler.disable``), ``--regional CLASS``,
-``--patch FILE`` (a unified diff of the script, applied to its source in memory), ``--seed N``,
+``--patch FILE`` (a unified diff of the script, applied to its source in memory), ``--guard-filter NAME``
+(one of PyTorch's guard filters, as ``torch.compile``'s ``guard_filter_fn`` option),
+``--skip-guard-eval-unsafe-after CALLS`` (``set_stance(..., skip_guard_eval_unsafe=True)`` after that many
+calls), ``--seed N``,
 ``--calls-of NAME`` (plumbing: what the script binds to NAME is observed as a compiled model, its
 calls the run's calls) and, for a workload target (``FILE.py:FUNC``), ``--pad POLICY`` (a padding shape policy).
 
@@ -32,6 +35,11 @@ PER_CALLABLE_OPTIONS = ("recompile_limit", "isolate_recompiles")
 """``torch.compile`` arguments of torch 2.13+: a recompile limit for one compiled callable (instead of
 ``torch._dynamo.config.recompile_limit`` for the whole process), and its own compiled entries."""
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+GUARD_FILTERS = ("skip_guard_on_all_nn_modules_unsafe", "skip_guard_on_inbuilt_nn_modules_unsafe",
+                 "keep_tensor_guards_unsafe", "skip_guard_on_globals_unsafe", "keep_portable_guards_unsafe",
+                 "skip_all_guards_unsafe")
+"""PyTorch's guard filters (``torch.compiler.NAME``, passed as ``options={"guard_filter_fn": ...}``): each
+drops guards, and PyTorch names each ``_unsafe``: a change a dropped guard protected runs stale code."""
 SCRIPT_MODULES = ("__main__",)
 """Names that mean "the script itself" in ``--disable MODULE:QUALNAME`` (besides its file stem)."""
 
@@ -55,6 +63,11 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
     calls_of: str | None = None
     """The script's name whose calls are the run's calls (observation only: a regional patch's
     model, whose blocks are what ``torch.compile`` gets; ``capture/remedies.py``)."""
+    guard_filter: str | None = None
+    """One of :data:`GUARD_FILTERS`, given to every ``torch.compile`` seamscope reaches (unsafe)."""
+    skip_guard_eval_after: int | None = None
+    """``set_stance(..., skip_guard_eval_unsafe=True)`` once that many top-level calls of the script's
+    compiled callables have returned (the warm-up; unsafe)."""
 
     def flags(self) -> list[str]:
         out: list[str] = []
@@ -78,7 +91,16 @@ class RemedySpec(msgspec.Struct, frozen=True, kw_only=True):
             out += ["--patch", v]
         if self.calls_of is not None:
             out += ["--calls-of", self.calls_of]
+        if self.guard_filter is not None:
+            out += ["--guard-filter", self.guard_filter]
+        if self.skip_guard_eval_after is not None:
+            out += ["--skip-guard-eval-unsafe-after", str(self.skip_guard_eval_after)]
         return out
+
+    def unsafe(self) -> bool:
+        """Whether it drops guards (PyTorch's ``_unsafe`` settings): a change a dropped guard
+        protected no longer recompiles."""
+        return self.guard_filter is not None or self.skip_guard_eval_after is not None
 
     def is_empty(self) -> bool:
         return self == RemedySpec()
@@ -120,6 +142,13 @@ FLAGS = (
     Flag("--calls-of", "calls_of", metavar="NAME", hidden=True,
          help="Plumbing (what try's runs of a regional patch pass): the object the script binds to NAME is "
          "tracked as torch.compile's result would be, its calls the run's calls (observation only)."),
+    Flag("--guard-filter", "guard_filter", metavar="NAME",
+         help="Pass one of PyTorch's guard filters (torch.compiler.NAME: " + ", ".join(GUARD_FILTERS)
+         + ") to every torch.compile as options={'guard_filter_fn': ...}. Unsafe: a change a dropped guard "
+         "protected runs stale code."),
+    Flag("--skip-guard-eval-unsafe-after", "skip_guard_eval_after", kind="int", metavar="CALLS",
+         help="torch.compiler.set_stance(..., skip_guard_eval_unsafe=True) once CALLS top-level compiled calls "
+         "have returned (the warm-up). Unsafe: only the guards that tell cache entries apart are checked."),
     Flag("--seed", "seed", kind="int", help="Seed random, numpy and torch before the script runs."),
     Flag("--pad", "pad", metavar="POLICY",
          help="A workload FILE.py:FUNC only: pad each call's length (pow2, buckets:64,128,...)."),
@@ -306,6 +335,14 @@ def code_change(spec: RemedySpec) -> str:
         parts.append(f"pad each request's length ({spec.pad}) and cut the output back")
     parts += [f"compile each {c} instead of the whole model (block.compile())" for c in spec.regional]
     parts += [f"git apply {p}" for p in spec.patch]
+    if spec.guard_filter is not None:
+        parts.append(f"torch.compile(model, options={{'guard_filter_fn': torch.compiler.{spec.guard_filter}}}) "
+                     "(unsafe: drops guards)")
+    if spec.skip_guard_eval_after is not None:
+        stance = spec.stance or "default"
+        parts.append(f"torch.compiler.set_stance({stance!r}, skip_guard_eval_unsafe=True) after the first "
+                     f"{spec.skip_guard_eval_after} calls (unsafe: checks only the guards that tell cache entries "
+                     "apart)")
     return "; ".join(parts) if parts else "(no change)"
 
 
@@ -323,10 +360,11 @@ def spec_from_options(*, dynamo_config: tuple[str, ...] = (), compile_option: tu
                       mark_dynamic: tuple[str, ...] = (), stance: str | None = None,
                       disable: tuple[str, ...] = (), seed: int | None = None, pad: str | None = None,
                       regional: tuple[str, ...] = (), patch: tuple[str, ...] = (), calls_of: str | None = None,
-                      ) -> RemedySpec:
+                      guard_filter: str | None = None, skip_guard_eval_after: int | None = None) -> RemedySpec:
     """The spec of the remedy flags' values, by :data:`FLAGS`' ``dest``. Any other keyword is a
     TypeError: a misspelt name, or a flag added to :data:`FLAGS` and not here, would otherwise be
     a flag that silently does nothing."""
     return RemedySpec(dynamo_config=tuple(dynamo_config), compile_option=tuple(compile_option),
                       mark_dynamic=tuple(mark_dynamic), stance=stance, disable=tuple(disable), seed=seed, pad=pad,
-                      regional=tuple(regional), patch=tuple(patch), calls_of=calls_of)
+                      regional=tuple(regional), patch=tuple(patch), calls_of=calls_of, guard_filter=guard_filter,
+                      skip_guard_eval_after=skip_guard_eval_after)

@@ -164,6 +164,36 @@ class OutputCheck(Struct, frozen=True, kw_only=True):
     detail: str | None = None
 
 
+ProbeOutcome = Literal["recompiled", "stale", "raised", "not applicable", "missing"]
+
+
+class ProbeResult(Struct, frozen=True, kw_only=True):
+    """One change a check run made on purpose, the candidate's call against the baseline's."""
+
+    label: str
+    """What changed: ``Net.scale: 1.0 → 2.0``, ``dim 0 of x: 4 → 5``, ``dtype of x: float32 → float64``."""
+    outcome: ProbeOutcome
+    """``recompiled``: its outputs equal the baseline's (it got the recompile it needed, or needed
+    none); ``stale``: they differ (it ran a graph made for the old input); ``raised``: it raised
+    where the baseline did not (PyTorch refused the recompile); ``not applicable``: the baseline
+    raised too (the change is not a valid input); ``missing``: one side made no such call."""
+    detail: str | None = None
+
+
+GuardCheckStatus = Literal["kept every recompile", "broke a recompile", "could not check"]
+
+
+class GuardCheck(Struct, frozen=True, kw_only=True):
+    """An unsafe guard setting's check run against the baseline's (``trials/guard_check.py``)."""
+
+    status: GuardCheckStatus
+    probes: list[ProbeResult] = []
+    broke: str | None = None
+    """What it broke, in words: ``kept a stale graph when Net.scale changed 1.0 → 2.0``."""
+    detail: str | None = None
+    """Why it could not be checked."""
+
+
 class Candidate(Struct, frozen=True, kw_only=True):
     name: str
     flags: list[str]
@@ -202,6 +232,10 @@ class Candidate(Struct, frozen=True, kw_only=True):
     artifacts that run saved); None: an empty cache directory, as every other run."""
     env: dict[str, str] = {}
     """Environment its processes got beyond the trial's own (``TORCHINDUCTOR_COMPILE_THREADS``)."""
+    unsafe: bool = False
+    """It drops guards (a PyTorch setting named ``_unsafe``): recommended only when its check run
+    kept every recompile (``guard_check``)."""
+    guard_check: GuardCheck | None = None
     repetitions: int = 0
     """Timed repetitions it had (more than ``--repeat`` where it was undecided)."""
     trade: str | None = None

@@ -77,11 +77,31 @@ def verdict_cell(c: Candidate) -> str:
     extra = [f"{label} {v}" for label, v in (("total", c.total_verdict), ("steady", c.steady_verdict))
              if timing and v not in ("n/a", c.verdict)]
     text = c.verdict + (f" ({', '.join(extra)})" if extra else "")
-    if c.broke:
+    g = c.guard_check
+    if c.unsafe:
+        text += " · unsafe"
+    if g is not None and g.broke is not None:
+        text += " · breaks a needed recompile"
+    elif c.broke:
         text += " · breaks compilation"
     elif c.adds:
         text += " · adds " + ", ".join(c.adds)
     return text
+
+
+def guard_check_text(c: Candidate) -> str | None:
+    """An unsafe candidate's check run in one line (None for a safe candidate)."""
+    g = c.guard_check
+    if not c.unsafe:
+        return None
+    if g is None:
+        return "unsafe (drops guards): not checked: never recommended"
+    if g.status == "broke a recompile":
+        return f"unsafe (drops guards): its check run caught it: it {g.broke}: never recommended"
+    if g.status == "could not check":
+        return f"unsafe (drops guards): its check run could not tell ({g.detail}): not recommended"
+    done = "; ".join(r.label for r in g.probes if r.outcome == "recompiled")
+    return f"unsafe (drops guards): every change its check run made gave the baseline's outputs ({done})"
 
 
 def notes(t: Trials) -> list[str]:
@@ -95,8 +115,12 @@ def notes(t: Trials) -> list[str]:
                    "the repetitions, compared call by call")
     out += [f"{c.name}: {r}" for c in [t.baseline, *t.candidates] for r in c.retried]
     for c in t.candidates:
+        guard = guard_check_text(c)
+        if guard is not None:
+            out.append(f"{c.name}: {guard}")
         for b in c.broke:
-            out.append(f"{c.name}: {b} (not in the baseline: never recommended)")
+            if c.guard_check is None or b != c.guard_check.broke:
+                out.append(f"{c.name}: {b} (not in the baseline: never recommended)")
         if c.paired is not None:
             out += [f"{c.name}: {group_text(g)}" for g in c.paired.unpaired]
         if c.noise_note and c.verdict in ("noisy", "no measurable change"):

@@ -39,14 +39,17 @@ from .caches import cache_entries, inductor_cache_dir
 from .config import (
     DYNAMIC_SOURCE_LOGGER,
     DYNAMO_SETTINGS,
+    check_skip_guard_eval,
     dynamic_sources_patch,
     dynamic_sources_support,
     dynamo_config_patch,
     dynamo_setting,
     dynamo_settings,
+    guard_filter,
     mark_dynamic,
     reread_compile_threads,
     set_recompile_limit,
+    set_skip_guard_eval,
     stance_names,
     watch_dynamic_source_marks,
 )
@@ -84,7 +87,7 @@ from .graphs import (
 from .guard_failures import report_every_failed_guard
 from .hints import live_hint_table
 from .logs import reread_torch_logs, torch_log_environment, torch_log_variables
-from .modules import graph_origin, module_census
+from .modules import compiled_module, graph_origin, module_census
 from .structured_trace import (
     TraceWants,
     add_trace_handler,
@@ -144,6 +147,10 @@ __all__ = [
     "set_recompile_limit",
     "shapes_argument",
     "stance_names",
+    "compiled_module",
+    "guard_filter",
+    "set_skip_guard_eval",
+    "check_skip_guard_eval",
     "torch_log_environment",
     "torch_log_variables",
     "torch_version",

@@ -1,5 +1,6 @@
 """Dynamo's settings: read for the receipt, set for one experiment or for one run by ``run``'s
-remedy flags (``--dynamo-config``, ``--mark-dynamic``, ``--stance``).
+remedy flags (``--dynamo-config``, ``--mark-dynamic``, ``--stance``, ``--guard-filter``,
+``--skip-guard-eval-unsafe-after``).
 
 Internals used:
 - ``torch._dynamo.config``: the settings that decide behaviour.
@@ -11,6 +12,10 @@ Internals used:
 - ``torch._inductor.config.compile_threads`` and ``decide_compile_threads()``: read again in a
   process forked after Inductor's config was imported, so that ``TORCHINDUCTOR_COMPILE_THREADS``
   set for that process decides.
+- ``torch._dynamo.eval_frame._optimize``'s ``guard_filter_fn`` parameter (what ``torch.compile`` hands its
+  ``options["guard_filter_fn"]`` to) and ``torch.compiler.set_stance``'s ``skip_guard_eval_unsafe``:
+  read from their signatures; where missing, the flag fails in one line (``guard-filter-unavailable``,
+  ``skip-guard-eval-unavailable``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .base import AdapterProblem
 from .graphs import current_compile_id
 
 DYNAMO_SETTINGS = (
@@ -175,3 +181,55 @@ def stance_names() -> tuple[str, ...]:
         pass
     return ("default", "force_eager", "eager_on_recompile", "fail_on_recompile", "eager_then_compile",
             "aot_eager_then_compile")
+
+
+GUARD_FILTER_UNAVAILABLE = "guard-filter-unavailable"
+SKIP_GUARD_EVAL_UNAVAILABLE = "skip-guard-eval-unavailable"
+
+
+def guard_filter(name: str) -> Callable[..., Any]:
+    """``torch.compiler.NAME``, one of PyTorch's guard filters, checked to be passable as
+    ``torch.compile(..., options={"guard_filter_fn": ...})`` (``torch._dynamo.eval_frame._optimize``
+    takes ``guard_filter_fn``, and ``torch.compile`` pops it from ``options``). Raises
+    :class:`AdapterProblem` starting with :data:`GUARD_FILTER_UNAVAILABLE` where this torch lacks either."""
+    import inspect
+
+    import torch
+
+    fn = getattr(getattr(torch, "compiler", None), name, None)
+    try:
+        import torch._dynamo.eval_frame as ef
+
+        optimize = getattr(ef, "_optimize", None) or ef.optimize  # optimize(*args, **kwargs) hands on to _optimize
+        takes = "guard_filter_fn" in inspect.signature(optimize).parameters
+    except (AttributeError, ImportError, TypeError, ValueError):
+        takes = False
+    if fn is None or not callable(fn) or not takes:
+        what = f"no torch.compiler.{name}" if fn is None else "a torch.compile that takes no guard_filter_fn"
+        raise AdapterProblem(f"{GUARD_FILTER_UNAVAILABLE}: torch {torch.__version__} has {what}")
+    return fn  # type: ignore[no-any-return]
+
+
+def set_skip_guard_eval(stance: str) -> None:
+    """``torch.compiler.set_stance(stance, skip_guard_eval_unsafe=True)``; raises
+    :class:`AdapterProblem` starting with :data:`SKIP_GUARD_EVAL_UNAVAILABLE` where this torch's
+    ``set_stance`` takes no ``skip_guard_eval_unsafe``."""
+    import torch
+
+    check_skip_guard_eval()
+    torch.compiler.set_stance(stance, skip_guard_eval_unsafe=True)
+
+
+def check_skip_guard_eval() -> None:
+    import inspect
+
+    import torch
+
+    fn = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    try:
+        ok = fn is not None and "skip_guard_eval_unsafe" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise AdapterProblem(f"{SKIP_GUARD_EVAL_UNAVAILABLE}: torch {torch.__version__}'s "
+                             "torch.compiler.set_stance takes no skip_guard_eval_unsafe")

@@ -7,6 +7,7 @@ Internals used:
 - ``node.meta["stack_trace"]``: the user stack that produced the node, as text (to see nodes
   made by ``transformers``' cache code, and the frames every node was traced under: what a
   generic wrapper frame wraps).
+- ``OptimizedModule._orig_mod``: the module ``torch.compile(module)`` wraps (``compiled_module``).
 """
 
 from __future__ import annotations
@@ -129,3 +130,17 @@ def graph_origin(gm: Any) -> dict[str, Any] | None:
             file, line = _where(cls)
             module = {"cls": cls.__qualname__, "file": file, "line": line}
     return {"chain": chain, "module": module}
+
+
+def compiled_module(compiled: Any) -> Any:
+    """The ``nn.Module`` a compiled callable runs: the module ``torch.compile(module)`` wrapped (its
+    ``OptimizedModule``'s ``_orig_mod``), or the owner of a compiled bound method
+    (``torch.compile(model.forward)``, ``model.compile()``); None for anything else."""
+    import torch
+
+    orig = getattr(compiled, "_orig_mod", None)
+    if isinstance(orig, torch.nn.Module):
+        return orig
+    fn = inspect.unwrap(compiled) if callable(compiled) else None
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, torch.nn.Module) else None

@@ -14,7 +14,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import Any
 
+from ...analyze.units import fmt_ns
 from ...model.normalize import library_path, project_root
 from ...model.receipt import Receipt
 from ..remedy_spec import per_callable_limit, spec_from_words
@@ -310,6 +312,7 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     for target, cost, n in disable_targets(receipt, script)[:2]:
         causes.append((cost, f"disable {target}", [draft(f"disable {target}", ["--disable", target], "breaks",
                                                          f"{n} break sites inside {target}", cost)]))
+    causes += _guard_causes(receipt, draft, folded)
     if receipt.summary.fallback_count:
         causes.append((0, "fallbacks", [draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"],
                                               "fallbacks",
@@ -321,6 +324,57 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             if (flags := per_callable_limit(d.spec, version)) is not None:
                 mine.insert(i + 1, draft(f"{d.name} per callable", flags, d.origin, d.targets, d.cost_ns))
     return _best_first(causes, cap, folded)
+
+
+GUARD_CANDIDATES = ("skip_guard_on_all_nn_modules_unsafe", "skip_guard_on_inbuilt_nn_modules_unsafe")
+"""The guard filters tried where module attributes dominate the guards, best first."""
+
+
+def warmup_calls(receipt: Receipt) -> int | None:
+    """The calls up to the last one that compiled (the warm-up after which the baseline only hit its
+    cache); None when no kept call compiled."""
+    cold = [c.index for c in receipt.ledger.calls if c.phase == "cold"]
+    return max(cold) + 1 if cold else None
+
+
+def _guard_causes(receipt: Receipt, draft: Any, folded: list[str]) -> list[tuple[int, str, list[Draft]]]:
+    """The guard settings PyTorch names ``_unsafe``, where the dispatch finding fits them: checks on
+    nn.Module attributes at least half of the guard trees' checks → the module guard filters; a
+    frame with several cache entries (or several frames) → ``skip_guard_eval_unsafe`` after the
+    warm-up (the baseline's calls up to its last compilation), when calls follow it. Each is
+    checked by ``try``'s check run before it can be recommended (``guard_check.py``).
+
+    Only where the guard evaluation the finding estimates over the run is at least
+    :data:`~.stats.MIN_EFFECT` of the run's time: a verdict is the total time's, and a saving
+    below that cannot show (a short script's compilation outweighs its dispatch); ``folded`` says so."""
+    from .stats import MIN_EFFECT
+
+    dp = getattr(receipt.findings, "dispatch", None)
+    if dp is None or not dp.estimate_ns:
+        return []
+    total = sum(p.wall_ns for p in receipt.summary.phases)
+    if dp.estimate_ns < MIN_EFFECT * total:
+        folded.append(f"none: {dp.finding_id} (dispatch): its estimate over the run, {fmt_ns(dp.estimate_ns)}, is "
+                      f"under {MIN_EFFECT:.0%} of the run's {fmt_ns(total)}: a guard setting could not show a saving "
+                      "here; a run with more steady calls, or --candidate \"--guard-filter NAME\", tries one")
+        return []
+    out = []
+    checks, total = dp.guard_checks, sum(dp.guard_checks.values())
+    module = checks.get("module", 0)
+    if total and module * 2 >= total:
+        why = (f"dispatch: {module:,} of the {total:,} guard checks are on nn.Module attributes "
+               f"(unsafe: a changed module attribute runs a stale graph)")
+        out.append((dp.estimate_ns, f"{dp.finding_id} guard filters",
+                    [draft(n, ["--guard-filter", n], dp.finding_id, why, dp.estimate_ns) for n in GUARD_CANDIDATES]))
+    entries = sum(len(f.entries) for f in dp.frames)
+    warm = warmup_calls(receipt)
+    if entries >= 2 and warm is not None and warm < receipt.summary.call_count:
+        why = (f"dispatch: {entries} cache entries in {len(dp.frames)} frame(s), every lookup checking their guards "
+               f"(unsafe: after call {warm}, only the guards that tell the entries apart are checked)")
+        out.append((dp.estimate_ns, f"{dp.finding_id} skip guard eval",
+                    [draft(f"skip_guard_eval_unsafe after {warm} calls", ["--skip-guard-eval-unsafe-after", str(warm)],
+                           dp.finding_id, why, dp.estimate_ns)]))
+    return out
 
 
 def _best_first(causes: list[tuple[int, str, list[Draft]]], cap: int, folded: list[str]) -> list[Draft]:

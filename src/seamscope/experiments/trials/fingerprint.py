@@ -68,6 +68,19 @@ class CallPrint(msgspec.Struct, frozen=True, kw_only=True):
     leaves: list[Leaf]
 
 
+class Probe(msgspec.Struct, frozen=True, kw_only=True):
+    """One call a check run made on purpose after the script, with an input changed the way a
+    dropped guard would have to notice (``guard_probe.py``): its outputs, or what it raised."""
+
+    label: str
+    """What changed: ``Net.scale: 1.0 → 2.0``, ``dim 0 of x: 4 → 5``, ``dtype of x: float32 → float64``."""
+    kind: str
+    """``attribute``, ``training``, ``shape`` or ``dtype``."""
+    leaves: list[Leaf] | None = None
+    error: str | None = None
+    """``TYPE: first line`` of what the call raised (then no leaves)."""
+
+
 class Fingerprints(msgspec.Struct, frozen=True, kw_only=True):
     calls: list[CallPrint]
     calls_seen: int
@@ -79,6 +92,10 @@ class Fingerprints(msgspec.Struct, frozen=True, kw_only=True):
     """The process's CPU time (user + system) when it wrote this record."""
     preempted: int | None = None
     """Its involuntary context switches by then."""
+    probes: list[Probe] | None = None
+    """The check run's probes (``--guard-probe``), in the order they ran; None: not asked for."""
+    probe_note: str | None = None
+    """Why the probes asked for did not run (the script failed, or updated parameters)."""
 
 
 # --- recording (torch) ----------------------------------------------------------------------------
@@ -148,6 +165,16 @@ def _leaves(obj: Any, path: str, out: list[Leaf], torch: Any) -> None:
     out.append(Leaf(path=path, kind=type(obj).__name__))
 
 
+def leaves_of(out: Any) -> list[Leaf]:
+    """The fingerprint of one output (torch)."""
+    import torch
+
+    leaves: list[Leaf] = []
+    with torch.no_grad():
+        _leaves(out, "out", leaves, torch)
+    return leaves
+
+
 class Recorder:
     """Fingerprints the outputs of top-level compiled calls until the first optimizer step."""
 
@@ -197,13 +224,15 @@ class Recorder:
 
         return recorded
 
-    def write(self, path: str, script_ns: int) -> None:
+    def write(self, path: str, script_ns: int, probes: list[Probe] | None = None,
+              probe_note: str | None = None) -> None:
         import resource
 
         use = resource.getrusage(resource.RUSAGE_SELF)  # a forked run's counts start at its fork
         fp = Fingerprints(calls=self.calls, calls_seen=self.seen, stopped_at_update=self.stopped_at,
                           fingerprint_ns=self.ns, script_ns=script_ns,
-                          cpu_ns=int((use.ru_utime + use.ru_stime) * 1e9), preempted=use.ru_nivcsw)
+                          cpu_ns=int((use.ru_utime + use.ru_stime) * 1e9), preempted=use.ru_nivcsw,
+                          probes=probes, probe_note=probe_note)
         with open(path, "wb") as f:
             f.write(msgspec.json.encode(fp))
 
@@ -258,6 +287,17 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     """Largest relative deviation of any reduction (0 when bitwise equal; None when the
     structure differs)."""
     first_difference: str | None = None
+
+
+def compare_leaves(a: list[Leaf], b: list[Leaf]) -> str | None:
+    """The first difference between two outputs' fingerprints, or None when equal within tolerance."""
+    if len(a) != len(b):
+        return f"{len(a)} vs {len(b)} outputs"
+    for la, lb in zip(a, b, strict=True):
+        diff, _ = compare_leaf(la, lb)
+        if diff is not None:
+            return diff
+    return None
 
 
 def compare(a: Fingerprints, b: Fingerprints) -> Comparison:

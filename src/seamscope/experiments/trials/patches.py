@@ -206,9 +206,11 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None, why: list[str
     the regional loop, its ``block.compile(...)`` given the compile options, and the other parts'
     lines); None where one part cannot be a patch (its runs then use the flags). ``--regional``
     needs the baseline's ``receipt`` (the class its compile-time finding saw); why its part cannot
-    be a patch is added to ``why``."""
+    be a patch is added to ``why``. A guard setting (``spec.unsafe()``) is run as its flags, which
+    the check run probes (its code change is printed as words)."""
     if ".py:" in script or spec.pad is not None or spec.seed is not None or spec.is_empty() or spec.patch \
-            or spec.calls_of is not None or len(spec.regional) > 1 or spec.regional and receipt is None:
+            or spec.unsafe() or spec.calls_of is not None or len(spec.regional) > 1 \
+            or spec.regional and receipt is None:
         return None
     src = _source_of(script)
     if src is None:

@@ -147,11 +147,11 @@ def outside_cause(exit_code: int | None, lost: str | None) -> str | None:
 
 
 def _command(runner: Runner, flags: list[str], out_dir: str, record: str, fingerprint: bool,
-             extra: Any) -> list[str]:
+             extra: Any, probe: bool = False) -> list[str]:
     spec = runner.spec
     argv = ["run", "--quiet", "--no-html", "--out", out_dir, *(extra.args if extra else []), *flags,
-            "--seed", str(spec.seed),
-            "--record-out", record, *(["--fingerprint"] if fingerprint else []), spec.script]
+            "--seed", str(spec.seed), "--record-out", record, *(["--fingerprint"] if fingerprint else []),
+            *(["--guard-probe"] if probe and fingerprint else []), spec.script]
     return argv + (["--", *spec.args] if spec.args else [])
 
 
@@ -165,11 +165,12 @@ def _env(spec: TrialSpec, extra: Any, cache: str) -> dict[str, str]:
 
 
 def run_once(runner: Runner, flags: list[str], rel_dir: str, label: str, fingerprint: bool = False,
-             extra: Any = None) -> Outcome:
+             extra: Any = None, probe: bool = False) -> Outcome:
     """One fresh process with its own empty inductor cache; a crash or hang is its result.
     ``extra`` (:class:`.cache.RunExtra`): a persistent cache directory instead (kept), more
-    environment, words before the flags. Raises :class:`.budget.BudgetSpent` when the budget
-    ended before the run or killed it."""
+    environment, words before the flags. ``probe``: with ``fingerprint``, the check run of an
+    unsafe guard setting (:mod:`.guard_check`). Raises :class:`.budget.BudgetSpent` when the
+    budget ended before the run or killed it."""
     spec = runner.spec
     flags = flags or list(spec.baseline_flags)
     out_dir = os.path.join(spec.out, rel_dir)
@@ -182,7 +183,7 @@ def run_once(runner: Runner, flags: list[str], rel_dir: str, label: str, fingerp
     t0 = time.perf_counter_ns()
     error = None
     err_path = os.path.join(cache, "stderr.txt")
-    job = Job(entry="seamscope.cli:main", arg=_command(runner, flags, out_dir, record, fingerprint, extra),
+    job = Job(entry="seamscope.cli:main", arg=_command(runner, flags, out_dir, record, fingerprint, extra, probe),
               log=err_path, stdout=False, env=_env(spec, extra, cache), unset=["TORCH_COMPILE_DYNAMIC_SOURCES"],
               cwd=os.getcwd())
     try:  # the cache folder goes however the run ends: a hang, Ctrl-C, SIGTERM, the budget

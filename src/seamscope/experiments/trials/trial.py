@@ -37,7 +37,7 @@ import msgspec
 
 from ...errors import UnusableInput
 from ...model.receipt import Receipt
-from ...model.trials import Candidate, OutputCheck, Overhead, RunFigures, Trials
+from ...model.trials import Candidate, GuardCheck, OutputCheck, Overhead, RunFigures, Trials
 from ..remedy_spec import RemedySpec, code_change, compile_override, spec_from_words
 from . import fingerprint as fpmod
 from . import load as loadmod
@@ -64,6 +64,7 @@ from .catalogue import (
     unique_names,
 )
 from .draft import Draft
+from .guard_check import guard_check
 from .outputs import baseline_check, differing, output_check, unknown_text
 from .patches import attach as attach_patches
 from .rewrites import rewrites
@@ -164,13 +165,15 @@ def _progress(st: _State, text: str) -> None:
 
 
 def _once_more(st: _State, name: str, what: str, flags: list[str], rel_dir: str, label: str,
-               fingerprint: bool = False, extra: RunExtra | None = None) -> Outcome:
+               fingerprint: bool = False, extra: RunExtra | None = None, probe: bool = False) -> Outcome:
     """A run, and once more where the first ended from outside (a signal seamscope did not send,
-    the machine): that run says nothing of the candidate. The row says which run and why."""
-    oc = run_once(st.runner, flags, rel_dir, label, fingerprint=fingerprint, extra=extra)
+    the machine): that run says nothing of the candidate. The row says which run and why.
+    ``probe``: the check run of an unsafe guard setting (:mod:`.guard_check`)."""
+    more = {"probe": True} if probe else {}  # a run that probes nothing is started as every other run is
+    oc = run_once(st.runner, flags, rel_dir, label, fingerprint=fingerprint, extra=extra, **more)
     if oc.outside is not None and not oc.figures.ok:
         st.retried.setdefault(name, []).append(f"{what} run again: the first {oc.outside}")
-        oc = run_once(st.runner, flags, rel_dir, label, fingerprint=fingerprint, extra=extra)
+        oc = run_once(st.runner, flags, rel_dir, label, fingerprint=fingerprint, extra=extra, **more)
     return oc
 
 
@@ -245,9 +248,9 @@ def _adaptive(st: _State, drafts: list[Draft], base_key: str, outputs: dict[str,
         rep += 1
 
 
-def _check(st: _State, name: str, flags: list[str], rel: str) -> Outcome:
+def _check(st: _State, name: str, flags: list[str], rel: str, probe: bool = False) -> Outcome:
     oc = _once_more(st, name, "the output check", flags, os.path.join("trials", rel), "check", fingerprint=True,
-                    extra=st.extras.get(name))
+                    extra=st.extras.get(name), probe=probe)
     st.checks[name] = oc
     st.done += 1
     return oc
@@ -257,7 +260,7 @@ def _checks(st: _State, drafts: list[Draft]) -> None:
     for d in drafts:
         if not st.over(d.name) and st.runs.get(d.name):
             _progress(st, f"outputs · {d.name}")
-            _check(st, d.name, d.run_flags(), f"{d.name}/check")
+            _check(st, d.name, d.run_flags(), f"{d.name}/check", probe=d.spec.unsafe())
 
 
 def _second_check(st: _State) -> None:
@@ -363,7 +366,8 @@ def _singles(st: _State, drafts: list[Draft]) -> bool:
         _timed(st, order, list(range(2, spec.repeat + 1)))
     _adaptive(st, drafts, BASELINE, {BASELINE: OUTPUT_RUNS, **{d.name: 1 for d in drafts}})
     _progress(st, "outputs · baseline and eager")  # outside the timed repetitions
-    _check(st, BASELINE, [], "baseline/check-1")
+    # an unsafe guard setting is checked against the baseline's calls on inputs changed on purpose
+    _check(st, BASELINE, [], "baseline/check-1", probe=any(d.spec.unsafe() for d in drafts))
     st.eager = run_once(st.runner, ["--stance", "force_eager"], os.path.join("trials", "eager", "check"), "check",
                         fingerprint=True)
     st.baseline_check_runs = [st.eager.figures]
@@ -477,10 +481,12 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     runs = st.runs.get(d.name, [])
     cmd = reproduce_command(d.run_flags(), st.spec, d.name, st.extras.get(d.name))
     change = d.change or code_change_of(d) or (change_at(d.spec, st.sites) if flags else "(none: the script as it is)")
+    guards = _guard_check(st, d)
     base = dict(name=d.name, flags=flags, origin=d.origin, targets=d.targets, target_cost_ns=d.cost_ns,
                 code_change=change, command=cmd, start=d.start, env=dict(d.env), patch=d.patch, diff=d.diff,
                 review=d.review, repetitions=len(runs), retried=st.retried.get(d.name, []),
-                runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None)
+                runs=runs, check=st.checks[d.name].figures if d.name in st.checks else None,
+                unsafe=d.spec.unsafe(), guard_check=guards)
     if d.name in st.not_tried and not runs:
         return Candidate(**base, status="not tried", verdict="not tried",  # type: ignore[arg-type]
                          reason=st.not_tried[d.name])
@@ -492,6 +498,8 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     total_m = next(m for m in ms if m.name == "total")
     verdict = overall(pr.verdict, total_m.verdict)
     broke, adds = compile_changes(runs, base_runs)
+    if guards is not None and guards.broke is not None:
+        broke = [*broke, guards.broke]
     missing, only_marks = unmatched(flags, runs)
     reason = None
     if missing and only_marks and len(missing) * 2 == len(flags):
@@ -516,6 +524,18 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
         note = f"{note}; {more}" if note else more
     return Candidate(**base, metrics=ms, steady_verdict=pr.verdict, total_verdict=total_m.verdict,  # type: ignore[arg-type]
                      verdict=verdict, outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
+
+
+def _guard_check(st: _State, d: Draft) -> GuardCheck | None:
+    """An unsafe candidate's check run against the baseline's (:mod:`.guard_check`); None for a safe one."""
+    if not d.spec.unsafe():
+        return None
+    cand = st.checks.get(d.name)
+    if cand is None:
+        return GuardCheck(status="could not check", detail="its check run did not run")
+    base = st.checks.get(BASELINE)
+    return guard_check(base.fingerprints if base is not None else None, cand.fingerprints, cand.figures.error,
+                       st.deterministic)
 
 
 def _trials(st: _State, ranked: list[Candidate], t_start: int) -> Trials:
@@ -654,8 +674,11 @@ def change_at(spec: RemedySpec, sites: list[str]) -> str:
     """The code change, placed at the script's ``torch.compile`` call where its source shows one:
     ``pass dynamic=True to torch.compile at model.py:12``; a setting goes before that call."""
     text = code_change(spec)
-    if not sites or spec.disable or spec.pad is not None:
+    if not sites or spec.disable or spec.pad is not None or spec.skip_guard_eval_after is not None:
         return text
+    if spec.guard_filter is not None and spec == RemedySpec(guard_filter=spec.guard_filter):
+        return (f"pass options={{'guard_filter_fn': torch.compiler.{spec.guard_filter}}} to torch.compile at "
+                f"{', '.join(sites[:3])} (unsafe: drops guards)")
     where = ", ".join(sites[:3])
     if spec.compile_option and not (spec.dynamo_config or spec.mark_dynamic or spec.stance):
         vals = ", ".join(f"{k}={v!r}" for k, v in (compile_override(o) for o in spec.compile_option))

@@ -409,8 +409,10 @@ def rank(cands: list[Candidate]) -> list[Candidate]:
 def recommendable(c: Candidate) -> bool:
     """Faster, nothing broken, and its outputs checked: equal, or undecidable because the baseline
     is not deterministic (said in the table). A remedy that changes outputs, or makes a frame fail
-    to compile or fall back, is never recommended."""
-    return c.verdict == "faster" and not c.broke and c.outputs.status in ("equal", "could not decide")
+    to compile or fall back, is never recommended; one that drops guards (``unsafe``) only where its
+    check run kept every recompile it needed (``trials/guard_check.py``)."""
+    safe = not c.unsafe or (c.guard_check is not None and c.guard_check.status == "kept every recompile")
+    return c.verdict == "faster" and not c.broke and safe and c.outputs.status in ("equal", "could not decide")
 
 
 def _spread(c: Candidate) -> float:
@@ -452,6 +454,8 @@ def conflict_key(flag: str, value: str) -> str | None:
         return "stance"
     if flag == "--pad":
         return "pad"
+    if flag in ("--guard-filter", "--skip-guard-eval-unsafe-after"):  # one value each (a second replaces the first)
+        return flag
     return None
 
 
@@ -573,8 +577,16 @@ def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candi
         if deterministic is False:
             why += " (the baseline is not deterministic, so outputs could not be compared)"
         for c in ranked:
-            if c.broke and c.verdict == "faster":
+            g = c.guard_check
+            if c.verdict != "faster":
+                continue
+            if g is not None and g.status == "broke a recompile":
+                why += f"; {c.name} was faster but is not recommended: unsafe, it {g.broke}"
+            elif c.broke:
                 why += f"; {c.name} was faster but is not recommended: it breaks compilation ({c.broke[0]})"
+            elif g is not None and g.status == "could not check":
+                why += (f"; {c.name} was faster but is not recommended: unsafe, and its check run could not tell "
+                        f"({g.detail})")
         for c in ranked:
             if c.verdict == "did not remove its target":
                 why += f"; {c.name} did not remove its target ({c.reason})"
@@ -597,6 +609,10 @@ def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candi
                          f"the best single one, {single.name}: {_ratio_text(single, 'total')}")
     if chosen.adds:
         evidence += "; it adds " + ", ".join(chosen.adds) + " (and beats every candidate that adds nothing)"
+    if chosen.unsafe and chosen.guard_check is not None:
+        kept = [r.label for r in chosen.guard_check.probes if r.outcome == "recompiled"]
+        evidence += (f"; unsafe (it drops guards): every change its check run made gave the baseline's outputs "
+                     f"({'; '.join(kept)}); a change it was not shown can still run stale code")
     if chosen.trade:
         evidence += "; the trade: " + chosen.trade
     elif chosen.steady_verdict == "slower":
