@@ -31,6 +31,10 @@ def _summary(folder: Path) -> dict:
     return json.loads((folder / "receipt.json").read_text())["summary"]  # type: ignore[no-any-return]
 
 
+def _trace_digest(folder: Path) -> str:
+    return json.loads((folder / "receipt.json").read_text())["ledger"]["run"]["input_trace_sha256"]  # type: ignore[no-any-return]
+
+
 def test_a_gzipped_torch_trace_log_is_read_as_the_log(tmp_path: Path) -> None:
     logs = tmp_path / "trace"
     logs.mkdir()
@@ -43,6 +47,8 @@ def test_a_gzipped_torch_trace_log_is_read_as_the_log(tmp_path: Path) -> None:
         assert "gzip-compressed: read decompressed" in got.stderr
         assert _summary(tmp_path / out) == _summary(tmp_path / "plain") and plain.returncode == 0
         assert _summary(tmp_path / out)["compile_count"] == 11
+        # the same trace to diff and check
+        assert _trace_digest(tmp_path / out) == _trace_digest(tmp_path / "plain")
 
 
 def test_a_cut_gzip_archive_is_read_as_far_as_it_goes_and_says_so(tmp_path: Path) -> None:

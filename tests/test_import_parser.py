@@ -33,7 +33,8 @@ def test_arbitrary_bytes_never_crash(tmp_path_factory, data):
     assert stats.bytes == len(data)
     assert all(isinstance(m, dict) for _, m, _ in recs)
     imp = import_torch_trace(str(p))
-    assert imp.ledger.run.input_trace_sha256 == hashlib.sha256(data).hexdigest()
+    if not data.startswith(b"\x1f\x8b"):  # a gzip'd log is hashed as the log it decompresses to
+        assert imp.ledger.run.input_trace_sha256 == hashlib.sha256(data).hexdigest()
 
 
 @settings(max_examples=100, deadline=None)
