@@ -6,13 +6,10 @@ findings; fields an older PyTorch lacks are said to be absent)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from fakes import seamscope_here
+from fakes import script_forked, seamscope_here
 
 torch = pytest.importorskip("torch")
 
@@ -100,12 +97,15 @@ with torch.no_grad():
 
 
 @pytest.fixture(scope="module")
-def blocks_log(tmp_path_factory):
-    """A ``TORCH_TRACE`` log written by torch here: ``python blocks.py`` with ``TORCH_TRACE`` set."""
+def blocks_log(tmp_path_factory, fresh_server):
+    """A ``TORCH_TRACE`` log written by torch here: ``python blocks.py`` with ``TORCH_TRACE`` set, in a
+    process forked from the test run's server (torch's logs set up from its environment, as in a new
+    interpreter's)."""
     tmp = tmp_path_factory.mktemp("blocks")
     (tmp / "blocks.py").write_text(BLOCKS)
-    env = dict(os.environ, TORCH_TRACE=str(tmp / "trace"), OMP_NUM_THREADS="1")
-    subprocess.run([sys.executable, "blocks.py"], cwd=tmp, env=env, check=True, capture_output=True, timeout=240)
+    proc = script_forked(fresh_server, [tmp / "blocks.py"], tmp, env={"TORCH_TRACE": str(tmp / "trace")},
+                         timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     (log,) = find_logs(str(tmp / "trace"))
     return tmp, Path(log)
 

@@ -1,8 +1,11 @@
 """Real 2-rank jobs on the CPU (gloo), each rank under ``seamscope run``, then merged.
 
 Three jobs, each shared by several tests (module-scoped fixtures):
-- ``ddp``: ``torchrun --standalone --nproc-per-node 2 -m seamscope run tests/workloads/ranks_job.py
-  -- --mode ddp``: DDP over four Linear(512, 512) with ``bucket_cap_mb=1``; the ranks agree.
+- ``ddp``: ``seamscope run --nproc 2 tests/workloads/ranks_job.py -- --mode ddp --linger-in DIR``:
+  DDP over four Linear(512, 512) with ``bucket_cap_mb=1``; the ranks agree. Once both ranks have
+  made their calls the job is stopped as a scheduler stops one, with SIGTERM to the process it
+  started: the ranks' receipts are written marked terminated and merged (one job serves the DDP
+  assertions and the signal's).
 - ``diverge``: ``TORCH_TRACE=DIR seamscope run --nproc 2 tests/workloads/ranks_job.py -- --mode
   diverge``: rank 1 takes another branch inside the compiled function from call 3 on; the same
   job leaves a multi-rank ``TORCH_TRACE`` directory for import (one ledger per rank).
@@ -11,7 +14,7 @@ Three jobs, each shared by several tests (module-scoped fixtures):
   batch of another size, so at call 2 it compiles alone while rank 0 waits at the barrier. Its
   rank-0 receipt is also the real receipt 256 synthetic ranks are made from (the scale test).
 
-Each rank is a new interpreter started by torchrun; torchrun (``ddp``) and ``seamscope run --nproc``
+Each rank is a new interpreter started by torchrun; torchrun (``fsdp``) and ``seamscope run --nproc``
 are processes of their own forked from the test run's server (``fresh_server``: their torch or
 seamscope imports done once), and the commands run on the jobs' output (``merge``, ``diff``,
 ``verify``, ``import``) run in this process.
@@ -20,7 +23,11 @@ seamscope imports done once), and the commands run on the jobs' output (``merge`
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from fakes import Forked, seamscope_forked, seamscope_here
@@ -44,18 +51,6 @@ def seamscope(*args):
 
 
 @pytest.fixture(scope="module")
-def ddp_job(tmp_path_factory, fresh_server):
-    """torchrun itself forked from the test run's server (its torch import done there); the ranks
-    it starts are new interpreters, as always."""
-    out = tmp_path_factory.mktemp("ddp") / "out"
-    r = seamscope_forked(fresh_server, ["--standalone", "--nproc-per-node", "2", "-m", "seamscope", "run", "--quiet",
-                                        "--out", str(out), JOB, "--", "--mode", "ddp", "--steps", "4"],
-                         ROOT, env=ENV, unset=("TORCH_TRACE",), entry="torch.distributed.run:main")
-    assert r.returncode == 0, r.stderr[-6000:]
-    return out
-
-
-@pytest.fixture(scope="module")
 def fsdp_job(tmp_path_factory, fresh_server):
     out = tmp_path_factory.mktemp("fsdp") / "out"
     r = seamscope_forked(fresh_server, ["--standalone", "--nproc-per-node", "2", "-m", "seamscope", "run", "--quiet",
@@ -70,6 +65,40 @@ def _nproc(server, base, args, env):
     """``seamscope run --nproc 2 ARGS`` started in a process of its own, forked from the server."""
     return Forked(server, ["run", "--nproc", "2", *args], ROOT, stdout=base / "stdout", stderr=base / "stderr",
                   env={**ENV, **env}, unset=() if "TORCH_TRACE" in env else ("TORCH_TRACE",))
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A job stopped by SIGTERM once its ranks had made their calls: its output folder, its exit
+    code and its stderr."""
+
+    out: Path
+    code: int | None
+    stderr: str
+
+
+DDP_STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def ddp_job(tmp_path_factory, fresh_server):
+    """``seamscope run --nproc 2`` forked from the test run's server; the ranks it starts (through
+    torchrun) are new interpreters, as always. Each rank writes ``ready-RANK`` after its calls and
+    waits; then a scheduler's SIGTERM goes to the process the test started."""
+    base = tmp_path_factory.mktemp("ddp")
+    out, ready = base / "out", base / "ready"
+    ready.mkdir()
+    p = _nproc(fresh_server, base, ["--quiet", "--out", str(out), JOB, "--", "--mode", "ddp", "--steps",
+                                    str(DDP_STEPS), "--linger-in", str(ready)], {})
+    try:
+        end = time.monotonic() + 300
+        while len(os.listdir(ready)) < 2 and p.running() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert sorted(os.listdir(ready)) == ["ready-0", "ready-1"], (base / "stderr").read_text()
+        p.send_signal(signal.SIGTERM)
+    finally:
+        code = p.wait(120)
+    return Stopped(out, code, (base / "stderr").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -89,25 +118,25 @@ def diverge_job(tmp_path_factory, fresh_server):
 
 def test_each_rank_writes_its_own_ledger_with_rank_and_world_size(ddp_job):
     for rank in (0, 1):
-        run = load_receipt(str(ddp_job / f"rank-{rank}" / "receipt.json")).ledger.run
+        run = load_receipt(str(ddp_job.out / f"rank-{rank}" / "receipt.json")).ledger.run
         assert (run.rank, run.world_size) == (rank, 2)
 
 
 def test_ddp_splits_are_shown_as_such(ddp_job):
-    sec = merge(gather(str(ddp_job))).ranks
+    sec = merge(gather(str(ddp_job.out))).ranks
     assert sec.ranks_present == [0, 1]
     for e in sec.ranks:
         # Each Linear(512, 512) holds 1.05 MB of parameters, over the 1 MB bucket cap: DDPOptimizer
         # puts each in its own bucket and splits the user's forward into 4 submodules.
         assert [(d.frame_name, d.submodules) for d in e.ddp_splits] == [("forward", 4)]
         # ... which Dynamo still counts as one graph (splits are not graph breaks).
-        split = next(c for c in load_receipt(str(ddp_job / f"rank-{e.rank}" / "receipt.json")).ledger.compilations
+        split = next(c for c in load_receipt(str(ddp_job.out / f"rank-{e.rank}" / "receipt.json")).ledger.compilations
                      if c.compile_id == e.ddp_splits[0].compile_id)
         assert split.graph_count == 1 and split.own_break_site_id is None
 
 
 def test_breaks_inside_torch_ddp_code_are_framework_breaks(ddp_job):
-    sec = merge(gather(str(ddp_job))).ranks
+    sec = merge(gather(str(ddp_job.out))).ranks
     for e in sec.ranks:
         assert e.sites, "DDP's forward breaks (logger call in _pre_forward)"
         assert {s.origin for s in e.sites} == {"ddp"}
@@ -115,12 +144,12 @@ def test_breaks_inside_torch_ddp_code_are_framework_breaks(ddp_job):
 
 
 def test_ranks_that_agree_report_no_divergence(ddp_job):
-    sec = merge(gather(str(ddp_job))).ranks
+    sec = merge(gather(str(ddp_job.out))).ranks
     # Timing is not judged: 3 steady calls per rank are fewer than the rule needs, so this
     # assertion does not depend on how loaded the machine is.
     assert sec.divergences == [] and sec.problems == []
     assert "not judged here: ranks 0, 1" in sec.time_rule
-    r = seamscope("merge", str(ddp_job), "--fail-on-divergence")
+    r = seamscope("merge", str(ddp_job.out), "--fail-on-divergence")
     assert r.returncode == 0, r.stderr
     assert "no divergence between the ranks" in r.stdout
     assert "forward ran as 4 submodules, one per DDP bucket" in r.stdout
@@ -292,30 +321,15 @@ def test_torch_trace_directory_merges_with_both_ranks(diverge_job):
 # --- a job stopped from outside: the ranks' receipts are merged, not lost -------------------------
 
 
-def test_sigterm_to_run_nproc_stops_the_ranks_and_merges_what_they_measured(tmp_path, fresh_server):
+def test_sigterm_to_run_nproc_stops_the_ranks_and_merges_what_they_measured(ddp_job):
     """A scheduler sends SIGTERM to the process it started (``seamscope run --nproc 2``): the signal
     is passed on through torchrun to the ranks, each writes its receipt marked terminated, and the
     merged receipt is written before the exit status 143."""
-    import signal
-    import time
-
-    out, ready = tmp_path / "out", tmp_path / "ready"
-    ready.mkdir()
-    p = _nproc(fresh_server, tmp_path, ["--quiet", "--out", str(out), JOB, "--", "--mode", "agree", "--steps", "3",
-                                        "--linger-in", str(ready)], {})
-    try:
-        end = time.monotonic() + 300
-        while len(os.listdir(ready)) < 2 and p.running() and time.monotonic() < end:
-            time.sleep(0.05)
-        assert sorted(os.listdir(ready)) == ["ready-0", "ready-1"], (tmp_path / "stderr").read_text()
-        p.send_signal(signal.SIGTERM)
-    finally:
-        code = p.wait(120)
-    err = (tmp_path / "stderr").read_text()
-    assert code == 143, err[-3000:]
+    err = ddp_job.stderr
+    assert ddp_job.code == 143, err[-3000:]
     assert "Traceback" not in err, err[-3000:]  # torchrun's own stop is one line, not a crash
-    merged = load_receipt(str(out / "receipt.json"))
+    merged = load_receipt(str(ddp_job.out / "receipt.json"))
     statuses = {e.rank: e.status for e in merged.ranks.ranks}
     assert statuses == {0: "terminated (SIGTERM)", 1: "terminated (SIGTERM)"}, err[-3000:]
-    assert all(e.call_count == 3 for e in merged.ranks.ranks)
+    assert all(e.call_count == DDP_STEPS for e in merged.ranks.ranks)
     assert "rank 1 terminated (SIGTERM)" in merged.ranks.ledger_note
