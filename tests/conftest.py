@@ -55,7 +55,6 @@ def dynamo_reset():
 
 
 TEST_PRELOAD = ("transformers", "transformers.models.llama.modeling_llama", "transformers.models.gpt2.modeling_gpt2",
-                "transformers.models.bert.modeling_bert",
                 "torch._inductor.compile_fx")
 """What the test workloads' fresh processes import besides seamscope's own preloads (where installed):
 Inductor's compiler (1.4 s of imports) is each inductor trial run's, forked after it instead."""
