@@ -651,10 +651,11 @@ def stable_text(c: Candidate) -> str:
     comp = next((m for m in c.metrics if m.name == "compile" and m.ratio_median is not None), None)
     if comp is not None:
         parts.append(f"compile {comp.ratio_median:.2f}×")
-    parts += c.adds
+    parts += c.adds  # ``recompiles 1 → 2``: that count is said there, with the baseline's
+    said = {a.split(" ")[0] for a in c.adds}
     for name in ("recompiles", "fallbacks", "breaks"):
         m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
-        if m is not None:
+        if m is not None and name.rstrip("s") not in {w.rstrip("s") for w in said}:
             parts.append(f"{name} {m.median:g}")
     return ", ".join(parts) or "nothing"
 
