@@ -1277,3 +1277,16 @@ def test_the_combined_candidate_names_only_the_remedies_it_holds():
     combo = combine(ranked)
     assert combo is not None and "dynamic=true" not in combo
     assert combined_names(ranked, combo) == ["regional", "mark"]
+
+
+def test_what_stayed_stable_says_each_count_once():
+    """A noisy candidate that adds recompiles: ``recompiles 1 → 2`` (with the baseline's), not
+    that and ``recompiles 2`` again; the counts it does not add are said plainly."""
+    from seamscope.experiments.trials.verdicts import stable_text
+    from seamscope.model.trials import Metric
+
+    counts = [Metric(name=n, median=v, min=v, max=v) for n, v in (("recompiles", 2.0), ("fallbacks", 0.0),
+                                                                    ("breaks", 1.0))]
+    c = msgspec.structs.replace(_cand("dyn", "noisy", ["--compile-option", "dynamic=true"]),
+                                metrics=counts, adds=["recompiles 1 → 2", "break sites 0 → 1"])
+    assert stable_text(c) == "recompiles 1 → 2, break sites 0 → 1, fallbacks 0"

@@ -33,7 +33,8 @@ GUARD = "tensor 'input_ids' size mismatch at index 1. expected 7, actual 9"
 OTHER = "tensor 'attention_mask' size mismatch at index 1. expected 7, actual 9"
 
 
-def _figures(speed: float, k: int, guards: list[str], breaks: list[str] = (), causes: list[str] = ()) -> RunFigures:
+def _figures(speed: float, k: int, guards: list[str], breaks: list[str] = (), causes: list[str] = (),
+             reasons: dict[str, str] | None = None) -> RunFigures:
     """Call 0 compiles, calls 1-20 steady at ``speed``× the baseline (1% jitter per repetition)."""
     j = 1.0 + 0.01 * ((k * 5) % 3 - 1)
     per = [CallTime(index=0, phase="cold", wall_ns=int(500 * MS * speed * j))] + [
@@ -42,7 +43,8 @@ def _figures(speed: float, k: int, guards: list[str], breaks: list[str] = (), ca
     return RunFigures(label="x", ok=True, exit_code=0, total_ns=sum(c.wall_ns for c in per),
                       compile_ns=per[0].wall_ns // 2, steady_calls=20, steady_median_ns=int(statistics.median(steady)),
                       steady_p90_ns=max(steady), calls=21, breaks=len(breaks), recompiles=len(guards), fallbacks=0,
-                      per_call=per, size_guards=list(guards), break_sites=list(breaks), cause_guards=list(causes))
+                      per_call=per, size_guards=list(guards), break_sites=list(breaks), cause_guards=list(causes),
+                      break_reasons=dict(reasons or {}))
 
 
 class _Runs:
@@ -155,6 +157,27 @@ def test_a_candidate_whose_target_break_happens_again_in_every_run_is_labelled(m
     by = {c.name: c for c in t.candidates}
     assert by["stays"].verdict == "did not remove its target" and site in (by["stays"].reason or "")
     assert by["cso"].verdict == "faster" and t.chosen == "cso"
+
+
+def test_a_break_gone_but_its_line_broken_again_for_another_reason_says_both(monkeypatch, tmp_path):
+    """A reorderable ``print`` whose argument reads a tensor's value: the print's break is gone, the
+    same line breaks at ``Tensor.item()``; the site id is the place, so both reasons are named."""
+    from types import SimpleNamespace as NS
+
+    site = "B3cfaf5d0"
+    receipt = NS(findings=NS(findings=[NS(finding_id=site, site_id=site, churn=None)]))
+    was, now = "Failed to trace builtin operator", "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+
+    def make(name, k):
+        why = now if name == "reorder" else was
+        return _figures(0.7 if name == "reorder" else 1.0, k, [], [site], reasons={site: why})
+
+    reorder = _draft("reorder", ["--dynamo-config", "reorderable_logging_functions+=builtins:print"], origin=site)
+    t, _ = _trial(monkeypatch, tmp_path, [reorder], make, receipt=receipt)
+    c = t.candidates[0]
+    assert c.verdict == "did not remove its target" and t.chosen is None
+    assert f"{site}: {was}) is gone, but the same line broke again for another reason" in (c.reason or "")
+    assert (c.reason or "").endswith(now)
 
 
 def test_a_code_change_whose_target_value_guard_still_fails_in_every_run_is_labelled(monkeypatch, tmp_path):

@@ -69,6 +69,10 @@ class RunFigures(Struct, frozen=True, kw_only=True):
     """``--mark-dynamic`` sources that matched no source in any compilation."""
     break_sites: list[str] = []
     """The ids of the sites where capture broke (``BreakSite.site_id``: stable across runs)."""
+    break_reasons: dict[str, str] = {}
+    """Each site's reason, its first line, by site id: a site's id is its place, so this is what
+    tells a break that is gone from another break at the same line (a ``print`` made reorderable
+    whose argument still reads a tensor's value)."""
     load_avg: float | None = None
     """The machine's 1-minute load average when the run ended (``/proc/loadavg``)."""
     cpus: int | None = None

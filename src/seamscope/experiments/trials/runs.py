@@ -280,7 +280,14 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
         unmatched_marks=unmatched_marks(receipt), size_guards=size_guards(receipt),
         cause_guards=recompile_causes(receipt),
         break_sites=sorted({b.site_id for b in receipt.ledger.break_sites}),
+        break_reasons={b.site_id: first_line(b.reason) for b in receipt.ledger.break_sites},
     )
+
+
+def first_line(reason: str) -> str:
+    """A break's reason as one line, cut to 160 characters (PyTorch's reasons run to a page)."""
+    line = reason.strip().split("\n", 1)[0].strip()
+    return line if len(line) <= 160 else line[:159] + "…"
 
 
 def size_guards(receipt: Receipt) -> list[str]:

@@ -595,7 +595,8 @@ def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) ->
         causes = value_targets(list(churn.guards), base_runs)
     if not sites and not guards and not causes:
         return None
-    return Target(guards=guards, sites=sites, causes=causes)
+    reasons = {s: why for r in base_runs[:1] for s, why in r.break_reasons.items() if s in sites}
+    return Target(guards=guards, sites=sites, reasons=reasons, causes=causes)
 
 
 def reproduce_command(flags: list[str], spec: TrialSpec, name: str, extra: RunExtra | None = None) -> str:

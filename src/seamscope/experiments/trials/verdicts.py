@@ -342,6 +342,8 @@ class Target:
     """Failed size guards the baseline showed, by ``(tensor, index)``: their text."""
     sites: frozenset[str]
     """Break site ids."""
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    """The baseline's reason for each of ``sites``, its first line (:attr:`RunFigures.break_reasons`)."""
     causes: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """Value and flag guards (``L['scale'] == 0.5``, ``L['mask'] is None``) that explained the
     baseline's recompiles, by :func:`cause_key`: their text."""
@@ -380,6 +382,10 @@ def kept_target(target: Target | None, runs: list[RunFigures]) -> str | None:
             return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}"
     for site in sorted(target.sites):
         if all(site in r.break_sites for r in ok):
+            was, now = target.reasons.get(site), {r.break_reasons.get(site) for r in ok}
+            if was is not None and None not in now and was not in now:
+                return (f"the break it targeted ({site}: {was}) is gone, but the same line broke again for another "
+                        f"reason in each of its {len(ok)} run(s): {' / '.join(sorted(n for n in now if n))}")
             return f"the break it targeted ({site}) happened again in each of its {len(ok)} run(s)"
     return None
 
@@ -645,10 +651,11 @@ def stable_text(c: Candidate) -> str:
     comp = next((m for m in c.metrics if m.name == "compile" and m.ratio_median is not None), None)
     if comp is not None:
         parts.append(f"compile {comp.ratio_median:.2f}×")
-    parts += c.adds
+    parts += c.adds  # ``recompiles 1 → 2``: that count is said there, with the baseline's
+    said = {a.split(" ")[0] for a in c.adds}
     for name in ("recompiles", "fallbacks", "breaks"):
         m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
-        if m is not None:
+        if m is not None and name.rstrip("s") not in {w.rstrip("s") for w in said}:
             parts.append(f"{name} {m.median:g}")
     return ", ".join(parts) or "nothing"
 
