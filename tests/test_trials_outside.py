@@ -176,7 +176,8 @@ def test_a_break_gone_but_its_line_broken_again_for_another_reason_says_both(mon
     t, _ = _trial(monkeypatch, tmp_path, [reorder], make, receipt=receipt)
     c = t.candidates[0]
     assert c.verdict == "did not remove its target" and t.chosen is None
-    assert f"{site}: {was}) is gone, but the same line broke again for another reason" in (c.reason or "")
+    said = f"is gone, but the same line still breaks in each of its {c.repetitions} run(s), for another reason: "
+    assert f"{site}: {was}) {said}" in (c.reason or "")
     assert (c.reason or "").endswith(now)
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import msgspec
 
+from ...analyze.classify import first_line
+from ...analyze.display import cut
 from ...analyze.findings_churn import cause_guards, guard_pattern, split_guards
 from ...model.receipt import Receipt
 from ...model.trials import CallTime, RunFigures
@@ -31,6 +33,9 @@ from .budget import Budget, BudgetSpent
 
 DEFAULT_MAX_REPEAT = 6
 """``--max-repeat`` when not given: 6 repetitions in all for an undecided candidate (1 with ``--repeat 1``)."""
+
+REASON_LIMIT = 160
+"""A break's reason is kept as its first meaningful line, cut here (PyTorch's reasons run to a page)."""
 
 
 def default_max_repeat(repeat: int) -> int:
@@ -280,14 +285,8 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
         unmatched_marks=unmatched_marks(receipt), size_guards=size_guards(receipt),
         cause_guards=recompile_causes(receipt),
         break_sites=sorted({b.site_id for b in receipt.ledger.break_sites}),
-        break_reasons={b.site_id: first_line(b.reason) for b in receipt.ledger.break_sites},
+        break_reasons={b.site_id: cut(first_line(b.reason), REASON_LIMIT) for b in receipt.ledger.break_sites},
     )
-
-
-def first_line(reason: str) -> str:
-    """A break's reason as one line, cut to 160 characters (PyTorch's reasons run to a page)."""
-    line = reason.strip().split("\n", 1)[0].strip()
-    return line if len(line) <= 160 else line[:159] + "…"
 
 
 def size_guards(receipt: Receipt) -> list[str]:

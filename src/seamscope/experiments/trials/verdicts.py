@@ -285,6 +285,10 @@ def overall(steady: MetricVerdict, total: MetricVerdict) -> Verdict:
     return "no measurable change" if v == "n/a" else v
 
 
+ADDED = (("breaks", "break sites"), ("recompiles", "recompiles"))
+"""The counts a candidate can add to (:func:`compile_changes`), by field, as its ``adds`` words them."""
+
+
 def compile_changes(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[list[str], list[str]]:
     """(what the candidate broke: compile failures or fallbacks of a frame beyond the baseline's,
     what it adds: more break sites or recompiles than the baseline), per frame by status and count."""
@@ -302,7 +306,7 @@ def compile_changes(runs: list[RunFigures], base_runs: list[RunFigures]) -> tupl
             mine = [p for p in texts if p.endswith(" in " + frame) and f" {status}" in p]
             broke += mine or [f"{frame}: {n} compilation(s) {status}"]
     adds = []
-    for attr, word in (("breaks", "break sites"), ("recompiles", "recompiles")):
+    for attr, word in ADDED:
         c = [getattr(r, attr) for r in ok if getattr(r, attr) is not None]
         b = [getattr(r, attr) for r in bok if getattr(r, attr) is not None]
         if c and b and statistics.median(c) > statistics.median(b):
@@ -384,8 +388,8 @@ def kept_target(target: Target | None, runs: list[RunFigures]) -> str | None:
         if all(site in r.break_sites for r in ok):
             was, now = target.reasons.get(site), {r.break_reasons.get(site) for r in ok}
             if was is not None and None not in now and was not in now:
-                return (f"the break it targeted ({site}: {was}) is gone, but the same line broke again for another "
-                        f"reason in each of its {len(ok)} run(s): {' / '.join(sorted(n for n in now if n))}")
+                return (f"the break it targeted ({site}: {was}) is gone, but the same line still breaks in each of its "
+                        f"{len(ok)} run(s), for another reason: {' / '.join(sorted(n for n in now if n))}")
             return f"the break it targeted ({site}) happened again in each of its {len(ok)} run(s)"
     return None
 
@@ -652,10 +656,10 @@ def stable_text(c: Candidate) -> str:
     if comp is not None:
         parts.append(f"compile {comp.ratio_median:.2f}×")
     parts += c.adds  # ``recompiles 1 → 2``: that count is said there, with the baseline's
-    said = {a.split(" ")[0] for a in c.adds}
+    said = {name for name, word in ADDED if any(a.startswith(word + " ") for a in c.adds)}
     for name in ("recompiles", "fallbacks", "breaks"):
         m = next((m for m in c.metrics if m.name == name and m.median is not None), None)
-        if m is not None and name.rstrip("s") not in {w.rstrip("s") for w in said}:
+        if m is not None and name not in said:
             parts.append(f"{name} {m.median:g}")
     return ", ".join(parts) or "nothing"
 
