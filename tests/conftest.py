@@ -78,6 +78,18 @@ def fresh_server():
         yield server
 
 
+@pytest.fixture
+def outside_the_shared_server():
+    """For a test that starts the fork servers it checks: a test run's ``fresh_server``, shared
+    since an earlier test made it, is set aside meanwhile (what the test made shared is kept)."""
+    from seamscope.experiments import fresh
+
+    saved = list(fresh._SHARED)
+    fresh._SHARED.clear()
+    yield
+    fresh._SHARED[:0] = saved
+
+
 @pytest.fixture(autouse=True)
 def _no_session_left_behind():
     """No test may leave a capture session installed (after pyinstrument's autouse check)."""

@@ -32,6 +32,20 @@ def frozen(path: str) -> int:
     return 0
 
 
+def start_a_thread(_: Any) -> None:
+    """A warm-up that leaves a thread running in the server (as some libraries do when imported)."""
+    import threading
+
+    threading.Thread(target=time.sleep, args=(600,), name="left-running", daemon=True).start()
+
+
+def modules(arg: dict[str, Any]) -> int:
+    """Writes which of ``arg["names"]`` the child had imported when it started (its server's)."""
+    with open(arg["path"], "w", encoding="utf-8") as f:
+        json.dump({n: n in sys.modules for n in arg["names"]}, f)
+    return 0
+
+
 def exit_mark(path: str) -> None:
     """A warm-up that leaves an ``atexit`` handler writing ``path`` (a server that ran the
     interpreter's teardown at its exit would write it)."""

@@ -9,20 +9,12 @@ import time
 
 import pytest
 
-from seamscope.experiments import fresh as fresh_module
 from seamscope.experiments.fresh import FreshProcesses, Job, shared
 
 MODES = [pytest.param("fork", marks=pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")), "process"]
 
 
-@pytest.fixture(autouse=True)
-def _outside_the_shared_server():
-    """Each test here starts the servers it checks: a test run's ``fresh_server``, shared since an
-    earlier test made it, is set aside meanwhile (and what a test made shared is kept after it)."""
-    saved = list(fresh_module._SHARED)
-    fresh_module._SHARED.clear()
-    yield
-    fresh_module._SHARED[:0] = saved
+pytestmark = pytest.mark.usefixtures("outside_the_shared_server")  # each test starts the servers it checks
 
 
 @pytest.fixture(params=MODES)

@@ -118,3 +118,12 @@ def test_two_remedies_on_different_things_are_stacked(tmp_path):
         assert stacked["outputs"]["status"] == "equal" and _metric(stacked, "recompiles")["median"] == 0
         if _busy(t, stacked) is None and stacked["verdict"] == "faster":
             assert t["chosen"] == stacked["name"] and "stacked remedies" in t["decision"]
+    if t["chosen"] is not None:  # the top receipt is the recommendation's first run, with its change
+        chosen = by[t["chosen"]]
+        with open(tmp_path / "o" / "receipt.json") as f:
+            top = json.load(f)
+        run = next(r for r in chosen["runs"] if r["ok"])
+        assert top["summary"]["compile_ns"] == run["compile_ns"] > 0
+        steady = next(p for p in top["summary"]["phases"] if p["phase"] == "steady")
+        assert steady["median_ns"] == run["steady_median_ns"] is not None
+        assert top["decision"]["intervention"].startswith(chosen["code_change"])

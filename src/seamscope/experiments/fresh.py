@@ -14,7 +14,9 @@ service:
   the job's: torch's logs (``TORCH_LOGS``, ``TORCH_LOGS_OUT``, ``TORCH_TRACE``...) and Inductor's
   ``compile_threads`` are as the job's ``env`` and ``unset`` make them; other settings a module read at
   import keep the server's values. ``mode="process"`` starts a new interpreter per job (where
-  ``fork`` is missing, or when asked); if the server has died, a job runs that way too;
+  ``fork`` is missing, or when asked); if the server has died, a job runs that way too, and so
+  does every job where what the server imported made forking unsafe (:func:`fork_unsafe`: a thread
+  started, CUDA initialized);
 - **a timeout**: a job still running after ``timeout`` seconds is killed with its process group,
   and :attr:`Ended.timed_out` says so;
 - **Ctrl-C**: the children are in sessions of their own (the terminal's Ctrl-C reaches only the
@@ -245,6 +247,9 @@ class FreshProcesses:
             raise
         if started is None:
             return Ended(exit_code=None, lost="the fork server died")
+        if "refused" in started:  # forking it is unsafe (fork_unsafe): this job and the next start anew
+            self.close()
+            return self._run_spawned(job, timeout, progress, label, heartbeat_s)
         pid = int(started["pid"])
         reply: list[dict[str, Any]] = []
 
@@ -445,10 +450,30 @@ def _child(job: Job) -> int:
     return call(job.entry, job.arg)
 
 
+def fork_unsafe() -> str | None:
+    """Why a fork of this process would not be a working fresh process, or None: a thread besides
+    this one (a fork copies only the caller's, and the locks the others held stay held), or CUDA
+    initialized (it cannot be used again in a forked child). What a server imported may do either."""
+    import threading
+
+    if threading.active_count() > 1:
+        names = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        return f"a module it imported started a thread ({', '.join(names)})"
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is not None and cuda.is_initialized():
+            return "a module it imported initialized CUDA"
+    except Exception:  # noqa: BLE001 - a torch without this query: nothing to tell
+        pass
+    return None
+
+
 def serve(reply_fd: int, preload: Sequence[str], warm: tuple[str, Any] | None) -> NoReturn:
     """The fork server: import once, fork per job (one JSON job a line on stdin), never compile
     anything itself. Replies on ``reply_fd``: ``{"pid": N}`` when the child started, then
-    ``{"exit": CODE}`` when it ended (negative: killed by that signal). At the end of stdin the
+    ``{"exit": CODE}`` when it ended (negative: killed by that signal); ``{"refused": WHY}`` to
+    every job where forking is unsafe (:func:`fork_unsafe`). At the end of stdin the
     process exits at once, without the interpreter's teardown (``atexit`` handlers not run)."""
     import importlib
 
@@ -461,12 +486,19 @@ def serve(reply_fd: int, preload: Sequence[str], warm: tuple[str, Any] | None) -
         except Exception as e:  # the child meets it again and reports it properly
             print(f"fresh: warming up with {warm[0]}: {type(e).__name__}: {e}", file=sys.stderr)
     replies = os.fdopen(reply_fd, "w")
+    unsafe = fork_unsafe()
+    if unsafe is not None:
+        print(f"fresh: {unsafe}: each job starts a new interpreter", file=sys.stderr)
     # what the server imported is every child's for life: frozen, a child's collections neither
     # scan it nor write to its pages (which copy-on-write would then copy, page by page)
     gc.collect()
     gc.freeze()
     for line in sys.stdin:
         if not line.strip():
+            continue
+        if unsafe is not None:  # the caller runs it in a new interpreter
+            replies.write(json.dumps({"refused": unsafe}) + "\n")
+            replies.flush()
             continue
         job = msgspec.json.decode(line.encode(), type=Job)
         pid = os.fork()

@@ -257,11 +257,13 @@ PRELOAD = ("torch", "torch._dynamo", "seamscope.cli", "seamscope.analyze.finding
 first compilation imports (a warm-up by name; the children run the command line)."""
 
 
-def fresh_processes(python: str) -> FreshProcesses:
-    """Each run forked from a server that imported torch once, unless ``fork`` is missing or
+def fresh_processes(python: str, target: str | None = None) -> FreshProcesses:
+    """Each run forked from a server that imported torch once, and the libraries ``target``'s
+    script imports (:mod:`.libraries`), unless ``fork`` is missing or
     ``SEAMSCOPE_TRIALS_ISOLATION=process`` (then each run a new interpreter)."""
-    return FreshProcesses(preload=PRELOAD, mode=default_mode(os.environ.get("SEAMSCOPE_TRIALS_ISOLATION")),
-                          python=python)
+    warm = None if target is None else ("seamscope.experiments.trials.libraries:import_libraries", target)
+    return FreshProcesses(preload=PRELOAD, warm=warm,
+                          mode=default_mode(os.environ.get("SEAMSCOPE_TRIALS_ISOLATION")), python=python)
 
 
 def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error: str | None, process_ns: int,

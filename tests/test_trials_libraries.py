@@ -1,0 +1,90 @@
+"""A trial's fork server imports the libraries its script imports, once, and never the user's own
+modules; where what it imported makes forking unsafe, each run starts a new interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+
+from seamscope.experiments.fresh import FreshProcesses, Job
+from seamscope.experiments.trials.libraries import imports_of, library_imports, script_of
+
+SCRIPT = textwrap.dedent('''\
+    from __future__ import annotations
+    import wave, xml.dom.minidom
+    from email.mime import text
+    from os.path import *
+    from . import sibling
+    import helper
+    try:
+        import csv
+    except ImportError:
+        csv = None
+
+    def later():
+        import mailbox
+    ''')
+def _script(tmp_path):
+    (tmp_path / "helper.py").write_text(f"open({str(tmp_path / 'helper-was-imported')!r}, 'w').close()\n")
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+def test_the_module_level_imports_are_found_and_the_users_modules_left_out(tmp_path):
+    assert imports_of(SCRIPT) == [("wave", None), ("xml.dom.minidom", None), ("email.mime", "text"),
+                                  ("helper", None), ("csv", None)]
+    assert library_imports(SCRIPT, str(_script(tmp_path).parent)) == [
+        ("wave", None), ("xml.dom.minidom", None), ("email.mime", "text"), ("csv", None)]
+    assert imports_of("def broken(:\n") == []
+
+
+def test_the_script_of_a_target(tmp_path):
+    path = _script(tmp_path)
+    assert script_of(str(path)) == script_of(f"{path}:workload") == str(path)
+    assert script_of("package.module") is None and script_of(str(tmp_path / "missing.py")) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.usefixtures("outside_the_shared_server")
+def test_forked_runs_start_with_the_libraries_imported_and_not_the_users_module(tmp_path):
+    path = _script(tmp_path)
+    names = ["wave", "xml.dom.minidom", "email.mime.text", "csv", "helper", "mailbox"]
+    got = {}
+    for mode in ("fork", "process"):
+        warm = ("seamscope.experiments.trials.libraries:import_libraries", str(path))
+        with FreshProcesses(warm=warm, mode=mode) as fp:
+            out = tmp_path / f"{mode}.json"
+            assert fp.run(Job(entry="fresh_jobs:modules", arg={"path": str(out), "names": names},
+                              cwd=str(tmp_path))).ok
+        got[mode] = json.loads(out.read_text())
+    assert [n for n in names if got["fork"][n]] == ["wave", "xml.dom.minidom", "email.mime.text", "csv"]
+    assert not any(got["process"][n] for n in ("wave", "helper", "mailbox"))
+    assert not (tmp_path / "helper-was-imported").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.usefixtures("outside_the_shared_server")
+def test_a_server_whose_imports_started_a_thread_starts_each_job_anew(tmp_path):
+    log = tmp_path / "server.log"
+    with FreshProcesses(warm=("fresh_jobs:start_a_thread", None), mode="fork", log=str(log)) as fp:
+        for i in range(2):
+            out = tmp_path / f"r{i}.json"
+            assert fp.run(Job(entry="fresh_jobs:report", arg={"path": str(out)})).ok
+            assert json.loads(out.read_text())["ppid"] == os.getpid()  # a new interpreter of the caller's
+        assert not fp.alive()
+    assert "started a thread (left-running): each job starts a new interpreter" in log.read_text()
+
+
+def test_a_trials_server_is_warmed_with_its_scripts_libraries(monkeypatch, tmp_path):
+    from seamscope.experiments.trials import runs
+
+    made = []
+    monkeypatch.setattr(runs, "FreshProcesses", lambda **kw: made.append(kw))
+    monkeypatch.delenv("SEAMSCOPE_TRIALS_ISOLATION", raising=False)
+    runs.fresh_processes("python3", "train.py:workload")
+    assert made[0]["warm"] == ("seamscope.experiments.trials.libraries:import_libraries", "train.py:workload")
+    assert made[0]["preload"] == runs.PRELOAD and made[0]["python"] == "python3"
