@@ -39,6 +39,14 @@ def start_a_thread(_: Any) -> None:
     threading.Thread(target=time.sleep, args=(600,), name="left-running", daemon=True).start()
 
 
+def cuda_initialized(_: Any) -> None:
+    """A warm-up that leaves the server as one whose imports initialized CUDA (a stand-in for
+    torch, in a server that never imported it: its forks could not use the GPU)."""
+    from types import SimpleNamespace
+
+    sys.modules["torch"] = SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: True))  # type: ignore[assignment]
+
+
 def modules(arg: dict[str, Any]) -> int:
     """Writes which of ``arg["names"]`` the child had imported when it started (its server's)."""
     with open(arg["path"], "w", encoding="utf-8") as f:

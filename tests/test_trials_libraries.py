@@ -68,15 +68,17 @@ def test_forked_runs_start_with_the_libraries_imported_and_not_the_users_module(
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 @pytest.mark.usefixtures("outside_the_shared_server")
-def test_a_server_whose_imports_started_a_thread_starts_each_job_anew(tmp_path):
+@pytest.mark.parametrize(("warm", "said"), [("start_a_thread", "started a thread (left-running)"),
+                                            ("cuda_initialized", "initialized CUDA")])
+def test_a_server_whose_imports_made_forking_unsafe_starts_each_job_anew(tmp_path, warm, said):
     log = tmp_path / "server.log"
-    with FreshProcesses(warm=("fresh_jobs:start_a_thread", None), mode="fork", log=str(log)) as fp:
+    with FreshProcesses(warm=(f"fresh_jobs:{warm}", None), mode="fork", log=str(log)) as fp:
         for i in range(2):
             out = tmp_path / f"r{i}.json"
             assert fp.run(Job(entry="fresh_jobs:report", arg={"path": str(out)})).ok
             assert json.loads(out.read_text())["ppid"] == os.getpid()  # a new interpreter of the caller's
         assert not fp.alive()
-    assert "started a thread (left-running): each job starts a new interpreter" in log.read_text()
+    assert f"{said}: each job starts a new interpreter" in log.read_text()
 
 
 def test_a_trials_server_is_warmed_with_its_scripts_libraries(monkeypatch, tmp_path):
