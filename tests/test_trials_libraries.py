@@ -50,6 +50,17 @@ def test_the_script_of_a_target(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 @pytest.mark.usefixtures("outside_the_shared_server")
+def test_a_script_in_another_encoding_is_read_as_python_reads_it(tmp_path):
+    path = tmp_path / "latin.py"
+    path.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\nimport wave\n")
+    out = tmp_path / "m.json"
+    with FreshProcesses(warm=("seamscope.experiments.trials.libraries:import_libraries", str(path)), mode="fork") as fp:
+        assert fp.run(Job(entry="fresh_jobs:modules", arg={"path": str(out), "names": ["wave"]})).ok
+    assert json.loads(out.read_text()) == {"wave": True}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.usefixtures("outside_the_shared_server")
 def test_forked_runs_start_with_the_libraries_imported_and_not_the_users_module(tmp_path):
     path = _script(tmp_path)
     names = ["wave", "xml.dom.minidom", "email.mime.text", "csv", "helper", "mailbox"]

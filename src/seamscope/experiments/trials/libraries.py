@@ -23,14 +23,13 @@ import sys
 from collections.abc import Iterator
 
 from ...model.normalize import is_library
+from ..source_file import SourceUnusable, read_source
 
 
 def script_of(target: str) -> str | None:
     """The script file a ``try`` target runs (``train.py``, ``train.py:workload``), or None."""
-    for path in (target, target.rpartition(":")[0]):
-        if path.endswith(".py") and os.path.isfile(path):
-            return path
-    return None
+    path = target.rpartition(":")[0] if ".py:" in target else target
+    return path if path.endswith(".py") and os.path.isfile(path) else None
 
 
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -93,9 +92,8 @@ def import_libraries(target: str) -> list[str]:
     if path is None:
         return []
     try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-    except (OSError, UnicodeDecodeError):
+        source = read_source(path).text  # a BOM, a coding line, CRLF: as Python reads it
+    except SourceUnusable:
         return []
     done = []
     for module, name in library_imports(source, os.path.dirname(os.path.abspath(path))):
