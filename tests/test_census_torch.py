@@ -11,6 +11,7 @@ the ``TORCH_LOGS`` text parsed here, tlparse's ``compile_directory.json`` and it
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -64,12 +65,17 @@ class Run:
         self.counters = json.loads((out / "counters.json").read_text())
         profile = out / "profile.json"
         self.profile = json.loads(profile.read_text()) if profile.exists() else None
-        subprocess.run([TLPARSE, log, "-o", str(tmp / "tl"), "--overwrite", "--no-browser"],
-                       check=True, capture_output=True, timeout=120)
-        # frame compilations only (tlparse also lists records outside any compile id)
-        self.compile_ids = {cid for k in json.loads((tmp / "tl" / "compile_directory.json").read_text())
-                            if re.fullmatch(r"\d+/\d+", cid := k.strip("[]").split("_", 1)[0])}
         self.cwd = str(tmp)
+
+    @functools.cached_property
+    def compile_ids(self) -> set[str]:
+        """tlparse's compile ids of the log: frame compilations only (tlparse also lists records
+        outside any compile id). Run when a test first asks."""
+        out = Path(self.cwd) / "tl"
+        subprocess.run([TLPARSE, self.log, "-o", str(out), "--overwrite", "--no-browser"],
+                       check=True, capture_output=True, timeout=120)
+        return {cid for k in json.loads((out / "compile_directory.json").read_text())
+                if re.fullmatch(r"\d+/\d+", cid := k.strip("[]").split("_", 1)[0])}
 
     def both(self) -> list[Receipt]:
         return [self.live, self.imported]

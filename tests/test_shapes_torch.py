@@ -162,13 +162,15 @@ def test_decoder_seed_trace_cli(tmp_path, capsys):
 
 def test_transformers_gpt2_seed_trace(tmp_path):
     pytest.importorskip("transformers")
-    study = run_study("tests/workloads/shapes_hf.py:gpt2", SEED_TRACE, ["static", "pow2"], repeat=2,
-                      workdir=str(tmp_path))
+    # the seed trace's start: each length a static compilation of GPT-2, 129 and 256 one pow2 bucket
+    # (the rest, 257 to 513, would be three more static compilations and no new case for pow2)
+    trace = SEED_TRACE[:3]
+    study = run_study("tests/workloads/shapes_hf.py:gpt2", trace, ["static", "pow2"], repeat=2, workdir=str(tmp_path))
     assert study.error is None, study.error
     res = _by(study)
     for p in res.values():
         assert p.status == "ok", p.error
         _counts_match_pytorch(p)
         assert p.correctness == "within_tolerance", p.worst
-    assert res["static"].compile_count == 6
+    assert res["static"].compile_count == len(set(trace)) == 3  # one per distinct length
     _at_most_once_per_bucket(res["pow2"], study.spec.trace)

@@ -88,8 +88,43 @@ def test_a_server_whose_imports_made_forking_unsafe_starts_each_job_anew(tmp_pat
             out = tmp_path / f"r{i}.json"
             assert fp.run(Job(entry="fresh_jobs:report", arg={"path": str(out)})).ok
             assert json.loads(out.read_text())["ppid"] == os.getpid()  # a new interpreter of the caller's
-        assert not fp.alive()
+        assert not fp.alive() and said in fp.refused
     assert f"{said}: each job starts a new interpreter" in log.read_text()
+
+
+class _Refused:
+    """A process source whose server refused to fork (as a real one does after a thread started:
+    above), its jobs forked from the test run's server so the trial stays cheap."""
+
+    def __init__(self) -> None:
+        self.inner = FreshProcesses(mode="fork")
+        self.refused: str | None = None
+
+    def run(self, job, timeout=None, **kw):  # type: ignore[no-untyped-def]
+        self.refused = "a module it imported started a thread (left-running)"
+        return self.inner.run(job, timeout, **kw)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.torch
+@pytest.mark.usefixtures("fresh_server")
+def test_try_says_once_why_each_run_starts_a_new_interpreter(monkeypatch, tmp_path):
+    pytest.importorskip("torch")
+    from fakes import seamscope_here
+
+    from seamscope.experiments.trials import runs
+
+    monkeypatch.setattr(runs, "fresh_processes", lambda python, target: _Refused())
+    (tmp_path / "tiny.py").write_text("import torch\n\nf = torch.compile(lambda x: x.sin(), backend='eager')\n"
+                                      "for _ in range(3):\n    f(torch.ones(4))\n")
+    # said after the baseline's first run, before anything else: a trial that ends there (an --only
+    # that matches nothing) is the cheapest that says it
+    p = seamscope_here(["try", "--repeat", "1", "--out", "o", "--only", "nothing-by-this-name", "tiny.py"], tmp_path)
+    assert p.returncode == 2 and "nothing-by-this-name" in p.stderr, p.stderr
+    said = [ln for ln in p.stderr.splitlines() if "each run starts a new interpreter" in ln]
+    assert len(said) == 1 and "unsafe (a module it imported started a thread (left-running))" in said[0], p.stderr
 
 
 def test_a_trials_server_is_warmed_with_its_scripts_libraries(monkeypatch, tmp_path):

@@ -1,13 +1,13 @@
 """A Lightning ``Trainer`` over a compiled ``LightningModule`` (``torch.compile(model)``, which
 Lightning unwraps and compiles its ``training_step`` with, as ``from_compiled`` does), the
-aot_eager backend so each step's backward is compiled too: one epoch of 74 samples in batches of 8
-(9 full batches and a short last one of 2), then ``fit done``."""
+aot_eager backend so each step's backward is compiled too: one epoch of 18 samples in batches of 8
+(2 full batches and a short last one of 2), then ``fit done``."""
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-SAMPLES, BATCH = 74, 8
+SAMPLES, BATCH = 18, 8
 
 
 class Regressor(L.LightningModule):

@@ -152,6 +152,7 @@ class FreshProcesses:
         self._pending = b""
         self._lender: FreshProcesses | None = None
         self._started_env: dict[str, str] = {}
+        self._refused: str | None = None
         if self.mode == "fork" and _SHARED and (warm is None or _SHARED[-1][1]) and _SHARED[-1][0].alive() \
                 and _SHARED[-1][0].python == python:
             self._lender = _SHARED[-1][0]
@@ -192,6 +193,12 @@ class FreshProcesses:
         # (a quick job's pid and exit), and select() on the pipe would then wait for the second
         self._replies = os.fdopen(fd, "rb", buffering=0)
         self._pending = b""
+
+    @property
+    def refused(self) -> str | None:
+        """Why the server would not fork (:func:`fork_unsafe`'s words), once it refused a job: from
+        then on each job starts a new interpreter, and a caller with a progress line says why."""
+        return self._lender.refused if self._lender is not None else self._refused
 
     def alive(self) -> bool:
         """Whether jobs are forked from a live server (else each runs in a new interpreter)."""
@@ -248,6 +255,7 @@ class FreshProcesses:
         if started is None:
             return Ended(exit_code=None, lost="the fork server died")
         if "refused" in started:  # forking it is unsafe (fork_unsafe): this job and the next start anew
+            self._refused = str(started["refused"])
             self.close()
             return self._run_spawned(job, timeout, progress, label, heartbeat_s)
         pid = int(started["pid"])

@@ -296,6 +296,7 @@ def _candidates(st: _State, extra: list[RemedySpec], only: list[str], skip: list
                        extra=prime_extra(spec.out))
     script_ns = first.figures.script_ns
     st.budget.record(BASELINE, st.budget.clock() - t0, script_ns / 1e9 if script_ns is not None else None)
+    _say_how_runs_start(st)
     if not first.figures.ok or first.receipt is None:
         drop_warm(spec.out)
         first = _split(st, first)  # raises where the program fails eagerly too, or nothing lets it compile
@@ -330,6 +331,15 @@ def _candidates(st: _State, extra: list[RemedySpec], only: list[str], skip: list
         drop_warm(spec.out)  # no candidate reads it
     st.drafts = drafts
     return drafts
+
+
+def _say_how_runs_start(st: _State) -> None:
+    """Where the fork server refused (the script's libraries started a thread or CUDA), every run
+    pays an interpreter's start and its imports: the progress line says so, once, and why."""
+    processes = st.services.processes
+    why = processes.refused if processes is not None else None
+    if why is not None:
+        _progress(st, f"each run starts a new interpreter: forking after the script's imports is unsafe ({why})")
 
 
 def _split(st: _State, first: Outcome) -> Outcome:
