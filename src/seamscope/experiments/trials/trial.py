@@ -334,12 +334,13 @@ def _candidates(st: _State, extra: list[RemedySpec], only: list[str], skip: list
 
 
 def _say_how_runs_start(st: _State) -> None:
-    """Where the fork server refused (the script's libraries started a thread or CUDA), every run
-    pays an interpreter's start and its imports: the progress line says so, once, and why."""
+    """Where the fork server refused (what it imported started a thread or initialized CUDA), every
+    run pays an interpreter's start and its imports: the progress line says so, once, and why."""
     processes = st.services.processes
     why = processes.refused if processes is not None else None
     if why is not None:
-        _progress(st, f"each run starts a new interpreter: forking after the script's imports is unsafe ({why})")
+        _progress(st, "each run starts a new interpreter: forking the server that imported torch and the "
+                      f"script's libraries is unsafe ({why})")
 
 
 def _split(st: _State, first: Outcome) -> Outcome:
