@@ -888,6 +888,14 @@ def test_the_code_change_names_the_torch_compile_call():
     assert text == "torch._dynamo.config.recompile_limit = 64 (before the torch.compile call at gpt2_static.py:10)"
     assert change_at(spec_from_words(["--disable", "m:f"]), sites) == "@torch.compiler.disable on f (m)"
     assert change_at(spec_from_words(["--compile-option", "dynamic=true"]), []) == "torch.compile(model, dynamic=True)"
+    # a stacked spec names every part: the options of regional compilation go to each block's compile
+    both = spec_from_words(["--regional", "Block", "--compile-option", "dynamic=true"])
+    assert change_at(both, sites) == ("compile each Block instead of the whole model (block.compile(dynamic=True)) "
+                                      "(in place of the torch.compile call at gpt2_static.py:10)")
+    assert change_at(both, []) == "compile each Block instead of the whole model (block.compile(dynamic=True))"
+    text = change_at(spec_from_words(["--compile-option", "dynamic=true", "--guard-filter", "skip_all_guards_unsafe"]),
+                     sites)
+    assert "dynamic=True" in text and "guard_filter_fn" in text, text
 
 
 # --- compile-time candidates that change how a process starts: warm caches, compile threads -------

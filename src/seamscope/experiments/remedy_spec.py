@@ -304,9 +304,9 @@ def _minor(version: str) -> tuple[int, int]:
 def code_change(spec: RemedySpec) -> str:
     """The code change a set of flags stands for, as a user would write it."""
     parts: list[str] = []
-    opts = [compile_override(o) for o in spec.compile_option]
-    if opts:
-        parts.append("torch.compile(model, " + ", ".join(f"{k}={v!r}" for k, v in opts) + ")")
+    args = ", ".join(f"{k}={v!r}" for k, v in (compile_override(o) for o in spec.compile_option))
+    if args and not spec.regional:  # with regional compilation, the options go to each block's compile
+        parts.append(f"torch.compile(model, {args})")
     for item in spec.dynamo_config:
         name, op, raw = parse_assignment("--dynamo-config", item)
         if op == "+=":
@@ -333,7 +333,7 @@ def code_change(spec: RemedySpec) -> str:
         parts.append(f"@torch.compiler.disable on {qual} ({mod})")
     if spec.pad is not None:
         parts.append(f"pad each request's length ({spec.pad}) and cut the output back")
-    parts += [f"compile each {c} instead of the whole model (block.compile())" for c in spec.regional]
+    parts += [f"compile each {c} instead of the whole model (block.compile({args}))" for c in spec.regional]
     parts += [f"git apply {p}" for p in spec.patch]
     if spec.guard_filter is not None:
         parts.append(f"torch.compile(model, options={{'guard_filter_fn': torch.compiler.{spec.guard_filter}}}) "

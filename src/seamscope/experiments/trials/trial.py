@@ -683,8 +683,8 @@ def top_receipt(trials: Trials, out: str) -> Receipt | None:
 
 
 def change_at(spec: RemedySpec, sites: list[str]) -> str:
-    """The code change, placed at the script's ``torch.compile`` call where its source shows one:
-    ``pass dynamic=True to torch.compile at model.py:12``; a setting goes before that call."""
+    """The code change (a stacked spec's every part), placed at the script's ``torch.compile`` call where
+    its source shows one: options alone passed to it, a setting before it, regional compilation in its place."""
     text = code_change(spec)
     if not sites or spec.disable or spec.pad is not None or spec.skip_guard_eval_after is not None:
         return text
@@ -692,7 +692,9 @@ def change_at(spec: RemedySpec, sites: list[str]) -> str:
         return (f"pass options={{'guard_filter_fn': torch.compiler.{spec.guard_filter}}} to torch.compile at "
                 f"{', '.join(sites[:3])} (unsafe: drops guards)")
     where = ", ".join(sites[:3])
-    if spec.compile_option and not (spec.dynamo_config or spec.mark_dynamic or spec.stance):
+    if spec.compile_option and spec == RemedySpec(compile_option=spec.compile_option):
         vals = ", ".join(f"{k}={v!r}" for k, v in (compile_override(o) for o in spec.compile_option))
         return f"pass {vals} to torch.compile at {where}"
+    if spec.regional:  # the blocks' compile calls replace the whole model's
+        return f"{text} (in place of the torch.compile call at {where})"
     return f"{text} (before the torch.compile call at {where})"

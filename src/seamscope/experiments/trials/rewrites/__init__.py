@@ -22,7 +22,9 @@ Adding a rewrite is one module and one line here (a test fails for a module not 
 - :mod:`.skipped_frame`: a frame Dynamo traced and gave up on (a break in a loop), no longer traced
   (``torch.compiler.disable(recursive=False)``: what it calls still compiles);
 - :mod:`.static_cache`: a ``transformers`` model's ``generate`` that recompiled as its KV cache
-  grew, given ``cache_implementation="static"`` (transformers' recipe for ``torch.compile``).
+  grew, given ``cache_implementation="static"`` (transformers' recipe for ``torch.compile``);
+- :mod:`.global_list`: a module-level list the compiled code appends to (a loss logged every call),
+  guarded on its length, appended to by a helper under ``torch.compiler.disable``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ...source_file import read_source
 from ..draft import Draft
 from .always_pass import AlwaysPass
 from .base import Edit, Rewrite, draft
+from .global_list import GlobalList
 from .guard_logging import GuardLogging
 from .skipped_frame import SkippedFrame
 from .static_cache import StaticCache
@@ -43,7 +46,7 @@ from .tensor_where import TensorWhere
 
 REWRITES: tuple[Rewrite, ...] = (
     GuardLogging(), TensorWhere(), TensorCond(), AlwaysPass(), TensorScalar(), TensorAttr(),
-    SkippedFrame(), StaticCache(),
+    SkippedFrame(), StaticCache(), GlobalList(),
 )
 """Every rewrite, in the order their candidates are listed."""
 

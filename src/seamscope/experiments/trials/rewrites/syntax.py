@@ -173,9 +173,12 @@ def bound_names(tree: ast.AST) -> set[str]:
 
 
 def compiled_name(fn_name: str, taken: set[str]) -> str:
-    """The name the compiled callable moves to: ``_step_compiled`` for ``torch.compile(step)``,
-    with ``_2``, ``_3``... where the script already uses the name."""
-    base = f"_{fn_name.lstrip('_')}_compiled"
+    """The name the compiled callable moves to: ``_step_compiled`` for ``torch.compile(step)``."""
+    return fresh_name(f"_{fn_name.lstrip('_')}_compiled", taken)
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, with ``_2``, ``_3``... where the script already uses the name."""
     name, k = base, 2
     while name in taken:
         name, k = f"{base}_{k}", k + 1
