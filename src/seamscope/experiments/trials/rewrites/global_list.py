@@ -14,7 +14,9 @@ Dynamo does not trace,
 leaves the list to Python: no guard on it, one graph break at the call. An appended ``T.item()``
 is read in the helper (``_losses_append_item(loss)``): the break at ``.item()`` goes with it, and no
 float read in compiled code reaches the frame Dynamo resumes in (it would guard that frame on the
-value and recompile it once). The list holds what it held, in the same order.
+value and recompile it once). The list holds what it held, in the same order. The helper names the
+list itself: a list passed to it as an argument is read by Dynamo to be passed, and guarded on its
+length as before (seen on torch 2.13).
 
 Made where a churn finding's guard holds a list of the script to its length or emptiness, the
 script assigns that name a list at module level (``NAME = []``, ``NAME = list()``), and functions of
