@@ -327,25 +327,29 @@ def test_a_module_attribute_set_between_calls_becomes_a_tensor_buffer_and_forwar
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_a_loss_logged_into_a_module_level_list_is_appended_outside_the_graph_and_no_call_recompiles(
-        tmp_path, monkeypatch, dynamo_reset):
-    """``losses.append(loss.item())`` in the compiled step: the baseline recompiles on every call (a
-    guard on the list's length); the ``global-list-losses`` patch appends through a helper under
-    ``torch.compiler.disable``, and the patched copy compiles the step once, its outputs and the
-    logged losses those of the script as it is."""
+@pytest.mark.parametrize("script,name,call", [
+    ("loss_list.py", "losses", "_losses_append_item(loss)"),  # a module-level list
+    ("history_list.py", "history", "_history_append_item(self, y.norm())"),  # the module's own
+])
+def test_a_number_logged_into_a_list_is_appended_outside_the_graph_and_no_call_recompiles(
+        tmp_path, monkeypatch, dynamo_reset, script, name, call):
+    """``losses.append(loss.item())`` in the compiled step, ``self.history.append(...)`` in a
+    compiled ``forward``: the baseline recompiles on every call (a guard on the list's length); the
+    ``list-append-NAME`` patch appends through a helper under ``torch.compiler.disable``, and the
+    patched copy compiles once, its outputs and the logged numbers those of the script as it is."""
     import torch
 
     from seamscope.experiments.trials.rewrites import rewrites
     from seamscope.ingest.receipt import load_receipt
 
-    shutil.copy(os.path.join(W, "loss_list.py"), tmp_path / "loss_list.py")
+    shutil.copy(os.path.join(W, script), tmp_path / script)
     monkeypatch.chdir(tmp_path)
-    base = run_patched("loss_list.py", [], tmp_path / "b")
-    (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), "loss_list.py")
-            if d.name.startswith("global-list")]
-    assert d.name == "global-list-losses" and d.origin.startswith("FR") and d.review
-    assert "+    _losses_append_item(loss)\n" in (d.diff or "")
-    patched = _run_applied(tmp_path, "loss_list.py", d.diff or "")
+    base = run_patched(script, [], tmp_path / "b")
+    (d,) = [d for d in rewrites(load_receipt(str(tmp_path / "b" / "receipt.json")), script)
+            if d.name.startswith("list-append")]
+    assert d.name == f"list-append-{name}" and d.origin.startswith("FR") and d.review
+    assert f"+{' ' * (8 if 'self' in call else 4)}{call}\n" in (d.diff or "")
+    patched = _run_applied(tmp_path, script, d.diff or "")
     assert base[1] == 4 and patched[1] == 0  # (compilations, recompiles, break sites, unique graphs)
     before, after = (torch.load(tmp_path / w / "outputs.pt") for w in (".", "copy"))
     torch.testing.assert_close(after["outputs"], before["outputs"])

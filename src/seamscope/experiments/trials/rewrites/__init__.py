@@ -23,8 +23,8 @@ Adding a rewrite is one module and one line here (a test fails for a module not 
   (``torch.compiler.disable(recursive=False)``: what it calls still compiles);
 - :mod:`.static_cache`: a ``transformers`` model's ``generate`` that recompiled as its KV cache
   grew, given ``cache_implementation="static"`` (transformers' recipe for ``torch.compile``);
-- :mod:`.global_list`: a module-level list the compiled code appends to (a loss logged every call),
-  guarded on its length, appended to by a helper under ``torch.compiler.disable``.
+- :mod:`.list_append`: a list the compiled code appends to (a loss logged every call; a module's
+  own history), guarded on its length, appended to by a helper under ``torch.compiler.disable``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from ...source_file import read_source
 from ..draft import Draft
 from .always_pass import AlwaysPass
 from .base import Edit, Rewrite, draft
-from .global_list import GlobalList
 from .guard_logging import GuardLogging
+from .list_append import ListAppend
 from .skipped_frame import SkippedFrame
 from .static_cache import StaticCache
 from .syntax import Source
@@ -46,7 +46,7 @@ from .tensor_where import TensorWhere
 
 REWRITES: tuple[Rewrite, ...] = (
     GuardLogging(), TensorWhere(), TensorCond(), AlwaysPass(), TensorScalar(), TensorAttr(),
-    SkippedFrame(), StaticCache(), GlobalList(),
+    SkippedFrame(), StaticCache(), ListAppend(),
 )
 """Every rewrite, in the order their candidates are listed."""
 

@@ -1,4 +1,4 @@
-"""The ``global-list`` rewrite on source text, torch-free: a module-level list the compiled code
+"""The ``list-append`` rewrite on source text, torch-free: a module-level list the compiled code
 appends to, which Dynamo guards on its length (every call recompiles), appended to by a helper
 under ``torch.compiler.disable``; the calls it edits are those the guards name, else those in the
 functions the baseline compiled; nothing where the name is not the script's module-level list."""
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from seamscope.experiments.trials.rewrites.base import draft
-from seamscope.experiments.trials.rewrites.global_list import GlobalList
+from seamscope.experiments.trials.rewrites.list_append import ListAppend
 from seamscope.experiments.trials.rewrites.syntax import Source
 
 SCRIPT = '''import torch
@@ -51,7 +51,7 @@ def _receipt(guards=GUARDS, subjects=("not G['losses']",), compiled=(("s.py", 6)
 
 
 def _find(text, receipt=None):
-    return GlobalList().find(receipt or _receipt(), "s.py", Source(text))  # type: ignore[arg-type]
+    return ListAppend().find(receipt or _receipt(), "s.py", Source(text))  # type: ignore[arg-type]
 
 
 HELPER = ("@torch.compiler.disable  # the list is left to Python: appending in compiled code guards its length\n"
@@ -61,7 +61,7 @@ HELPER = ("@torch.compiler.disable  # the list is left to Python: appending in c
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_the_append_the_guards_name_goes_through_a_disabled_helper_and_the_patch_applies(tmp_path):
     (e,) = _find(SCRIPT)
-    assert e.name == "global-list-losses" and e.origin == "FR1" and e.cost_ns == 14  # both findings guard it
+    assert e.name == "list-append-losses" and e.origin == "FR1" and e.cost_ns == 14  # both findings guard it
     assert "review before applying" in e.change and "s.py:8" in e.change and "losses.append at" in e.change
     # the tensor is passed and read in the helper: no float read in compiled code reaches a frame
     assert e.after == SCRIPT.replace("    losses.append(y.sum().item())", "    _losses_append_item(y.sum())").replace(
@@ -129,3 +129,54 @@ def test_no_candidate_where_the_name_is_not_the_scripts_module_level_list(text):
 def test_no_candidate_for_other_guards():
     assert _find(SCRIPT, _receipt(guards=["tensor 'x' size mismatch at index 0. expected 4, actual 5",
                                           "len(L['losses']) == 1", "G['losses'][0] == 1.0"])) == []
+
+
+MODULE = '''import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.history = []
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.history.append(y.sum().item())
+        self.history.append(y)
+        return y
+
+
+model = torch.compile(Net(), backend="eager")
+'''
+
+OTHER = MODULE.replace("def forward(self, x):", "def forward(self, x, other):").replace(
+    "self.history.append(y)", "other.history.append(y)")
+
+ATTR_GUARDS = ["not self.history  # self.history.append(y.sum().item())  # a/s.py:13 in forward",
+               "len(L['self'].history) == 2  # self.history.append(y)  # a/s.py:14 in forward"]
+
+
+def test_a_modules_own_list_gets_a_helper_that_takes_the_module_before_its_class():
+    (e,) = _find(MODULE, _receipt(guards=ATTR_GUARDS, subjects=["not self.history"]))
+    assert e.name == "list-append-history" and e.origin == "FR1"
+    assert "self.history.append at s.py:13, s.py:14" in e.change
+    helpers = ("@torch.compiler.disable  # the list is left to Python: appending in compiled code guards its length\n"
+               "def _history_append(owner, *args):\n    owner.history.append(*args)\n\n\n"
+               "@torch.compiler.disable  # the list is left to Python: appending in compiled code guards its length\n"
+               "def _history_append_item(owner, value):\n    owner.history.append(value.item())\n\n\n")
+    assert e.after == MODULE.replace("class Net", helpers + "class Net").replace(
+        "self.history.append(y.sum().item())", "_history_append_item(self, y.sum())").replace(
+        "self.history.append(y)", "_history_append(self, y)")
+
+
+@pytest.mark.parametrize("text,guards", [
+    (MODULE.replace("self.history = []", "self.history = collections.deque()"), ATTR_GUARDS),  # not a list
+    (MODULE, ["not self.training  # if self.training:  # a/s.py:12 in forward"]),  # a flag, not a list
+    (MODULE, ["not other.history  # other.history.append(y)  # a/s.py:13 in forward"]),  # not the method's own
+    (OTHER, ["not other.history  # other.history.append(y)  # a/s.py:14 in forward"]),  # another object's list
+    (OTHER, ["len(self.history) == 1  # other.history.append(y)  # a/s.py:14 in forward"]),
+])
+def test_no_candidate_for_an_attribute_the_class_does_not_make_a_list_of_its_own(text, guards):
+    assert _find(text, _receipt(guards=guards)) == []
