@@ -74,7 +74,7 @@ def hostile_trials():  # type: ignore[no-untyped-def]
     t = fake_trials()
     cand = msgspec.structs.replace(
         t.candidates[0], name="cso" + h, code_change="change" + h, command="cmd" + h, broke=["broke" + h],
-        adds=["adds" + h], paired=Paired(calls=1, ratio_median=0.5, candidate_ns=1.0,
+        adds=["adds" + h], reached=["reached" + h], paired=Paired(calls=1, ratio_median=0.5, candidate_ns=1.0,
                                          unpaired=[CallGroup(first=1, last=2, baseline_phase="w" + h, phase="p" + h)]))
     return msgspec.structs.replace(t, script="s" + h + ".py", candidates=[cand], chosen=cand.name,
                                    decision="use" + h, rollback_trigger="if" + h, folded=["fold" + h])

@@ -727,6 +727,24 @@ def test_a_candidate_that_breaks_compilation_is_never_recommended(monkeypatch, t
     assert "breaks compilation" in md and "0/2 failed: Could not guard" in md
 
 
+def test_a_break_the_baseline_never_reached_is_said_though_the_count_is_the_same(monkeypatch, tmp_path):
+    # a logging break removed, and the frame then traced to a backward() the baseline never reached:
+    # one break site each, so only the site ids tell
+    ignore = ["--dynamo-config", "ignore_logging_functions+=logging:Logger.warning"]
+
+    def make(flags, k):
+        r = run_figures("x", [("cold", (300 if flags else 500) * MS)] + [("steady", 1.0 * MS)] * 10, breaks=1)
+        site = ("B2", "Unsupported Tensor.backward() call") if flags else ("B1", "Logger method not supported")
+        return msgspec.structs.replace(r, break_sites=["B0", site[0]], break_reasons=dict([("B0", "print"), site]))
+
+    t, _ = _per_call_trial(monkeypatch, tmp_path, make, [draft("ignore", ignore)])
+    (c,) = t.candidates
+    assert c.reached == ["B2: Unsupported Tensor.backward() call"] and c.adds == [] and c.verdict == "faster"
+    assert t.chosen == "ignore"  # said, not held against it
+    md = TrialsMarkdownRenderer().render(t)
+    assert "ignore: a break the baseline did not reach shows in each of its runs: B2: Unsupported Tensor" in md
+
+
 def test_a_candidate_that_adds_breaks_must_beat_every_clean_one():
     from seamscope.experiments.trials.verdicts import choose_best
     from seamscope.model.trials import Metric

@@ -228,6 +228,9 @@ class Candidate(Struct, frozen=True, kw_only=True):
     adds: list[str] = []
     """Breaks or recompiles beyond the baseline's (flagged; recommended only when it beats every
     candidate that adds nothing)."""
+    reached: list[str] = []
+    """Break sites each of its runs met and no run of the baseline did (``ID: reason``): its change
+    let Dynamo trace further, to a break the baseline never reached (said; not held against it)."""
     noise_note: str | None = None
     """Why the timings could not decide (``noisy``)."""
     start: str | None = None

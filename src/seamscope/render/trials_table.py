@@ -121,6 +121,7 @@ def notes(t: Trials) -> list[str]:
         for b in c.broke:
             if c.guard_check is None or b != c.guard_check.broke:
                 out.append(f"{c.name}: {b} (not in the baseline: never recommended)")
+        out += [f"{c.name}: a break the baseline did not reach shows in each of its runs: {b}" for b in c.reached]
         if c.paired is not None:
             out += [f"{c.name}: {group_text(g)}" for g in c.paired.unpaired]
         if c.noise_note and c.verdict in ("noisy", "no measurable change"):

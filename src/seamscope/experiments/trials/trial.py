@@ -508,7 +508,7 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
     pr = paired(runs, base_runs[: len(runs)])
     total_m = next(m for m in ms if m.name == "total")
     verdict = overall(pr.verdict, total_m.verdict)
-    broke, adds = compile_changes(runs, base_runs)
+    broke, adds, reached = compile_changes(runs, base_runs)
     if guards is not None and guards.broke is not None:
         broke = [*broke, guards.broke]
     missing, only_marks = unmatched(flags, runs)
@@ -534,7 +534,8 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
                 f"{st.short[d.name]:.0f} s beyond the budget")
         note = f"{note}; {more}" if note else more
     return Candidate(**base, metrics=ms, steady_verdict=pr.verdict, total_verdict=total_m.verdict,  # type: ignore[arg-type]
-                     verdict=verdict, outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, noise_note=note)
+                     verdict=verdict, outputs=check, reason=reason, paired=pr, broke=broke, adds=adds, reached=reached,
+                     noise_note=note)
 
 
 def _guard_check(st: _State, d: Draft) -> GuardCheck | None:
@@ -550,8 +551,7 @@ def _guard_check(st: _State, d: Draft) -> GuardCheck | None:
 
 
 def _trials(st: _State, ranked: list[Candidate], t_start: int) -> Trials:
-    """Round 3: the baseline's own row, each candidate's trade, the choice, its prose, what the
-    trial cost."""
+    """Round 3: the baseline's own row, each candidate's trade, the choice, its prose, the trial's cost."""
     spec = st.spec
     baseline = Draft(name=BASELINE, spec=RemedySpec(), origin=BASELINE, targets="the script as it is") \
         if st.split is None else Draft(name=BASELINE, spec=spec_from_words(EAGER), origin=BASELINE,

@@ -289,12 +289,14 @@ ADDED = (("breaks", "break sites"), ("recompiles", "recompiles"))
 """The counts a candidate can add to (:func:`compile_changes`), by field, as its ``adds`` words them."""
 
 
-def compile_changes(runs: list[RunFigures], base_runs: list[RunFigures]) -> tuple[list[str], list[str]]:
+def compile_changes(runs: list[RunFigures],
+                    base_runs: list[RunFigures]) -> tuple[list[str], list[str], list[str]]:
     """(what the candidate broke: compile failures or fallbacks of a frame beyond the baseline's,
-    what it adds: more break sites or recompiles than the baseline), per frame by status and count."""
+    what it adds: more break sites or recompiles than the baseline, per frame by status and count;
+    what it reached: :func:`reached_breaks`)."""
     ok, bok = [r for r in runs if r.ok], [r for r in base_runs if r.ok]
     if not ok or not bok:
-        return [], []
+        return [], [], []
     broke: list[str] = []
     for key in sorted({k for r in ok for k in r.frame_status}):
         frame, _, status = key.rpartition(" ")
@@ -311,7 +313,16 @@ def compile_changes(runs: list[RunFigures], base_runs: list[RunFigures]) -> tupl
         b = [getattr(r, attr) for r in bok if getattr(r, attr) is not None]
         if c and b and statistics.median(c) > statistics.median(b):
             adds.append(f"{word} {statistics.median(b):g} → {statistics.median(c):g}")
-    return broke, adds
+    return broke, adds, reached_breaks(ok, bok)
+
+
+def reached_breaks(ok: list[RunFigures], base_ok: list[RunFigures]) -> list[str]:
+    """The break sites every run of the candidate met and no run of the baseline did
+    (``ID: reason``): its change let Dynamo trace further, to a break the baseline never reached.
+    Said beside the counts, which read the same where one break took another's place."""
+    seen = {s for r in base_ok for s in r.break_sites}
+    every = set.intersection(*(set(r.break_sites) for r in ok)) - seen
+    return [f"{s}: {ok[0].break_reasons.get(s) or 'a break'}" for s in sorted(every)]
 
 
 def unmatched(c_flags: list[str], runs: list[RunFigures]) -> tuple[list[str], bool]:
