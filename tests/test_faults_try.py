@@ -228,7 +228,7 @@ def test_only_matching_no_candidate_is_exit_2_listing_them(monkeypatch, tmp_path
     with pytest.raises(UnusableInput) as e:
         tr.run_trials(spec, [], ["dynamic=fals"], [])
     assert str(e.value) == ("--only dynamic=fals: no candidate matches; the candidates for this script: "
-                            "dynamic-true, recompile-limit-64 (a name, or part of its flags)")
+                            "dynamic-true, recompile-limit-64 (a name, its start, or part of its flags)")
     assert ran == [os.path.join("trials", "baseline", "rep-1")]  # only the run that found the candidates
     assert not (tmp_path / "trials" / "warm-cache").exists()
 

@@ -46,7 +46,8 @@ def parse_budget(text: str | None) -> float | None:
 )
 @click.option("--candidate", "candidates", multiple=True, metavar="FLAGS",
               help="Your own candidate: remedy flags of `seamscope run`, quoted (repeatable).")
-@click.option("--only", "only", multiple=True, help="Only these candidates (names or part of their flags).")
+@click.option("--only", "only", multiple=True,
+              help="Only these candidates (names, their start, or part of their flags).")
 @click.option("--skip", "skip", multiple=True, help="Not these candidates.")
 @click.option("--markdown", "markdown", default=None, type=click.Path(dir_okay=False),
               help="Also write the table as Markdown here (default OUT/trials.md).")

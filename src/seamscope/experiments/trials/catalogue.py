@@ -424,11 +424,12 @@ def unique_names(drafts: list[Draft]) -> list[Draft]:
 
 
 def choose(drafts: list[Draft], only: list[str], skip: list[str]) -> list[Draft]:
-    """``--only``/``--skip``: names (or a part of the flags; of the name, for a candidate without flags)."""
+    """``--only``/``--skip``: names, the start of one (a long name as the table cuts it), or a part of
+    the flags (of the name, for a candidate without flags)."""
 
     def hit(d: Draft, keys: list[str]) -> bool:
         flags = " ".join(d.spec.flags())
-        return any(k == d.name or k in flags or (not flags and k in d.name) for k in keys)
+        return any(d.name.startswith(k) or k in flags or (not flags and k in d.name) for k in keys)
 
     if only:
         drafts = [d for d in drafts if hit(d, only)]
@@ -441,7 +442,7 @@ def only_matched_nothing(drafts: list[Draft], only: list[str]) -> str:
     if not drafts:
         return f"{given}: no candidate matches: the baseline's findings suggested none for this script"
     return (f"{given}: no candidate matches; the candidates for this script: "
-            f"{', '.join(d.name for d in drafts)} (a name, or part of its flags)")
+            f"{', '.join(d.name for d in drafts)} (a name, its start, or part of its flags)")
 
 
 def compile_sites(script: str) -> list[str]:
