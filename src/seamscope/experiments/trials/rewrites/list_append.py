@@ -41,8 +41,8 @@ from .base import Edit
 from .syntax import Source, bound_names, fresh_name, insertion_line
 
 _NAME = r"[A-Za-z_]\w*"
-_SUBJECT = rf"G\['({_NAME})'\]|(?:L\['({_NAME})'\]|({_NAME}))\.({_NAME})"
-_GUARD = re.compile(rf"^(?:len\((?:{_SUBJECT})\) == \d+|not (?:{_SUBJECT}))$")
+_GUARD = re.compile(r"^(?:len\((.+)\) == \d+|not (.+))$")
+_SUBJECT = re.compile(rf"G\['({_NAME})'\]|(?:L\['({_NAME})'\]|({_NAME}))\.({_NAME})")
 _WHERE = re.compile(r"#\s*(\S+?\.py):(\d+) in [\w<>]+\s*$")
 METHODS = ("append", "extend")
 
@@ -114,11 +114,11 @@ def _evidence(receipt: Receipt, script: str) -> dict[_List, tuple[list[Any], set
     for f in receipt.findings.findings if receipt.findings else []:
         for g in f.churn.guards if f.churn is not None else []:
             m = _GUARD.match(g.split("#", 1)[0].strip())
-            if m is None:
+            subject = _SUBJECT.fullmatch(m.group(1) or m.group(2)) if m else None
+            if subject is None:
                 continue
-            glob, owner, attr = m.group(1) or m.group(5), m.group(2) or m.group(3) or m.group(6) or m.group(7), \
-                m.group(4) or m.group(8)
-            causes, lines = out.setdefault(_List(glob) if glob else _List(attr, owner), ([], set()))
+            glob, owner_key, owner, attr = subject.groups()
+            causes, lines = out.setdefault(_List(glob) if glob else _List(attr, owner_key or owner), ([], set()))
             if f not in causes:
                 causes.append(f)
             w = _WHERE.search(g)
@@ -138,11 +138,12 @@ def _functions(tree: ast.Module, target: _List) -> list[tuple[ast.stmt, ast.Func
     it: for a module-level list of the script, those that do not bind its name; for an attribute,
     the methods of a class that makes it a list, whose first parameter is the guard's owner."""
     out: list[tuple[ast.stmt, Any]] = []
+    if target.owner is None and target.name not in _module_lists(tree):
+        return out
     for top in tree.body:
         if target.owner is None:
-            if target.name in _module_lists(tree):
-                out += [(top, fn) for fn in ast.walk(top) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and not _binds(fn, target.name)]
+            out += [(top, fn) for fn in ast.walk(top) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and not _binds(fn, target.name)]
             continue
         for cls in ast.walk(top):
             if isinstance(cls, ast.ClassDef) and target.name in _attribute_lists(cls):
