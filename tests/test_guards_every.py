@@ -9,13 +9,12 @@ that picks a recompile's explaining guards is tested without torch.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 
 import pytest
-from fakes import dynamo_settings_kept
+from trial_checks import inside, run_here
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "workloads", "trials", "padded_pair.py")
@@ -92,20 +91,6 @@ def test_churn_findings_and_causes_name_a_recompile_by_the_same_guard():
 # --- live capture -----------------------------------------------------------------------------------
 
 
-def _run(script, args, out):
-    import torch
-
-    from seamscope.capture.runner import run_target
-
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    with dynamo_settings_kept():
-        result = run_target(str(script), args, out=str(out))
-    assert result.exit_code == 0, result.message
-    with open(os.path.join(out, "receipt.json")) as f:
-        return json.load(f), torch._dynamo.utils.counters["stats"]["unique_graphs"]
-
-
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     pytest.importorskip("torch")
@@ -113,13 +98,9 @@ def pair(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("pair")
     shutil.copy(SCRIPT, d / "padded_pair.py")
-    cwd = os.getcwd()
-    os.chdir(d)
-    try:
-        raw, graphs = _run("padded_pair.py", [], d / "base")
-        lazy, _ = _run("padded_pair.py", ["--lazy-flag"], d / "lazy")
-    finally:
-        os.chdir(cwd)
+    with inside(d):
+        raw, graphs = run_here("padded_pair.py", [], d / "base")
+        lazy, _ = run_here("padded_pair.py", ["--lazy-flag"], d / "lazy")
     return d, raw, graphs, load_receipt(str(d / "base" / "receipt.json")), lazy
 
 
@@ -144,9 +125,7 @@ def test_one_mark_of_both_applied_with_git_removes_the_recompile(pair):
     from seamscope.experiments.trials.patches import spec_patch, write_patch
 
     d, _, _, receipt, _ = pair
-    cwd = os.getcwd()
-    os.chdir(d)
-    try:
+    with inside(d):
         marks = [x for x in catalogue(receipt, script="padded_pair.py") if x.spec.mark_dynamic]
         assert [list(m.spec.mark_dynamic) for m in marks] == [["L['attention_mask']:1", "L['input_ids']:1"]]
         patch = spec_patch(marks[0].spec, "padded_pair.py")
@@ -154,9 +133,7 @@ def test_one_mark_of_both_applied_with_git_removes_the_recompile(pair):
         path = write_patch(str(d), "mark", patch)
         subprocess.run(["git", "init", "-q"], check=True)
         subprocess.run(["git", "apply", path], check=True)
-        raw, graphs = _run("padded_pair.py", [], d / "patched")
-    finally:
-        os.chdir(cwd)
+        raw, graphs = run_here("padded_pair.py", [], d / "patched")
     assert raw["summary"]["recompile_count"] == 0 and graphs == 1
 
 

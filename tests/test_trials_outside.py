@@ -219,14 +219,16 @@ def test_a_code_change_whose_target_value_guard_still_fails_in_every_run_is_labe
 
 def test_a_runs_recompile_causes_are_read_by_the_findings_rule():
     """Each recompile's cause as the findings name it (``cause_guards``: what failed against every
-    cached variant), once per pattern and subject: another value of the same guard is the same cause."""
+    cached variant), once per pattern and subject: another value of the same guard is the same cause,
+    counted again."""
     from types import SimpleNamespace as NS
 
     from seamscope.experiments.trials.runs import recompile_causes, size_guards
 
     comps = [NS(failed_guards=[]), NS(failed_guards=["0/0: L['scale'] == 0.5  # return x * scale"]),
              NS(failed_guards=["0/1: L['scale'] == 0.7; L['mask'] is None", "0/0: L['scale'] == 0.5"])]
-    assert recompile_causes(NS(ledger=NS(compilations=comps))) == ["L['scale'] == 0.5"]
+    # two recompiles, one cause: how many it explained is kept beside it
+    assert recompile_causes(NS(ledger=NS(compilations=comps))) == {"L['scale'] == 0.5": 2}
     # a size guard is kept on its own, not with the other guards its variant's reason lists
     comps = [NS(failed_guards=[f"0/0: {GUARD}; {OTHER}; L['cache'].layers[0].is_initialized == False"])]
     assert size_guards(NS(ledger=NS(compilations=comps))) == [GUARD, OTHER]

@@ -5,6 +5,7 @@ remedy in this process (``test_trials_torch.py``, ``test_patches_torch.py``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -36,6 +37,32 @@ def load(path):
 
 def metric_median(c, name):
     return next(m for m in c["metrics"] if m["name"] == name)["median"]
+
+
+@contextlib.contextmanager
+def inside(folder):
+    """The current folder is ``folder`` for the block (a copied script, its patches and runs)."""
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield folder
+    finally:
+        os.chdir(cwd)
+
+
+def run_here(script, args, out):
+    """``script`` run in this process under capture, on a fresh Dynamo and with its settings put
+    back after: its receipt (as JSON) and PyTorch's count of the graphs it compiled."""
+    import torch
+
+    from seamscope.capture.runner import run_target
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with dynamo_settings_kept():
+        result = run_target(str(script), list(args), out=str(out))
+    assert result.exit_code == 0, result.message
+    return load(os.path.join(out, "receipt.json")), torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
 def run_patched(script, words, out):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..model.findings import ChurnPattern, Finding, Remedy
 from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
-from .findings_churn import cause_guards, guard_pattern
+from .findings_churn import cause_guards, guard_pattern, module_int_remedy, module_int_subject
 from .findings_common import compilation_label, config_remedy, stable_frame
 from .units import fmt_ns, number_ranges
 
@@ -344,6 +344,7 @@ def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list
         if f.churn is not None:
             for cid in f.churn.compile_ids:
                 by_compile.setdefault(cid, f.finding_id)
+    dynamic_false = ledger.environment.compile_options.get("dynamic") == "False"
     out: list[RecompileCause] = []
     for cause in group_recompiles(ledger):
         members = [c for g in cause.groups for c, _ in g.members]
@@ -391,7 +392,7 @@ def recompile_causes(ledger: Ledger, churn: list[Finding] | None = None) -> list
             new_frame_ns=new_ns,
             cost_ns=compile_ns + new_ns,
             churn_finding_ids=sorted({by_compile[i] for i in ids if i in by_compile}),
-            remedy=_remedy(cause),
+            remedy=_remedy(cause, dynamic_false),
             missing=missing,
         )
         out.append(rc)
@@ -433,7 +434,7 @@ def cause_sentence(r: RecompileCause, has_calls: bool = True) -> str:
     return text
 
 
-def _remedy(cause: _Cause) -> Remedy:
+def _remedy(cause: _Cause, dynamic_false: bool = False) -> Remedy:
     ch = cause.change
     if cause.family == "flag" and ch.subject in ch.first_call:
         return Remedy(
@@ -477,6 +478,8 @@ def _remedy(cause: _Cause) -> Remedy:
             "or hoist the branch out of the compiled function",
         )
     if cause.family == "value":
+        if module_int_subject([ch.guard]) is not None:
+            return module_int_remedy(ch.subject, dynamic_false)
         if ch.subject.startswith("___stack"):
             return config_remedy(
                 "capture_scalar_outputs",

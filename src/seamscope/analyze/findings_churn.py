@@ -233,6 +233,39 @@ _PATTERN_WORDS = {
 }
 
 
+MODULE_INT_SETTING = "allow_unspec_int_on_nn_module"
+"""The Dynamo setting that lets an int attribute of an nn.Module be symbolic (it is a constant to
+Dynamo by default: each value its own graph); PyTorch's hint on such a guard names it."""
+_MODULE_ROOT = re.compile(r"^(?:self|L\['self'\])[.\[]")
+_INT = re.compile(r"^-?\d+$")
+
+
+def module_int_subject(guards: list[str]) -> str | None:
+    """The subject of the first value guard among ``guards`` that holds an int attribute of an
+    nn.Module (``self.calls == 3``, ``self._modules['blocks']._modules['0'].pos == 8``): one that
+    carries PyTorch's hint naming :data:`MODULE_INT_SETTING`, or an int compared on an attribute
+    path below the frame's ``self`` (an extra failed guard capture lists has no hint). None: none."""
+    for g in guards:
+        pattern, subject, value = guard_pattern(g)
+        if pattern == "value" and value is not None and _INT.match(value) and (
+                MODULE_INT_SETTING in g or _MODULE_ROOT.match(subject)):
+            return subject
+    return None
+
+
+def module_int_remedy(subject: str, dynamic_false: bool = False) -> Remedy:
+    """Let the module's int be symbolic: one more compilation, then one graph for every value
+    (PyTorch's own hint for such a guard). Under ``dynamic=False`` the int stays static whatever
+    the setting, so that option goes too."""
+    drop = "remove dynamic=False from torch.compile and " if dynamic_false else ""
+    return config_remedy(
+        "allow_unspec_int_on_nn_module",
+        f"{subject} is an int attribute of an nn.Module, a constant to Dynamo (each value its own graph): "
+        f"{drop}set torch._dynamo.config.{MODULE_INT_SETTING} = True to make it symbolic (one more compilation, "
+        "then one graph for every value), or keep it in a 0-d tensor buffer",
+        MODULE_INT_SETTING, "True",
+    )
+
 _STACK = re.compile(r"^___stack(\d+)(?:\[(\d+)\])?$")
 
 
@@ -291,10 +324,13 @@ def _shape_remedies(ev: ChurnEvidence, dynamic_false: bool) -> list[Remedy]:
     ]
 
 
-def _value_remedies(ev: ChurnEvidence) -> list[Remedy]:
-    """A value guard's churn (not an argument count): a scalar specialised as a constant."""
+def _value_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Remedy]:
+    """A value guard's churn (not an argument count): a scalar specialised as a constant; an int
+    attribute of an nn.Module first gets the setting that makes it symbolic."""
     resume = ev.fed_by is not None or any(s.startswith("___stack") for s in ev.subjects)
     rs = []
+    if (subject := module_int_subject(ev.guards)) is not None:
+        rs.append(module_int_remedy(subject, dynamic_false))
     if resume:
         rs.append(
             config_remedy(
@@ -329,7 +365,7 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
             )
         ]
     if p == "value":
-        return _value_remedies(ev)
+        return _value_remedies(ev, dynamic_false)
     if p == "type":
         was = f" (it was {', '.join(ev.values_seen[:2])})" if ev.values_seen else ""
         return [

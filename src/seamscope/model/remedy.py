@@ -13,6 +13,7 @@ RemedyAction = Literal[
     "tensor_ops_or_cond",
     "capture_scalar_outputs",
     "capture_dynamic_output_shape_ops",
+    "allow_unspec_int_on_nn_module",
     "custom_op",
     "keep_boundary",
     "remove_boundary",

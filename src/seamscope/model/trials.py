@@ -65,6 +65,9 @@ class RunFigures(Struct, frozen=True, kw_only=True):
     """The guards that explained the run's recompiles (the rule of the findings: each
     recompile's ``cause_guards``), one per distinct pattern and subject, up to twenty: what a value
     or flag candidate (``tensor-scalar``, ``tensor-attr``, ``always-pass``) left changing."""
+    cause_counts: dict[str, int] = {}
+    """How many recompiles each of ``cause_guards`` explained (by its text): a setting that makes a
+    value symbolic leaves one recompile on it (its first value was static), churn leaves several."""
     unmatched_marks: list[str] = []
     """``--mark-dynamic`` sources that matched no source in any compilation."""
     break_sites: list[str] = []

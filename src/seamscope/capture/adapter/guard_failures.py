@@ -13,7 +13,10 @@ Internals used (read in torch 2.13's ``torch/_dynamo/guards.py``):
 - ``torch._dynamo.guards.get_guard_fail_reason_helper(guard_manager, f_locals, compile_id,
   backend)``: the reason of one cached variant, looked up as a module global by
   ``get_guard_fail_reason`` (so replacing the module attribute reaches every caller);
-- the guard tree of ``guard_manager.root``: ``get_child_managers()``, ``get_source()`` (a
+- the guard tree of ``guard_manager.root``: ``get_child_managers()``, and for a dict's manager
+  (``DictGuardManager``: a module's ``_modules``, a ``kwargs`` dict) ``get_key_value_managers()``,
+  ``{index: (key manager, value manager)}``, which ``get_child_managers()`` does not list (the
+  guards on a submodule's attributes sit below them); ``get_source()`` (a
   Python expression over ``L`` and the guard's globals), ``get_leaf_guards()``; a leaf guard is
   callable on the value its manager guards (relational guards are not, and are skipped) and has
   ``verbose_code_parts()``. A tensor guard's code part is ``check_tensor(SOURCE, Tensor, KEYS,
@@ -99,6 +102,8 @@ def failed_guards(guard_manager: Any, f_locals: dict[str, Any]) -> list[str]:
     while stack and seen < MAX_NODES and len(out) <= MAX_EXTRA:
         node = stack.pop()
         children = list(node.get_child_managers())
+        pairs = node.get_key_value_managers() if hasattr(node, "get_key_value_managers") else {}
+        children += [m for pair in pairs.values() for m in pair if m is not None]
         seen += len(children)
         for child in children:
             source = child.get_source()

@@ -206,6 +206,13 @@ def _what(f: object) -> str:
     return "a break"
 
 
+def _unspec_int(receipt: Receipt) -> list[str]:
+    """The flags that let a module's int attribute be symbolic: the setting, and where the script
+    compiles with ``dynamic=False`` (which keeps every int static whatever the setting) that option gone."""
+    drop = receipt.ledger.environment.compile_options.get("dynamic") == "False"
+    return ["--dynamo-config", "allow_unspec_int_on_nn_module=True", *(["--compile-option", "dynamic=none"] * drop)]
+
+
 _NONE = {
     "type": "a type switch: no flag keeps the type constant; pass the same type every call (the finding's remedy)",
     "flag": "each setting of a flag is its own variant: no flag removes it; keep the setting fixed or hoist the branch",
@@ -249,21 +256,16 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
         for r in f.remedies:
             if r.action in ("capture_scalar_outputs", "capture_dynamic_output_shape_ops"):
                 mine.append(draft(r.action, ["--dynamo-config", f"{r.action}=True"], f.finding_id, f.sentence, cost))
+            elif r.action == "allow_unspec_int_on_nn_module":
+                mine.append(draft(r.action, _unspec_int(receipt), f.finding_id, f.sentence, cost))
             elif r.action == "reorder_logging":
                 for key, val in r.config.items():
                     fn = val.removeprefix("add ").strip()
                     # findings name the callable as MODULE:QUALNAME (logging:Logger.info); a bare name is a builtin
                     target = fn if ":" in fn else f"builtins:{fn}" if "." not in fn else fn.replace(".", ":", 1)
                     if ":" in target:
-                        mine.append(
-                            draft(
-                                f"{key} {fn.rpartition(':')[2]}",
-                                ["--dynamo-config", f"{key}+={target}"],
-                                f.finding_id,
-                                f.sentence,
-                                cost,
-                            )
-                        )
+                        mine.append(draft(f"{key} {fn.rpartition(':')[2]}", ["--dynamo-config", f"{key}+={target}"],
+                                          f.finding_id, f.sentence, cost))
             elif r.action == "fix_churn_or_raise_limit":
                 mine.append(draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id,
                                   f.sentence, cost))
@@ -295,8 +297,10 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             for cls in regional_classes(receipt, script)[:1]:
                 cost = max(cost or 0, wasted_ns(receipt, site.compile_ids))
                 mine.append(draft(f"regional {cls}", ["--regional", cls], f.finding_id, f.sentence, cost))
-        if ch is not None and ch.pattern == "value" and _user_values(ch.subjects):
+        if ch is not None and ch.pattern == "value" and _user_values(ch.subjects) \
+                and not any(r.action == "allow_unspec_int_on_nn_module" for r in f.remedies):
             # an int that changes every call, specialised as a constant: dynamic=True makes it symbolic
+            # (not a module's int attribute: dynamic=True leaves that a constant)
             mine.insert(0, draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost))
         if mine:
             causes.append((cost, f.finding_id, mine))

@@ -274,6 +274,7 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
     s = receipt.summary
     steady = next((p for p in s.phases if p.phase == "steady"), None)
     total = sum(p.wall_ns for p in s.phases)
+    causes = recompile_causes(receipt)
     return RunFigures(
         label=label, ok=True, exit_code=exit_code, error=None, process_ns=process_ns, script_ns=script_ns,
         receipt=rel, receipt_sha256=receipt.receipt_sha256, calls=s.call_count, total_ns=total,
@@ -285,7 +286,7 @@ def figures_of(label: str, receipt: Receipt | None, exit_code: int | None, error
                   for c in receipt.ledger.calls],
         frame_status=frame_status(receipt), problems=compile_problems(receipt),
         unmatched_marks=unmatched_marks(receipt), size_guards=size_guards(receipt),
-        cause_guards=recompile_causes(receipt),
+        cause_guards=list(causes), cause_counts=causes,
         break_sites=sorted({b.site_id for b in receipt.ledger.break_sites}),
         break_reasons={b.site_id: cut(first_line(b.reason), REASON_LIMIT) for b in receipt.ledger.break_sites},
     )
@@ -302,16 +303,22 @@ def size_guards(receipt: Receipt) -> list[str]:
     return out
 
 
-def recompile_causes(receipt: Receipt) -> list[str]:
+def recompile_causes(receipt: Receipt) -> dict[str, int]:
     """The guards that explained the run's recompiles (:func:`~...analyze.findings_churn.cause_guards`,
-    the one rule), one per distinct ``(pattern, subject)``, up to twenty."""
-    out: dict[tuple[str, str], str] = {}
+    the one rule), one per distinct ``(pattern, subject)``, up to twenty, each with how many
+    recompiles it explained."""
+    text: dict[tuple[str, str], str] = {}
+    count: dict[tuple[str, str], int] = {}
     for c in receipt.ledger.compilations:
+        keys: dict[tuple[str, str], str] = {}
         for g in cause_guards(list(c.failed_guards)):
             pattern, subject, _ = guard_pattern(g)
-            if len(out) < 20:
-                out.setdefault((pattern, subject), g.split("#", 1)[0].strip())
-    return list(out.values())
+            keys.setdefault((pattern, subject), g.split("#", 1)[0].strip())
+        for key, t in keys.items():
+            if key in text or len(text) < 20:
+                text.setdefault(key, t)
+                count[key] = count.get(key, 0) + 1
+    return {text[k]: count[k] for k in text}
 
 
 def _frame(c: Any) -> str:

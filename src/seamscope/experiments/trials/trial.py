@@ -70,16 +70,13 @@ from .patches import attach as attach_patches
 from .rewrites import rewrites
 from .runs import Outcome, Runner, Services, TrialSpec, run_command, run_once, shell_join
 from .split import EAGER, BaselineFailed, first_split, split_decision
+from .targets import Target, kept_target, target_of
 from .verdicts import (
-    Target,
     choose_best,
     combine,
     combined_names,
     compile_changes,
     decision_text,
-    guard_key,
-    is_shape_policy,
-    kept_target,
     metrics_of,
     noise_text,
     overall,
@@ -87,7 +84,6 @@ from .verdicts import (
     rank,
     retries,
     unmatched,
-    value_targets,
     wants_more,
 )
 
@@ -517,7 +513,7 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
         verdict, reason = "no effect", "the mark matched no source"
     elif missing:
         reason = "--mark-dynamic " + ", ".join(missing) + " matched no source"
-    kept = kept_target(st.targets.get(d.name), runs)
+    kept = kept_target(st.targets.get(d.name), runs, base_runs)
     if kept is not None and verdict != "no effect":
         verdict, reason = "did not remove its target", kept
     if check.status == "changes outputs":
@@ -581,33 +577,6 @@ def _trials(st: _State, ranked: list[Candidate], t_start: int) -> Trials:
                   candidates=ranked, chosen=chosen.name if chosen else None, decision=decision,
                   rollback_trigger=trigger, interrupted=st.stopped == "interrupted", overhead=overhead,
                   max_repeat=spec.most, folded=st.folded)
-
-
-def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) -> Target | None:
-    """What a candidate is meant to remove, as its runs can show it: the break site of the finding
-    it comes from, for a shape policy the size guards that failed in the baseline (for marks,
-    those on the sources it marks; the others, a policy for every input, those of its finding),
-    and for a code change answering a value or flag finding, that finding's guards."""
-    findings = getattr(getattr(receipt, "findings", None), "findings", None) or []
-    finding = next((f for f in findings if getattr(f, "finding_id", None) == d.origin), None)
-    sites = frozenset([finding.site_id] if finding is not None and getattr(finding, "site_id", None) else [])
-    seen = {k: g for r in base_runs[:1] if r.ok for g in r.size_guards if (k := guard_key(g)) is not None}
-    guards: dict[tuple[str, str], str] = {}
-    if d.spec.mark_dynamic:
-        marked = set(d.spec.mark_dynamic)
-        guards = {k: g for k, g in seen.items() if (s := source_of_guard(g)) is not None
-                  and (s in marked or family(s) in marked)}
-    elif is_shape_policy(d.spec.flags()) and finding is not None and getattr(finding, "churn", None) is not None:
-        keys = {k for g in finding.churn.guards if (k := guard_key(g)) is not None}
-        guards = {k: g for k, g in seen.items() if k in keys}
-    churn = getattr(finding, "churn", None)
-    causes = {}  # a code change for a value or flag finding (tensor-scalar, always-pass): each recompile's cause
-    if d.diff and churn is not None and getattr(churn, "pattern", None) in ("value", "flag"):
-        causes = value_targets(list(churn.guards), base_runs)
-    if not sites and not guards and not causes:
-        return None
-    reasons = {s: why for r in base_runs[:1] for s, why in r.break_reasons.items() if s in sites}
-    return Target(guards=guards, sites=sites, reasons=reasons, causes=causes)
 
 
 def reproduce_command(flags: list[str], spec: TrialSpec, name: str, extra: RunExtra | None = None) -> str:

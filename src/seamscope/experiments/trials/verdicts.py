@@ -9,14 +9,10 @@ the candidate's steady calls then holds work the baseline's does not. Only calls
 
 from __future__ import annotations
 
-import re
 import statistics
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import msgspec
 
-from ...analyze.findings_churn import guard_pattern
 from ...analyze.units import fmt_ns, fmt_variation
 from ...model.trials import (
     CallGroup,
@@ -335,74 +331,9 @@ def unmatched(c_flags: list[str], runs: list[RunFigures]) -> tuple[list[str], bo
     return missing, len(marks) * 2 == len(c_flags)
 
 
-_GUARD = re.compile(r"tensor '(.+?)' (?:size|stride) mismatch at index (\d+)")
-
-
-def guard_key(guard: str) -> tuple[str, str] | None:
-    """``(tensor, index)`` of a failed size or stride guard (its values differ from run to run)."""
-    m = _GUARD.search(guard)
-    return (m.group(1), m.group(2)) if m else None
-
-
 def is_shape_policy(flags: list[str]) -> bool:
     """Whether the flags set a shape policy (marks, ``dynamic=``, automatic dynamic shapes)."""
     return any(conflict_key(f, v) == SHAPE_POLICY for f, v in zip(flags[::2], flags[1::2], strict=True))
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a candidate is meant to remove, as a run shows it."""
-
-    guards: Mapping[tuple[str, str], str]
-    """Failed size guards the baseline showed, by ``(tensor, index)``: their text."""
-    sites: frozenset[str]
-    """Break site ids."""
-    reasons: Mapping[str, str] = field(default_factory=dict)
-    """The baseline's reason for each of ``sites``, its first line (:attr:`RunFigures.break_reasons`)."""
-    causes: Mapping[tuple[str, str], str] = field(default_factory=dict)
-    """Value and flag guards (``L['scale'] == 0.5``, ``L['mask'] is None``) that explained the
-    baseline's recompiles, by :func:`cause_key`: their text."""
-
-
-def cause_key(guard: str) -> tuple[str, str] | None:
-    """``(pattern, subject)`` of a value or flag guard, the same for every value it held
-    (``L['scale'] == 0.5`` and ``== 0.7``); None for a guard of another kind."""
-    pattern, subject, _ = guard_pattern(guard)
-    return (pattern, subject) if pattern in ("value", "flag") else None
-
-
-def value_targets(guards: list[str], base_runs: list[RunFigures]) -> dict[tuple[str, str], str]:
-    """The value and flag guards among a finding's ``guards`` that explained a recompile of the
-    baseline's first run (:attr:`RunFigures.cause_guards`), by :func:`cause_key`."""
-    seen = {k for r in base_runs[:1] if r.ok for g in r.cause_guards if (k := cause_key(g)) is not None}
-    out: dict[tuple[str, str], str] = {}
-    for g in guards:
-        k = cause_key(g)
-        if k is not None and k in seen:
-            out.setdefault(k, g.split("#", 1)[0].strip())
-    return out
-
-
-def kept_target(target: Target | None, runs: list[RunFigures]) -> str | None:
-    """Why a candidate did not remove what it targeted: the same failed guard, or the same break,
-    in every one of its runs (None: it did, or there is nothing to tell it by)."""
-    ok = [r for r in runs if r.ok]
-    if target is None or not ok:
-        return None
-    for key, text in target.guards.items():
-        if all(key in {guard_key(g) for g in r.size_guards} for r in ok):
-            return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}"
-    for ckey, text in target.causes.items():
-        if all(ckey in {cause_key(g) for g in r.cause_guards} for r in ok):
-            return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}"
-    for site in sorted(target.sites):
-        if all(site in r.break_sites for r in ok):
-            was, now = target.reasons.get(site), {r.break_reasons.get(site) for r in ok}
-            if was is not None and None not in now and was not in now:
-                return (f"the break it targeted ({site}: {was}) is gone, but the same line still breaks in each of its "
-                        f"{len(ok)} run(s), for another reason: {' / '.join(sorted(n for n in now if n))}")
-            return f"the break it targeted ({site}) happened again in each of its {len(ok)} run(s)"
-    return None
 
 
 VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "noisy": 2, "no effect": 3, "did not remove its target": 4,
