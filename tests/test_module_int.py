@@ -1,5 +1,6 @@
-"""An int attribute of an nn.Module that changes every call (a KV cache's fill position), found,
-named and remedied (real torch, backend "eager", on ``workloads/trials/decoder_pos.py``).
+"""An int Dynamo keeps a constant, changed every call: an attribute of an nn.Module (a KV cache's
+fill position, ``workloads/trials/decoder_pos.py``) and a module global (a step counter,
+``workloads/trials/global_step.py``), found, named and remedied (real torch, backend "eager").
 
 Dynamo keeps such an int a constant: every position recompiles the whole model. Capture lists the
 guard below the parent's ``_modules`` dict (a ``DictGuardManager``'s entries, which the guard
@@ -7,7 +8,8 @@ tree's ``get_child_managers`` does not list), so the recompiles are put down to 
 to the prompt's length; the finding's remedy and ``try``'s candidate are the Dynamo setting PyTorch's
 own hint names, and the patch made from it leaves two graphs by PyTorch's count. The rules that
 recognise the guard and tell a remedy that recompiles once from one that left the churn are tested
-without torch.
+without torch. A global int has no setting: ``dynamic=True`` leaves it a constant too (PyTorch's
+count), so it gets no policy candidate, and the remedy and the folded line say to pass it in.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from trial_checks import inside, run_here
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "workloads", "trials", "decoder_pos.py")
+GLOBAL = os.path.join(HERE, "workloads", "trials", "global_step.py")
 HINT = ("  # self.calls += 1  # counter.py:13 in forward (HINT: torch.compile considers integer attributes of the "
         "nn.Module to be static. If you are observing recompilation, you might want to make this integer dynamic "
         "using torch._dynamo.config.allow_unspec_int_on_nn_module = True, or convert this integer into a tensor.)")
@@ -42,6 +45,18 @@ def test_a_guard_on_a_modules_int_is_recognised(guards, subject):
     from seamscope.analyze.findings_churn import module_int_subject
 
     assert module_int_subject(guards) == subject
+
+
+@pytest.mark.parametrize(("guards", "subject"), [
+    (["G['step'] == 3                                # return x * 2 + step  # s.py:4 in f"], "G['step']"),
+    (["G['lr'] == 0.5"], None),  # a global float is made symbolic after one recompile
+    (["L['n'] == 3"], None),
+    (["self.calls == 0"], None),
+])
+def test_a_guard_on_a_global_int_is_recognised(guards, subject):
+    from seamscope.analyze.findings_churn import global_int_subject
+
+    assert global_int_subject(guards) == subject
 
 
 def test_the_remedy_names_the_setting_and_under_dynamic_false_drops_it():
@@ -149,3 +164,29 @@ def test_a_runs_figures_count_the_recompiles_each_guard_explained(decoder):
     ids = next(n for g, n in counts.items() if g.startswith("tensor 'ids' size mismatch"))
     # every recompile failed on block 0's position against the first variant; the length only at the first
     assert ids == 1 and pos == receipt.summary.recompile_count
+
+
+@pytest.fixture(scope="module")
+def global_step(tmp_path_factory):
+    pytest.importorskip("torch")
+    from seamscope.ingest.receipt import load_receipt
+
+    d = tmp_path_factory.mktemp("global")
+    _, graphs = run_here(GLOBAL, [], d / "base")
+    _, dynamic_graphs = run_here(GLOBAL, ["--dynamic"], d / "dynamic")
+    return load_receipt(str(d / "base" / "receipt.json")), graphs, dynamic_graphs
+
+
+@pytest.mark.torch
+def test_a_global_int_is_named_with_no_policy_candidate(global_step):
+    from seamscope.experiments.trials.catalogue import catalogue
+
+    receipt, graphs, dynamic_graphs = global_step
+    assert graphs == dynamic_graphs == 8  # PyTorch's count: dynamic=True leaves the global a constant
+    (cause,) = receipt.findings.causes
+    assert cause.subject == "G['step']" and "a global int" in cause.remedy.text
+    assert "as an argument" in cause.remedy.text
+    folded: list[str] = []
+    drafts = catalogue(receipt, script=GLOBAL, folded=folded)
+    assert not any("dynamic=true" in d.spec.flags() for d in drafts)  # it would leave the churn as it is
+    assert any(line.startswith("none: ") and "G['step'] is a global int" in line for line in folded)

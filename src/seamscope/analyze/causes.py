@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 from ..model.findings import ChurnPattern, Finding, Remedy
 from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
-from .findings_churn import cause_guards, guard_pattern, module_int_remedy, module_int_subject
+from .findings_churn import (
+    cause_guards,
+    global_int_remedy,
+    global_int_subject,
+    guard_pattern,
+    module_int_remedy,
+    module_int_subject,
+)
 from .findings_common import compilation_label, config_remedy, stable_frame
 from .units import fmt_ns, number_ranges
 
@@ -480,6 +487,8 @@ def _remedy(cause: _Cause, dynamic_false: bool = False) -> Remedy:
     if cause.family == "value":
         if module_int_subject([ch.guard]) is not None:
             return module_int_remedy(ch.subject, dynamic_false)
+        if global_int_subject([ch.guard]) is not None:
+            return global_int_remedy(ch.subject)
         if ch.subject.startswith("___stack"):
             return config_remedy(
                 "capture_scalar_outputs",

@@ -253,6 +253,26 @@ def module_int_subject(guards: list[str]) -> str | None:
     return None
 
 
+def global_int_subject(guards: list[str]) -> str | None:
+    """The subject of the first value guard among ``guards`` that holds a module global to an int
+    (``G['step'] == 3``): Dynamo keeps a global int a constant whatever ``dynamic=`` says and no
+    setting changes that (a global float is made symbolic after one recompile). None: none."""
+    for g in guards:
+        pattern, subject, value = guard_pattern(g)
+        if pattern == "value" and value is not None and _INT.match(value) and subject.startswith("G["):
+            return subject
+    return None
+
+
+def global_int_remedy(subject: str) -> Remedy:
+    return Remedy(
+        action="pass_as_tensor",
+        text=f"{subject} is a global int, a constant to Dynamo whatever dynamic= says (each value its own graph, "
+        "and no setting changes that): pass it to the compiled function as an argument (an int argument is made "
+        "symbolic after one recompile), or as a 0-d tensor",
+    )
+
+
 def module_int_remedy(subject: str, dynamic_false: bool = False) -> Remedy:
     """Let the module's int be symbolic: one more compilation, then one graph for every value
     (PyTorch's own hint for such a guard). Under ``dynamic=False`` the int stays static whatever
@@ -331,6 +351,8 @@ def _value_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
     rs = []
     if (subject := module_int_subject(ev.guards)) is not None:
         rs.append(module_int_remedy(subject, dynamic_false))
+    elif (subject := global_int_subject(ev.guards)) is not None:
+        return [global_int_remedy(subject)]
     if resume:
         rs.append(
             config_remedy(

@@ -16,6 +16,7 @@ import os
 import re
 from typing import Any
 
+from ...analyze.findings_churn import global_int_subject, module_int_subject
 from ...analyze.units import fmt_ns
 from ...model.normalize import library_path, project_root
 from ...model.receipt import Receipt
@@ -198,6 +199,15 @@ def _user_values(subjects: list[str]) -> bool:
     return bool(subjects) and all(not s.startswith(("___", "len(")) and not is_internal(s) for s in subjects)
 
 
+def _symbolic_by_policy(f: Any) -> bool:
+    """Whether ``dynamic=True`` can make the finding's changing number symbolic: the user's own,
+    not an int attribute of an nn.Module nor a global int (Dynamo keeps both constants whatever
+    ``dynamic=`` says; the first has a setting of its own, the second none)."""
+    ch = f.churn
+    return ch is not None and ch.pattern == "value" and _user_values(ch.subjects) \
+        and module_int_subject(list(ch.guards)) is None and global_int_subject(list(ch.guards)) is None
+
+
 def _what(f: object) -> str:
     ch = getattr(f, "churn", None)
     if ch is not None:
@@ -225,7 +235,7 @@ _NONE = {
 def _why_none(f: object) -> str:
     """Why a cause of the findings has no candidate: what the change is, and the remedy that needs the code."""
     ch = getattr(f, "churn", None)
-    if ch is not None and ch.pattern in _NONE:
+    if ch is not None and ch.pattern in _NONE and global_int_subject(list(ch.guards)) is None:
         return _NONE[ch.pattern]
     rem = next(iter(getattr(f, "remedies", []) or []), None)
     text = getattr(rem, "text", "") if rem is not None else ""
@@ -273,7 +283,8 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
         if ch is not None and ch.pattern in ("shape", "recompile_limit", "stride"):
             marks, internal = _marks(ch.guards)
             policy = draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost)
-            mine.insert(0, policy)
+            if marks or internal or not (module_int_subject(list(ch.guards)) or global_int_subject(list(ch.guards))):
+                mine.insert(0, policy)  # not for ints no policy makes symbolic (a module's, a global)
             if internal:
                 folded.append(f"{', '.join(internal)} ({ch.frame_name}): internal sources, folded into "
                               f"{policy.name} and the automatic-dynamic settings")
@@ -297,10 +308,8 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             for cls in regional_classes(receipt, script)[:1]:
                 cost = max(cost or 0, wasted_ns(receipt, site.compile_ids))
                 mine.append(draft(f"regional {cls}", ["--regional", cls], f.finding_id, f.sentence, cost))
-        if ch is not None and ch.pattern == "value" and _user_values(ch.subjects) \
-                and not any(r.action == "allow_unspec_int_on_nn_module" for r in f.remedies):
+        if _symbolic_by_policy(f):
             # an int that changes every call, specialised as a constant: dynamic=True makes it symbolic
-            # (not a module's int attribute: dynamic=True leaves that a constant)
             mine.insert(0, draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost))
         if mine:
             causes.append((cost, f.finding_id, mine))
