@@ -265,6 +265,7 @@ def global_int_subject(guards: list[str]) -> str | None:
 
 
 def global_int_remedy(subject: str) -> Remedy:
+    """Pass the global in: an int argument is made symbolic after one recompile, a global never."""
     return Remedy(
         action="pass_as_tensor",
         text=f"{subject} is a global int, a constant to Dynamo whatever dynamic= says (each value its own graph, "
