@@ -68,6 +68,19 @@ def test_the_remedy_names_the_setting_and_under_dynamic_false_drops_it():
     assert "remove dynamic=False" in module_int_remedy("self.pos", dynamic_false=True).text
 
 
+def test_under_dynamic_false_the_candidate_also_drops_that_option():
+    from types import SimpleNamespace as NS
+
+    from seamscope.experiments.trials.catalogue import _unspec_int
+
+    def receipt(options):
+        return NS(ledger=NS(environment=NS(compile_options=options)))
+
+    setting = ["--dynamo-config", "allow_unspec_int_on_nn_module=True"]
+    assert _unspec_int(receipt({})) == _unspec_int(receipt({"dynamic": "True"})) == setting
+    assert _unspec_int(receipt({"dynamic": "False"})) == [*setting, "--compile-option", "dynamic=none"]
+
+
 def _figures(causes: dict[str, int] | None, guards: list[str] | None = None):
     from seamscope.model.trials import RunFigures
 

@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any
 
-from ...analyze.findings_churn import global_int_subject, module_int_subject
+from ...analyze.findings_churn import MODULE_INT_SETTING, global_int_subject, module_int_subject
 from ...analyze.units import fmt_ns
 from ...model.normalize import library_path, project_root
 from ...model.receipt import Receipt
@@ -220,7 +220,7 @@ def _unspec_int(receipt: Receipt) -> list[str]:
     """The flags that let a module's int attribute be symbolic: the setting, and where the script
     compiles with ``dynamic=False`` (which keeps every int static whatever the setting) that option gone."""
     drop = receipt.ledger.environment.compile_options.get("dynamic") == "False"
-    return ["--dynamo-config", "allow_unspec_int_on_nn_module=True", *(["--compile-option", "dynamic=none"] * drop)]
+    return ["--dynamo-config", f"{MODULE_INT_SETTING}=True", *(["--compile-option", "dynamic=none"] * drop)]
 
 
 _NONE = {
