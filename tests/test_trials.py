@@ -195,6 +195,24 @@ def test_break_even_of_a_remedy_that_slows_steady_calls():
     assert break_even(cand(2e9, 1.5, 100_000, steady="noisy"), cand(3e9)) == "steady calls are slower"
 
 
+def test_a_choice_slower_at_steady_names_the_candidate_for_longer_processes():
+    """A remedy chosen for its total time that slows steady calls suits a short process: the best
+    recommendable candidate faster at steady is named beside it (a long training run's choice)."""
+    from seamscope.experiments.trials.verdicts import for_longer_runs
+    from seamscope.model.trials import Paired
+
+    def cand(name, steady, verdict="faster", outputs="equal"):
+        return msgspec.structs.replace(_cand(name, verdict, [], outputs), steady_verdict=steady,
+                                       paired=Paired(calls=6, ratio_median=1.6 if steady == "slower" else 0.8))
+
+    chosen, worse = cand("ignore-logging", "slower"), cand("changes", "faster", outputs="changes outputs")
+    best, other = cand("combined", "faster"), cand("regional", "no measurable change")
+    text = for_longer_runs(chosen, [chosen, worse, other, best])
+    assert text is not None and "combined makes steady calls faster" in text and "0.800×" in text
+    assert for_longer_runs(chosen, [chosen, worse, other]) is None  # none recommendable is faster at steady
+    assert for_longer_runs(best, [best, chosen]) is None  # the choice is not slower at steady
+
+
 def _cand(name, verdict, flags, outputs="equal", steady=0.5):
     from seamscope.model.trials import Metric
 
@@ -497,6 +515,14 @@ def test_output_check_statuses():
     assert output_check(None, base, same, True).status == "not checked"
     none = fp.Fingerprints(calls=[], calls_seen=3, stopped_at_update=0, fingerprint_ns=0, script_ns=0)
     assert output_check(Outcome(ok, object(), "", none), none, none, True).status == "could not decide"
+    # a training step's first call (it took the optimizer step): equal decides, a difference does not
+    stepped = fp.Fingerprints(calls=[fp.CallPrint(index=0, leaves=base.calls[0].leaves, updated=True)],
+                              calls_seen=3, stopped_at_update=0, fingerprint_ns=0, script_ns=0)
+    drifted = fp.Fingerprints(calls=[fp.CallPrint(index=0, leaves=other.calls[0].leaves, updated=True)],
+                              calls_seen=3, stopped_at_update=0, fingerprint_ns=0, script_ns=0)
+    assert output_check(Outcome(ok, object(), "", stepped), stepped, stepped, True).status == "equal"
+    check = output_check(Outcome(ok, object(), "", drifted), stepped, stepped, True)
+    assert check.status == "could not decide" and "optimizer step" in (check.detail or "")
 
 
 def test_module_of_a_source_file(tmp_path):
@@ -853,7 +879,46 @@ def test_one_candidate_per_cause_internal_sources_folded_and_capped():
     assert len(ds) == 8 and any("over the cap of 8" in f for f in folded)
     # by the cost of the cause: the costliest causes' marks are in, the cheapest are folded
     names = [d.name for d in ds]
-    assert "mark-dynamic-l-x0-0" in names and not any("x11" in n for n in names)
+    assert "mark-dynamic-x0-0" in names and not any("x11" in n for n in names)
+
+
+def test_a_mark_candidate_is_named_by_its_sources_words_cut_at_a_word():
+    """PyTorch's source syntax (L['kwargs'], a family's regex) is not in the name; a long name ends on
+    a whole word, never a dash."""
+    from seamscope.experiments.trials.catalogue import catalogue
+
+    kv = [f"tensor 'kwargs['past_key_values'].layers[{i}].keys' size mismatch at index 2. expected 6, actual 7"
+          for i in range(2)]
+    f = _churn("FR1", 900, ["tensor 'kwargs['input_ids']' size mismatch at index 1. expected 6, actual 1", *kv])
+    marks = [d for d in catalogue(_churn_receipt([f])) if d.spec.flags()[0] == "--mark-dynamic"]
+    assert len(marks) == 1
+    name = marks[0].name
+    assert name.startswith("mark-dynamic-input-ids-1-past-key-values"), name
+    assert len(name) <= 48 and not name.endswith("-") and "kwargs" not in name and "-l-" not in name
+
+
+def test_a_cause_that_recompiled_several_frames_gets_one_mark_candidate_for_them_all():
+    """A break splits a training step into frames; one input's new size recompiles each. Marked frame
+    by frame, each candidate would leave the others' recompiles: one candidate marks every frame's
+    source, named by the cause; a cause of one frame keeps its own."""
+    from types import SimpleNamespace as NS
+
+    from seamscope.experiments.trials.catalogue import catalogue
+
+    step = _churn("FR1", 100, ["tensor 'ids' size mismatch at index 0. expected 8, actual 3"], frame="train_step")
+    model = _churn("FR2", 900, ["tensor 'input_ids' size mismatch at index 0. expected 8, actual 3"])
+    loss = _churn("FR3", 50, ["tensor 'labels' size mismatch at index 0. expected 8, actual 3",
+                              "tensor 'logits' size mismatch at index 0. expected 8, actual 3"], frame="loss")
+    alone = _churn("FR4", 10, ["tensor 'mask' size mismatch at index 1. expected 4, actual 5"], frame="other")
+    r = _churn_receipt([step, model, loss, alone])
+    r.findings.causes = [NS(churn_finding_ids=["FR1", "FR2", "FR3"], subject="ids", dim=0, compile_ns=1050),
+                         NS(churn_finding_ids=["FR4"], subject="mask", dim=1, compile_ns=10)]
+    ds = catalogue(r)
+    marks = {d.name: d for d in ds if d.spec.flags()[0] == "--mark-dynamic"}
+    assert set(marks) == {"mark-dynamic-ids-0-in-3-frames", "mark-dynamic-mask-1"}
+    both = marks["mark-dynamic-ids-0-in-3-frames"]
+    assert both.spec.flags()[1::2] == ["L['ids']:0", "L['input_ids']:0", "L['labels']:0", "L['logits']:0"]
+    assert both.cost_ns == 1050  # the cause's cost, not one frame's
 
 
 def test_compile_sites_are_read_from_the_script(tmp_path):

@@ -162,10 +162,41 @@ def test_outputs_before_the_first_update_only(dynamo_reset):
             opt.zero_grad()
     finally:
         undo()
-    assert rec.seen == 3 and rec.stopped_at == 1 and len(rec.calls) == 1
+    assert rec.seen == 3 and rec.stopped_at == 1 and len(rec.calls) == 1 and not rec.calls[0].updated
     leaf = rec.calls[0].leaves[0]
     assert leaf.shape == [3, 2] and leaf.dtype == "torch.float32"
     assert leaf.sum == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_training_steps_first_call_is_kept_marked_updated(dynamo_reset):
+    """A compiled training step takes the optimizer step inside the call: its first call's loss was
+    computed on the initial weights (the same in every run) and is kept, marked; later calls not."""
+    import torch
+
+    from seamscope.experiments.trials.fingerprint import Recorder
+
+    rec = Recorder()
+    undo = rec.install()
+    try:
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss.detach()
+
+        fwd = rec.wrap(torch.compile(step, backend="eager"))
+        x = torch.ones(3, 4)
+        expected = model(x).detach().double().sum().item()
+        for _ in range(3):
+            fwd(x)
+    finally:
+        undo()
+    assert rec.seen == 3 and rec.stopped_at == 0 and len(rec.calls) == 1 and rec.calls[0].updated
+    assert rec.calls[0].leaves[0].sum == pytest.approx(expected, rel=1e-6)
 
 
 def cli_here(args, cwd, monkeypatch, capsys):
@@ -257,12 +288,12 @@ def test_try_shape_churn_and_limit_fallback(tmp_path):
     assert churn.returncode == 0, churn.stderr
     t = load(tmp_path / "a" / "trials.json")
     by = {c["name"]: c for c in t["candidates"]}
-    assert set(by) >= {"dynamic-true", "mark-dynamic-l-x-0"}
-    for name in ("dynamic-true", "mark-dynamic-l-x-0"):
+    assert set(by) >= {"dynamic-true", "mark-dynamic-x-0"}
+    for name in ("dynamic-true", "mark-dynamic-x-0"):
         rec = next(m for m in by[name]["metrics"] if m["name"] == "recompiles")
         assert rec["median"] == 0 and by[name]["outputs"]["status"] == "equal"
         assert by[name]["runs"][0]["compile_ns"] > 0
-    mark = by["mark-dynamic-l-x-0"]  # measured as its patch: one dynamic_sources line
+    mark = by["mark-dynamic-x-0"]  # measured as its patch: one dynamic_sources line
     assert "--patch " in mark["command"] and "torch.compiler.config.dynamic_sources = \"L['x']:0\"" in mark["diff"]
     assert (tmp_path / mark["patch"]).read_text() == mark["diff"]
     assert next(m for m in t["baseline"]["metrics"] if m["name"] == "recompiles")["median"] == 5
@@ -487,7 +518,7 @@ def test_a_mark_that_leaves_the_width_changing_gets_a_candidate_marking_height_a
     """The guard names the height (index 2); marked, the run recompiles on the width (index 3)."""
     t, _ = unbacked_trial
     by = {c["name"]: c for c in t["candidates"]}
-    one, both = by["mark-dynamic-l-sample-2"], by["mark-dynamic-l-sample-2-all"]
+    one, both = by["mark-dynamic-sample-2"], by["mark-dynamic-sample-2-all"]
     assert _metric(one, "recompiles")["median"] == 1
     assert both["flags"] == ["--mark-dynamic", "L['sample']:2", "--mark-dynamic", "L['sample']:3"]
     assert _metric(both, "recompiles")["median"] == 0 and not both["broke"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...analyze.findings_churn import MODULE_INT_SETTING, global_int_subject, module_int_subject
 from ...analyze.units import fmt_ns
@@ -74,8 +74,21 @@ def internal_guard_source(guard: str) -> str | None:
 
 
 def _slug(text: str) -> str:
+    """A candidate's name (its folder's too): lower-case words joined by dashes, cut at a word."""
     s = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
-    return s[:48] or "candidate"
+    if len(s) > 48:
+        s = s[:49].rsplit("-", 1)[0] if "-" in s[:49] else s[:48]
+    return s or "candidate"
+
+
+_SOURCE_NOISE = frozenset({"L", "G", "kwargs", "args", "self", "_modules"})
+
+
+def _source_words(source: str) -> str:
+    """A source as words for a name: ``L['kwargs']['input_ids']:1`` reads ``input_ids 1`` (a family's
+    regex loses its ``\\d+`` and ``\\Z`` too)."""
+    plain = re.sub(r"\\(d\+|Z)", " ", source)
+    return " ".join(w for w in re.findall(r"[A-Za-z0-9_]+", plain) if w not in _SOURCE_NOISE)
 
 
 def buckets_for(lengths: list[int]) -> str | None:
@@ -170,7 +183,7 @@ def family(source: str) -> str | None:
     return pattern + (f":{dim}" if dim else "")
 
 
-def _marks(guards: list[str]) -> tuple[list[str], list[str]]:
+def _marks(guards: list[str], cap: int = MARKS_PER_CAUSE) -> tuple[list[str], list[str]]:
     """(the user sources with every dimension the guards name, a family's sources as one regex;
     the internal ones folded)."""
     user, internal = [], []
@@ -182,7 +195,40 @@ def _marks(guards: list[str]) -> tuple[list[str], list[str]]:
         i = internal_guard_source(g)
         if i is not None and i not in internal:
             internal.append(i)
-    return sorted(user)[:MARKS_PER_CAUSE], sorted(internal)
+    return sorted(user)[:cap], sorted(internal)
+
+
+_MARKABLE = ("shape", "recompile_limit", "stride")
+
+
+class _CauseMarks(NamedTuple):
+    name: str
+    marks: list[str]
+    internal: list[str]
+    cost_ns: int
+
+
+def _cause_marks(fs: Any) -> dict[str, _CauseMarks]:
+    """For each churn finding of a cause that recompiled several frames (a break splits one program
+    into frames, and one input's new size recompiles each of them): (the name, the sources, the
+    internal ones) of one mark candidate for the whole cause. Marked frame by frame, each candidate
+    would remove one of the cause's recompiles and leave the others."""
+    churns = {f.finding_id: f.churn for f in fs.findings if f.churn is not None and f.churn.pattern in _MARKABLE}
+    out: dict[str, _CauseMarks] = {}
+    for cause in getattr(fs, "causes", None) or []:
+        mine = [fid for fid in cause.churn_finding_ids if fid in churns]
+        if len(mine) < 2:
+            continue
+        guards = [g for fid in mine for g in churns[fid].guards]
+        marks, internal = _marks(guards, cap=MARKS_PER_CAUSE * len(mine))
+        framed = sum(1 for fid in mine if _marks(list(churns[fid].guards))[0])
+        if len(marks) < 2 or framed < 2:
+            continue
+        what = f"{cause.subject} {cause.dim}" if cause.subject and cause.dim is not None else _source_words(marks[0])
+        name = f"mark dynamic {what} in {framed} frames"
+        one = _CauseMarks(name, marks, internal, cause.compile_ns)
+        out.update({fid: one for fid in mine})
+    return out
 
 
 def _site_target(receipt: Receipt, site_id: str, script: str | None) -> str | None:
@@ -260,6 +306,7 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     if fs is None:
         return []
     disabling = {t for t, _, _ in disable_targets(receipt, script)[:2]}
+    by_cause = _cause_marks(fs)
     for f in fs.findings:
         cost = f.cost.estimated_ns if f.cost is not None else (f.churn.compile_ns if f.churn is not None else 0)
         mine: list[Draft] = []
@@ -280,8 +327,9 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 mine.append(draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"], f.finding_id,
                                   f.sentence, cost))
         ch = f.churn
-        if ch is not None and ch.pattern in ("shape", "recompile_limit", "stride"):
-            marks, internal = _marks(ch.guards)
+        if ch is not None and ch.pattern in _MARKABLE:
+            shared = by_cause.get(f.finding_id)
+            marks, internal = (shared.marks, shared.internal) if shared else _marks(ch.guards)
             policy = draft("dynamic=True", ["--compile-option", "dynamic=true"], f.finding_id, f.sentence, cost)
             if marks or internal or not (module_int_subject(list(ch.guards)) or global_int_subject(list(ch.guards))):
                 mine.insert(0, policy)  # not for ints no policy makes symbolic (a module's, a global)
@@ -290,7 +338,9 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                               f"{policy.name} and the automatic-dynamic settings")
             if marks:
                 words = [w for s in marks for w in ("--mark-dynamic", s)]
-                mine.append(draft("mark dynamic " + " ".join(marks), words, f.finding_id, f.sentence, cost))
+                name = shared.name if shared else "mark dynamic " + " ".join(map(_source_words, marks))
+                mine.append(draft(name, words, f.finding_id, f.sentence,  # a shared one: the cause's cost
+                                  cost if shared is None else max(cost or 0, shared.cost_ns)))
             if ch.pattern == "shape":
                 mine.append(draft("mark as unbacked",
                                   ["--dynamo-config", "automatic_dynamic_shapes_mark_as='unbacked'"],

@@ -2,12 +2,14 @@
 
 Each tensor leaf of a call's output becomes its shape, dtype and a few float64 reductions (sum,
 sum of absolute values, min, max, NaN count); other leaves their ``repr`` (numbers exactly). Only
-top-level calls made before the first optimizer step are kept: after a parameter update two runs
-drift apart chaotically, whatever the compiler did. A ``transformers`` KV cache in an output (a
-model's ``past_key_values``) is one leaf of kind ``kv cache``, whatever its class: it is state the
-next call reads, not a result, and its layout is what a remedy may change (``cache_implementation=
-"static"`` allocates it at the generation's full length); what it holds shows in the next call's
-logits, which are compared.
+top-level calls made before the first optimizer step are kept, and the call that took it (a
+compiled training step: its loss was computed before the update, on the same weights in every run),
+marked ``updated``: after a parameter update two runs drift apart chaotically, whatever the
+compiler did, so a difference in that call's outputs cannot be told from the update's rounding and
+decides nothing. A ``transformers`` KV cache in an output (a model's ``past_key_values``) is one
+leaf of kind ``kv cache``, whatever its class: it is state the next call reads, not a result, and
+its layout is what a remedy may change (``cache_implementation="static"`` allocates it at the
+generation's full length); what it holds shows in the next call's logits, which are compared.
 
 The comparison is torch-free. Tolerances are relative to the leaf's scale (the sum of absolute
 values for sums, the largest magnitude for min and max), per dtype:
@@ -66,6 +68,8 @@ class Leaf(msgspec.Struct, frozen=True, kw_only=True):
 class CallPrint(msgspec.Struct, frozen=True, kw_only=True):
     index: int
     leaves: list[Leaf]
+    updated: bool = False
+    """The call took the first optimizer step before it returned (a compiled training step)."""
 
 
 class Probe(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,7 +89,8 @@ class Fingerprints(msgspec.Struct, frozen=True, kw_only=True):
     calls: list[CallPrint]
     calls_seen: int
     stopped_at_update: int | None
-    """Top-level calls made before the first optimizer step (None: no step was taken)."""
+    """Top-level calls made before the first optimizer step (None: no step was taken); the call
+    that took it is kept too, ``updated``."""
     fingerprint_ns: int
     script_ns: int
     cpu_ns: int | None = None
@@ -176,7 +181,8 @@ def leaves_of(out: Any) -> list[Leaf]:
 
 
 class Recorder:
-    """Fingerprints the outputs of top-level compiled calls until the first optimizer step."""
+    """Fingerprints the outputs of top-level compiled calls up to the first optimizer step (the call
+    that takes it included, ``updated``)."""
 
     def __init__(self) -> None:
         self.calls: list[CallPrint] = []
@@ -184,6 +190,7 @@ class Recorder:
         self.stopped_at: int | None = None
         self.ns = 0
         self._depth = 0
+        self._stepped_inside = False
 
     def install(self) -> Callable[[], None]:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -191,6 +198,7 @@ class Recorder:
         def on_step(*_: Any, **__: Any) -> None:
             if self.stopped_at is None:
                 self.stopped_at = self.seen
+                self._stepped_inside = self._depth > 0
 
         handle = register_optimizer_step_pre_hook(on_step)
         return handle.remove  # type: ignore[no-any-return]
@@ -213,12 +221,13 @@ class Recorder:
             t0 = time.perf_counter_ns()
             index = self.seen
             self.seen += 1
-            if self.stopped_at is None and len(self.calls) < MAX_CALLS:
+            took_step = self.stopped_at == index and self._stepped_inside
+            if (self.stopped_at is None or took_step) and len(self.calls) < MAX_CALLS:
                 leaves: list[Leaf] = []
                 view = _VIEW.get()
                 with torch.no_grad():
                     _leaves(view(out) if view is not None else out, "out", leaves, torch)
-                self.calls.append(CallPrint(index=index, leaves=leaves))
+                self.calls.append(CallPrint(index=index, leaves=leaves, updated=took_step))
             self.ns += time.perf_counter_ns() - t0
             return out
 
@@ -287,6 +296,9 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     """Largest relative deviation of any reduction (0 when bitwise equal; None when the
     structure differs)."""
     first_difference: str | None = None
+    after_update: bool = False
+    """The first difference is in a call that updated parameters before it returned: it may be
+    the update's rounding, not the compiler's."""
 
 
 def compare_leaves(a: list[Leaf], b: list[Leaf]) -> str | None:
@@ -306,7 +318,7 @@ def compare(a: Fingerprints, b: Fingerprints) -> Comparison:
     n = min(len(a.calls), len(b.calls))
     if len(a.calls) != len(b.calls):
         return Comparison(equal=False, calls_compared=n, max_deviation=None,
-                          first_difference=f"{len(a.calls)} vs {len(b.calls)} calls before the first update")
+                          first_difference=f"{len(a.calls)} vs {len(b.calls)} calls up to the first update")
     for ca, cb in zip(a.calls, b.calls, strict=True):
         if len(ca.leaves) != len(cb.leaves):
             return Comparison(equal=False, calls_compared=n, max_deviation=None,
@@ -316,7 +328,7 @@ def compare(a: Fingerprints, b: Fingerprints) -> Comparison:
             dev = max(dev, d)
             if diff is not None:
                 return Comparison(equal=False, calls_compared=n, max_deviation=None if math.isinf(d) else dev,
-                                  first_difference=f"call {ca.index}, {diff}")
+                                  first_difference=f"call {ca.index}, {diff}", after_update=ca.updated or cb.updated)
     return Comparison(equal=True, calls_compared=n, max_deviation=dev)
 
 

@@ -569,9 +569,24 @@ def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candi
         evidence += "; the trade: " + chosen.trade
     elif chosen.steady_verdict == "slower":
         evidence += "; " + break_even(chosen, base)
+    if (longer := for_longer_runs(chosen, ranked)) is not None:
+        evidence += "; " + longer
     if chosen.noise_note:
         evidence += "; " + chosen.noise_note
     return evidence, rollback_trigger(chosen, base)
+
+
+def for_longer_runs(chosen: Candidate, ranked: list[Candidate]) -> str | None:
+    """A chosen remedy that wins on total time but makes steady calls slower suits short processes;
+    the best recommendable candidate whose steady calls are faster is a long one's (a training
+    run of many steps), said beside it, never instead of it."""
+    if chosen.steady_verdict != "slower":
+        return None
+    alt = next((c for c in ranked if c is not chosen and recommendable(c) and c.steady_verdict == "faster"), None)
+    if alt is None:
+        return None
+    return (f"for a process past that break-even, {alt.name} makes steady calls faster: steady {paired_text(alt)}, "
+            f"total {_ratio_text(alt, 'total')}, outputs {alt.outputs.status}")
 
 
 def rollback_trigger(chosen: Candidate, base: Candidate) -> str:
