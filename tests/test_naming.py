@@ -54,6 +54,23 @@ def test_torchs_inner_is_named_after_the_module_every_node_sits_in() -> None:
     assert got == Frame(file="site-packages/torch/nn/modules/container.py", line=248, function="Sequential.forward")
 
 
+def test_a_module_whose_own_nodes_carry_no_stack_is_named_not_the_helper_that_has_one() -> None:
+    """nn.TransformerEncoder's eval fast path: PyTorch leaves its own frames out of the nodes'
+    stacks, so the encoder layers' nodes carry none, and the only frames named are those of the
+    three nodes F._canonical_mask made; the module every node sits in names the compilation."""
+    module = {"cls": "TransformerEncoder", "file": f"{LIB}/torch/nn/modules/transformer.py", "line": 405}
+    helper = (f"{LIB}/torch/nn/functional.py", 6593, "_canonical_mask")
+    got = recognisable_frame("inner", "site-packages/torch/_dynamo/external_utils.py", 67,
+                             [_origin(helper, module=module)], CWD)
+    assert got == Frame(file="site-packages/torch/nn/modules/transformer.py", line=405,
+                        function="TransformerEncoder.forward")
+    # a log names the module by the class of the `fn` torch's own wrapper calls, not its tensor argument
+    guards = GUARDS.replace("pkg.model.Block", "torch.Tensor") + (
+        "| +- GuardManager: source=L['fn'], accessed_by=FrameLocalsGuardAccessor(key='fn', framelocals_idx=2), "
+        "type=<class 'torch.nn.modules.transformer.TransformerEncoder'>, tag_safe=(False, False)\n")
+    assert self_class(guards) == "torch.nn.modules.transformer.TransformerEncoder"
+
+
 def test_a_library_frame_gives_way_to_the_users_code_below_it(tmp_path) -> None:
     user = tmp_path / "model.py"
     user.write_text("class Net:\n    def forward(self, x):\n        return x\n")

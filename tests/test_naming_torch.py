@@ -121,3 +121,16 @@ def test_wrapped_compilations_carry_the_users_frame_and_keep_their_code_name(lib
     text = TerminalRenderer(Console(width=200)).render(s.receipt())
     for shown in ("(step)", "(double)", "(Sequential.forward)", "(Block.forward)"):
         assert shown in text
+
+
+def test_torchs_own_module_whose_nodes_carry_no_stack_is_named_after_the_module() -> None:
+    """nn.TransformerEncoder's eval fast path: PyTorch leaves its own frames out of the nodes' stacks,
+    so only F._canonical_mask's few nodes name a frame; the compilation is named after the module
+    every node sits in, not after that helper."""
+    layer = torch.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    with session() as s, torch.no_grad():
+        torch.compile(encoder, backend="eager")(torch.randn(1, 4, 8), src_key_padding_mask=torch.zeros(1, 4).bool())
+    (comp,) = s.ledger.compilations
+    assert comp.user_frame is not None and comp.user_frame.function == "TransformerEncoder.forward"
+    assert comp.user_frame.file == "site-packages/torch/nn/modules/transformer.py"

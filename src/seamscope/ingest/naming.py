@@ -52,7 +52,9 @@ _Raw = tuple[str, int, str]
 _GRAPH_FRAME = re.compile(r"# File: ([^\n]+?):(\d+) in (\S+), code: ")
 #: The compiled frame's ``self`` in a guard tree (``args[0]`` for a ``*args`` wrapper): the guard
 #: manager of that local (found as text: a guard tree is long), with its class.
-_SELF_MANAGERS = tuple(f"+- GuardManager: source=L[{s}], accessed_by=" for s in ("'self'", "'args'][0"))
+# the frame's self; the module Dynamo's own wrapper frame calls (``inner``, ``fn(*args, **kwargs)``,
+# under ``torch.compile(module)``); a first positional argument
+_SELF_MANAGERS = tuple(f"+- GuardManager: source=L[{s}], accessed_by=" for s in ("'self'", "'fn'", "'args'][0"))
 _CLASS = re.compile(r", type=<class '([\w.]+)'>")
 
 
@@ -87,8 +89,9 @@ def graph_frames(code: str) -> list[_Raw]:
 
 
 def self_class(guards: str) -> str | None:
-    """The class of the compiled frame's ``self`` (``pkg.module.Class``; its ``args[0]`` when it
-    takes ``*args``) in a guard tree (a ``dynamo_cpp_guards_str`` payload), or None."""
+    """The class of the compiled frame's ``self`` (``pkg.module.Class``; the ``fn`` Dynamo's own
+    wrapper calls; its ``args[0]`` when it takes ``*args``) in a guard tree (a
+    ``dynamo_cpp_guards_str`` payload), or None."""
     for manager in _SELF_MANAGERS:
         i = guards.find(manager)
         if i >= 0:
@@ -143,15 +146,18 @@ def recognisable_frame(
         chain = chain[1:]  # Dynamo lists the compiled frame first
     below = [f for f in chain if not is_wrapper(f[2], normalize_path(f[0], cwd))]
     pick = next((f for f in below if not is_library(normalize_path(f[0], cwd))), None)
-    if pick is None and wrapper and below:
-        pick = below[0]
     if pick is not None:
         return _frame_of(pick, cwd)
+    # All library code: the one module every node sits in before the chain's first library frame,
+    # since the chain lacks PyTorch's own frames (nn.TransformerEncoder.forward's nodes carry no
+    # stack; the chain is then the few nodes of a helper it calls, F._canonical_mask)
     modules = {_module_key(o.get("module")) for o in origins}
     if len(modules) == 1 and origins:
         m = next(iter(modules))
         if m is not None and m[1]:
             return Frame(file=normalize_path(m[1], cwd), line=m[2], function=f"{m[0]}.forward")
+    if wrapper and below:
+        return _frame_of(below[0], cwd)
     return _own_method(name, file, line, cwd) if not wrapper else None
 
 
