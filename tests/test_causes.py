@@ -116,6 +116,18 @@ def sweep_ledger(steady_calls: int = 0, *, cold: int = 3) -> Ledger:
     return msgspec.structs.replace(led, compilations=sweep_compilations())
 
 
+def test_a_wrappers_positional_slot_is_said_as_the_calls_argument():
+    """``torch.compile(module)`` runs a frame that takes ``*args``: its guard names ``args[0]``, which
+    the user never wrote; the remedy says which argument of the call it is and never tells them to
+    write ``mark_dynamic(args[0], 1)``."""
+    from seamscope.analyze.causes import _passed
+
+    assert _passed("args[0]") == ("the call's first positional argument (args[0])",
+                                  "<the tensor passed as the call's first positional argument>")
+    assert _passed("args[5]")[0] == "the call's positional argument 6 (args[5])"
+    assert _passed("input_ids") == ("input_ids", "input_ids")
+
+
 def test_guard_changes_in_the_users_words():
     assert describe(parse_change(["0/1: tensor 'input_ids' size mismatch at index 1. expected 100, actual 128"])) == (
         "input_ids dim 1: 100 → 128")

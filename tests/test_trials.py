@@ -211,6 +211,14 @@ def test_a_choice_slower_at_steady_names_the_candidate_for_longer_processes():
     assert text is not None and "combined makes steady calls faster" in text and "0.800×" in text
     assert for_longer_runs(chosen, [chosen, worse, other]) is None  # none recommendable is faster at steady
     assert for_longer_runs(best, [best, chosen]) is None  # the choice is not slower at steady
+    # nothing chosen: a candidate slower in total (its compilation) but faster at steady is named,
+    # with its trade; not one that changes outputs, and not when nothing is faster at steady
+    costly = msgspec.structs.replace(cand("dynamic-true", "faster", verdict="slower"),
+                                     trade="pays off after about 1,732 steady calls per process")
+    text = for_longer_runs(None, [cand("unbacked", "no measurable change", verdict="did not remove its target"),
+                                  cand("wrong", "faster", verdict="slower", outputs="changes outputs"), costly])
+    assert text is not None and text.startswith("for a long process, dynamic-true") and "1,732" in text
+    assert for_longer_runs(None, [cand("wrong", "faster", verdict="slower", outputs="changes outputs")]) is None
 
 
 def _cand(name, verdict, flags, outputs="equal", steady=0.5):
@@ -895,6 +903,10 @@ def test_a_mark_candidate_is_named_by_its_sources_words_cut_at_a_word():
     name = marks[0].name
     assert name.startswith("mark-dynamic-input-ids-1-past-key-values"), name
     assert len(name) <= 48 and not name.endswith("-") and "kwargs" not in name and "-l-" not in name
+    # a wrapper's positional slot keeps its word: `args-0-1`, not a bare `0-1`
+    pos = _churn("FR2", 900, ["tensor 'args[0]' size mismatch at index 1. expected 10, actual 14"])
+    assert [d.name for d in catalogue(_churn_receipt([pos])) if d.spec.flags()[0] == "--mark-dynamic"] == [
+        "mark-dynamic-args-0-1"]
 
 
 def test_a_cause_that_recompiled_several_frames_gets_one_mark_candidate_for_them_all():

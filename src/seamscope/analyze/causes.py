@@ -50,6 +50,21 @@ _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
 _SOURCE = re.compile(r"^(?:L|kwargs)(?:\['[^']+'\])*\['([^']+)'\]$")
 _DIM_SUFFIX = re.compile(r"\[\d+\]$")
 _TENSOR = re.compile(r"tensor '(.+?)' (?:size|stride|dtype|device|requires_grad|dispatch)")
+_POSITIONAL = re.compile(r"^args\[(\d+)\]$")
+_ORDINALS = ("first", "second", "third", "fourth")
+
+
+def _passed(subject: str) -> tuple[str, str]:
+    """(how a remedy names ``subject``, what it marks): a wrapper's ``*args`` slot (``args[0]``, the
+    frame of ``torch.compile(module)`` takes ``*args``) is no name the user wrote, so it is said as
+    the call's positional argument it is."""
+    m = _POSITIONAL.match(subject)
+    if m is None:
+        return subject, subject
+    i = int(m.group(1))
+    place = f"{_ORDINALS[i]} positional argument" if i < len(_ORDINALS) else f"positional argument {i + 1}"
+    return f"the call's {place} ({subject})", f"<the tensor passed as the call's {place}>"
+
 
 _FAMILY: dict[ChurnPattern, CauseFamily] = {
     "shape": "size",
@@ -459,11 +474,12 @@ def _remedy(cause: _Cause, dynamic_false: bool = False) -> Remedy:
         )
     if cause.family == "size":
         dim = "" if ch.dim is None else f", {ch.dim}"
-        marks = "; ".join([f"torch._dynamo.mark_dynamic({ch.subject}{dim})",
+        said, marked = _passed(ch.subject)
+        marks = "; ".join([f"torch._dynamo.mark_dynamic({marked}{dim})",
                            *(f"torch._dynamo.mark_dynamic({n.replace(' dim ', ', ')})" for n in ch.shared)])
         pair = ", ".join(n.split(" dim ")[0] for n in ch.shared)
-        what = ch.subject if not ch.shared else (
-            f"{ch.subject} (and {pair}, of the same length: mark them together, or the unmarked one keeps the "
+        what = said if not ch.shared else (
+            f"{said} (and {pair}, of the same length: mark them together, or the unmarked one keeps the "
             "length static)")
         return Remedy(
             action="mark_dynamic_or_bucket",

@@ -81,7 +81,7 @@ def _slug(text: str) -> str:
     return s or "candidate"
 
 
-_SOURCE_NOISE = frozenset({"L", "G", "kwargs", "args", "self", "_modules"})
+_SOURCE_NOISE = frozenset({"L", "G", "kwargs", "self", "_modules"})
 
 
 def _source_words(source: str) -> str:

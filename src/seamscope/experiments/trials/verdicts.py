@@ -546,6 +546,8 @@ def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candi
         if noisy:
             why += ("; the timings were noisy (" + (noisy[0].noise_note or "") + "); what stayed stable: "
                     + "; ".join(f"{c.name}: {stable_text(c)}" for c in noisy[:3]))
+        if (longer := for_longer_runs(None, ranked)) is not None:
+            why += "; " + longer
         return f"keep the script as it is: {why}", None
     patch = f" (the patch: {chosen.patch})" if chosen.patch else ""
     evidence = (f"{chosen.name}: {chosen.code_change}{patch}; total {_ratio_text(chosen, 'total')}, "
@@ -576,17 +578,26 @@ def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candi
     return evidence, rollback_trigger(chosen, base)
 
 
-def for_longer_runs(chosen: Candidate, ranked: list[Candidate]) -> str | None:
-    """A chosen remedy that wins on total time but makes steady calls slower suits short processes;
-    the best recommendable candidate whose steady calls are faster is a long one's (a training
-    run of many steps), said beside it, never instead of it."""
-    if chosen.steady_verdict != "slower":
+def for_longer_runs(chosen: Candidate | None, ranked: list[Candidate]) -> str | None:
+    """The candidate for a long process (a training run of many steps), said beside the decision,
+    never instead of it: where the chosen remedy wins on total time but makes steady calls slower,
+    the best recommendable candidate whose steady calls are faster; where none is chosen, the best
+    whose steady calls are faster though its total is not (its compilation costs more than this
+    short run's steady calls save), with outputs intact and nothing broken."""
+    if chosen is not None and chosen.steady_verdict != "slower":
         return None
-    alt = next((c for c in ranked if c is not chosen and recommendable(c) and c.steady_verdict == "faster"), None)
+    if chosen is not None:
+        alt = next((c for c in ranked if c is not chosen and recommendable(c) and c.steady_verdict == "faster"), None)
+        lead = "for a process past that break-even"
+    else:
+        alt = next((c for c in ranked if c.steady_verdict == "faster" and c.verdict in ("slower", "no measurable change")
+                    and not c.broke and not c.unsafe and c.outputs.status in ("equal", "could not decide")), None)
+        lead = "for a long process"
     if alt is None:
         return None
-    return (f"for a process past that break-even, {alt.name} makes steady calls faster: steady {paired_text(alt)}, "
+    text = (f"{lead}, {alt.name} makes steady calls faster: steady {paired_text(alt)}, "
             f"total {_ratio_text(alt, 'total')}, outputs {alt.outputs.status}")
+    return text + (f" ({alt.trade})" if chosen is None and alt.trade else "")
 
 
 def rollback_trigger(chosen: Candidate, base: Candidate) -> str:
