@@ -590,8 +590,9 @@ def for_longer_runs(chosen: Candidate | None, ranked: list[Candidate]) -> str | 
         alt = next((c for c in ranked if c is not chosen and recommendable(c) and c.steady_verdict == "faster"), None)
         lead = "for a process past that break-even"
     else:
-        alt = next((c for c in ranked if c.steady_verdict == "faster" and c.verdict in ("slower", "no measurable change")
-                    and not c.broke and not c.unsafe and c.outputs.status in ("equal", "could not decide")), None)
+        alt = next((c for c in ranked if c.steady_verdict == "faster"
+                    and c.verdict in ("slower", "no measurable change") and not c.broke and not c.unsafe
+                    and c.outputs.status in ("equal", "could not decide")), None)
         lead = "for a long process"
     if alt is None:
         return None
