@@ -52,9 +52,10 @@ _Raw = tuple[str, int, str]
 _GRAPH_FRAME = re.compile(r"# File: ([^\n]+?):(\d+) in (\S+), code: ")
 #: The compiled frame's ``self`` in a guard tree (``args[0]`` for a ``*args`` wrapper): the guard
 #: manager of that local (found as text: a guard tree is long), with its class.
-# the frame's self; the module Dynamo's own wrapper frame calls (``inner``, ``fn(*args, **kwargs)``,
-# under ``torch.compile(module)``); a first positional argument
-_SELF_MANAGERS = tuple(f"+- GuardManager: source=L[{s}], accessed_by=" for s in ("'self'", "'fn'", "'args'][0"))
+# the frame's self; a first positional argument; the module Dynamo's own wrapper frame calls
+# (``inner``, ``fn(*args, **kwargs)``, under ``torch.compile(module)``)
+_SELF_MANAGERS = tuple(f"+- GuardManager: source=L[{s}], accessed_by=" for s in ("'self'", "'args'][0", "'fn'"))
+_NOT_MODULES = frozenset({"torch.Tensor", "torch.nn.parameter.Parameter"})
 _CLASS = re.compile(r", type=<class '([\w.]+)'>")
 
 
@@ -89,15 +90,18 @@ def graph_frames(code: str) -> list[_Raw]:
 
 
 def self_class(guards: str) -> str | None:
-    """The class of the compiled frame's ``self`` (``pkg.module.Class``; the ``fn`` Dynamo's own
-    wrapper calls; its ``args[0]`` when it takes ``*args``) in a guard tree (a
-    ``dynamo_cpp_guards_str`` payload), or None."""
+    """The class of the compiled frame's ``self`` (``pkg.module.Class``; its ``args[0]`` when it
+    takes ``*args``; the ``fn`` Dynamo's own wrapper calls) in a guard tree (a
+    ``dynamo_cpp_guards_str`` payload), or None. A builtin (a decorator's ``fn`` is a
+    ``function``) or a tensor (the first argument of ``torch.compile(module)``'s wrapper) is no
+    module, and the next place is read."""
     for manager in _SELF_MANAGERS:
         i = guards.find(manager)
         if i >= 0:
             end = guards.find("\n", i)
             m = _CLASS.search(guards, i, end if end >= 0 else len(guards))
-            return m.group(1) if m else None
+            if m and "." in m.group(1) and m.group(1) not in _NOT_MODULES:
+                return m.group(1)
     return None
 
 
