@@ -77,7 +77,7 @@ def _receipt(skipped: bool = True, block_ok: bool = True):
         ledger=SimpleNamespace(break_sites=[site], compilations=comps,
                                environment=SimpleNamespace(torch_version="2.13.0")),
         findings=SimpleNamespace(findings=[finding], compile_time=None),
-        summary=SimpleNamespace(fallback_count=1))
+        summary=SimpleNamespace(fallback_count=1, fallbacks=[SimpleNamespace(status="failed")]))
 
 
 @pytest.fixture()

@@ -845,13 +845,13 @@ def test_guard_sources_in_the_users_syntax(guard, source):
     assert source_of_guard(guard) == source
 
 
-def _churn_receipt(findings, fallbacks=0):
+def _churn_receipt(findings, fallbacks=()):
     from types import SimpleNamespace as NS
 
     return NS(
         findings=NS(findings=findings, compile_time=None),
         ledger=NS(compilations=[], break_sites=[], environment=NS(torch_version=None)),
-        summary=NS(fallback_count=fallbacks),
+        summary=NS(fallback_count=len(fallbacks), fallbacks=[NS(status=st) for st in fallbacks]),
     )
 
 
@@ -931,6 +931,19 @@ def test_a_cause_that_recompiled_several_frames_gets_one_mark_candidate_for_them
     both = marks["mark-dynamic-ids-0-in-3-frames"]
     assert both.spec.flags()[1::2] == ["L['ids']:0", "L['input_ids']:0", "L['labels']:0", "L['logits']:0"]
     assert both.cost_ns == 1050  # the cause's cost, not one frame's
+
+
+def test_a_recompile_limit_candidate_only_for_a_frame_that_hit_the_limit():
+    """A frame whose compilation failed (a data-dependent operator Dynamo gave up on) also runs
+    eagerly, but no recompile limit brings it back: no candidate for it."""
+    from seamscope.experiments.trials.catalogue import catalogue
+
+    def limits(*statuses):
+        return [d for d in catalogue(_churn_receipt([], statuses)) if "recompile_limit=64" in d.spec.flags()]
+
+    assert limits("failed") == [] and limits() == []
+    (hit,) = [d for d in limits("fallback", "failed") if d.spec.flags()[0] == "--dynamo-config"]
+    assert hit.targets == "1 frame(s) hit the recompile limit"
 
 
 def test_compile_sites_are_read_from_the_script(tmp_path):

@@ -58,7 +58,7 @@ def _receipt(checks, entries=(2,), phases=("cold", "steady", "cold", "steady", "
     calls = [NS(index=i, phase=p) for i, p in enumerate(phases)]
     return NS(findings=NS(findings=[], compile_time=None, dispatch=dispatch),
               ledger=NS(compilations=[], break_sites=[], calls=calls, environment=NS(torch_version="2.13.0")),
-              summary=NS(fallback_count=0, call_count=len(calls), phases=[NS(wall_ns=wall)]))
+              summary=NS(fallback_count=0, fallbacks=[], call_count=len(calls), phases=[NS(wall_ns=wall)]))
 
 
 def test_the_dispatch_finding_gives_the_guard_settings_that_fit_it():

@@ -376,10 +376,9 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
         causes.append((cost, f"disable {target}", [draft(f"disable {target}", ["--disable", target], "breaks",
                                                          f"{n} break sites inside {target}", cost)]))
     causes += _guard_causes(receipt, draft, folded)
-    if receipt.summary.fallback_count:
+    if limited := sum(1 for f in receipt.summary.fallbacks if f.status == "fallback"):  # not a frame that failed
         causes.append((0, "fallbacks", [draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"],
-                                              "fallbacks",
-                                              f"{receipt.summary.fallback_count} frame(s) fell back to eager", 0)]))
+                                              "fallbacks", f"{limited} frame(s) hit the recompile limit", 0)]))
     version = receipt.ledger.environment.torch_version
     for _, _, mine in causes:  # a frame hit the limit: also the per-callable limit (torch 2.13+)
         for i in range(len(mine) - 1, -1, -1):
