@@ -77,7 +77,8 @@ def _receipt(skipped: bool = True, block_ok: bool = True):
         ledger=SimpleNamespace(break_sites=[site], compilations=comps,
                                environment=SimpleNamespace(torch_version="2.13.0")),
         findings=SimpleNamespace(findings=[finding], compile_time=None),
-        summary=SimpleNamespace(fallback_count=1, fallbacks=[SimpleNamespace(status="failed")]))
+        summary=SimpleNamespace(fallback_count=1, fallbacks=[SimpleNamespace(status="failed")],
+                                graph_count=1 if block_ok else 0))
 
 
 @pytest.fixture()

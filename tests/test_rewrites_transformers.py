@@ -169,7 +169,7 @@ def test_a_logger_breaks_candidate_names_the_callable_as_the_finding_does():
         receipt = SimpleNamespace(findings=SimpleNamespace(findings=[f], compile_time=None),
                                   ledger=SimpleNamespace(compilations=[], break_sites=[],
                                                          environment=SimpleNamespace(torch_version="2.13.0")),
-                                  summary=SimpleNamespace(fallback_count=0, fallbacks=[]))
+                                  summary=SimpleNamespace(fallback_count=0, fallbacks=[], graph_count=1))
         drafts += catalogue(receipt, script=SCRIPT)
     flags = [w for d in drafts for w in d.spec.flags()]
     assert "ignore_logging_functions+=logging:Logger.info" in flags

@@ -1,13 +1,14 @@
 """What the trial and patch tests read from a trial's or a run's output: a metric's median, whether
 the machine was too noisy for a timing verdict (:func:`noisy_machine`), and a script run under a
 remedy in this process (``test_trials_torch.py``, ``test_patches_torch.py``,
-``test_rewrite_scalar_torch.py``)."""
+``test_rewrite_scalar_torch.py``, ``test_catalogue_torch.py``)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shutil
 
 from fakes import dynamo_settings_kept
 
@@ -65,6 +66,22 @@ def run_here(script, args, out):
     return load(os.path.join(out, "receipt.json")), torch._dynamo.utils.counters["stats"]["unique_graphs"]
 
 
+def catalogued(tmp_path_factory, script):
+    """``script`` copied into a folder of its own and run there in this process (:func:`run_here`),
+    with ``try``'s catalogue for its receipt: (the folder, the receipt as JSON, PyTorch's count of
+    graphs, the receipt, the drafts). The caller runs what else it needs there ``inside`` it."""
+    from seamscope.experiments.trials.catalogue import catalogue
+    from seamscope.ingest.receipt import load_receipt
+
+    name = os.path.basename(script)
+    d = tmp_path_factory.mktemp(name.removesuffix(".py"))
+    shutil.copy(script, d / name)
+    with inside(d):
+        raw, graphs = run_here(name, [], d / "base")
+        receipt = load_receipt(str(d / "base" / "receipt.json"))
+    return d, raw, graphs, receipt, catalogue(receipt, script=str(d / name))
+
+
 def run_patched(script, words, out):
     import torch
 
@@ -80,4 +97,4 @@ def run_patched(script, words, out):
     assert result.exit_code == 0, result.message
     r = load(os.path.join(out, "receipt.json"))["summary"]
     return (r["compile_count"], r["recompile_count"], r["break_site_count"],
-            adapter.dynamo_counters()["stats"]["unique_graphs"])
+            adapter.dynamo_counters().get("stats", {}).get("unique_graphs", 0))  # no "stats" where nothing compiled

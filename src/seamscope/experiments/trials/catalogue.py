@@ -375,10 +375,7 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
     for target, cost, n in disable_targets(receipt, script)[:2]:
         causes.append((cost, f"disable {target}", [draft(f"disable {target}", ["--disable", target], "breaks",
                                                          f"{n} break sites inside {target}", cost)]))
-    causes += _guard_causes(receipt, draft, folded)
-    if limited := sum(1 for f in receipt.summary.fallbacks if f.status == "fallback"):  # not a frame that failed
-        causes.append((0, "fallbacks", [draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"],
-                                              "fallbacks", f"{limited} frame(s) hit the recompile limit", 0)]))
+    causes += _guard_causes(receipt, draft, folded) + _run_causes(receipt, draft)
     version = receipt.ledger.environment.torch_version
     for _, _, mine in causes:  # a frame hit the limit: also the per-callable limit (torch 2.13+)
         for i in range(len(mine) - 1, -1, -1):
@@ -386,6 +383,24 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
             if (flags := per_callable_limit(d.spec, version)) is not None:
                 mine.insert(i + 1, draft(f"{d.name} per callable", flags, d.origin, d.targets, d.cost_ns))
     return _best_first(causes, cap, folded)
+
+
+def _run_causes(receipt: Receipt, draft: Any) -> list[tuple[int, str, list[Draft]]]:
+    """The whole run's causes: frames that hit the recompile limit (not one whose compilation
+    failed: a frame Dynamo gave up on runs eagerly too, and no limit brings it back), and a run in
+    which Dynamo compiled no graph at all (it gave up on every frame it traced: compiling costs the
+    tracing and runs nothing compiled), whose candidate runs the program eagerly."""
+    out = []
+    if limited := sum(1 for f in receipt.summary.fallbacks if f.status == "fallback"):
+        out.append((0, "fallbacks", [draft("recompile_limit 64", ["--dynamo-config", "recompile_limit=64"],
+                                           "fallbacks", f"{limited} frame(s) hit the recompile limit", 0)]))
+    traced = receipt.ledger.compilations
+    if traced and not receipt.summary.graph_count:
+        cost = sum(c.duration_ns or 0 for c in traced)
+        out.append((cost, "no graph", [draft("force eager", ["--stance", "force_eager"], "no graph",
+                                             f"Dynamo compiled no graph: {len(traced)} frame(s) traced for nothing "
+                                             f"({fmt_ns(cost)})", cost)]))
+    return out
 
 
 GUARD_CANDIDATES = ("skip_guard_on_all_nn_modules_unsafe", "skip_guard_on_inbuilt_nn_modules_unsafe")
