@@ -237,10 +237,13 @@ def test_ranking_and_combining():
         _cand("mark", "faster", ["--mark-dynamic", "L['x']:0"], steady=0.5),
         _cand("cso", "faster", ["--dynamo-config", "capture_scalar_outputs=True"], steady=0.7),
         _cand("failed", "failed", ["--dynamo-config", "recompile_limit=64"]),
+        _cand("kept", "did not remove its target", ["--dynamo-config", "x=1"], steady=0.4),
+        _cand("unmatched", "no effect", ["--mark-dynamic", "L['y']:0"], steady=0.4),
     ])
-    assert [c.name for c in cs] == ["mark", "dyn", "cso", "slow", "changes", "failed"]
-    assert [c.rank for c in cs] == [1, 2, 3, 4, 5, 6]
-    assert not recommendable(cs[4]) and recommendable(cs[0])
+    # a candidate that did not do what it was for ranks below every one that did, even a slower one
+    assert [c.name for c in cs] == ["mark", "dyn", "cso", "slow", "kept", "unmatched", "changes", "failed"]
+    assert [c.rank for c in cs] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert not recommendable(cs[6]) and recommendable(cs[0])
     # one shape policy only (mark-dynamic wins over dynamic=true), never a remedy that changes outputs
     assert combine(cs) == ["--mark-dynamic", "L['x']:0", "--dynamo-config", "capture_scalar_outputs=True"]
     assert combine(cs[:2]) is None

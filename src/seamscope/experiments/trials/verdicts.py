@@ -336,8 +336,11 @@ def is_shape_policy(flags: list[str]) -> bool:
     return any(conflict_key(f, v) == SHAPE_POLICY for f, v in zip(flags[::2], flags[1::2], strict=True))
 
 
-VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "noisy": 2, "no effect": 3, "did not remove its target": 4,
-                 "slower": 5, "changes outputs": 6, "failed": 7, "not tried": 8}
+VERDICT_ORDER = {"faster": 0, "no measurable change": 1, "noisy": 2, "slower": 3, "did not remove its target": 4,
+                 "no effect": 5, "changes outputs": 6, "failed": 7, "not tried": 8}
+"""The table's order: a candidate that did not do what it was for (its target came back, its mark
+matched nothing) below every one that did, even a slower one (whose steady calls may be faster:
+a long process's choice), as the verdicts say."""
 
 
 def _ratio(c: Candidate, name: str) -> float:
