@@ -142,6 +142,9 @@ def test_the_recompiles_are_put_down_to_the_position_with_the_setting_as_remedy(
     assert size.recompiles == 1 and size.subject == "ids"  # the prompt, then one token: once
     assert value.subject == "self._modules['blocks']._modules['0'].pos" and value.recompiles >= 6
     assert value.remedy.action == "allow_unspec_int_on_nn_module"
+    # shown as the user writes it; the subject (and the id made from it) keeps PyTorch's spelling
+    assert value.change.startswith("self.blocks[0].pos: 0 → another value"), value.change
+    assert value.remedy.text.startswith("self.blocks[0].pos is an int attribute of an nn.Module")
     churn = next(f for f in receipt.findings.findings if f.churn is not None and f.churn.pattern == "value")
     assert churn.remedies[0].config == {"allow_unspec_int_on_nn_module": "True"}
 

@@ -34,6 +34,7 @@ from ..model.findings import ChurnPattern, Finding, Remedy
 from ..model.headline import CauseFamily, CauseOccurrence, RecompileCause
 from ..model.ledger import Compilation, Ledger, compile_frame_index
 from .findings_churn import (
+    attribute_path,
     cause_guards,
     global_int_remedy,
     global_int_subject,
@@ -199,7 +200,7 @@ def describe(ch: GuardChange) -> str:
         notes.append(f"with {', '.join(ch.shared)}: the same length")
     if ch.first_call and not (ch.family == "flag" and ch.subject in ch.first_call):
         notes.append(f"{', '.join(ch.first_call)} also failed: {_ARTIFACT}")
-    return _describe(ch) + (f" ({'; '.join(notes)})" if notes else "")
+    return attribute_path(_describe(ch) + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 _ARTIFACT = "a first-call artifact, None at the first compilation and set by the program during its first call"

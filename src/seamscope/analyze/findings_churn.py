@@ -274,6 +274,17 @@ def global_int_remedy(subject: str) -> Remedy:
     )
 
 
+_MODULE_DICT = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
+
+
+def attribute_path(source: str) -> str:
+    """A source as the user writes it: ``self._modules['blocks']._modules['0'].pos`` reads
+    ``self.blocks[0].pos``. nn.Module's own dicts are how Dynamo reaches a submodule, a parameter
+    or a buffer; the user writes an attribute, or an index into a container. For what is shown
+    only: ids and guard texts keep PyTorch's spelling."""
+    return _MODULE_DICT.sub(lambda m: f"[{m.group(1)}]" if m.group(1).isdigit() else f".{m.group(1)}", source)
+
+
 def module_int_remedy(subject: str, dynamic_false: bool = False) -> Remedy:
     """Let the module's int be symbolic: one more compilation, then one graph for every value
     (PyTorch's own hint for such a guard). Under ``dynamic=False`` the int stays static whatever
@@ -281,7 +292,8 @@ def module_int_remedy(subject: str, dynamic_false: bool = False) -> Remedy:
     drop = "remove dynamic=False from torch.compile and " if dynamic_false else ""
     return config_remedy(
         "allow_unspec_int_on_nn_module",
-        f"{subject} is an int attribute of an nn.Module, a constant to Dynamo (each value its own graph): "
+        f"{attribute_path(subject)} is an int attribute of an nn.Module, a constant to Dynamo (each value its own "
+        "graph): "
         f"{drop}set torch._dynamo.config.{MODULE_INT_SETTING} = True to make it symbolic (one more compilation, "
         "then one graph for every value), or keep it in a 0-d tensor buffer",
         MODULE_INT_SETTING, "True",
