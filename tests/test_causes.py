@@ -129,6 +129,10 @@ def test_a_wrappers_positional_slot_is_said_as_the_calls_argument():
 
 
 def test_guard_changes_in_the_users_words():
+    # a global state change (autocast, grad mode): the tensor checks failing beside it name nothing new
+    gs = parse_change(["0/0: GLOBAL_STATE changed: grad_mode ; check_tensor(L['x'], Tensor, DispatchKeySet(CPU, "
+                       "BackendSelect), torch.float32, device=None, requires_grad=False, size=[4], stride=[1])"])
+    assert (gs.family, describe(gs)) == ("flag", "global state grad_mode changed between calls")
     assert describe(parse_change(["0/1: tensor 'input_ids' size mismatch at index 1. expected 100, actual 128"])) == (
         "input_ids dim 1: 100 → 128")
     assert describe(parse_change(["0/0: global_attention_mask is None  # if ..."])) == (

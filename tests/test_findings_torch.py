@@ -256,3 +256,23 @@ def test_transformers_item_break_is_in_the_library_and_led_by_the_test(dynamo_re
     assert f.where.user_frame.function == "run_model"
     assert f.cause.host_read and f.cause.break_class == "data_dependent_control_flow"
     assert "; in transformers, reached from" in f.sentence
+
+
+def test_a_global_state_change_is_one_flag_cause_with_its_own_remedy(dynamo_reset):
+    """Calls with and without autocast: PyTorch's reason names the global state and then every
+    tensor check, which fails only because autocast changed the dispatch keys. The cause is the
+    global state, a flag (each setting its own variant), with a remedy that says so."""
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+    f = torch.compile(m, backend="eager")
+    x = torch.randn(4, 8)
+    with session() as s, torch.no_grad():
+        for i in range(4):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(i % 2)):
+                f(x)
+    (recompile,) = [c for c in s.ledger.compilations if c.is_recompile]
+    assert "GLOBAL_STATE changed: autocast(cpu)_enabled" in recompile.failed_guards[0]  # PyTorch's own text
+    assert "check_tensor(" in recompile.failed_guards[0]
+    (cause,) = analyze_findings(s.ledger).causes
+    assert cause.family == "flag" and cause.subject == "global state autocast(cpu)_enabled"
+    assert cause.change == "global state autocast(cpu)_enabled changed between calls"
+    assert "check_tensor" not in cause.sentence and "autocast(cpu)_enabled differs between calls" in cause.remedy.text

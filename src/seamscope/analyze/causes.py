@@ -229,6 +229,8 @@ def _describe(ch: GuardChange) -> str:
             if exp.startswith("!=") or exp.startswith("is not"):
                 was, now = now, was
             return f"{ch.subject}: {was} → {now}"
+        if exp == "changed":
+            return f"{ch.subject} changed between calls"
         return f"{ch.subject} {exp} no longer holds"
     if ch.family == "value":
         return f"{ch.subject}: {ch.expected} → another value"
@@ -494,6 +496,13 @@ def _remedy(cause: _Cause, dynamic_false: bool = False) -> Remedy:
             action="split_by_flag",
             text="calls pass different sets of optional arguments, and each set is its own compiled variant: "
             "pass the same arguments every call (an all-ones mask rather than none)",
+        )
+    if cause.family == "flag" and ch.subject.startswith("global state "):
+        return Remedy(
+            action="split_by_flag",
+            text=f"PyTorch's {ch.subject.removeprefix('global state ')} differs between calls (autocast, grad mode: "
+            "global state the compiled code is specialized to): each setting is its own compiled variant, paid once "
+            "per setting; call with one setting, or set it inside the compiled function",
         )
     if cause.family == "flag":
         return Remedy(

@@ -36,6 +36,7 @@ _TENSOR_NAME = re.compile(
 _FLAG = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=|is not|is)\s+(True|False|None)\b")
 _VALUE = re.compile(r"^\s*(?:\d+/\d+:\s*)?(\S.*?)\s+(==|!=)\s+(-?[\d.]+(?:e[-+]?\d+)?|'[^']*')\s*(?:#|$)")
 _PREFIX = re.compile(r"^\s*\d+/\d+(?:_\d+)?:\s*")
+_GLOBAL_STATE = re.compile(r"^GLOBAL_STATE changed: (.+?)\s*$")
 # a type check (an int passed before, a tensor now): ``___check_type_id(t, 1398...), type=<class 'int'>``
 _TYPE = re.compile(r"___check_type_id\((.+?), \d+\)(?:, type=<class '([^']+)'>)?")
 # a tensor guard that met no tensor: ``expected type of 'mask' to be a tensor type, ' but found
@@ -61,6 +62,9 @@ def guard_pattern(guard: str) -> tuple[ChurnPattern, str, str | None]:
     if m:
         return "dtype_device", f"{subj}.{m.group(1).lower()}", None
     first = _PREFIX.sub("", g.splitlines()[0] if g else "")
+    m = _GLOBAL_STATE.match(first)
+    if m:  # autocast, grad mode, deterministic algorithms: PyTorch's global state, each setting a variant
+        return "flag", f"global state {m.group(1)}", "changed"
     m = _TYPE.search(first)
     if m:
         return "type", m.group(1).strip(), m.group(2)
@@ -84,9 +88,14 @@ _Parsed = tuple[ChurnPattern, str, str | None]
 def split_guards(entry: str) -> list[str]:
     """The failed guards of one cached variant's reason: ``0/0: a; b`` (PyTorch's format for
     several, which capture writes with every guard that failed) → ``[a, b]``; the compile id and a
-    user stack on the lines after are dropped."""
+    user stack on the lines after are dropped, and so are the tensor checks that fail beside a
+    global state change (``GLOBAL_STATE changed: autocast(cpu)_enabled``: autocast changes every
+    tensor's dispatch keys, so each ``check_tensor`` fails with it and names nothing new)."""
     head = _PREFIX.sub("", entry.strip().splitlines()[0] if entry.strip() else "")
-    return [g for g in (p.strip() for p in head.split("; ")) if g]
+    guards = [g for g in (p.strip() for p in head.split("; ")) if g]
+    if any(_GLOBAL_STATE.match(g) for g in guards):  # autocast changes every tensor's dispatch keys too
+        guards = [g for g in guards if not g.startswith("check_tensor(")]
+    return guards
 
 
 _FAMILY_ORDER: dict[ChurnPattern, int] = {"type": 0, "shape": 1, "stride": 2, "value": 3, "dtype_device": 4,
