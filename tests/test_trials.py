@@ -949,6 +949,23 @@ def test_a_recompile_limit_candidate_only_for_a_frame_that_hit_the_limit():
     assert hit.targets == "1 frame(s) hit the recompile limit"
 
 
+def test_a_mark_whose_size_guard_comes_back_says_what_makes_a_mark_static():
+    """A ViT that interpolates its position embeddings branches on the image's height: the mark on
+    that dimension is made static again and the same size guard fails. The note says what can do
+    that, only for a dimension the candidate marks."""
+    from seamscope.experiments.trials.targets import Target, guard_key, kept_target
+
+    g = "tensor 'kwargs['pixel_values']' size mismatch at index 2. expected 32, actual 48"
+    key = guard_key(g)
+    assert key is not None
+    target = Target(guards={key: g}, sites=frozenset())
+    run = RunFigures(label="rep-1", ok=True, exit_code=0, size_guards=[g])
+    marked = kept_target(target, [run], marks=["L['kwargs']['pixel_values']:2"])
+    assert marked is not None and "makes it static again" in marked and marked.startswith("the guard it targeted")
+    plain = kept_target(target, [run], marks=["L['kwargs']['pixel_values']:3"])
+    assert plain is not None and "static again" not in plain
+
+
 def test_compile_sites_are_read_from_the_script(tmp_path):
     from seamscope.experiments.trials.catalogue import compile_sites
 

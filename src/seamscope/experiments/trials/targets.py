@@ -68,18 +68,32 @@ def cause_count(run: RunFigures, key: tuple[str, str]) -> int:
     return sum(run.cause_counts.get(g, 1) for g in texts)
 
 
-def kept_target(target: Target | None, runs: list[RunFigures], base_runs: Sequence[RunFigures] = ()) -> str | None:
+SPECIALIZED = ("; the candidate marks that dimension, so either the mark matched no source or the compiled "
+               "code needs the size's value (a branch on it, an op that specializes it), which makes it static again: "
+               "padding to a few sizes, or compiling the blocks below that code, avoids it")
+
+
+def _marked(guard: str, marks: Sequence[str]) -> bool:
+    """Whether ``marks`` (``--mark-dynamic`` sources) mark the tensor and dimension of a size guard."""
+    source = source_of_guard(guard)
+    return source is not None and (source in marks or family(source) in marks)
+
+
+def kept_target(target: Target | None, runs: list[RunFigures], base_runs: Sequence[RunFigures] = (),
+                marks: Sequence[str] = ()) -> str | None:
     """Why a candidate did not remove what it targeted: the same failed guard, or the same break,
     in every one of its runs (None: it did, or there is nothing to tell it by). A value the
     baseline recompiled on again and again counts as kept only where it explained as many
     recompiles in every run: a setting that makes it symbolic still recompiles on it once (its
-    first value was compiled static), and a branch on it once more (``if n % 2``: odd, even)."""
+    first value was compiled static), and a branch on it once more (``if n % 2``: odd, even). A size
+    guard back on a dimension the candidate's ``marks`` mark says what can make a mark static again."""
     ok = [r for r in runs if r.ok]
     if target is None or not ok:
         return None
     for key, text in target.guards.items():
         if all(key in {guard_key(g) for g in r.size_guards} for r in ok):
-            return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}"
+            why = SPECIALIZED if _marked(text, marks) else ""
+            return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}{why}"
     for ckey, text in target.causes.items():
         base = max((cause_count(r, ckey) for r in base_runs[:1] if r.ok), default=0)
         need = base if ckey[0] == "value" and base >= 2 else 1

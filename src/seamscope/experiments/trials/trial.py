@@ -513,7 +513,8 @@ def _candidate(st: _State, d: Draft, base_runs: list[RunFigures], check: OutputC
         verdict, reason = "no effect", "the mark matched no source"
     elif missing:
         reason = "--mark-dynamic " + ", ".join(missing) + " matched no source"
-    kept = kept_target(st.targets.get(d.name), runs, base_runs)
+    marks = [v for f, v in zip(flags[::2], flags[1::2], strict=False) if f == "--mark-dynamic"]
+    kept = kept_target(st.targets.get(d.name), runs, base_runs, marks)
     if kept is not None and verdict != "no effect":
         verdict, reason = "did not remove its target", kept
     if check.status == "changes outputs":
