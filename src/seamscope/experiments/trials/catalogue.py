@@ -281,6 +281,9 @@ _NONE = {
 def _why_none(f: object) -> str:
     """Why a cause of the findings has no candidate: what the change is, and the remedy that needs the code."""
     ch = getattr(f, "churn", None)
+    if ch is not None and ch.pattern == "flag" and any(x.startswith("global state ") for x in ch.subjects):
+        return ("PyTorch's global state (autocast, grad mode) differs between calls, each setting its own variant: "
+                "no flag removes it; call with one setting, or set it inside the compiled function")
     if ch is not None and ch.pattern in _NONE and global_int_subject(list(ch.guards)) is None:
         return _NONE[ch.pattern]
     rem = next(iter(getattr(f, "remedies", []) or []), None)
