@@ -967,13 +967,17 @@ def test_a_mark_whose_size_guard_comes_back_says_what_makes_a_mark_static():
 
 
 def test_a_global_state_flag_has_no_candidate_and_says_why():
+    from types import SimpleNamespace
+
     from seamscope.experiments.trials.catalogue import catalogue
 
     gs = _churn("FR1", 100, ["GLOBAL_STATE changed: autocast(cpu)_enabled"], pattern="flag",
-                subjects=["global state autocast(cpu)_enabled"])
+                subjects=["global state autocast(cpu)_enabled"], frame="inner")
+    gs.churn.user_frame = SimpleNamespace(function="Sequential.forward")  # torch's inner wraps the module
     folded: list[str] = []
     assert catalogue(_churn_receipt([gs]), folded=folded) == []
     assert any("global state (autocast, grad mode)" in x and "hoist" not in x for x in folded), folded
+    assert any("in Sequential.forward)" in x for x in folded), folded
 
 
 def test_compile_sites_are_read_from_the_script(tmp_path):

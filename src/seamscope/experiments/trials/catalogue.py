@@ -258,7 +258,8 @@ def _what(f: object) -> str:
     ch = getattr(f, "churn", None)
     if ch is not None:
         on = f" on {', '.join(ch.subjects[:2])}" if ch.subjects else ""
-        return f"{ch.pattern} churn{on} in {ch.frame_name}"
+        shown = getattr(ch, "user_frame", None)  # the frame reports name where the compiled one is a wrapper
+        return f"{ch.pattern} churn{on} in {shown.function if shown is not None else ch.frame_name}"
     return "a break"
 
 
