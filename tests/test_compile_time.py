@@ -151,6 +151,20 @@ def test_a_block_traced_once_per_instance_is_named_with_its_cost():
     assert "use_cache=False" in f.remedies[0].text and "is_initialized" in f.remedies[0].text
 
 
+def test_two_instances_that_trace_different_graphs_are_no_block_traced_twice():
+    """transformers' T5Stack is the encoder (114 nodes) and the decoder (165, cross-attention):
+    one class, two paths. Compiled on their own each compiles its own graph, so nothing was traced
+    again and no regional remedy is offered; two alike instances (a first layer with one op more)
+    still are one block."""
+    stacks = ModuleRepeat(cls="T5Stack", module="m", file="t5.py", line=664, instances=2, nodes=279, nodes_min=114,
+                          nodes_max=165, graph_nodes=330, first_path="L['self'].encoder")
+    alike = msgspec.structs.replace(stacks, cls="Block", nodes=82, nodes_min=40, nodes_max=42, graph_nodes=100)
+    for block, found in ((stacks, False), (alike, True)):
+        led = _ledger([_compile("0/0", 100), _steady()], c0_0={"modules": [block]})
+        kinds = [f.kind for f in analyze_compile_time(led, []).findings]
+        assert ("repeated_block" in kinds) is found, block.cls
+
+
 def test_a_block_recompiled_per_instance_on_its_cache_state_is_said_so():
     # GIVEN one block frame compiled once per layer, each recompile on the next layer's cache state
     calls = [[*_compile("0/0", 5), *_compile("0/1", 5), *_compile("0/2", 5)], _steady()]

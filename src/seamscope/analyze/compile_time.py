@@ -46,6 +46,11 @@ STAGE_WORDS: dict[str, str] = {
 }
 #: A repeated block is worth a finding when its instances hold at least this share of the graph.
 MIN_BLOCK_SHARE = 0.25
+ALIKE = 0.9
+"""Two instances of a block are one block traced twice when the smaller traced at least this share
+of the larger's nodes; below it they took different paths (transformers' ``T5Stack`` is the
+encoder, 114 nodes, and the decoder with cross-attention, 165), and compiled on their own each
+would compile its own graph: nothing traced again."""
 _INDEX = re.compile(r"\[\d+\]")
 _PREFIX = re.compile(r"^\s*\d+/\d+:\s*")
 _ON_SELF = re.compile(r"(L\['self'\]|\bself\b)[.\[]")
@@ -316,7 +321,8 @@ def _repeated_graph_blocks(
         if c.status != "ok" or not c.modules:
             continue
         m = c.modules[0]
-        if m.instances >= 2 and m.graph_nodes and m.nodes / m.graph_nodes >= MIN_BLOCK_SHARE:
+        differ = m.instances == 2 and m.nodes_min < ALIKE * m.nodes_max
+        if m.instances >= 2 and m.graph_nodes and m.nodes / m.graph_nodes >= MIN_BLOCK_SHARE and not differ:
             groups[(m.cls, m.file, m.line)].append((c, m))
     out = []
     for (cls, file, line), rows in groups.items():
