@@ -115,7 +115,8 @@ class SkippedFrame:
                 targets=f"1 frame Dynamo traced and gave up on ({qual}, at {where}; "
                         f"{fmt_ns(cost)} of tracing in the baseline)",
                 change=f"stop tracing {qual}, which Dynamo gives up on at {where} and runs eagerly: "
-                       f"{DISABLE} above it; what it calls is still compiled (review before applying)",
+                       f"{DISABLE} above it; what it calls still goes to Dynamo, which compiles it where it can "
+                       "(review before applying)",
                 review=f"{qual} stays eager for good: a later change that makes it traceable gains nothing "
                        "until the decorator goes"))
         return out
