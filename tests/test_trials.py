@@ -178,6 +178,26 @@ def test_overall_verdict_follows_total_time_then_steady():
     assert overall("n/a", "n/a") == "no measurable change"
 
 
+def test_one_repetition_claims_no_noise_figure_and_says_it_is_a_sketch():
+    """One run per side has no variation to measure: "noise 0.0%" would read as a quiet machine."""
+    from seamscope.experiments.trials.verdicts import decision_text
+    from seamscope.model.trials import Metric
+
+    def cand(name, reps):
+        total = Metric(name="total", median=1.0, min=1.0, max=1.0, ratios=[0.5] * reps, ratio_median=0.5,
+                       baseline_spread=0.0, verdict="faster")
+        return msgspec.structs.replace(_cand(name, "faster", ["--compile-option", "dynamic=true"]),
+                                       metrics=[total], repetitions=reps)
+
+    one, base = cand("dyn", 1), cand("baseline", 1)
+    text, _ = decision_text(one, [one], base, None)
+    assert "noise not measured: one repetition" in text and "noise 0.0%" not in text
+    assert "confirm with --repeat 3" in text
+    three = cand("dyn", 3)
+    text, _ = decision_text(three, [three], base, None)
+    assert "noise 0.0%" in text and "--repeat 3" not in text
+
+
 def test_break_even_of_a_remedy_that_slows_steady_calls():
     from seamscope.experiments.trials.verdicts import break_even
     from seamscope.model.trials import Metric, Paired

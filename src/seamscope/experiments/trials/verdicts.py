@@ -511,6 +511,8 @@ def _ratio_text(c: Candidate, name: str) -> str:
     m = next((m for m in c.metrics if m.name == name and m.ratio_median is not None), None)
     if m is None:
         return "n/a"
+    if len(m.ratios) < 2:  # one run has no variation to measure: a 0% would read as a quiet machine
+        return f"{m.ratio_median:.3f}× ({m.verdict}; noise not measured: one repetition)"
     return f"{m.ratio_median:.3f}× ({m.verdict}; noise {fmt_variation(m.baseline_spread or 0, 1)})"
 
 
@@ -578,6 +580,8 @@ def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candi
         evidence += "; " + longer
     if chosen.noise_note:
         evidence += "; " + chosen.noise_note
+    if (chosen.repetitions or len(chosen.runs)) < 2:
+        evidence += "; one repetition is a sketch: confirm with --repeat 3 before applying"
     return evidence, rollback_trigger(chosen, base)
 
 
