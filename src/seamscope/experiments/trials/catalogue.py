@@ -210,9 +210,9 @@ class _CauseMarks(NamedTuple):
 
 def _cause_marks(fs: Any) -> dict[str, _CauseMarks]:
     """For each churn finding of a cause that recompiled several frames (a break splits one program
-    into frames, and one input's new size recompiles each of them): (the name, the sources, the
-    internal ones) of one mark candidate for the whole cause. Marked frame by frame, each candidate
-    would remove one of the cause's recompiles and leave the others."""
+    into frames, and one input's new size recompiles each of them): one mark candidate for the
+    whole cause, its name, sources, internal sources (folded) and the cause's cost. Marked frame by
+    frame, each candidate would remove one of the cause's recompiles and leave the others."""
     churns = {f.finding_id: f.churn for f in fs.findings if f.churn is not None and f.churn.pattern in _MARKABLE}
     out: dict[str, _CauseMarks] = {}
     for cause in getattr(fs, "causes", None) or []:
