@@ -185,3 +185,30 @@ def test_findings_say_what_each_class_means_and_name_the_earlier_break():
     assert "SUPPORTABLE" in class_clause(_site("B5", 1, [], ["SUPPORTABLE"]))
     supp = hint_remedies(_site("B5", 1, [], ["SUPPORTABLE"]), [])[0]
     assert "report it upstream" in supp.text and "newer PyTorch" in supp.text
+
+
+def test_a_break_dynamo_could_not_resume_from_says_which_frame_stopped_being_compiled():
+    """transformers' warning_once inside a GPT-2 training step: PyTorch compiles the step up to the
+    model's call and runs the rest eagerly ("Encountered graph break that we cannot resume from.
+    Compiling up to the previous resumable state, then skipping the rest of the function"), every
+    function it calls compiled on its own; its finding says so (a plain break, or a frame skipped
+    whole, says nothing of the kind)."""
+    from types import SimpleNamespace as NS
+
+    from seamscope.analyze.findings_hints import resume_clause
+    from seamscope.model.ledger import Frame
+
+    wrapped = ("Encountered graph break that we cannot resume from. Compiling up to the previous resumable state, "
+               "then skipping the rest of the function. Graph break encountered:")
+    step = NS(compile_id="0/0", frame_name="train_step", user_frame=None)
+    inner = NS(compile_id="1/0", frame_name="inner", user_frame=Frame(file="m.py", line=3, function="Net.forward"))
+    ledger = NS(compilations=[step, inner])
+    site = NS(gb_type=wrapped, frame_skipped=False, compile_ids=["0/0"])
+    text = resume_clause(site, ledger)  # type: ignore[arg-type]
+    assert text.startswith("; Dynamo could not resume after it: train_step is compiled only up to the call")
+    assert "the rest of train_step runs eagerly" in text
+    assert "Net.forward is compiled" in resume_clause(NS(gb_type=wrapped, frame_skipped=False,  # type: ignore[arg-type]
+                                                         compile_ids=["1/0"]), ledger)
+    assert resume_clause(NS(gb_type="Call to `torch._dynamo.graph_break()`", frame_skipped=False,  # type: ignore[arg-type]
+                            compile_ids=["0/0"]), ledger) == ""
+    assert resume_clause(NS(gb_type=wrapped, frame_skipped=True, compile_ids=["0/0"]), ledger) == ""  # type: ignore[arg-type]

@@ -44,7 +44,7 @@ from ..model.normalize import normalize_text, package_of, short_path
 from .classify import HOST_VALUE_BRANCH, classify, torch_hints
 from .findings_churn import churn_axis, churn_findings, guard_pattern
 from .findings_common import PROBE, config_remedy, replaced, retarget
-from .findings_hints import class_clause, hint_remedies
+from .findings_hints import class_clause, hint_remedies, resume_clause
 from .stats import median_float, quantile
 from .units import counted, fmt_bytes, fmt_ns
 
@@ -305,7 +305,7 @@ def _break_findings(ledger: Ledger, basis_name: str, basis: list[Call]) -> list[
         rows.append((key, f))
     rows.sort(key=lambda r: r[0])
     out = []
-    clauses = {s.site_id: class_clause(s) for s in ledger.break_sites}
+    clauses = {s.site_id: class_clause(s) + resume_clause(s, ledger) for s in ledger.break_sites}
     outside = {s.site_id: _outside_runs(s, ledger) for s in ledger.break_sites}
     for rank, (_, f) in enumerate(rows, 1):
         f = replaced(f, rank=rank)

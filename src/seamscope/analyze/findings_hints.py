@@ -9,7 +9,7 @@ for a site of its own, the nearest site broken at or before its first compilatio
 from __future__ import annotations
 
 from ..ingest.hints import MEANING
-from ..model.ledger import BreakSite, compile_frame_index
+from ..model.ledger import BreakSite, Ledger, compile_frame_index
 from ..model.remedy import Remedy
 
 EARLIER = "CAUSED_BY_EARLIER_GRAPH_BREAK"
@@ -56,6 +56,25 @@ def hint_remedies(site: BreakSite, sites: list[BreakSite]) -> list[Remedy]:
         out.append(Remedy(action="pytorch_hint_class", text=text,
                           config={"class": EARLIER if EARLIER in ch.hint_classes else "chained"}))
     return out
+
+
+UNRESUMABLE = "Encountered graph break that we cannot resume from"
+
+
+def resume_clause(site: BreakSite, ledger: Ledger) -> str:
+    """For a break Dynamo could not resume from inside a function the compiled frame calls
+    (PyTorch's "compiling up to the previous resumable state, then skipping the rest of the
+    function"): which frame stopped being compiled there. What follows the call runs eagerly, every
+    function it calls compiled as a frame of its own, so the break's cost is more than its island.
+    Empty for any other break."""
+    if not (site.gb_type or "").startswith(UNRESUMABLE) or site.frame_skipped:
+        return ""
+    comp = next((c for c in ledger.compilations if site.compile_ids and c.compile_id == site.compile_ids[0]), None)
+    if comp is None:
+        return "; Dynamo could not resume after it: the rest of the compiled frame runs eagerly"
+    shown = comp.user_frame.function if comp.user_frame is not None else comp.frame_name
+    return (f"; Dynamo could not resume after it: {shown} is compiled only up to the call that leads here, and the "
+            f"rest of {shown} runs eagerly, each function it calls compiled as a frame of its own")
 
 
 def class_clause(site: BreakSite) -> str:
