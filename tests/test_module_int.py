@@ -15,11 +15,10 @@ count), so it gets no policy candidate, and the remedy and the folded line say t
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
-from trial_checks import inside, run_here
+from trial_checks import catalogued, inside, run_here
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "workloads", "trials", "decoder_pos.py")
@@ -113,18 +112,12 @@ def test_a_value_recompiled_on_once_is_removed_and_one_still_churning_is_kept():
 @pytest.fixture(scope="module")
 def decoder(tmp_path_factory):
     pytest.importorskip("torch")
-    from seamscope.ingest.receipt import load_receipt
-
-    d = tmp_path_factory.mktemp("decoder")
-    shutil.copy(SCRIPT, d / "decoder_pos.py")
-    with inside(d):
-        raw, graphs = run_here("decoder_pos.py", [], d / "base")
-    return d, raw, graphs, load_receipt(str(d / "base" / "receipt.json"))
+    return catalogued(tmp_path_factory, SCRIPT)  # the folder, the receipt as JSON, graphs, receipt, drafts
 
 
 @pytest.mark.torch
 def test_the_first_variants_reason_lists_each_blocks_position(decoder):
-    _, raw, graphs, receipt = decoder
+    _, raw, graphs, receipt, _ = decoder
     assert graphs == 8 and raw["summary"]["fallback_count"] == 1  # PyTorch's count: the limit was reached
     last = [c for c in receipt.ledger.compilations if c.is_recompile][-1]
     first_variant = next(g for g in last.failed_guards if g.startswith("0/0: "))
@@ -136,7 +129,7 @@ def test_the_first_variants_reason_lists_each_blocks_position(decoder):
 
 @pytest.mark.torch
 def test_the_recompiles_are_put_down_to_the_position_with_the_setting_as_remedy(decoder):
-    _, _, _, receipt = decoder
+    _, _, _, receipt, _ = decoder
     by_family = {c.family: c for c in receipt.findings.causes}
     size, value = by_family["size"], by_family["value"]
     assert size.recompiles == 1 and size.subject == "ids"  # the prompt, then one token: once
@@ -151,12 +144,10 @@ def test_the_recompiles_are_put_down_to_the_position_with_the_setting_as_remedy(
 
 @pytest.mark.torch
 def test_the_candidate_is_the_setting_and_its_patch_leaves_two_graphs(decoder):
-    from seamscope.experiments.trials.catalogue import catalogue
     from seamscope.experiments.trials.patches import spec_patch, write_patch
 
-    d, _, _, receipt = decoder
+    d, _, _, receipt, drafts = decoder
     with inside(d):
-        drafts = catalogue(receipt, script="decoder_pos.py")
         assert drafts[0].spec.flags() == ["--dynamo-config", "allow_unspec_int_on_nn_module=True"]
         churn = next(f for f in receipt.findings.findings if f.churn is not None and f.churn.pattern == "value")
         # dynamic=True leaves a module's int a constant: not tried for this finding
@@ -174,7 +165,7 @@ def test_the_candidate_is_the_setting_and_its_patch_leaves_two_graphs(decoder):
 def test_a_runs_figures_count_the_recompiles_each_guard_explained(decoder):
     from seamscope.experiments.trials.runs import recompile_causes
 
-    _, _, _, receipt = decoder
+    _, _, _, receipt, _ = decoder
     counts = recompile_causes(receipt)
     pos = next(n for g, n in counts.items() if g.startswith("self._modules['blocks']._modules['0'].pos == "))
     ids = next(n for g, n in counts.items() if g.startswith("tensor 'ids' size mismatch"))

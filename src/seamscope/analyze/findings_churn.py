@@ -301,10 +301,9 @@ def module_int_remedy(subject: str, dynamic_false: bool = False) -> Remedy:
     drop = "remove dynamic=False from torch.compile and " if dynamic_false else ""
     return config_remedy(
         "allow_unspec_int_on_nn_module",
-        f"{attribute_path(subject)} is an int attribute of an nn.Module, a constant to Dynamo (each value its own "
-        "graph): "
-        f"{drop}set torch._dynamo.config.{MODULE_INT_SETTING} = True to make it symbolic (one more compilation, "
-        "then one graph for every value), or keep it in a 0-d tensor buffer",
+        f"{attribute_path(subject)} is an int attribute of an nn.Module, a constant to Dynamo (each value its "
+        f"own graph): {drop}set torch._dynamo.config.{MODULE_INT_SETTING} = True to make it symbolic (one more "
+        "compilation, then one graph for every value), or keep it in a 0-d tensor buffer",
         MODULE_INT_SETTING, "True",
     )
 

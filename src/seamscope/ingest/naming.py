@@ -50,10 +50,9 @@ _Raw = tuple[str, int, str]
 
 #: A node's innermost frame as a graph's printed code gives it (``torch.fx``'s stack-trace summary).
 _GRAPH_FRAME = re.compile(r"# File: ([^\n]+?):(\d+) in (\S+), code: ")
-#: The compiled frame's ``self`` in a guard tree (``args[0]`` for a ``*args`` wrapper): the guard
-#: manager of that local (found as text: a guard tree is long), with its class.
-# the frame's self; a first positional argument; the module Dynamo's own wrapper frame calls
-# (``inner``, ``fn(*args, **kwargs)``, under ``torch.compile(module)``)
+#: The compiled frame's module in a guard tree, in this order: its ``self``; ``args[0]`` for a
+#: ``*args`` wrapper; the ``fn`` PyTorch's own ``inner`` wrapper calls under ``torch.compile(module)``.
+#: The guard manager of that local (found as text: a guard tree is long), with its class.
 _SELF_MANAGERS = tuple(f"+- GuardManager: source=L[{s}], accessed_by=" for s in ("'self'", "'args'][0", "'fn'"))
 _NOT_MODULES = frozenset({"torch.Tensor", "torch.nn.parameter.Parameter"})
 _CLASS = re.compile(r", type=<class '([\w.]+)'>")
