@@ -95,6 +95,17 @@ def test_the_trials_table_prints_hostile_strings_as_text() -> None:
     assert "\\x1b[2J" in md
 
 
+def test_a_long_decision_is_printed_whole() -> None:
+    """The decision's last sentences (the choice for a long process, what one repetition means)
+    come after 1,200 characters of evidence on a real model: the terminal keeps them."""
+    from seamscope.render.trials_table import TrialsTerminalRenderer
+
+    t = hostile_trials()
+    long = "evidence " * 200 + "one repetition is a sketch: confirm with --repeat 3 before applying"
+    out = printed(lambda c: TrialsTerminalRenderer(c).print(msgspec.structs.replace(t, decision=long)))
+    assert "confirm with --repeat 3 before applying" in out and "chars)" not in out.split("decision:")[1]
+
+
 def test_the_cell_magic_summary_prints_hostile_strings_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("IPython")
     from seamscope import magics

@@ -142,6 +142,9 @@ def notes(t: Trials) -> list[str]:
 
 #: A sentence around user strings is cut later than a bare name (as in the terminal summary).
 SENTENCE = 1200
+#: The decision is several sentences, each with its figures (the evidence, the trade, the choice for
+#: a long process, what one repetition means): cut only where a user string made it runaway.
+DECISION = 4000
 
 COLUMNS = ("#", "candidate", "verdict", "reps", "total time", "compile", "steady", "breaks", "recompiles", "fallbacks",
            "outputs")
@@ -204,7 +207,7 @@ class TrialsTerminalRenderer:
         if t.deterministic is False:
             console.print("outputs: the baseline is not deterministic (its two runs disagree): "
                           "the output check could not decide")
-        console.print(f"decision: {markup(t.decision, SENTENCE)}")
+        console.print(f"decision: {markup(t.decision, DECISION)}")
         chosen = next((c for c in t.candidates if c.name == t.chosen), None)
         if chosen is not None and chosen.patch and chosen.diff:
             console.print(f"patch: {markup(chosen.patch)} (from the project root: git apply {markup(chosen.patch)})"
