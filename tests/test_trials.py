@@ -1434,22 +1434,49 @@ def test_a_code_change_candidate_is_never_the_remedy_a_failed_one_is_retried_wit
         ("user-1", "dyn", ["--patch", "mine.patch", "--compile-option", "dynamic=true"])]
 
 
+def _faster(name, flags, verdict="faster", recompiles=0.0):
+    from seamscope.model.trials import Metric
+
+    return Candidate(name=name, flags=flags, origin="F1", targets="t", code_change="c", command="x",
+                     verdict=verdict, outputs=OutputCheck(status="equal"),
+                     metrics=[Metric(name="recompiles", median=recompiles, min=recompiles, max=recompiles)])
+
+
 def test_the_combined_candidate_names_only_the_remedies_it_holds():
-    """Seen on a Llama recompiling on length: regional + the length mark were stacked, and the
-    decision named dynamic-true too, which conflicts with the mark and was left out."""
+    """The decision once named dynamic-true beside the mark it conflicts with, which was left out
+    of the stack."""
     from seamscope.experiments.trials.trial import combined_names
     from seamscope.experiments.trials.verdicts import combine
-    from seamscope.model.trials import OutputCheck
 
-    def cand(name, flags):
-        return Candidate(name=name, flags=flags, origin="F1", targets="t", code_change="c", command="x",
-                         verdict="faster", outputs=OutputCheck(status="equal"))
-
-    ranked = [cand("regional", ["--regional", "Block"]), cand("mark", ["--mark-dynamic", "L['x']:1"]),
-              cand("dyn", ["--compile-option", "dynamic=true"])]
+    ranked = [_faster("mark", ["--mark-dynamic", "L['x']:1"]), _faster("dyn", ["--compile-option", "dynamic=true"]),
+              _faster("cso", ["--dynamo-config", "capture_scalar_outputs=True"])]
     combo = combine(ranked)
     assert combo is not None and "dynamic=true" not in combo
-    assert combined_names(ranked, combo) == ["regional", "mark"]
+    assert combined_names(ranked, combo) == ["mark", "cso"]
+
+
+def test_a_mark_is_not_stacked_with_regional_compilation_dynamic_true_is():
+    """Seen on a Llama recompiling on length: regional + the mark on the model's ``input_ids`` were
+    stacked, and the blocks regional compiles take ``hidden_states``: the mark matched no frame and
+    the patch carried a dead ``dynamic_sources`` line. dynamic=true stacks with regional; the mark
+    stacks with anything else, and no retry pairs a mark with regional either."""
+    from seamscope.experiments.trials.trial import combined_names
+    from seamscope.experiments.trials.verdicts import combine, retries
+
+    regional = _faster("regional", ["--regional", "LlamaDecoderLayer"])
+    mark = _faster("mark", ["--mark-dynamic", "L['input_ids']:1"])
+    dyn = _faster("dyn", ["--compile-option", "dynamic=true"])
+    combo = combine([regional, mark, dyn])
+    assert combo == ["--regional", "LlamaDecoderLayer", "--compile-option", "dynamic=true"]
+    assert combined_names([regional, mark, dyn], combo) == ["regional", "dyn"]
+    assert combine([mark, regional, dyn]) is None  # dynamic=true is the mark's own policy: nothing stacks
+    cso = _faster("cso", ["--dynamo-config", "capture_scalar_outputs=True"])
+    assert combine([mark, regional, cso]) == ["--mark-dynamic", "L['input_ids']:1", *cso.flags]
+
+    base = [RunFigures(label="rep-1", ok=True, exit_code=0, recompiles=3)]
+    churned = _faster("regional", ["--regional", "LlamaDecoderLayer"], verdict="noisy", recompiles=8.0)
+    assert [(x.name, y.name) for x, y, _ in retries([mark, churned], base)] == []
+    assert [(x.name, y.name) for x, y, _ in retries([mark, dyn, churned], base)] == [("regional", "dyn")]
 
 
 def test_what_stayed_stable_says_each_count_once():

@@ -414,6 +414,14 @@ def conflict_key(flag: str, value: str) -> str | None:
     return None
 
 
+def frames_clash(flags: list[str], other: list[str]) -> bool:
+    """A mark names a source of a frame the baseline compiled (the whole model's ``input_ids``);
+    ``--regional`` compiles the blocks instead, whose arguments have other names, so stacked the
+    mark matches nothing and its line is dead code in the patch. ``dynamic=true`` stacks."""
+    a, b = set(flags[::2]), set(other[::2])
+    return ("--regional" in a and "--mark-dynamic" in b) or ("--mark-dynamic" in a and "--regional" in b)
+
+
 def combine(cands: list[Candidate]) -> list[str] | None:
     """The flags of the best recommendable candidates that add nothing and do not conflict
     (None: fewer than two)."""
@@ -425,7 +433,7 @@ def combine(cands: list[Candidate]) -> list[str] | None:
             continue
         pairs = list(zip(c.flags[::2], c.flags[1::2], strict=True))
         keys = [conflict_key(f, v) for f, v in pairs]
-        if any(k is not None and k in taken for k in keys):
+        if any(k is not None and k in taken for k in keys) or frames_clash(flags, c.flags):
             continue
         for (f, v), k in zip(pairs, keys, strict=True):
             if k is not None:
@@ -465,7 +473,7 @@ def retries(ranked: list[Candidate], base_runs: list[RunFigures], most: int = 2)
         for y in helpers:
             ykeys = {k for f, v in zip(y.flags[::2], y.flags[1::2], strict=True)
                      if (k := conflict_key(f, v)) is not None}
-            if y.name != x.name and not (xkeys & ykeys):
+            if y.name != x.name and not (xkeys & ykeys) and not frames_clash(x.flags, y.flags):
                 out.append((x, y, [*x.flags, *y.flags]))
                 break
         if len(out) >= most:
