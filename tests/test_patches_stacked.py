@@ -137,6 +137,16 @@ def test_a_compiled_forward_gets_the_loop_over_its_models_blocks(tmp_path, monke
     assert "for block in model.modules():" in new and new.endswith("compiled = model.forward\n")
 
 
+def test_a_model_compiled_in_place_keeps_its_name_with_no_self_assignment(tmp_path, monkeypatch):
+    """``model = torch.compile(model)`` (a DistilBERT server's): the loop compiles its blocks and
+    ``model`` already names the model; a ``model = model`` line after it would be dead code."""
+    text = "import torch\nfrom transformers import BertModel\n\n" + MODEL.replace("compiled = ", "model = ")
+    p = _patch(tmp_path, monkeypatch, ["--regional", "BertLayer"], text, _receipt_of("BertLayer", LIB))
+    assert p is not None and p.calls_of == "model"
+    new = _applies(tmp_path, p, text)
+    assert "model = model" not in new and new.endswith('        block.compile(backend="eager")\n')
+
+
 @pytest.mark.parametrize("head,ref", [
     ("import torch\nfrom transformers import BertModel\n", "BertLayer"),  # the import added
     (f"import torch\nfrom {LIB} import BertLayer as Layer, BertModel\n", "Layer"),  # the script's own name

@@ -15,6 +15,7 @@ from ..model.findings import ChurnAxis, ChurnEvidence, ChurnPattern, Finding, Re
 from ..model.ledger import Compilation, Ledger, compile_frame_index
 from .findings_common import (
     RESUME_FRAME,
+    SCRIPT,
     config_remedy,
     frame_label,
     hash_id,
@@ -337,6 +338,33 @@ def _churn_sentence(fid: str, ev: ChurnEvidence) -> str:
 
 
 _ARG_COUNT = re.compile(r"^len\((?:L\[')?(args|kwargs)(?:'\])?\)$")
+_ZERO_ONE = re.compile(r"tensor '(.+?)' size mismatch at index (\d+)\. expected [01], actual (?![01]\b)\d+")
+OBLIVIOUS_SETTING = "backed_size_oblivious"
+
+
+def zero_one(guard: str) -> bool:
+    """A size guard that failed on a size first compiled as 0 or 1 (``expected 1, actual 2``):
+    PyTorch specializes those sizes under every shape policy (a mark, ``dynamic=True``), so the
+    dimension recompiles once for the first larger size whatever the policy."""
+    return _ZERO_ONE.search(guard) is not None
+
+
+def _zero_one_remedy(ev: ChurnEvidence) -> Remedy | None:
+    """Sizes 0 and 1 not specialized: ``backed_size_oblivious`` with a dynamic policy, one graph for
+    every size (its outputs checked: code that counts on a size-1 dimension broadcasting may differ)."""
+    dims = [f"{m.group(1)}[{m.group(2)}]" for g in ev.guards if (m := _ZERO_ONE.search(g))]
+    if not dims:
+        return None
+    said = ", ".join(dict.fromkeys(dims))
+    return Remedy(
+        action="size_oblivious",
+        text=f"{said} was compiled at size 1 (or 0), which PyTorch specializes under every shape policy: a mark or "
+        "dynamic=True still recompiles once for the first larger size; set torch.fx.experimental._config."
+        f"{OBLIVIOUS_SETTING} = True with dynamic=True for one graph for every size (check the outputs: code that "
+        "counts on a size-1 dimension broadcasting may differ), or make the first call's size 2 or more",
+        config={OBLIVIOUS_SETTING: "True"},
+        try_with=f"seamscope run --dynamo-config {OBLIVIOUS_SETTING}=True --compile-option dynamic=true {SCRIPT}",
+    )
 
 
 def _shape_remedies(ev: ChurnEvidence, dynamic_false: bool) -> list[Remedy]:
@@ -359,10 +387,11 @@ def _shape_remedies(ev: ChurnEvidence, dynamic_false: bool) -> list[Remedy]:
         text = (f"sizes of {dims} change between calls: mark the dim dynamic "
                 "(torch._dynamo.mark_dynamic) or pad lengths to a few buckets; `seamscope shapes` measures "
                 "static, automatic, dynamic and bucketed policies on your length distribution")
+    last = [r] if (r := _zero_one_remedy(ev)) is not None else []
     return first + [
         Remedy(action="mark_dynamic_or_bucket", text=text,
                try_with="seamscope shapes FILE.py:FUNC --lengths-file LENGTHS")
-    ]
+    ] + last
 
 
 def _value_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Remedy]:

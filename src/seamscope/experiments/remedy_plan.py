@@ -34,6 +34,8 @@ from .remedy_spec import (
     parse_assignment,
     parse_target,
     parse_value,
+    setting_module,
+    setting_path,
     source_local,
 )
 
@@ -138,9 +140,9 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
     _check_guard_settings(spec)
     for item in spec.dynamo_config:
         name, op, raw = parse_assignment("--dynamo-config", item)
-        exists, current = adapter.dynamo_setting(name)
+        exists, current = adapter.dynamo_setting(setting_path(name))
         if not exists:
-            raise UnusableInput(f"--dynamo-config: torch._dynamo.config has no setting {name}")
+            raise UnusableInput(f"--dynamo-config: {setting_module(name)} has no setting {name}")
         if op == "+=":
             if not isinstance(current, (set, frozenset)):
                 raise UnusableInput(f"--dynamo-config {name}+=: {name} is not a set of callables "
@@ -155,7 +157,7 @@ def prepare(spec: RemedySpec, target: str, module: bool = False, record_out: str
             else:
                 raise UnusableInput(f"--dynamo-config {item!r}: the value is not a Python literal") from None
         check_type(name, value, current)
-        rem.settings[name] = value
+        rem.settings[setting_path(name)] = value
     for item in spec.compile_option:
         k, v = compile_override(item)
         if k == "backend" and ":" in v:

@@ -40,6 +40,21 @@ GUARD_FILTERS = ("skip_guard_on_all_nn_modules_unsafe", "skip_guard_on_inbuilt_n
                  "skip_all_guards_unsafe")
 """PyTorch's guard filters (``torch.compiler.NAME``, passed as ``options={"guard_filter_fn": ...}``): each
 drops guards, and PyTorch names each ``_unsafe``: a change a dropped guard protected runs stale code."""
+SETTING_MODULES = {"backed_size_oblivious": "torch.fx.experimental._config"}
+"""Settings ``--dynamo-config`` takes from a PyTorch config module other than ``torch._dynamo.config``:
+whether a size of 0 or 1 is specialized (a graph of its own) is the symbolic shapes' setting, in FX's."""
+
+
+def setting_module(name: str) -> str:
+    """The config module a ``--dynamo-config`` setting lives in."""
+    return SETTING_MODULES.get(name, "torch._dynamo.config")
+
+
+def setting_path(name: str) -> str:
+    """A setting as the adapter reads and sets it: Dynamo's by its name, another module's dotted."""
+    return f"{SETTING_MODULES[name]}.{name}" if name in SETTING_MODULES else name
+
+
 SCRIPT_MODULES = ("__main__",)
 """Names that mean "the script itself" in ``--disable MODULE:QUALNAME`` (besides its file stem)."""
 
@@ -318,7 +333,7 @@ def code_change(spec: RemedySpec) -> str:
                 v = parse_value(raw)
             except (ValueError, SyntaxError):
                 v = raw
-            parts.append(f"torch._dynamo.config.{name} = {v!r}")
+            parts.append(f"{setting_module(name)}.{name} = {v!r}")
     if spec.mark_dynamic:  # one assignment: a second one replaces the first
         locs = [source_local(src) for src in spec.mark_dynamic]
         alt = "; ".join(f"torch._dynamo.mark_dynamic({loc})" for loc in locs) if all(locs) else ""

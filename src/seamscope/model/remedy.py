@@ -21,6 +21,7 @@ RemedyAction = Literal[
     "reorder_logging",
     "move_state_out",
     "mark_dynamic_or_bucket",
+    "size_oblivious",
     "drop_dynamic_false",
     "pass_argument_always",
     "host_value_as_python",

@@ -3,7 +3,8 @@ remedy flags (``--dynamo-config``, ``--mark-dynamic``, ``--stance``, ``--guard-f
 ``--skip-guard-eval-unsafe-after``).
 
 Internals used:
-- ``torch._dynamo.config``: the settings that decide behaviour.
+- ``torch._dynamo.config``: the settings that decide behaviour; ``torch.fx.experimental._config``:
+  the symbolic shapes' (``backed_size_oblivious``: sizes 0 and 1 not specialized).
 - ``torch.compiler.config.dynamic_sources``; ``torch._dynamo.variables.builder._parse_source_entry``
   tells whether this torch reads a per-dimension ``:N`` suffix there, and the debug record that
   module's logger writes when a source is marked dynamic names the frames a ``--mark-dynamic``
@@ -70,15 +71,35 @@ def dynamo_settings() -> dict[str, str]:
     return out
 
 
-def dynamo_config_patch(settings: dict[str, Any]) -> Any:
-    """A context manager that sets Dynamo settings (``capture_scalar_outputs=True``, ...) for the
-    time of an experiment. Unknown names raise ``KeyError`` naming them."""
-    import torch._dynamo.config as cfg
+def _config_of(name: str) -> tuple[Any, str]:
+    """The config module a setting lives in and its name there: a plain name is
+    ``torch._dynamo.config``'s, a dotted one names its module
+    (``torch.fx.experimental._config.backed_size_oblivious``)."""
+    import importlib
 
-    unknown = [k for k in settings if not hasattr(cfg, k)]
+    module, _, attr = name.rpartition(".")
+    return importlib.import_module(module or "torch._dynamo.config"), attr
+
+
+def dynamo_config_patch(settings: dict[str, Any]) -> Any:
+    """A context manager that sets Dynamo settings (``capture_scalar_outputs=True``, ...; a dotted
+    name sets another config module's) for the time of an experiment. Unknown names raise
+    ``KeyError`` naming them."""
+    import contextlib
+
+    by_module: dict[Any, dict[str, Any]] = {}
+    unknown = []
+    for name, value in settings.items():
+        cfg, attr = _config_of(name)
+        if not hasattr(cfg, attr):
+            unknown.append(name)
+        by_module.setdefault(cfg, {})[attr] = value
     if unknown:
         raise KeyError(", ".join(sorted(unknown)))
-    return cfg.patch(**settings)
+    stack = contextlib.ExitStack()
+    for cfg, values in by_module.items():
+        stack.enter_context(cfg.patch(**values))
+    return stack
 
 
 def set_recompile_limit(limit: int) -> None:
@@ -94,16 +115,19 @@ def mark_dynamic(t: Any, dim: int, min: int | None = None, max: int | None = Non
 
 
 def dynamo_setting(name: str) -> tuple[bool, Any]:
-    """Whether ``torch._dynamo.config`` has the setting ``name``, and its current value."""
+    """Whether ``torch._dynamo.config`` has the setting ``name`` (a dotted name: another config
+    module), and its current value."""
     import warnings
 
-    import torch._dynamo.config as cfg
-
+    try:
+        cfg, attr = _config_of(name)
+    except ImportError:  # a torch without that config module
+        return False, None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if not hasattr(cfg, name):
+        if not hasattr(cfg, attr):
             return False, None
-        return True, getattr(cfg, name)
+        return True, getattr(cfg, attr)
 
 
 def dynamic_sources_support() -> tuple[bool, bool]:

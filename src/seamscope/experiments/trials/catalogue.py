@@ -16,7 +16,13 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from ...analyze.findings_churn import MODULE_INT_SETTING, global_int_subject, module_int_subject
+from ...analyze.findings_churn import (
+    MODULE_INT_SETTING,
+    OBLIVIOUS_SETTING,
+    global_int_subject,
+    module_int_subject,
+    zero_one,
+)
 from ...analyze.units import fmt_ns
 from ...model.normalize import library_path, project_root
 from ...model.receipt import Receipt
@@ -345,6 +351,10 @@ def catalogue(receipt: Receipt, workload_lengths: list[int] | None = None, workl
                 name = shared.name if shared else "mark dynamic " + " ".join(map(_source_words, marks))
                 mine.append(draft(name, words, f.finding_id, f.sentence,  # a shared one: the cause's cost
                                   cost if shared is None else max(cost or 0, shared.cost_ns)))
+            if any(map(zero_one, ch.guards)):  # a size first compiled as 1: no policy alone makes it symbolic
+                mine.append(draft("backed size oblivious", ["--dynamo-config", f"{OBLIVIOUS_SETTING}=True",
+                                                            "--compile-option", "dynamic=true"],
+                                  f.finding_id, f.sentence, cost))
             if ch.pattern == "shape":
                 mine.append(draft("mark as unbacked",
                                   ["--dynamo-config", "automatic_dynamic_shapes_mark_as='unbacked'"],

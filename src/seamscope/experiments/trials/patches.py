@@ -8,8 +8,9 @@ the user gets.
 What becomes what:
 
 - a Dynamo setting ``NAME=VALUE``: the script's own ``torch._dynamo.config.NAME = ...`` line edited,
-  else ``torch._dynamo.config.NAME = VALUE`` after the imports that precede the first statement
-  holding ``torch.compile``; ``NAME+=MODULE:QUALNAME``: ``....NAME.add(QUALNAME)`` there;
+  else ``torch._dynamo.config.NAME = VALUE`` (a setting of another config module: that module's, and
+  its import) after the imports that precede the first statement holding ``torch.compile``;
+  ``NAME+=MODULE:QUALNAME``: ``....NAME.add(QUALNAME)`` there;
 - ``--compile-option NAME=VALUE``: the keyword set on every ``torch.compile(...)`` call of the
   script (a bare ``@torch.compile`` gets its parentheses);
 - ``--mark-dynamic``: one ``torch.compiler.config.dynamic_sources = "..."`` line;
@@ -61,6 +62,7 @@ from ..remedy_spec import (
     parse_assignment,
     parse_target,
     parse_value,
+    setting_module,
 )
 from ..source_file import SourceUnusable, patch_bytes, read_source
 from ..source_file import rel_path as rel_path
@@ -234,11 +236,14 @@ def spec_patch(spec: RemedySpec, script: str, receipt: Any = None, why: list[str
             value: object = parse_value(raw)
         except (ValueError, SyntaxError):
             value = raw
-        own = _own_assignment(src, f"torch._dynamo.config.{name}")
+        module = setting_module(name)
+        own = _own_assignment(src, f"{module}.{name}")
         if own is not None:
             src.replace(own.value, _literal(value))
         else:
-            lines.append(f"torch._dynamo.config.{name} = {_literal(value)}")
+            if module != "torch._dynamo.config" and not any(_imports(s, module) for s in src.tree.body):
+                lines.append(f"import {module}")
+            lines.append(f"{module}.{name} = {_literal(value)}")
     if spec.mark_dynamic:
         lines.append(f"torch.compiler.config.dynamic_sources = {_literal(','.join(spec.mark_dynamic))}")
     if spec.stance is not None:
@@ -355,7 +360,7 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     loop = (f"{indent}for block in {owner}.modules():  # each {cls} compiled once, one compilation serving them all\n"
             f"{indent}    if isinstance(block, {ref}):\n"
             f"{indent}        block.compile({', '.join(kwargs)})\n"
-            f"{indent}{name} = {model}\n")
+            + (f"{indent}{name} = {model}\n" if name != model else ""))  # `model = model` would say nothing
     first, last = assign.lineno, assign.end_lineno or assign.lineno
     if last == len(src.lines) and not src.lines[-1].endswith("\n"):  # the last line, without a newline
         src.edits.append((first, 0, last, len(src.lines[-1]), loop[:-1]))

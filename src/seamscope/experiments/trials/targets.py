@@ -11,9 +11,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ...analyze.findings_churn import guard_pattern
+from ...analyze.findings_churn import OBLIVIOUS_SETTING, guard_pattern, zero_one
 from ...model.receipt import Receipt
 from ...model.trials import RunFigures
+from ..remedy_spec import parse_assignment
 from .catalogue import family, source_of_guard
 from .draft import Draft
 from .verdicts import is_shape_policy
@@ -40,6 +41,13 @@ class Target:
     causes: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """Value and flag guards (``L['scale'] == 0.5``, ``L['mask'] is None``) that explained the
     baseline's recompiles, by :func:`cause_key`: their text."""
+    zero_one: bool = False
+    """Whether a size guard on a size first compiled as 0 or 1 counts (:func:`zero_one`): only for
+    a candidate that stops PyTorch specializing those sizes; a mark or ``dynamic=True`` leaves it."""
+
+
+def _size_keys(run: RunFigures, with_zero_one: bool) -> set[tuple[str, str]]:
+    return {k for g in run.size_guards if (with_zero_one or not zero_one(g)) and (k := guard_key(g)) is not None}
 
 
 def cause_key(guard: str) -> tuple[str, str] | None:
@@ -91,7 +99,7 @@ def kept_target(target: Target | None, runs: list[RunFigures], base_runs: Sequen
     if target is None or not ok:
         return None
     for key, text in target.guards.items():
-        if all(key in {guard_key(g) for g in r.size_guards} for r in ok):
+        if all(key in _size_keys(r, target.zero_one) for r in ok):
             why = SPECIALIZED if _marked(text, marks) else ""
             return f"the guard it targeted failed again in each of its {len(ok)} run(s): {text}{why}"
     for ckey, text in target.causes.items():
@@ -117,7 +125,9 @@ def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) ->
     findings = getattr(getattr(receipt, "findings", None), "findings", None) or []
     finding = next((f for f in findings if getattr(f, "finding_id", None) == d.origin), None)
     sites = frozenset([finding.site_id] if finding is not None and getattr(finding, "site_id", None) else [])
-    seen = {k: g for r in base_runs[:1] if r.ok for g in r.size_guards if (k := guard_key(g)) is not None}
+    oblivious = any(parse_assignment("--dynamo-config", c)[0] == OBLIVIOUS_SETTING for c in d.spec.dynamo_config)
+    seen = {k: g for r in base_runs[:1] if r.ok for g in r.size_guards
+            if (oblivious or not zero_one(g)) and (k := guard_key(g)) is not None}
     guards: dict[tuple[str, str], str] = {}
     if d.spec.mark_dynamic:
         marked = set(d.spec.mark_dynamic)
@@ -133,4 +143,4 @@ def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) ->
     if not sites and not guards and not causes:
         return None
     reasons = {s: why for r in base_runs[:1] for s, why in r.break_reasons.items() if s in sites}
-    return Target(guards=guards, sites=sites, reasons=reasons, causes=causes)
+    return Target(guards=guards, sites=sites, reasons=reasons, causes=causes, zero_one=oblivious)
