@@ -437,3 +437,18 @@ def test_a_frame_first_reached_in_a_call_with_two_changes_is_recognised_later():
     assert size.compile_ids == ["0/1", "4/1"] and size.calls == [1, 2]
     # the new frame's compile time is not split between the two changes of call 1
     assert all(c.new_frame_ids == [] for c in causes)
+
+
+@pytest.mark.parametrize("subjects, grad", [
+    (["L['self']._modules['drop'].training"], False),
+    (["args[0]._modules['model']._modules['layers']._modules['0']._modules['self_attn'].training",
+      "global state grad_mode"], True),
+])
+def test_a_training_flag_is_one_variant_per_mode(subjects, grad):
+    from seamscope.analyze.findings_churn import train_eval_remedy, user_subject
+
+    r = train_eval_remedy(subjects)
+    assert r is not None and r.text.startswith("the modules' training flag (model.train() / model.eval())")
+    assert ("and grad mode (evaluation under torch.no_grad())" in r.text) is grad
+    assert train_eval_remedy(["L['self'].trainingX", "global state grad_mode"]) is None
+    assert user_subject(subjects[0]) in ("L['self'].drop.training", "args[0].model.layers[0].self_attn.training")

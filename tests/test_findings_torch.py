@@ -276,3 +276,28 @@ def test_a_global_state_change_is_one_flag_cause_with_its_own_remedy(dynamo_rese
     assert cause.family == "flag" and cause.subject == "global state autocast(cpu)_enabled"
     assert cause.change == "global state autocast(cpu)_enabled changed between calls"
     assert "check_tensor" not in cause.sentence and "autocast(cpu)_enabled differs between calls" in cause.remedy.text
+
+
+def test_a_model_that_trains_and_evaluates_is_told_one_variant_per_mode(dynamo_reset):
+    """One compiled model trained, then evaluated with ``model.eval()`` under ``torch.no_grad()``
+    (a training loop's periodic evaluation): the recompile is the training flags and grad mode,
+    said in the user's words (``args[0].layers[0].training``, not ``._modules['layers']``), with
+    the remedy for two modes, not "call with one setting"."""
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1), torch.nn.Linear(8, 1))
+    f = torch.compile(m, backend="eager")
+    x = torch.randn(4, 8)
+    with session() as s:
+        for i in range(6):
+            m.train(i % 3 != 2)
+            with torch.set_grad_enabled(m.training):
+                f(x)
+    (recompile,) = [c for c in s.ledger.compilations if c.is_recompile]  # each mode compiled once
+    assert "GLOBAL_STATE changed: grad_mode" in recompile.failed_guards[0]  # PyTorch's own text
+    result = analyze_findings(s.ledger)
+    (cause,) = result.causes
+    assert cause.family == "flag" and cause.remedy is not None
+    assert cause.remedy.text.startswith("the modules' training flag (model.train() / model.eval()) and grad mode")
+    assert "evaluate with the module itself" in cause.remedy.text
+    (churn,) = [f for f in result.findings if f.churn is not None]
+    assert churn.remedies[0].text == cause.remedy.text
+    assert ".training" in churn.sentence and "_modules[" not in churn.sentence

@@ -41,6 +41,7 @@ from .findings_churn import (
     guard_pattern,
     module_int_remedy,
     module_int_subject,
+    train_eval_remedy,
 )
 from .findings_common import compilation_label, config_remedy, stable_frame
 from .units import fmt_ns, number_ranges
@@ -497,6 +498,9 @@ def _remedy(cause: _Cause, dynamic_false: bool = False) -> Remedy:
             text="calls pass different sets of optional arguments, and each set is its own compiled variant: "
             "pass the same arguments every call (an all-ones mask rather than none)",
         )
+    if cause.family == "flag" and (mode := train_eval_remedy(
+            [guard_pattern(g)[1] for g in cause_guards(cause.root.failed_guards)])) is not None:
+        return mode
     if cause.family == "flag" and ch.subject.startswith("global state "):
         return Remedy(
             action="split_by_flag",

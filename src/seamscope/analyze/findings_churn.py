@@ -308,6 +308,25 @@ def module_int_remedy(subject: str, dynamic_false: bool = False) -> Remedy:
         MODULE_INT_SETTING, "True",
     )
 
+_TRAINING = re.compile(r"(?:^|\.)training$")
+
+
+def train_eval_remedy(subjects: list[str]) -> Remedy | None:
+    """A module's ``training`` flag among the subjects: ``model.train()`` / ``model.eval()`` on one
+    compiled model (with grad mode, evaluation under ``torch.no_grad()``). One variant per mode is
+    what that costs, once each; the evaluation's compile time is what can be saved."""
+    if not any(_TRAINING.search(x) for x in subjects):
+        return None
+    grad = " and grad mode (evaluation under torch.no_grad())" if "global state grad_mode" in subjects else ""
+    return Remedy(
+        action="split_by_flag",
+        text=f"the modules' training flag (model.train() / model.eval()){grad} changed between calls: each mode is "
+        "its own compiled variant, compiled once per mode, as expected where one compiled model both trains and "
+        "evaluates (a cost only if the modes keep adding variants); to spend no compile time on evaluation, "
+        "evaluate with the module itself rather than its compiled form",
+    )
+
+
 _STACK = re.compile(r"^___stack(\d+)(?:\[(\d+)\])?$")
 
 
@@ -317,7 +336,7 @@ def user_subject(subject: str) -> str:
     what it is; any other subject is the user's own argument or attribute name."""
     m = _STACK.match(subject)
     if m is None:
-        return subject
+        return attribute_path(subject)
     dim = f" dim {m.group(2)}" if m.group(2) is not None else ""
     return f"the value carried across the break{dim} (Dynamo's ___stack{m.group(1)})"
 
@@ -449,6 +468,8 @@ def _churn_remedies(ev: ChurnEvidence, dynamic_false: bool = False) -> list[Reme
             )
         ]
     if p == "flag":
+        if (mode := train_eval_remedy(ev.subjects)) is not None:
+            return [mode]
         return [
             Remedy(
                 action="split_by_flag",

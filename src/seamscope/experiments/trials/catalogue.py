@@ -21,6 +21,8 @@ from ...analyze.findings_churn import (
     OBLIVIOUS_SETTING,
     global_int_subject,
     module_int_subject,
+    train_eval_remedy,
+    user_subject,
     zero_one,
 )
 from ...analyze.units import fmt_ns
@@ -263,7 +265,7 @@ def _symbolic_by_policy(f: Any) -> bool:
 def _what(f: object) -> str:
     ch = getattr(f, "churn", None)
     if ch is not None:
-        on = f" on {', '.join(ch.subjects[:2])}" if ch.subjects else ""
+        on = f" on {', '.join(map(user_subject, ch.subjects[:2]))}" if ch.subjects else ""
         shown = getattr(ch, "user_frame", None)  # the frame reports name where the compiled one is a wrapper
         return f"{ch.pattern} churn{on} in {shown.function if shown is not None else ch.frame_name}"
     return "a break"
@@ -288,6 +290,8 @@ _NONE = {
 def _why_none(f: object) -> str:
     """Why a cause of the findings has no candidate: what the change is, and the remedy that needs the code."""
     ch = getattr(f, "churn", None)
+    if ch is not None and ch.pattern == "flag" and (mode := train_eval_remedy(list(ch.subjects))) is not None:
+        return f"no flag or setting removes it; {mode.text}"
     if ch is not None and ch.pattern == "flag" and any(x.startswith("global state ") for x in ch.subjects):
         return ("PyTorch's global state (autocast, grad mode) differs between calls, each setting its own variant: "
                 "no flag removes it; call with one setting, or set it inside the compiled function")
