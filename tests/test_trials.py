@@ -1490,3 +1490,25 @@ def test_what_stayed_stable_says_each_count_once():
     c = msgspec.structs.replace(_cand("dyn", "noisy", ["--compile-option", "dynamic=true"]),
                                 metrics=counts, adds=["recompiles 1 → 2", "break sites 0 → 1"])
     assert stable_text(c) == "recompiles 1 → 2, break sites 0 → 1, fallbacks 0"
+
+
+@pytest.mark.parametrize("stacked_ratio, chosen", [(0.689, "dyn"), (0.40, "regional+dyn")])
+def test_a_stack_is_recommended_only_where_it_beats_the_best_single_one_beyond_its_noise(stacked_ratio, chosen):
+    """Seen on a BART under generate: regional attention retried with dynamic=true, 0.689×, ranked
+    above dynamic=true alone, 0.696× (noise 12.9%), and was recommended: more change for no time
+    measured. The simpler change is recommended, and the decision says why the stack was not."""
+    from seamscope.experiments.trials.verdicts import choose_best, decision_text
+    from seamscope.model.trials import Metric
+
+    def cand(name, ratio, origin="F1"):
+        total = Metric(name="total", median=ratio, min=ratio, max=ratio, ratio_median=ratio, baseline_spread=0.129)
+        return Candidate(name=name, flags=["--compile-option", "dynamic=true"], origin=origin, targets="t",
+                         code_change=f"change {name}", command="x", verdict="faster",
+                         outputs=OutputCheck(status="equal"), metrics=[total])
+
+    ranked = rank([cand("regional+dyn", stacked_ratio, origin="retried"), cand("dyn", 0.696)])
+    best = choose_best(ranked)
+    assert best is not None and best.name == chosen
+    text, _ = decision_text(best, ranked, cand("baseline", 1.0), True)
+    assert ("regional+dyn (t) was not measurably faster than dyn alone" in text) is (chosen == "dyn")
+    assert ("stacked remedies" in text) is (chosen != "dyn")

@@ -116,8 +116,9 @@ def test_two_remedies_on_different_things_are_stacked(tmp_path):
         assert {("--regional", "LlamaDecoderLayer"), ("--compile-option", "dynamic=true")} <= set(
             zip(stacked["flags"][::2], stacked["flags"][1::2], strict=True))
         assert stacked["outputs"]["status"] == "equal" and _metric(stacked, "recompiles")["median"] == 0
-        if _busy(t, stacked) is None and stacked["verdict"] == "faster":
-            assert t["chosen"] == stacked["name"] and "stacked remedies" in t["decision"]
+        if _busy(t, stacked) is None and stacked["verdict"] == "faster":  # chosen, or said why not (within noise)
+            assert (t["chosen"] == stacked["name"] and "stacked remedies" in t["decision"]) or (
+                f"{stacked['name']} (" in t["decision"] and "was not measurably faster than" in t["decision"])
     if t["chosen"] is not None:  # the top receipt is the recommendation's first run, with its change
         chosen = by[t["chosen"]]
         with open(tmp_path / "o" / "receipt.json") as f:
