@@ -235,6 +235,9 @@ REAL_GUARDS = {
     # a tensor on the first call, None now (an optional argument left out), or a float now
     "0/0: expected type of 'mask' to be a tensor type, ' but found <class 'NoneType'>": ("flag", "mask", "is not None"),
     "0/0: expected type of 'mask' to be a tensor type, ' but found <class 'float'>": ("type", "mask", "Tensor"),
+    # torch 2.14.1's text
+    "0/0: expected type of 'mask' to be <class 'torch.Tensor'>, but found <class 'NoneType'>": ("flag", "mask",
+                                                                                              "is not None"),
 }
 
 

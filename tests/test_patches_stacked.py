@@ -147,6 +147,22 @@ def test_a_model_compiled_in_place_keeps_its_name_with_no_self_assignment(tmp_pa
     assert "model = model" not in new and new.endswith('        block.compile(backend="eager")\n')
 
 
+def test_a_forward_compiled_in_place_gets_the_loop_and_its_calls_observed_on_the_model(tmp_path, monkeypatch):
+    """``model.forward = torch.compile(model.forward)`` (transformers' advice for ``generate``): the
+    line goes, the loop compiles the blocks, and the run observes the model's calls (``--calls-of
+    model``: what ``generate`` calls is the model's forward)."""
+    text = ("import torch\nfrom transformers import BertModel\n\nmodel = BertModel(config)\n"
+            "model.forward = torch.compile(model.forward, backend=\"eager\")\nmodel.generate(x)\n")
+    p = _patch(tmp_path, monkeypatch, ["--regional", "BertLayer", "--compile-option", "dynamic=true"], text,
+               _receipt_of("BertLayer", LIB))
+    assert p is not None and p.calls_of == "model"
+    new = _applies(tmp_path, p, text)
+    assert "torch.compile(" not in new and "model.forward =" not in new
+    assert '        block.compile(backend="eager", dynamic=True)\nmodel.generate(x)\n' in new
+    other = text.replace("model.forward = torch.compile(model.forward", "model.forward = torch.compile(other.forward")
+    assert _patch(tmp_path, monkeypatch, ["--regional", "BertLayer"], other, _receipt_of("BertLayer", LIB)) is None
+
+
 @pytest.mark.parametrize("head,ref", [
     ("import torch\nfrom transformers import BertModel\n", "BertLayer"),  # the import added
     (f"import torch\nfrom {LIB} import BertLayer as Layer, BertModel\n", "Layer"),  # the script's own name

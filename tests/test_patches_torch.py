@@ -444,3 +444,36 @@ def test_a_patch_of_an_imported_module_of_the_user_is_served_as_imported(tmp_pat
     (tmp_path / "bad.patch").write_text(make("x = 1\n", "x = 2\n", "main.py"))
     p = seamscope_here(["run", "--out", "q", "--patch", "bad.patch", "main.py"], tmp_path)
     assert p.returncode == 2 and "does not apply at line 1" in p.stderr and not (tmp_path / "q").exists()
+
+
+def test_regional_of_a_compiled_forward_with_a_block_called_outside_it(tmp_path, monkeypatch, dynamo_reset):
+    """``model.forward = torch.compile(model.forward)`` (transformers' advice for ``generate``), one
+    block also called outside the forward (BART's encoder under ``generate``): ``--regional`` once
+    compiled the whole forward and said nothing (a no-op, measured as a remedy); now its flags and
+    its patch compile the blocks, and the run's calls stay the model's (a block's call outside them
+    is no call of the run), as many as the baseline's."""
+    from seamscope.experiments.remedy_spec import spec_from_words
+    from seamscope.experiments.trials.patches import spec_patch, write_patch
+    from seamscope.ingest.receipt import load_receipt
+
+    text = Path(W, "blocks.py").read_text()
+    text = text.replace('compiled = torch.compile(model, backend="eager")',
+                        'model.forward = torch.compile(model.forward, backend="eager")')
+    text = text.replace("compiled(torch.randn(2, 16))", "model(model.layers[0](torch.randn(2, 16)))")
+    assert "model.forward = torch.compile" in text and "model(model.layers[0]" in text
+    (tmp_path / "blocks.py").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    base = run_patched("blocks.py", [], tmp_path / "b")
+    patch = spec_patch(spec_from_words(["--regional", "Block"]), "blocks.py",
+                       load_receipt(str(tmp_path / "b" / "receipt.json")))
+    assert patch is not None and patch.calls_of == "model" and "-model.forward = torch.compile" in patch.diff
+    flags = run_patched("blocks.py", ["--regional", "Block"], tmp_path / "f")
+    patched = run_patched("blocks.py", ["--patch", write_patch(str(tmp_path), "p", patch), "--calls-of", "model"],
+                          tmp_path / "p")
+    assert base[:2] == (1, 0) and flags == patched
+    got = {o: load(tmp_path / o / "receipt.json") for o in ("b", "f", "p")}
+    assert {o: r["summary"]["call_count"] for o, r in got.items()} == {"b": 3, "f": 3, "p": 3}
+    # the blocks were compiled (Block.forward, the first forward of the file), not the model's forward
+    block_line = text.splitlines().index("    def forward(self, x):") + 1
+    assert [c["line"] for c in got["b"]["ledger"]["compilations"]] != [block_line]
+    assert {c["line"] for r in (got["f"], got["p"]) for c in r["ledger"]["compilations"]} == {block_line}

@@ -41,8 +41,10 @@ _GLOBAL_STATE = re.compile(r"^GLOBAL_STATE changed: (.+?)\s*$")
 # a type check (an int passed before, a tensor now): ``___check_type_id(t, 1398...), type=<class 'int'>``
 _TYPE = re.compile(r"___check_type_id\((.+?), \d+\)(?:, type=<class '([^']+)'>)?")
 # a tensor guard that met no tensor: ``expected type of 'mask' to be a tensor type, ' but found
-# <class 'NoneType'>`` (a tensor before, None now: an optional argument left out) or another class
-_NOT_A_TENSOR = re.compile(r"^expected type of '(.+?)' to be a tensor type, '? ?but found (?:<class '([^']+)'>)?")
+# <class 'NoneType'>`` (torch 2.13; 2.14.1 writes ``to be <class 'torch.Tensor'>, but found ...``)
+# (a tensor before, None now: an optional argument left out) or another class
+_NOT_A_TENSOR = re.compile(r"^expected type of '(.+?)' to be (?:a tensor type|<class 'torch\.(?:nn\.parameter\.)?"
+                           r"(?:Tensor|Parameter)'>), '? ?but found (?:<class '([^']+)'>)?")
 
 
 # A frame's recompile reasons repeat every earlier entry's reason (see ingest.compile_events): the

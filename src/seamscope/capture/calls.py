@@ -32,6 +32,11 @@ def _option_text(value: Any) -> str:
     return repr(value)
 
 
+def is_block_compile(target: Any) -> bool:
+    """Whether ``torch.compile`` got a module's ``_call_impl``: ``nn.Module.compile`` (``block.compile()``)."""
+    return getattr(target, "__name__", None) == "_call_impl" and getattr(target, "__self__", None) is not None
+
+
 class CallHooks(SessionState):
     # --- hook 1: compiled callables, one call per top-level entry -------------------------------
 
@@ -47,6 +52,8 @@ class CallHooks(SessionState):
             if model is None:
                 decorator = original(**kwargs)
                 return lambda fn: session.track(decorator(fn))
+            if not session.tracks_blocks and is_block_compile(model):
+                return original(model, **kwargs)
             return session.track(original(model, **kwargs))
 
         compile.__wrapped__ = original  # type: ignore[attr-defined]

@@ -1,10 +1,12 @@
 """Regional compilation without editing the script: ``seamscope run --regional CLASS``.
 
 While installed, ``torch.compile(module, **options)`` on an ``nn.Module`` that holds instances of
-``CLASS`` compiles each instance (``instance.compile(**options)``, one compilation serving every
-instance when they trace the same code) instead of the whole module, and returns the module
-itself, its calls still observed as the run's calls (the blocks' compiled calls are nested in
-them). A module without such an instance is compiled whole, with a warning in the receipt.
+``CLASS`` (or on its ``forward``, ``torch.compile(model.forward)``) compiles each instance
+(``instance.compile(**options)``, one compilation serving every instance when they trace the same
+code) instead of the whole module, and returns the module itself (or its forward), its calls still
+observed as the run's calls: a block's compiled call is never a call of its own (nested in the
+model's, or outside it, as BART's encoder under ``generate``). What holds no such instance is
+compiled whole, with a warning in the receipt.
 
 ``CLASS`` is a class name (``GPT2Block``), a qualified one (``Outer.Block``), or the class's module
 and name (``transformers.models.gpt2.modeling_gpt2.GPT2Block``). What it cannot change: a block
@@ -37,6 +39,15 @@ def blocks_of(module: Any, names: tuple[str, ...]) -> list[Any]:
     return found
 
 
+def _owner(model: Any, module_type: type) -> Any:
+    """The module whose blocks are compiled: the one passed, or the one whose ``forward`` was
+    (``torch.compile(model.forward)``, transformers' advice for ``generate``); None otherwise."""
+    if isinstance(model, module_type):
+        return model
+    own = getattr(model, "__self__", None)
+    return own if isinstance(own, module_type) and getattr(model, "__name__", None) == "forward" else None
+
+
 def install_regional(names: tuple[str, ...], session: Any) -> Callable[[], None]:
     """Replace ``torch.compile`` as described above; returns the undo."""
     import torch
@@ -45,25 +56,29 @@ def install_regional(names: tuple[str, ...], session: Any) -> Callable[[], None]
 
     @functools.wraps(inner)
     def compile(model: Any = None, **kwargs: Any) -> Any:
-        if isinstance(model, torch.nn.Module):
-            blocks = blocks_of(model, names)
-            if blocks:
+        owner = _owner(model, torch.nn.Module)
+        blocks = blocks_of(owner, names) if owner is not None else []
+        if blocks:
+            tracks = getattr(session, "tracks_blocks", True)
+            session.tracks_blocks = False  # a block's call is no call of the run
+            try:
                 for b in blocks:
                     b._compiled_call_impl = inner(b._call_impl, **kwargs)  # as Module.compile does
-                note = (
-                    f"--regional {', '.join(names)}: compiled {len(blocks)} instance(s) of {type(blocks[0]).__name__} "
-                    f"one by one instead of the whole {type(model).__name__}"
-                )
-                if note not in session.warnings:
-                    session.warnings.append(note)
-                return session.track(model) if getattr(session, "active", False) else model
-            session.warnings.append(
-                f"--regional {', '.join(names)}: no instance in the {type(model).__name__} passed to torch.compile; "
-                "compiled it whole"
+            finally:
+                session.tracks_blocks = tracks
+            note = (
+                f"--regional {', '.join(names)}: compiled {len(blocks)} instance(s) of {type(blocks[0]).__name__} "
+                f"one by one instead of the whole {type(owner).__name__}"
             )
-        if model is None:
-            return inner(**kwargs)
-        return inner(model, **kwargs)
+            if note not in session.warnings:
+                session.warnings.append(note)
+            return session.track(model) if getattr(session, "active", False) else model
+        if model is not None:
+            what = f"the {type(owner).__name__}" if owner is not None else f"what was passed ({type(model).__name__})"
+            session.warnings.append(f"--regional {', '.join(names)}: no instance in {what} passed to torch.compile; "
+                                    "compiled it whole")
+            return inner(model, **kwargs)
+        return inner(**kwargs)
 
     torch.compile = compile
 

@@ -20,8 +20,8 @@ What each one changes, and how it is undone when the script ends:
   compiled right after the script's first statement binding NAME, with that statement's line
   number (no line of the script moves), hands the object to the session's ``track`` (and to the
   trials' output fingerprints) as ``torch.compile``'s result is: its calls are the run's calls,
-  the compiled calls made inside them (a regional patch's blocks) nested in them, as under
-  ``--regional``;
+  and what ``torch.compile`` returns is not tracked (a regional patch's blocks: nested in those
+  calls, or outside them, as under ``--regional``);
 - the seed: ``random``, ``numpy`` and ``torch`` seeded once.
 
 An undo that raises does not stop the others; what it raised is printed as a warning.
@@ -43,6 +43,7 @@ from typing import Any
 import msgspec
 
 from ..errors import UnusableInput
+from .calls import is_block_compile
 
 
 @dataclass
@@ -429,6 +430,11 @@ def _apply(rem: Remedies, session: Any, track: Callable[[Any], Any] | None) -> C
 
         setattr(builtins, CALLS_OF_NAME, calls_of)
         undo.append(lambda: delattr(builtins, CALLS_OF_NAME) if hasattr(builtins, CALLS_OF_NAME) else None)
+        # NAME's calls are the run's calls, a regional patch's blocks' never (called outside the model
+        # too: BART's encoder under generate)
+        tracks = getattr(session, "tracks_blocks", True)
+        session.tracks_blocks = False
+        undo.append(lambda: setattr(session, "tracks_blocks", tracks))
     if rem.regional:  # under _wrap_compile: its overrides and output fingerprints still apply
         from .regional import install_regional
 
@@ -440,7 +446,7 @@ def _apply(rem: Remedies, session: Any, track: Callable[[Any], Any] | None) -> C
         guards = GuardSettings(session, rem.guard_filter, rem.skip_guard_eval_after, rem.stance)
         undo.append(guards.undo)
     if rem.overrides or track is not None or guards is not None:
-        undo.append(_wrap_compile(rem.overrides, track, guards))
+        undo.append(_wrap_compile(rem.overrides, track, guards, blocks=rem.calls_of is None))
     t0 = time.perf_counter_ns()
 
     def finish() -> None:
@@ -518,9 +524,10 @@ def seed_everything(seed: int) -> None:
 
 
 def _wrap_compile(overrides: dict[str, Any], track: Callable[[Any], Any] | None,
-                  guards: Any = None) -> Callable[[], None]:
+                  guards: Any = None, blocks: bool = True) -> Callable[[], None]:
     """Override ``torch.compile``'s arguments, add the guard settings' (``guards``:
-    :class:`.guard_settings.GuardSettings`), and hand each compiled callable to ``track``."""
+    :class:`.guard_settings.GuardSettings`), and hand each compiled callable to ``track`` (not a
+    block's, from ``nn.Module.compile``, unless ``blocks``)."""
     import torch
 
     inner = torch.compile
@@ -550,6 +557,8 @@ def _wrap_compile(overrides: dict[str, Any], track: Callable[[Any], Any] | None,
         if model is None:
             decorator = inner(**kwargs)
             return lambda fn: tracked(decorator(fn))
+        if not blocks and is_block_compile(model):
+            return inner(model, **kwargs)
         return tracked(inner(model, **kwargs))
 
     torch.compile = compile

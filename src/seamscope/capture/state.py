@@ -48,6 +48,10 @@ class SessionState:
         """The session this one joined: the one open around it that holds its very ``out`` folder."""
         self.output: Any = None
         """With ``out``: the folder's lock and checkpoints while active (``persist.RunOutput``)."""
+        self.tracks_blocks = True
+        """Whether what ``nn.Module.compile`` compiles (a block's ``_call_impl``) is tracked, its
+        calls the run's calls where not nested in one; False where the run observes a model's calls
+        and its blocks are compiled one by one (``--calls-of``, ``--regional``)."""
         self.command = command or []
         self.input_trace_sha256 = input_trace_sha256
         self.first_calls = first_calls

@@ -320,9 +320,18 @@ def _block_ref(src: Source, cls: str, module: str) -> tuple[str, str | None]:
     return cls, f"from {module} import {head}"
 
 
+def _compiled_into(target: ast.expr, arg: ast.expr) -> bool:
+    """``NAME = torch.compile(...)``, or the forward compiled in place: ``MODEL.forward =
+    torch.compile(MODEL.forward)`` (transformers' advice for ``generate``)."""
+    if isinstance(target, ast.Name):
+        return True
+    return isinstance(target, ast.Attribute) and target.attr == "forward" and dotted(target) == dotted(arg)
+
+
 def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, object]],
                     script: str) -> tuple[str, str | None]:
-    """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` by a loop over ``MODEL.modules()``
+    """Replace the script's one ``NAME = torch.compile(MODEL, ...)`` (or ``MODEL.forward =
+    torch.compile(MODEL.forward, ...)``, whose NAME is MODEL) by a loop over ``MODEL.modules()``
     that compiles each instance of the block's class (found by the class the baseline's finding
     saw, wherever it sits below MODEL and whichever frame traced it), each ``block.compile(...)``
     given the script's keywords with ``opts`` set over them (as ``--compile-option`` overrides
@@ -338,11 +347,11 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     ref, import_line = _block_ref(src, cls, module)
     compiles = [n for n in ast.walk(src.tree) if is_torch_compile(n)]
     assign = next((n for n in ast.walk(src.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                   and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
-                   and is_torch_compile(n.value.func) and len(n.value.args) == 1
-                   and dotted(n.value.args[0]) is not None), None)
+                   and isinstance(n.value, ast.Call) and is_torch_compile(n.value.func) and len(n.value.args) == 1
+                   and dotted(n.value.args[0]) is not None and _compiled_into(n.targets[0], n.value.args[0])), None)
     if assign is None or len(compiles) != 1:
-        raise NoPatch("the script does not hand one model to one `NAME = torch.compile(MODEL, ...)`")
+        raise NoPatch("the script does not hand one model to one `NAME = torch.compile(MODEL, ...)` "
+                      "or `MODEL.forward = torch.compile(MODEL.forward, ...)`")
     call = assign.value
     assert isinstance(call, ast.Call)
     if any(k.arg is None for k in call.keywords) or not src.alone(assign):
@@ -355,12 +364,16 @@ def _regional_edits(src: Source, cls: str, receipt: Any, opts: list[tuple[str, o
     kwargs = [f"{k.arg}={_literal(given.pop(k.arg))}" if k.arg in given else ast.get_source_segment(src.text, k) or ""
               for k in call.keywords]
     kwargs += [f"{k}={_literal(v)}" for k, v in given.items()]
-    name: str = assign.targets[0].id  # type: ignore[attr-defined]
+    target = assign.targets[0]
+    in_place = not isinstance(target, ast.Name)  # MODEL.forward = torch.compile(MODEL.forward): MODEL's calls
+    if in_place and not owner.isidentifier():
+        raise NoPatch(f"{owner} is no plain name the run can observe the calls of")
+    name = owner if in_place else target.id  # type: ignore[attr-defined]
     indent = src.indent(assign)
     loop = (f"{indent}for block in {owner}.modules():  # each {cls} compiled once, one compilation serving them all\n"
             f"{indent}    if isinstance(block, {ref}):\n"
             f"{indent}        block.compile({', '.join(kwargs)})\n"
-            + (f"{indent}{name} = {model}\n" if name != model else ""))  # `model = model` would say nothing
+            + (f"{indent}{name} = {model}\n" if name != model and not in_place else ""))  # `model = model`: nothing
     first, last = assign.lineno, assign.end_lineno or assign.lineno
     if last == len(src.lines) and not src.lines[-1].endswith("\n"):  # the last line, without a newline
         src.edits.append((first, 0, last, len(src.lines[-1]), loop[:-1]))
