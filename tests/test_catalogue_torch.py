@@ -92,3 +92,33 @@ def test_run_eagerly_it_traces_nothing(moe):
     *_, after = moe
     compiles, recompiles, breaks, graphs = after
     assert (compiles, recompiles, breaks, graphs) == (0, 0, 0, 0)
+
+
+# --- an item of a dict subclass (transformers' ModelOutput) -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_output(tmp_path_factory):
+    pytest.importorskip("transformers")
+    d, raw, _, receipt, drafts = catalogued(tmp_path_factory, os.path.join(TRIALS, "model_output_arg.py"))
+    marks = [x for x in drafts if x.spec.mark_dynamic]
+    with inside(d):
+        after = run_patched("model_output_arg.py", marks[0].spec.flags(), d / "marked") if marks else None
+    guards = " ".join(g for c in receipt.ledger.compilations for g in c.failed_guards)
+    return raw, guards, marks, after
+
+
+def test_the_mark_names_the_items_as_dynamo_builds_them(model_output):
+    """The guards name the tensor two ways (``kwargs['enc'][0]``-like and Dynamo's
+    ``dict.__getitem__(...)``); only the second is a source a mark matches (BART's
+    ``encoder_outputs``: the first marked nothing and the candidate 'did not remove its target')."""
+    _, guards, marks, _ = model_output
+    assert "dict.__getitem__(kwargs['enc']" in guards  # PyTorch's own source name
+    assert [m.spec.mark_dynamic for m in marks] == [(r"dict\.__getitem__\(L\['kwargs'\]\['enc'\].*:1",)]
+    assert marks[0].name == "mark-dynamic-enc-items-1"
+
+
+def test_its_flags_compile_every_length_once(model_output):
+    raw, _, _, after = model_output
+    assert raw["summary"]["recompile_count"] >= 1
+    assert after is not None and after[:2] == (1, 0) and after[3] == 1  # compiles, recompiles; PyTorch's graphs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import shlex
 
 import msgspec
@@ -1512,3 +1513,25 @@ def test_a_stack_is_recommended_only_where_it_beats_the_best_single_one_beyond_i
     text, _ = decision_text(best, ranked, cand("baseline", 1.0), True)
     assert ("regional+dyn (t) was not measurably faster than dyn alone" in text) is (chosen == "dyn")
     assert ("stacked remedies" in text) is (chosen != "dyn")
+
+
+def test_an_item_of_a_dict_subclass_is_marked_by_the_source_dynamo_builds_it_from():
+    """BART under generate: the guards name ``kwargs['encoder_outputs']['last_hidden_state']`` and
+    Dynamo's ``dict.__getitem__(...)`` form of the same tensor; a mark on the first matched nothing.
+    The candidate marks the second's container's items (one regex, no comma or space), and that
+    mark covers the first name too (its target)."""
+    from seamscope.experiments.trials.catalogue import _marks, dict_items, marks_cover
+
+    box = "kwargs['encoder_outputs']"
+    guards = [f"tensor '{box}['last_hidden_state']' size mismatch at index 1. expected 8, actual 12",
+              f"tensor 'dict.__getitem__({box}, list(dict.keys({box}))[0])' size mismatch at index 1. expected 8, "
+              "actual 12"]
+    regex = r"dict\.__getitem__\(L\['kwargs'\]\['encoder_outputs'\].*:1"
+    assert _marks(guards) == ([regex], [])
+    assert "," not in regex and " " not in regex
+    built = "dict.__getitem__(L['kwargs']['encoder_outputs'], list(dict.keys(L['kwargs']['encoder_outputs']))[0])"
+    assert re.match(regex[:-2], built)  # what dynamic_sources does with it (re.match)
+    assert marks_cover("L['kwargs']['encoder_outputs']['last_hidden_state']:1", [regex])
+    assert not marks_cover("L['kwargs']['encoder_outputs']['last_hidden_state']:2", [regex])
+    assert not marks_cover("L['kwargs']['input_ids']:1", [regex])
+    assert dict_items("dict.__getitem__(a, list(dict.keys(b))[0]):1") is None  # two containers: not an item

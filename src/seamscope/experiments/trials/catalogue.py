@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from ...analyze.findings_churn import (
@@ -95,7 +96,8 @@ _SOURCE_NOISE = frozenset({"L", "G", "kwargs", "self", "_modules"})
 def _source_words(source: str) -> str:
     """A source as words for a name: ``L['kwargs']['input_ids']:1`` reads ``input_ids 1`` (a family's
     regex loses its ``\\d+`` and ``\\Z`` too)."""
-    plain = re.sub(r"\\(d\+|Z)", " ", source)
+    box = _items_of(source)
+    plain = re.sub(r"\\(d\+|Z)", " ", f"{box[0]} items {box[1]}" if box else source)
     return " ".join(w for w in re.findall(r"[A-Za-z0-9_]+", plain) if w not in _SOURCE_NOISE)
 
 
@@ -191,18 +193,50 @@ def family(source: str) -> str | None:
     return pattern + (f":{dim}" if dim else "")
 
 
+_DICT_ITEM = re.compile(r"^dict\.__getitem__\((.+?), list\(dict\.keys\(\1\)\)\[\d+\]\):(\d+)$")
+_ITEMS = r"dict\.__getitem__\("
+
+
+def dict_items(internal: str) -> str | None:
+    """An item of a dict subclass (transformers' ``ModelOutput``) is built by Dynamo from the source
+    ``dict.__getitem__(X, list(dict.keys(X))[0])``, which a mark must name: the guards' other name
+    for it (``X['last_hidden_state']``) marks nothing. A ``dynamic_sources`` regex for every item
+    of X (no comma or space, which ``dynamic_sources`` splits on and drops); None for another source."""
+    m = _DICT_ITEM.match(internal)
+    src = user_source(m.group(1)) if m else None
+    return None if m is None or src is None else f"{_ITEMS}{re.escape(src)}.*:{m.group(2)}"
+
+
+def _items_of(mark: str) -> tuple[str, str] | None:
+    """(X, dimension) of a :func:`dict_items` regex; None for another mark."""
+    name, _, dim = mark.rpartition(":")
+    if not name.startswith(_ITEMS) or not name.endswith(".*"):
+        return None
+    return re.sub(r"\\(.)", r"\1", name[len(_ITEMS):-2]), dim
+
+
+def marks_cover(source: str, marks: Collection[str]) -> bool:
+    """Whether ``marks`` mark ``source`` (``NAME:DIM``): by name, by its family's regex, or as an
+    item of a dict subclass whose items a :func:`dict_items` regex marks."""
+    if source in marks or family(source) in marks:
+        return True
+    name, _, dim = source.rpartition(":")
+    return any(box is not None and box[1] == dim and name.startswith(box[0] + "[") for box in map(_items_of, marks))
+
+
 def _marks(guards: list[str], cap: int = MARKS_PER_CAUSE) -> tuple[list[str], list[str]]:
-    """(the user sources with every dimension the guards name, a family's sources as one regex;
-    the internal ones folded)."""
+    """(the user sources with every dimension the guards name, a family's sources as one regex,
+    a dict subclass's items as one regex; the other internal ones folded)."""
     user, internal = [], []
     for g in guards:
-        s = source_of_guard(g)
-        s = family(s) or s if s is not None else None
+        i = internal_guard_source(g)
+        s = dict_items(i) if i is not None else source_of_guard(g)
+        s = family(s) or s if s is not None and i is None else s
         if s is not None and s not in user:
             user.append(s)
-        i = internal_guard_source(g)
-        if i is not None and i not in internal:
+        if i is not None and s is None and i not in internal:
             internal.append(i)
+    user = [u for u in user if not any(o != u and marks_cover(u, [o]) for o in user)]  # an item its dict's regex marks
     return sorted(user)[:cap], sorted(internal)
 
 

@@ -15,7 +15,7 @@ from ...analyze.findings_churn import OBLIVIOUS_SETTING, guard_pattern, zero_one
 from ...model.receipt import Receipt
 from ...model.trials import RunFigures
 from ..remedy_spec import parse_assignment
-from .catalogue import family, source_of_guard
+from .catalogue import marks_cover, source_of_guard
 from .draft import Draft
 from .verdicts import is_shape_policy
 
@@ -84,7 +84,7 @@ SPECIALIZED = ("; the candidate marks that dimension, so either the mark matched
 def _marked(guard: str, marks: Sequence[str]) -> bool:
     """Whether ``marks`` (``--mark-dynamic`` sources) mark the tensor and dimension of a size guard."""
     source = source_of_guard(guard)
-    return source is not None and (source in marks or family(source) in marks)
+    return source is not None and marks_cover(source, marks)
 
 
 def kept_target(target: Target | None, runs: list[RunFigures], base_runs: Sequence[RunFigures] = (),
@@ -131,8 +131,7 @@ def target_of(d: Draft, receipt: Receipt | None, base_runs: list[RunFigures]) ->
     guards: dict[tuple[str, str], str] = {}
     if d.spec.mark_dynamic:
         marked = set(d.spec.mark_dynamic)
-        guards = {k: g for k, g in seen.items() if (s := source_of_guard(g)) is not None
-                  and (s in marked or family(s) in marked)}
+        guards = {k: g for k, g in seen.items() if (s := source_of_guard(g)) is not None and marks_cover(s, marked)}
     elif is_shape_policy(d.spec.flags()) and finding is not None and getattr(finding, "churn", None) is not None:
         keys = {k for g in finding.churn.guards if (k := guard_key(g)) is not None}
         guards = {k: g for k, g in seen.items() if k in keys}
