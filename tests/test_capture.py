@@ -163,6 +163,26 @@ def test_module_compile_decorator_and_observe():
     assert isinstance(om, torch.nn.Module) and om._orig_mod is m
 
 
+def test_a_tracked_module_keeps_its_forwards_signature():
+    """A module whose calls are the run's calls (``--calls-of``, ``--regional``) has its ``forward``
+    tracked on the instance; without the signature, transformers' ``generate`` (which reads it)
+    stopped passing ``logits_to_keep`` and ``position_ids`` and the program returned full logits:
+    observing it changed it."""
+    import inspect
+
+    class M(torch.nn.Module):
+        def forward(self, x, logits_to_keep=0):
+            return x[:, -logits_to_keep:] if logits_to_keep else x
+
+    with session() as s:
+        m = M()
+        before = inspect.signature(m.forward)
+        assert s.track(m) is m
+        assert inspect.signature(m.forward) == before and "logits_to_keep" in before.parameters
+        m(torch.ones(1, 3), logits_to_keep=1)
+    assert s.ledger.totals.calls == 1
+
+
 def test_model_that_raises_in_compiled_code_is_recorded():
     def bad(x):
         y = x + 1

@@ -87,7 +87,8 @@ class CallHooks(SessionState):
 
         if isinstance(compiled, torch.nn.Module):
             inner = compiled.forward
-            object.__setattr__(compiled, "forward", self._tracked(inner))
+            # with forward's signature: transformers' generate reads it (no logits_to_keep without it)
+            object.__setattr__(compiled, "forward", functools.wraps(inner)(self._tracked(inner)))
             self._hook_context(getattr(compiled, "dynamo_ctx", None))
             return compiled
         if callable(compiled):

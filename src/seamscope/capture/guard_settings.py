@@ -75,7 +75,7 @@ class GuardSettings:
         if self.after is None or self.switched:
             return compiled
         if isinstance(compiled, torch.nn.Module):
-            object.__setattr__(compiled, "forward", self._counted(compiled.forward))
+            object.__setattr__(compiled, "forward", functools.wraps(compiled.forward)(self._counted(compiled.forward)))
             return compiled
         if callable(compiled):
             return functools.wraps(compiled)(self._counted(compiled))
