@@ -181,6 +181,12 @@ def test_a_tracked_module_keeps_its_forwards_signature():
         assert inspect.signature(m.forward) == before and "logits_to_keep" in before.parameters
         m(torch.ones(1, 3), logits_to_keep=1)
     assert s.ledger.totals.calls == 1
+    # and under try's output fingerprints (what its runs observe the same way)
+    from seamscope.experiments.remedy_plan import _tracker
+    from seamscope.experiments.trials.fingerprint import Recorder
+
+    m = M()
+    assert _tracker(Recorder())(m) is m and inspect.signature(m.forward) == before
 
 
 def test_model_that_raises_in_compiled_code_is_recorded():

@@ -114,7 +114,7 @@ def _tracker(recorder: Any, prober: Any = None) -> Callable[[Any], Any]:
             forward = recorder.wrap(inner)
             if prober is not None:
                 forward = prober.watch(compiled, inner, forward)
-            object.__setattr__(compiled, "forward", forward)
+            object.__setattr__(compiled, "forward", functools.wraps(inner)(forward))  # generate reads its signature
             return compiled
         if callable(compiled):
             wrapped = recorder.wrap(compiled)
