@@ -378,12 +378,17 @@ def _spread(c: Candidate) -> float:
 STACKED = ("combined", "retried")
 
 
+def best_single(ranked: list[Candidate]) -> Candidate | None:
+    """The best recommendable candidate that is no stack."""
+    return next((o for o in ranked if recommendable(o) and o.origin not in STACKED), None)
+
+
 def stacked_no_better(c: Candidate, ranked: list[Candidate]) -> Candidate | None:
     """The best single recommendable candidate that the stacked candidate ``c`` does not beat beyond
     that one's noise (None: ``c`` is no stack, or it does beat it): a stack is more change to make
     and to keep, recommended only for time it measurably saves (a BART's regional attention with
     dynamic=true, 0.689×, against dynamic=true alone, 0.696×, was not)."""
-    single = next((o for o in ranked if recommendable(o) and o.origin not in STACKED), None)
+    single = best_single(ranked)
     if c.origin not in STACKED or single is None:
         return None
     return None if _ratio(c, "total") < _ratio(single, "total") * (1.0 - _spread(single)) else single
@@ -584,13 +589,13 @@ def decision_text(chosen: Candidate | None, ranked: list[Candidate], base: Candi
     if chosen.paired is not None and chosen.paired.unpaired:
         evidence += "; " + "; ".join(group_text(g) for g in chosen.paired.unpaired[:3])
     if chosen.origin in STACKED:
-        single = next((c for c in ranked if recommendable(c) and c.origin not in STACKED), None)
+        single = best_single(ranked)
         evidence += f"; stacked remedies ({chosen.targets})"
         if single is not None:
             evidence += (f", measured against a baseline of their own: total {_ratio_text(chosen, 'total')} against "
                          f"the best single one, {single.name}: {_ratio_text(single, 'total')}")
     for c in ranked:  # a stack left out for the simpler change: said, since it ranks above it
-        if c.rank < chosen.rank and recommendable(c) and (single := stacked_no_better(c, ranked)) is chosen:
+        if c.rank < chosen.rank and recommendable(c) and stacked_no_better(c, ranked) is chosen:
             evidence += (f"; {c.name} ({c.targets}) was not measurably faster than {chosen.name} alone (total "
                          f"{_ratio_text(c, 'total')} against {_ratio_text(chosen, 'total')}): the simpler change")
     if chosen.adds:
